@@ -1,0 +1,14 @@
+module github.com/gregorbroker/gregor
+
+go 1.26.0
+
+require (
+	github.com/klauspost/compress v1.20.4
+	github.com/pierrec/lz4/v4 v4.1.33
+	github.com/twmb/franz-go v1.22.3
+	github.com/twmb/franz-go/pkg/kadm v1.20.0
+	github.com/twmb/franz-go/pkg/kmsg v1.15.1
+	go.etcd.io/raft/v3 v3.7.0
+)
+
+require google.golang.org/protobuf v1.36.11 // indirect
