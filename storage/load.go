@@ -1,0 +1,214 @@
+package storage
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/gregorbroker/gregor/vfs"
+)
+
+// Leftovers of Kafka's segment deletion and compaction; a start removes
+// them as Kafka's LogLoader does.
+var leftoverSuffixes = []string{".deleted", ".cleaned"}
+
+// loadLog opens a partition directory. After an unclean shutdown it
+// recovers every segment from the one holding the recovery point, and if
+// one had to be truncated it deletes the segments after it: what followed
+// a torn batch is not trustworthy. A segment whose index files are missing
+// gets them rebuilt wherever it is. The recovery point afterwards is the
+// log end offset, since recovery fsyncs what it keeps.
+func (m *Manager) loadLog(parent string, tp TopicPartition, rpCkpt, lsoCkpt int64, clean bool) (*Log, error) {
+	dir := filepath.Join(parent, tp.String())
+	ents, err := m.fsys.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	files := map[string]map[int64]bool{logSuffix: {}, indexSuffix: {}, timeIndexSuffix: {}}
+	dirDirty := false
+	var topicID [16]byte
+	for _, e := range ents {
+		name := e.Name()
+		if name == partitionMetadataFile {
+			topicID = m.readPartitionMetadata(dir)
+			continue
+		}
+		if isLeftover(name) {
+			if err := m.fsys.Remove(filepath.Join(dir, name)); err != nil {
+				return nil, err
+			}
+			dirDirty = true
+			continue
+		}
+		ext := filepath.Ext(name)
+		if set, ok := files[ext]; ok {
+			if base, ok := parseSegmentBase(strings.TrimSuffix(name, ext)); ok {
+				set[base] = true
+			}
+		}
+	}
+	// Index files without a .log are orphans of a deleted segment.
+	for _, ext := range []string{indexSuffix, timeIndexSuffix} {
+		for base := range files[ext] {
+			if !files[logSuffix][base] {
+				if err := m.fsys.Remove(segmentPath(dir, base, ext)); err != nil {
+					return nil, err
+				}
+				dirDirty = true
+			}
+		}
+	}
+
+	now := m.nowMs()
+	bases := make([]int64, 0, len(files[logSuffix]))
+	for b := range files[logSuffix] {
+		bases = append(bases, b)
+	}
+	sort.Slice(bases, func(i, j int) bool { return bases[i] < bases[j] })
+	var segs []*segment
+	closeAll := func() {
+		for _, s := range segs {
+			s.close()
+		}
+	}
+	for _, b := range bases {
+		s, err := openSegment(m.fsys, dir, b, now)
+		if err != nil {
+			closeAll()
+			return nil, err
+		}
+		segs = append(segs, s)
+	}
+	if len(segs) == 0 {
+		s, err := createSegment(m.fsys, dir, max(lsoCkpt, 0), now)
+		if err != nil {
+			return nil, err
+		}
+		segs = append(segs, s)
+		dirDirty = true
+	}
+
+	l := m.newLog(parent, tp, nil, m.topicCfg(tp.Topic))
+	cfg := l.cfg.Load()
+	recoverFrom := len(segs)
+	if !clean {
+		recoverFrom = max(sort.Search(len(segs), func(i int) bool { return segs[i].base > rpCkpt })-1, 0)
+	}
+	activeRecovered := false
+	for i := 0; i < len(segs); i++ {
+		s := segs[i]
+		missing := !files[indexSuffix][s.base] || !files[timeIndexSuffix][s.base]
+		if i < recoverFrom && !missing {
+			continue
+		}
+		if i < recoverFrom {
+			// Flushed data whose index is gone: rebuild the index only.
+			if err := s.ensureLoaded(cfg, l.logger); err != nil {
+				closeAll()
+				return nil, err
+			}
+			continue
+		}
+		m.recoveredSegments.Add(1)
+		cut, reason, err := s.recover(cfg, &m.recoveredBatches)
+		if err != nil {
+			closeAll()
+			return nil, err
+		}
+		dirDirty = true
+		if cut == 0 {
+			activeRecovered = i == len(segs)-1
+			continue
+		}
+		activeRecovered = true
+		l.logger.Warn("truncated torn or corrupt log tail", "segment", s.base, "bytes", cut, "reason", reason)
+		for _, later := range segs[i+1:] {
+			later.close()
+			if err := later.remove(); err != nil {
+				closeAll()
+				return nil, err
+			}
+			l.logger.Warn("deleted segment after a truncated one", "segment", later.base)
+		}
+		segs = segs[:i+1]
+		break
+	}
+
+	active := segs[len(segs)-1]
+	if activeRecovered {
+		// Recovered above: its next offset is known.
+	} else if err := active.loadActive(cfg, l.logger); err != nil {
+		if !errors.Is(err, errNeedsRecovery) {
+			closeAll()
+			return nil, err
+		}
+		l.logger.Warn("active segment did not end cleanly; recovering it", "segment", active.base, "reason", err)
+		m.recoveredSegments.Add(1)
+		if _, _, err := active.recover(cfg, &m.recoveredBatches); err != nil {
+			closeAll()
+			return nil, err
+		}
+		dirDirty = true
+	}
+	if dirDirty {
+		if err := m.fsys.SyncDir(dir); err != nil {
+			closeAll()
+			return nil, err
+		}
+	}
+
+	leo := active.nextOffset
+	l.segs.Store(&segs)
+	l.leo.Store(leo)
+	l.lso.Store(min(max(lsoCkpt, segs[0].base), leo))
+	l.rp.Store(leo)
+	l.topicID = topicID
+	if !clean && rpCkpt > leo {
+		l.logger.Warn("log end offset below the checkpointed recovery point", "recovery_point", rpCkpt, "log_end_offset", leo)
+	}
+	return l, nil
+}
+
+func isLeftover(name string) bool {
+	for _, s := range leftoverSuffixes {
+		if strings.HasSuffix(name, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// parseSegmentBase reads a segment file's 20-digit base offset.
+func parseSegmentBase(stem string) (int64, bool) {
+	if len(stem) != 20 {
+		return 0, false
+	}
+	b, err := strconv.ParseInt(stem, 10, 64)
+	if err != nil || b < 0 {
+		return 0, false
+	}
+	return b, true
+}
+
+// readPartitionMetadata returns the recorded topic id, or zero (with a
+// warning) if the file is unreadable.
+func (m *Manager) readPartitionMetadata(dir string) [16]byte {
+	data, err := vfs.ReadFile(m.fsys, filepath.Join(dir, partitionMetadataFile))
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		m.logger.Warn("unreadable partition.metadata", "dir", dir, "err", err)
+		return [16]byte{}
+	}
+	if err != nil {
+		return [16]byte{}
+	}
+	id, err := decodePartitionMetadata(data)
+	if err != nil {
+		m.logger.Warn("malformed partition.metadata", "dir", dir, "err", fmt.Sprint(err))
+		return [16]byte{}
+	}
+	return id
+}

@@ -1,0 +1,504 @@
+package storage
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/gregorbroker/gregor/protocol"
+	"github.com/gregorbroker/gregor/vfs"
+)
+
+// Errors a Log returns. The broker maps them to Kafka error codes.
+var (
+	// ErrOffsetOutOfRange is OFFSET_OUT_OF_RANGE: an offset below the log
+	// start offset or above the log end offset.
+	ErrOffsetOutOfRange = errors.New("offset out of range")
+	// ErrBatchTooLarge is RECORD_BATCH_TOO_LARGE: a batch larger than
+	// segment.bytes can never be stored.
+	ErrBatchTooLarge = errors.New("record batch larger than segment.bytes")
+	// ErrClosed is returned by a log used after Close or DeleteLog.
+	ErrClosed = errors.New("log closed")
+)
+
+// TopicPartition names a partition.
+type TopicPartition struct {
+	Topic     string
+	Partition int32
+}
+
+// String formats tp as Kafka names its directory, <topic>-<partition>.
+func (tp TopicPartition) String() string { return fmt.Sprintf("%s-%d", tp.Topic, tp.Partition) }
+
+// AppendResult describes an append: the offsets assigned and the largest
+// timestamp among the appended batches with the last offset of the batch
+// holding it (Kafka's shallow offset of max timestamp); -1 when no batch
+// has a timestamp.
+type AppendResult struct {
+	FirstOffset          int64
+	LastOffset           int64
+	MaxTimestamp         int64
+	OffsetOfMaxTimestamp int64
+}
+
+// ReadResult is what Read returns: whole batches, and the log's bounds at
+// the time of the read.
+type ReadResult struct {
+	Data           []byte
+	LogStartOffset int64
+	LogEndOffset   int64
+}
+
+// Log is one partition's log: a directory <topic>-<partition> of segments.
+//
+// One writer at a time appends (the caller holds the partition's lock);
+// readers run concurrently with it and with each other, seeing a prefix of
+// the log published by atomics. Lock order: flushMu, then mu, then a
+// segment's mu.
+type Log struct {
+	fsys       vfs.FS
+	dir        string
+	parent     string // the log dir holding dir
+	tp         TopicPartition
+	logger     *slog.Logger
+	nowMs      func() int64
+	decompress func(protocol.Codec, []byte) ([]byte, error)
+
+	segs        atomic.Pointer[[]*segment] // copy on write; sorted by base offset
+	leo         atomic.Int64
+	lso         atomic.Int64
+	rp          atomic.Int64
+	cfg         atomic.Pointer[LogConfig]
+	closed      atomic.Bool
+	lastFlushMs atomic.Int64
+
+	// flushMu serializes Flush and Close, so that files are not closed
+	// while a flush outside mu syncs them.
+	flushMu sync.Mutex
+
+	mu       sync.Mutex // the writer's lock
+	err      error      // sticky: a failed write or fsync
+	dirDirty bool       // directory entries changed since the last SyncDir
+	topicID  [16]byte
+	infos    []batchInfo // scratch for Append
+}
+
+// LogStartOffset is the first offset a reader may ask for.
+func (l *Log) LogStartOffset() int64 { return l.lso.Load() }
+
+// LogEndOffset is the offset the next appended record will get. It reads
+// an atomic, so it never waits for the writer.
+func (l *Log) LogEndOffset() int64 { return l.leo.Load() }
+
+// RecoveryPoint is the offset below which everything is known to be on
+// stable storage; recovery after a crash starts from the segment holding it.
+func (l *Log) RecoveryPoint() int64 { return l.rp.Load() }
+
+// Dir is the partition's directory.
+func (l *Log) Dir() string { return l.dir }
+
+// TopicID is the topic id recorded in partition.metadata, zero if none.
+func (l *Log) TopicID() [16]byte {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.topicID
+}
+
+// SetConfig applies a changed topic config to later appends.
+func (l *Log) SetConfig(cfg LogConfig) {
+	c := cfg.normalized()
+	l.cfg.Store(&c)
+}
+
+// segments returns the current segments; never empty for an open log.
+func (l *Log) segments() []*segment { return *l.segs.Load() }
+
+func (l *Log) active() *segment {
+	segs := l.segments()
+	return segs[len(segs)-1]
+}
+
+// storeMax raises v to x if x is larger.
+func storeMax(v *atomic.Int64, x int64) {
+	for {
+		old := v.Load()
+		if x <= old || v.CompareAndSwap(old, x) {
+			return
+		}
+	}
+}
+
+// Append writes one or more consecutive magic-2 batches, already validated
+// by the caller (CRC checked), at the log end. It assigns offsets by
+// rewriting each batch's base offset and partition leader epoch in place
+// (both lie outside the CRC), rolls the segment first when segment.bytes,
+// segment.ms, a full index or the 32-bit relative offset demand it, and
+// fsyncs when flush.messages or flush.ms says so. now is the broker's clock
+// in milliseconds.
+//
+// A failed write or fsync makes the error sticky: every later Append and
+// Flush returns it. If the bytes were written but the policy fsync failed,
+// the result is returned along with the error.
+func (l *Log) Append(batches []byte, leaderEpoch int32, now int64) (AppendResult, error) {
+	res, flush, err := l.append(batches, leaderEpoch, now)
+	if err != nil {
+		return AppendResult{}, err
+	}
+	if flush {
+		if err := l.Flush(); err != nil {
+			return res, err
+		}
+		// flush.ms counts on the caller's clock.
+		l.lastFlushMs.Store(now)
+	}
+	return res, nil
+}
+
+func (l *Log) append(batches []byte, leaderEpoch int32, now int64) (res AppendResult, flush bool, err error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed.Load() {
+		return res, false, fmt.Errorf("append %s: %w", l.tp, ErrClosed)
+	}
+	if l.err != nil {
+		return res, false, l.err
+	}
+	cfg := l.cfg.Load()
+	infos, err := l.parseBatchesLocked(batches, cfg)
+	if err != nil {
+		return res, false, fmt.Errorf("append %s: %w", l.tp, err)
+	}
+	first := l.leo.Load()
+	var count int64
+	res.MaxTimestamp, res.OffsetOfMaxTimestamp = noTimestamp, -1
+	for i := range infos {
+		b := &infos[i]
+		delta := b.lastOffset - b.baseOffset
+		b.baseOffset = first + count
+		b.lastOffset = b.baseOffset + delta
+		count += delta + 1
+		if b.maxTimestamp > res.MaxTimestamp {
+			res.MaxTimestamp, res.OffsetOfMaxTimestamp = b.maxTimestamp, b.lastOffset
+		}
+	}
+	res.FirstOffset, res.LastOffset = first, first+count-1
+
+	seg := l.active()
+	if l.shouldRollLocked(seg, int64(len(batches)), res.MaxTimestamp, res.LastOffset, now, cfg) {
+		if seg, err = l.rollLocked(now); err != nil {
+			l.err = fmt.Errorf("roll %s: %w", l.tp, err)
+			return AppendResult{}, false, l.err
+		}
+	}
+
+	pos := seg.size.Load()
+	for i := range infos {
+		b := &infos[i]
+		protocol.SetBaseOffset(batches[b.pos:], b.baseOffset)
+		protocol.SetPartitionLeaderEpoch(batches[b.pos:], leaderEpoch)
+		b.pos += pos
+	}
+	if pos == 0 {
+		seg.rollTs, seg.rollTsKnown = res.MaxTimestamp, true
+	}
+	seg.unsynced = true
+	if _, err := seg.log.WriteAt(batches, pos); err != nil {
+		l.err = fmt.Errorf("append %s: %w", l.tp, err)
+		return AppendResult{}, false, l.err
+	}
+	seg.size.Store(pos + int64(len(batches)))
+	seg.mu.Lock()
+	for _, b := range infos {
+		seg.indexBatchLocked(b, cfg, &seg.bytesSinceIndex)
+	}
+	seg.mu.Unlock()
+	seg.nextOffset = res.LastOffset + 1
+	l.leo.Store(res.LastOffset + 1)
+
+	flush = l.leo.Load()-l.rp.Load() >= cfg.FlushMessages ||
+		now-l.lastFlushMs.Load() >= cfg.FlushMs
+	return res, flush, nil
+}
+
+// parseBatchesLocked splits batches into headers, checking only what the
+// log itself relies on: whole magic-2 batches, sane offsets, sizes that fit
+// a segment. The caller has checked CRCs and record counts.
+func (l *Log) parseBatchesLocked(batches []byte, cfg *LogConfig) ([]batchInfo, error) {
+	if len(batches) == 0 {
+		return nil, fmt.Errorf("%w: no batches", protocol.ErrCorrupt)
+	}
+	if len(batches) > math.MaxInt32 {
+		return nil, fmt.Errorf("%w: %d bytes", ErrBatchTooLarge, len(batches))
+	}
+	infos := l.infos[:0]
+	for pos := 0; pos < len(batches); {
+		h, err := protocol.ParseBatchHeader(batches[pos:])
+		if err != nil {
+			return nil, fmt.Errorf("batch at byte %d: %w", pos, err)
+		}
+		if h.LastOffsetDelta < 0 {
+			return nil, fmt.Errorf("%w: last offset delta %d", protocol.ErrCorrupt, h.LastOffsetDelta)
+		}
+		if int64(h.Size()) > cfg.SegmentBytes {
+			return nil, fmt.Errorf("%w: %d bytes, segment.bytes %d", ErrBatchTooLarge, h.Size(), cfg.SegmentBytes)
+		}
+		b := infoOf(&h, int64(pos))
+		b.baseOffset, b.lastOffset = 0, int64(h.LastOffsetDelta)
+		infos = append(infos, b)
+		pos += h.Size()
+	}
+	l.infos = infos
+	return infos, nil
+}
+
+// shouldRollLocked is Kafka's LogSegment.shouldRoll (without jitter). An
+// empty segment is never rolled: a new one would be no emptier.
+func (l *Log) shouldRollLocked(seg *segment, appendBytes, maxTs, lastOffset, now int64, cfg *LogConfig) bool {
+	size := seg.size.Load()
+	if size == 0 {
+		return false
+	}
+	var waited int64
+	if first := seg.firstBatchMaxTimestamp(); first >= 0 {
+		waited = maxTs - first
+	} else {
+		waited = now - seg.created
+	}
+	seg.mu.RLock()
+	idxFull := len(seg.offIdx) >= cfg.maxOffsetEntries() || len(seg.timeIdx) >= cfg.maxTimeEntries()-1
+	seg.mu.RUnlock()
+	return size > cfg.SegmentBytes-appendBytes ||
+		waited > cfg.SegmentMs ||
+		idxFull ||
+		lastOffset-seg.base > math.MaxInt32
+}
+
+// rollLocked closes the active segment to writes and starts a new one at
+// the log end offset. The old segment is fsynced here, so the recovery
+// point moves to the new base: recovery after a crash then never scans
+// more than the active segment. (Kafka flushes it from a scheduler thread;
+// doing it inline keeps the recovery point exact at the cost of one fsync
+// per roll on the producer's path.)
+func (l *Log) rollLocked(now int64) (*segment, error) {
+	old := l.active()
+	base := l.leo.Load()
+	old.mu.Lock()
+	old.addFinalTimeEntryLocked()
+	old.mu.Unlock()
+	if err := old.persistIndexesLocked(); err != nil {
+		return nil, err
+	}
+	if err := old.syncFiles(); err != nil {
+		return nil, err
+	}
+	old.unsynced = false
+	seg, err := createSegment(l.fsys, l.dir, base, now)
+	if err != nil {
+		return nil, err
+	}
+	if err := l.fsys.SyncDir(l.dir); err != nil {
+		seg.close()
+		return nil, fmt.Errorf("sync %s: %w", l.dir, err)
+	}
+	segs := append(append([]*segment(nil), l.segments()...), seg)
+	l.segs.Store(&segs)
+	storeMax(&l.rp, base)
+	l.logger.Debug("rolled segment", "partition", l.tp.String(), "base_offset", base)
+	return seg, nil
+}
+
+// Read returns whole batches starting with the batch containing offset,
+// none whose base offset is >= maxOffset (the high watermark), and at most
+// maxBytes of them, except that with minOneBatch a first batch larger than
+// maxBytes is returned alone (Kafka's "at least one batch" rule). Like
+// Kafka, a read returns batches of one segment only. offset ==
+// LogEndOffset gives no data; an offset outside [LogStartOffset,
+// LogEndOffset] gives ErrOffsetOutOfRange.
+func (l *Log) Read(offset int64, maxBytes int32, maxOffset int64, minOneBatch bool) (ReadResult, error) {
+	leo := l.leo.Load()
+	res := ReadResult{LogStartOffset: l.lso.Load(), LogEndOffset: leo}
+	if l.closed.Load() {
+		return res, fmt.Errorf("read %s: %w", l.tp, ErrClosed)
+	}
+	if offset < res.LogStartOffset || offset > leo {
+		return res, fmt.Errorf("read %s at %d (log %d to %d): %w", l.tp, offset, res.LogStartOffset, leo, ErrOffsetOutOfRange)
+	}
+	limit := min(maxOffset, leo)
+	if offset >= limit {
+		return res, nil
+	}
+	segs := l.segments()
+	cfg := l.cfg.Load()
+	i := max(sort.Search(len(segs), func(i int) bool { return segs[i].base > offset })-1, 0)
+	for ; i < len(segs) && segs[i].base < limit; i++ {
+		data, found, err := segs[i].read(offset, maxBytes, limit, minOneBatch, cfg, l.logger)
+		if err != nil {
+			return res, fmt.Errorf("read %s at %d: %w", l.tp, offset, err)
+		}
+		if found {
+			res.Data = data
+			return res, nil
+		}
+	}
+	return res, nil
+}
+
+// MaxTimestamp returns the largest batch max timestamp in the log and the
+// last offset of the batch holding it, as Kafka's segments track it; -1, -1
+// for a log without timestamps. For ListOffsets MAX_TIMESTAMP (-3) the
+// record-exact offset is FindOffsetByTimestamp(timestamp): the first record
+// whose timestamp reaches the maximum.
+func (l *Log) MaxTimestamp() (timestamp int64, offset int64) {
+	timestamp, offset = noTimestamp, -1
+	cfg := l.cfg.Load()
+	for _, s := range l.segments() {
+		if err := s.ensureLoaded(cfg, l.logger); err != nil {
+			l.logger.Warn("max timestamp: segment unreadable", "partition", l.tp.String(), "segment", s.base, "err", err)
+			continue
+		}
+		s.mu.RLock()
+		ts, off := s.maxTs, s.maxTsOffset
+		s.mu.RUnlock()
+		if ts > timestamp {
+			timestamp, offset = ts, off
+		}
+	}
+	return timestamp, offset
+}
+
+// IncrementLogStartOffset raises the log start offset (DeleteRecords, or
+// retention). Offsets below it can no longer be read. It never lowers it.
+func (l *Log) IncrementLogStartOffset(offset int64) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed.Load() {
+		return fmt.Errorf("log start offset %s: %w", l.tp, ErrClosed)
+	}
+	if offset > l.leo.Load() {
+		return fmt.Errorf("log start offset %s to %d beyond log end %d: %w", l.tp, offset, l.leo.Load(), ErrOffsetOutOfRange)
+	}
+	storeMax(&l.lso, offset)
+	return nil
+}
+
+// Flush fsyncs everything written so far and advances the recovery point
+// to the log end offset it saw. It does not block appends while it syncs.
+func (l *Log) Flush() error {
+	l.flushMu.Lock()
+	defer l.flushMu.Unlock()
+	return l.flushLocked()
+}
+
+// flushLocked flushes with flushMu held.
+func (l *Log) flushLocked() error {
+	l.mu.Lock()
+	if l.closed.Load() {
+		l.mu.Unlock()
+		return fmt.Errorf("flush %s: %w", l.tp, ErrClosed)
+	}
+	if l.err != nil {
+		err := l.err
+		l.mu.Unlock()
+		return err
+	}
+	target := l.leo.Load()
+	segs := l.segments()
+	var toSync []*segment
+	for i, s := range segs {
+		if s.unsynced {
+			if err := s.persistIndexesLocked(); err != nil {
+				l.err = fmt.Errorf("flush %s: %w", l.tp, err)
+				l.mu.Unlock()
+				return l.err
+			}
+			toSync = append(toSync, s)
+			s.unsynced = false
+		} else if i < len(segs)-1 {
+			// Rolled and synced: nothing writes its indexes again.
+			if err := s.closeIndexFiles(); err != nil {
+				l.logger.Warn("close index files", "partition", l.tp.String(), "segment", s.base, "err", err)
+			}
+		}
+	}
+	dirDirty := l.dirDirty
+	l.dirDirty = false
+	l.mu.Unlock()
+
+	for _, s := range toSync {
+		if err := s.syncFiles(); err != nil {
+			return l.setErr(fmt.Errorf("flush %s: %w", l.tp, err))
+		}
+	}
+	if dirDirty {
+		if err := l.fsys.SyncDir(l.dir); err != nil {
+			return l.setErr(fmt.Errorf("flush %s: sync dir: %w", l.tp, err))
+		}
+	}
+	storeMax(&l.rp, target)
+	l.lastFlushMs.Store(l.nowMs())
+	return nil
+}
+
+// setErr makes err sticky and returns it.
+func (l *Log) setErr(err error) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.err == nil {
+		l.err = err
+	}
+	return l.err
+}
+
+// Err returns the log's sticky error, if a write or fsync has failed.
+func (l *Log) Err() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.err
+}
+
+// Close flushes the log, records the active segment's largest timestamp
+// in its time index as Kafka does, and closes the files. After a failed
+// write it closes without flushing and returns the sticky error.
+func (l *Log) Close() error {
+	return l.close(true)
+}
+
+func (l *Log) close(flush bool) error {
+	l.flushMu.Lock()
+	defer l.flushMu.Unlock()
+	if l.closed.Load() {
+		return nil
+	}
+	var errs []error
+	if flush {
+		l.mu.Lock()
+		seg := l.active()
+		seg.mu.Lock()
+		seg.addFinalTimeEntryLocked()
+		seg.mu.Unlock()
+		seg.unsynced = true // the final entry must reach the file
+		l.mu.Unlock()
+		if err := l.flushLocked(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.closed.Store(true)
+	for _, s := range l.segments() {
+		if err := s.close(); err != nil {
+			errs = append(errs, fmt.Errorf("close %s segment %d: %w", l.tp, s.base, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// nowMsFunc adapts a clock to milliseconds.
+func nowMsFunc(now func() time.Time) func() int64 {
+	return func() int64 { return now().UnixMilli() }
+}

@@ -1,0 +1,446 @@
+package storage
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+
+	"github.com/gregorbroker/gregor/vfs"
+)
+
+// File name suffixes of a segment, as Kafka's LogFileUtils.
+const (
+	logSuffix       = ".log"
+	indexSuffix     = ".index"
+	timeIndexSuffix = ".timeindex"
+)
+
+// segmentName is the 20-digit zero-padded base offset Kafka names segment
+// files by.
+func segmentName(base int64) string { return fmt.Sprintf("%020d", base) }
+
+func segmentPath(dir string, base int64, suffix string) string {
+	return filepath.Join(dir, segmentName(base)+suffix)
+}
+
+// segment is one .log file and its two indexes.
+//
+// Readers find batches through the in-memory copies of the indexes and read
+// the .log with ReadAt, never past size. The log's single writer appends
+// under Log.mu; it publishes a batch by storing size after the bytes are
+// written, and adds index entries under mu.
+type segment struct {
+	fsys vfs.FS
+	dir  string
+	base int64
+	log  vfs.File     // open read-write for the segment's lifetime
+	size atomic.Int64 // bytes of whole batches; readers never look past it
+
+	mu          sync.RWMutex
+	loaded      bool // the indexes below are in memory
+	offIdx      []offsetEntry
+	timeIdx     []timeEntry
+	maxTs       int64 // largest batch max timestamp in the segment
+	maxTsOffset int64 // last offset of the batch that has it
+
+	// Writer state, touched only under Log.mu.
+	idxFile, timeFile vfs.File // open once this process writes the indexes
+	offPersisted      int      // .index entries already written to the file
+	timePersisted     int      // .timeindex entries already written to the file
+	nextOffset        int64    // offset the next batch in this segment gets
+	bytesSinceIndex   int64    // bytes appended since the last .index entry
+	rollTs            int64    // max timestamp of the first append, for segment.ms
+	rollTsKnown       bool
+	created           int64 // ms; for segment.ms when batches carry no timestamp
+	unsynced          bool  // written since the last fsync
+}
+
+// createSegment creates the three empty files of a new segment. The caller
+// syncs the directory.
+func createSegment(fsys vfs.FS, dir string, base, now int64) (*segment, error) {
+	s := &segment{fsys: fsys, dir: dir, base: base, loaded: true, nextOffset: base,
+		maxTs: noTimestamp, maxTsOffset: base, created: now, rollTs: noTimestamp, rollTsKnown: true}
+	var err error
+	const flags = os.O_RDWR | os.O_CREATE | os.O_TRUNC
+	if s.log, err = fsys.OpenFile(segmentPath(dir, base, logSuffix), flags, 0o644); err != nil {
+		return nil, fmt.Errorf("create segment %d: %w", base, err)
+	}
+	if s.idxFile, err = fsys.OpenFile(segmentPath(dir, base, indexSuffix), flags, 0o644); err != nil {
+		s.close()
+		return nil, fmt.Errorf("create segment %d: %w", base, err)
+	}
+	if s.timeFile, err = fsys.OpenFile(segmentPath(dir, base, timeIndexSuffix), flags, 0o644); err != nil {
+		s.close()
+		return nil, fmt.Errorf("create segment %d: %w", base, err)
+	}
+	return s, nil
+}
+
+// openSegment opens an existing segment's .log. Its indexes load on first
+// use.
+func openSegment(fsys vfs.FS, dir string, base, now int64) (*segment, error) {
+	f, err := fsys.OpenFile(segmentPath(dir, base, logSuffix), os.O_RDWR, 0)
+	if err != nil {
+		return nil, fmt.Errorf("open segment %d: %w", base, err)
+	}
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("open segment %d: %w", base, err)
+	}
+	s := &segment{fsys: fsys, dir: dir, base: base, log: f, maxTs: noTimestamp, maxTsOffset: base, created: now}
+	s.size.Store(st.Size())
+	return s, nil
+}
+
+// ensureLoaded reads the segment's indexes into memory, rebuilding them
+// from the .log if they are missing or do not agree with it.
+func (s *segment) ensureLoaded(cfg *LogConfig, logger *slog.Logger) error {
+	s.mu.RLock()
+	loaded := s.loaded
+	s.mu.RUnlock()
+	if loaded {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.loaded {
+		return nil
+	}
+	err := s.loadIndexesLocked()
+	if err == nil {
+		s.loaded = true
+		return nil
+	}
+	logger.Warn("rebuilding segment indexes", "segment", segmentPath(s.dir, s.base, logSuffix), "reason", err)
+	if err := s.rebuildIndexesLocked(cfg); err != nil {
+		return err
+	}
+	s.loaded = true
+	return nil
+}
+
+// loadIndexesLocked reads both index files and checks them.
+func (s *segment) loadIndexesLocked() error {
+	size := s.size.Load()
+	b, err := vfs.ReadFile(s.fsys, segmentPath(s.dir, s.base, indexSuffix))
+	if err != nil {
+		return err
+	}
+	offIdx, err := decodeOffsetIndex(b, size)
+	if err != nil {
+		return err
+	}
+	b, err = vfs.ReadFile(s.fsys, segmentPath(s.dir, s.base, timeIndexSuffix))
+	if err != nil {
+		return err
+	}
+	timeIdx, err := decodeTimeIndex(b)
+	if err != nil {
+		return err
+	}
+	if len(timeIdx) > 0 && size == 0 {
+		return fmt.Errorf("%w: time index entries for an empty log", errBadIndex)
+	}
+	s.offIdx, s.timeIdx = offIdx, timeIdx
+	s.offPersisted, s.timePersisted = len(offIdx), len(timeIdx)
+	s.maxTs, s.maxTsOffset = lastTimeEntry(timeIdx, s.base)
+	return nil
+}
+
+// rebuildIndexesLocked walks the batch headers of the whole segment and
+// rewrites both index files. It stops at the first batch it cannot parse;
+// a segment below the recovery point is not truncated for that, but reads
+// past it will fail.
+func (s *segment) rebuildIndexesLocked(cfg *LogConfig) error {
+	s.offIdx, s.timeIdx = nil, nil
+	s.maxTs, s.maxTsOffset = noTimestamp, s.base
+	var bytesSince int64
+	sc := newHeaderScanner(s.log, 0, s.size.Load())
+	defer sc.release()
+	for {
+		b, err := sc.next() // io.EOF or damage: index what came before
+		if err != nil {
+			break
+		}
+		s.indexBatchLocked(b, cfg, &bytesSince)
+	}
+	s.addFinalTimeEntryLocked()
+	if err := s.rewriteIndexFilesLocked(); err != nil {
+		return err
+	}
+	// A missing index file was just created.
+	return s.fsys.SyncDir(s.dir)
+}
+
+// indexBatchLocked updates the in-memory indexes for a batch just appended
+// or recovered, exactly as Kafka's LogSegment.append: the entry for a batch
+// is written when more than index.interval.bytes went by before it, maps
+// the batch's last offset to its start, and is paired with a time index
+// entry for the largest timestamp so far.
+func (s *segment) indexBatchLocked(b batchInfo, cfg *LogConfig, bytesSince *int64) {
+	if b.maxTimestamp > s.maxTs {
+		s.maxTs, s.maxTsOffset = b.maxTimestamp, b.lastOffset
+	}
+	if *bytesSince > int64(cfg.IndexIntervalBytes) {
+		if len(s.offIdx) < cfg.maxOffsetEntries() {
+			s.offIdx = append(s.offIdx, offsetEntry{rel: int32(b.lastOffset - s.base), pos: int32(b.pos)})
+		}
+		if len(s.timeIdx) < cfg.maxTimeEntries()-1 {
+			s.maybeAppendTimeLocked(s.maxTs, s.maxTsOffset)
+		}
+		*bytesSince = 0
+	}
+	*bytesSince += b.size
+}
+
+// maybeAppendTimeLocked adds a time index entry if ts is larger than the
+// last one, as TimeIndex.maybeAppend.
+func (s *segment) maybeAppendTimeLocked(ts, offset int64) {
+	lastTs, lastOff := lastTimeEntry(s.timeIdx, s.base)
+	if ts > lastTs && offset >= lastOff {
+		s.timeIdx = append(s.timeIdx, timeEntry{ts: ts, rel: int32(offset - s.base)})
+	}
+}
+
+// addFinalTimeEntryLocked records the segment's largest timestamp, as Kafka
+// does when a segment is rolled, closed or recovered, so that the last time
+// index entry of an inactive segment is its maximum.
+func (s *segment) addFinalTimeEntryLocked() {
+	if s.maxTs != noTimestamp {
+		s.maybeAppendTimeLocked(s.maxTs, s.maxTsOffset)
+	}
+}
+
+// rewriteIndexFilesLocked replaces both index files with the in-memory
+// entries and syncs them.
+func (s *segment) rewriteIndexFilesLocked() error {
+	for _, x := range []struct {
+		suffix string
+		data   []byte
+	}{
+		{indexSuffix, appendOffsetEntries(nil, s.offIdx)},
+		{timeIndexSuffix, appendTimeEntries(nil, s.timeIdx)},
+	} {
+		name := segmentPath(s.dir, s.base, x.suffix)
+		f, err := s.fsys.Create(name)
+		if err != nil {
+			return fmt.Errorf("rewrite %s: %w", name, err)
+		}
+		_, err = f.Write(x.data)
+		if err == nil {
+			err = f.Sync()
+		}
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return fmt.Errorf("rewrite %s: %w", name, err)
+		}
+	}
+	s.offPersisted, s.timePersisted = len(s.offIdx), len(s.timeIdx)
+	return nil
+}
+
+// persistIndexesLocked writes index entries added since the last call to
+// the index files. Entries live in memory first: a crash loses only what
+// recovery rebuilds anyway, and the hot path makes no index syscalls.
+func (s *segment) persistIndexesLocked() error {
+	s.mu.RLock()
+	offNew := s.offIdx[s.offPersisted:]
+	timeNew := s.timeIdx[s.timePersisted:]
+	s.mu.RUnlock()
+	if len(offNew) == 0 && len(timeNew) == 0 {
+		return nil
+	}
+	if err := s.openIndexFiles(); err != nil {
+		return err
+	}
+	if len(offNew) > 0 {
+		if _, err := s.idxFile.WriteAt(appendOffsetEntries(nil, offNew), int64(s.offPersisted)*offsetEntrySize); err != nil {
+			return fmt.Errorf("write %s: %w", s.idxFile.Name(), err)
+		}
+		s.offPersisted += len(offNew)
+	}
+	if len(timeNew) > 0 {
+		if _, err := s.timeFile.WriteAt(appendTimeEntries(nil, timeNew), int64(s.timePersisted)*timeEntrySize); err != nil {
+			return fmt.Errorf("write %s: %w", s.timeFile.Name(), err)
+		}
+		s.timePersisted += len(timeNew)
+	}
+	return nil
+}
+
+// openIndexFiles opens the index files for writing if they are not open.
+// They are trimmed to the persisted entries, dropping any padding a Kafka
+// broker preallocated.
+func (s *segment) openIndexFiles() error {
+	open := func(suffix string, entries, size int) (vfs.File, error) {
+		name := segmentPath(s.dir, s.base, suffix)
+		f, err := s.fsys.OpenFile(name, os.O_RDWR|os.O_CREATE, 0o644)
+		if err != nil {
+			return nil, fmt.Errorf("open %s: %w", name, err)
+		}
+		if err := f.Truncate(int64(entries * size)); err != nil {
+			f.Close()
+			return nil, fmt.Errorf("trim %s: %w", name, err)
+		}
+		return f, nil
+	}
+	var err error
+	if s.idxFile == nil {
+		if s.idxFile, err = open(indexSuffix, s.offPersisted, offsetEntrySize); err != nil {
+			return err
+		}
+	}
+	if s.timeFile == nil {
+		if s.timeFile, err = open(timeIndexSuffix, s.timePersisted, timeEntrySize); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// syncFiles fsyncs the segment's open files.
+func (s *segment) syncFiles() error {
+	for _, f := range []vfs.File{s.log, s.idxFile, s.timeFile} {
+		if f == nil {
+			continue
+		}
+		if err := f.Sync(); err != nil {
+			return fmt.Errorf("fsync %s: %w", f.Name(), err)
+		}
+	}
+	return nil
+}
+
+// closeIndexFiles closes the index files once nothing will write them.
+func (s *segment) closeIndexFiles() error {
+	var errs []error
+	for _, f := range []*vfs.File{&s.idxFile, &s.timeFile} {
+		if *f != nil {
+			if err := (*f).Close(); err != nil {
+				errs = append(errs, err)
+			}
+			*f = nil
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// close closes all of the segment's files.
+func (s *segment) close() error {
+	err := s.closeIndexFiles()
+	if s.log != nil {
+		if cerr := s.log.Close(); cerr != nil && !errors.Is(cerr, fs.ErrClosed) {
+			err = errors.Join(err, cerr)
+		}
+	}
+	return err
+}
+
+// remove deletes the segment's files; the caller syncs the directory.
+func (s *segment) remove() error {
+	var errs []error
+	for _, suffix := range []string{logSuffix, indexSuffix, timeIndexSuffix} {
+		if err := s.fsys.Remove(segmentPath(s.dir, s.base, suffix)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// readFull reads exactly len(p) bytes at off.
+func (s *segment) readFull(p []byte, off int64) error {
+	n, err := s.log.ReadAt(p, off)
+	if n == len(p) {
+		return nil
+	}
+	if err == nil || err == io.EOF {
+		err = io.ErrUnexpectedEOF
+	}
+	return fmt.Errorf("read %s at %d: %w", s.log.Name(), off, err)
+}
+
+// translate finds the first batch whose last offset is >= offset: the
+// .index gives a position at or before it, then a short scan of headers.
+func (s *segment) translate(offset int64, cfg *LogConfig, logger *slog.Logger) (batchInfo, bool, error) {
+	if err := s.ensureLoaded(cfg, logger); err != nil {
+		return batchInfo{}, false, err
+	}
+	s.mu.RLock()
+	pos := offsetLookup(s.offIdx, s.base, offset)
+	s.mu.RUnlock()
+	sc := newHeaderScanner(s.log, pos, s.size.Load())
+	defer sc.release()
+	for {
+		b, err := sc.next()
+		if err == io.EOF {
+			return batchInfo{}, false, nil
+		}
+		if err != nil {
+			return batchInfo{}, false, fmt.Errorf("segment %d: %w", s.base, err)
+		}
+		if b.lastOffset >= offset {
+			return b, true, nil
+		}
+	}
+}
+
+// read returns whole batches starting with the one that holds offset, none
+// with a base offset >= limit, at most maxBytes of them unless minOne lets
+// a larger first batch through alone. found is false when offset lies past
+// this segment's batches.
+func (s *segment) read(offset int64, maxBytes int32, limit int64, minOne bool, cfg *LogConfig, logger *slog.Logger) (data []byte, found bool, err error) {
+	first, ok, err := s.translate(offset, cfg, logger)
+	if err != nil || !ok {
+		return nil, false, err
+	}
+	if first.baseOffset >= limit {
+		return nil, true, nil
+	}
+	budget := int64(max(maxBytes, 0))
+	if first.size > budget {
+		if !minOne {
+			return nil, true, nil
+		}
+		buf := make([]byte, first.size)
+		if err := s.readFull(buf, first.pos); err != nil {
+			return nil, true, err
+		}
+		return buf, true, nil
+	}
+	buf := make([]byte, min(budget, s.size.Load()-first.pos))
+	if err := s.readFull(buf, first.pos); err != nil {
+		return nil, true, err
+	}
+	n := int64(0)
+	for n < int64(len(buf)) {
+		b, err := decodeBatchPrefix(buf[n:], first.pos+n)
+		if err != nil || b.baseOffset >= limit || n+b.size > int64(len(buf)) {
+			break
+		}
+		n += b.size
+	}
+	return buf[:n], true, nil
+}
+
+// firstBatchMaxTimestamp returns the max timestamp of the segment's first
+// batch, which segment.ms measures from (Kafka's rollingBasedTimestamp).
+func (s *segment) firstBatchMaxTimestamp() int64 {
+	if !s.rollTsKnown {
+		s.rollTs, s.rollTsKnown = noTimestamp, true
+		sc := newHeaderScanner(s.log, 0, s.size.Load())
+		defer sc.release()
+		if b, err := sc.next(); err == nil {
+			s.rollTs = b.maxTimestamp
+		}
+	}
+	return s.rollTs
+}
