@@ -11,4 +11,4 @@ require (
 	go.etcd.io/raft/v3 v3.7.0
 )
 
-require google.golang.org/protobuf v1.36.11 // indirect
+require google.golang.org/protobuf v1.36.11

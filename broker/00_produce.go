@@ -1,0 +1,244 @@
+package broker
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/gregorbroker/gregor/protocol"
+)
+
+// Produce (key 0), versions 0-13; v0-v2 answer UNSUPPORTED_VERSION.
+//
+// Kafka 4 removed v0-v2 but still advertises them, answering
+// UNSUPPORTED_VERSION, because librdkafka up to 2.11 disables gzip, snappy
+// and lz4 when the advertised minimum is above 0. v13 names topics by id.
+//
+// The first phase runs in connection order: each partition's batch is
+// validated (one batch per partition, size against max.message.bytes,
+// CRC-32C, magic 2, record counts, timestamps) and appended under the
+// partition's lock; offsets are assigned by rewriting the batch's base
+// offset and leader epoch, which lie outside the CRC, so the bytes on disk
+// are the bytes the producer sent (except LogAppendTime, which rewrites the
+// max timestamp and the CRC, as Kafka does). acks=0 writes no response;
+// acks=1 answers after the local append; acks=all waits, in the second
+// phase, until the high watermark covers every appended batch or the
+// request's timeout passes.
+//
+// Batches carrying a producer id (idempotent or transactional) are refused
+// until producer state exists: InitProducerId is not advertised, so a
+// client has no id to send.
+func init() { register(0, 0, 13, handleProduce) }
+
+func handleProduce(s *Server, r *request) (result, error) {
+	req := r.req.(*kmsg.ProduceRequest)
+	resp := req.ResponseKind().(*kmsg.ProduceResponse)
+	now := s.now()
+	var waits []hwWait
+	for i := range req.Topics {
+		rt := &req.Topics[i]
+		st := kmsg.NewProduceResponseTopic()
+		st.Topic = rt.Topic
+		st.TopicID = rt.TopicID
+		name, topicErr := s.produceTopicName(req.Version, rt)
+		for j := range rt.Partitions {
+			rp := &rt.Partitions[j]
+			sp := kmsg.NewProduceResponseTopicPartition()
+			sp.Partition = rp.Partition
+			sp.BaseOffset = -1
+			sp.LogAppendTime = -1
+			sp.LogStartOffset = -1
+			switch {
+			case req.Version < 3:
+				sp.ErrorCode = kerr.UnsupportedVersion.Code
+			case topicErr != nil:
+				sp.ErrorCode = topicErr.Code
+			default:
+				p := s.parts.get(name, rp.Partition)
+				if p == nil {
+					sp.ErrorCode = s.partitionMissingCode(name, rp.Partition)
+					break
+				}
+				res, err := s.appendProduced(p, rp.Records, now)
+				if err != nil {
+					sp.ErrorCode = errCode(err)
+					msg := err.Error()
+					sp.ErrorMessage = &msg
+					if sp.ErrorCode == kerr.UnknownServerError.Code || sp.ErrorCode == kerr.KafkaStorageError.Code {
+						s.log.Error("produce", "topic", name, "partition", rp.Partition, "err", err)
+					}
+					break
+				}
+				sp.BaseOffset = res.firstOffset
+				sp.LogAppendTime = res.logAppendTime
+				sp.LogStartOffset = p.log.LogStartOffset()
+				if req.Acks == -1 {
+					waits = append(waits, hwWait{p: p, offset: res.lastOffset + 1, topicIdx: len(resp.Topics), idx: len(st.Partitions)})
+				}
+			}
+			st.Partitions = append(st.Partitions, sp)
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	if req.Acks == 0 {
+		return result{}, nil
+	}
+	if pending := pendingWaits(waits); len(pending) > 0 {
+		timeout := time.Duration(req.TimeoutMillis) * time.Millisecond
+		return result{wait: func() kmsg.Response {
+			s.awaitHighWatermarks(resp, pending, timeout)
+			return resp
+		}}, nil
+	}
+	return respond(resp)
+}
+
+// produceTopicName resolves a produce request's topic, by id from v13.
+func (s *Server) produceTopicName(version int16, rt *kmsg.ProduceRequestTopic) (string, *kerr.Error) {
+	if version < 13 {
+		return rt.Topic, nil
+	}
+	t, ok := s.meta.Image().TopicByID(rt.TopicID)
+	if !ok {
+		return "", kerr.UnknownTopicID
+	}
+	return t.Name, nil
+}
+
+// partitionMissingCode is the error for a partition this node does not
+// host: unknown to the cluster, or led elsewhere.
+func (s *Server) partitionMissingCode(topic string, partition int32) int16 {
+	t, ok := s.meta.Image().Topic(topic)
+	if !ok || partition < 0 || int(partition) >= len(t.Partitions) {
+		return kerr.UnknownTopicOrPartition.Code
+	}
+	return kerr.NotLeaderForPartition.Code
+}
+
+type appendResult struct {
+	firstOffset, lastOffset int64
+	logAppendTime           int64
+}
+
+// appendProduced validates one partition's records as Kafka's LogValidator
+// does and appends them.
+func (s *Server) appendProduced(p *partition, records []byte, now time.Time) (appendResult, error) {
+	res := appendResult{firstOffset: -1, logAppendTime: -1}
+	cfg := p.cfg.Load()
+	if len(records) > int(cfg.MaxMessageBytes)+protocol.BatchHeaderSize {
+		return res, fmt.Errorf("%w: %d bytes over max.message.bytes %d", kerr.MessageTooLarge, len(records), cfg.MaxMessageBytes)
+	}
+	batch, rest, _, err := protocol.NextBatch(records)
+	if err != nil {
+		return res, batchError(err)
+	}
+	if len(rest) != 0 {
+		return res, fmt.Errorf("%w: produce v3+ carries exactly one batch per partition", kerr.InvalidRecord)
+	}
+	if len(batch) > int(cfg.MaxMessageBytes) {
+		return res, fmt.Errorf("%w: batch of %d bytes over max.message.bytes %d", kerr.MessageTooLarge, len(batch), cfg.MaxMessageBytes)
+	}
+	info, err := protocol.ValidateBatch(batch, int(s.cfg.SocketRequestMaxBytes))
+	if err != nil {
+		return res, batchError(err)
+	}
+	if info.Header.ProducerID >= 0 {
+		return res, fmt.Errorf("%w: producer id %d was not issued by this cluster", kerr.UnknownProducerID, info.Header.ProducerID)
+	}
+	nowMs := now.UnixMilli()
+	if cfg.TimestampType == "LogAppendTime" {
+		protocol.SetLogAppendTime(batch, nowMs)
+		res.logAppendTime = nowMs
+	} else if err := checkTimestamps(&info, nowMs, cfg.TimestampBeforeMaxMs, cfg.TimestampAfterMaxMs); err != nil {
+		return res, err
+	}
+	p.mu.Lock()
+	ar, err := p.log.Append(batch, p.leaderEpoch.Load(), nowMs)
+	if err == nil {
+		p.advanceHighWatermarkLocked()
+	}
+	p.mu.Unlock()
+	if err != nil {
+		return res, fmt.Errorf("%w: append %s-%d: %v", kerr.KafkaStorageError, p.topic, p.index, err)
+	}
+	res.firstOffset = ar.FirstOffset
+	res.lastOffset = ar.LastOffset
+	return res, nil
+}
+
+// checkTimestamps applies message.timestamp.before.max.ms and
+// .after.max.ms to a CreateTime batch's smallest and largest record
+// timestamps, so every record is within them.
+func checkTimestamps(info *protocol.BatchInfo, nowMs, beforeMax, afterMax int64) error {
+	for _, ts := range []int64{info.MinTimestamp, info.MaxTimestamp} {
+		if ts < 0 {
+			continue // NO_TIMESTAMP (-1) is allowed, as in Kafka
+		}
+		if nowMs-ts > beforeMax || ts-nowMs > afterMax {
+			return fmt.Errorf("%w: timestamp %d out of range of broker time %d", kerr.InvalidTimestamp, ts, nowMs)
+		}
+	}
+	return nil
+}
+
+// batchError maps a batch validation failure to Kafka's error code.
+func batchError(err error) error {
+	switch {
+	case errors.Is(err, protocol.ErrUnsupportedCodec):
+		return fmt.Errorf("%w: %v", kerr.UnsupportedCompressionType, err)
+	case errors.Is(err, protocol.ErrInvalidRecord):
+		return fmt.Errorf("%w: %v", kerr.InvalidRecord, err)
+	case errors.Is(err, protocol.ErrMagic):
+		return fmt.Errorf("%w: %v", kerr.UnsupportedForMessageFormat, err)
+	}
+	return fmt.Errorf("%w: %v", kerr.CorruptMessage, err)
+}
+
+// hwWait is one acks=all partition waiting for the high watermark.
+type hwWait struct {
+	p        *partition
+	offset   int64 // the high watermark that covers the batch
+	topicIdx int   // where the partition's answer is in the response
+	idx      int
+}
+
+func pendingWaits(ws []hwWait) []hwWait {
+	var out []hwWait
+	for _, w := range ws {
+		if w.p.highWatermark() < w.offset {
+			out = append(out, w)
+		}
+	}
+	return out
+}
+
+// awaitHighWatermarks waits until every pending partition's high
+// watermark covers its batch, or the timeout passes; partitions still short
+// then answer REQUEST_TIMED_OUT, as Kafka's purgatory does.
+func (s *Server) awaitHighWatermarks(resp *kmsg.ProduceResponse, ws []hwWait, timeout time.Duration) {
+	wake := make(chan struct{}, 1)
+	for _, w := range ws {
+		w.p.addWaiter(wake)
+		defer w.p.removeWaiter(wake)
+	}
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	for {
+		if len(pendingWaits(ws)) == 0 {
+			return
+		}
+		select {
+		case <-wake:
+		case <-timer.C:
+			for _, w := range pendingWaits(ws) {
+				resp.Topics[w.topicIdx].Partitions[w.idx].ErrorCode = kerr.RequestTimedOut.Code
+			}
+			return
+		case <-s.ctx.Done():
+			return
+		}
+	}
+}

@@ -1,0 +1,151 @@
+package broker
+
+import (
+	"context"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/gregorbroker/gregor/config"
+	"github.com/gregorbroker/gregor/raftmeta"
+)
+
+// CreateTopics (key 19), versions 2-7 (Kafka 4's range).
+//
+// Topic configs are checked here against Kafka's topic config table
+// (INVALID_CONFIG); names, partition counts, replication factors and
+// replica assignments by the controller, which commits the topic to the
+// metadata log before this answers. -1 partitions or replication factor
+// take num.partitions and default.replication.factor. A topic named twice
+// in one request answers INVALID_REQUEST for each. v5+ answers with the
+// topic's resolved configs, v7+ with its id.
+func init() { register(19, 2, 7, handleCreateTopics) }
+
+func handleCreateTopics(s *Server, r *request) (result, error) {
+	req := r.req.(*kmsg.CreateTopicsRequest)
+	resp := req.ResponseKind().(*kmsg.CreateTopicsResponse)
+
+	seen := make(map[string]int)
+	for _, t := range req.Topics {
+		seen[t.Topic]++
+	}
+	type slot struct {
+		resp  kmsg.CreateTopicsResponseTopic
+		index int // into specs, or -1 when already answered
+	}
+	slots := make([]slot, len(req.Topics))
+	var specs []raftmeta.CreateTopic
+	for i, t := range req.Topics {
+		st := kmsg.NewCreateTopicsResponseTopic()
+		st.Topic = t.Topic
+		st.NumPartitions, st.ReplicationFactor = -1, -1
+		slots[i] = slot{resp: st, index: -1}
+		if seen[t.Topic] > 1 {
+			setCreateErr(&slots[i].resp, kerr.InvalidRequest, "topic named more than once in the request")
+			continue
+		}
+		configs := make(map[string]string, len(t.Configs))
+		for _, c := range t.Configs {
+			if c.Value == nil {
+				setCreateErr(&slots[i].resp, kerr.InvalidConfig, "null value for config "+c.Name)
+				break
+			}
+			configs[c.Name] = *c.Value
+		}
+		if slots[i].resp.ErrorCode != 0 {
+			continue
+		}
+		if err := config.ValidateTopicConfigs(configs); err != nil {
+			setCreateErr(&slots[i].resp, kerr.InvalidConfig, err.Error())
+			continue
+		}
+		spec := raftmeta.CreateTopic{
+			Name:              t.Topic,
+			NumPartitions:     t.NumPartitions,
+			ReplicationFactor: t.ReplicationFactor,
+			Configs:           configs,
+		}
+		if len(t.ReplicaAssignment) > 0 {
+			if t.NumPartitions != -1 || t.ReplicationFactor != -1 {
+				setCreateErr(&slots[i].resp, kerr.InvalidRequest, "both replica assignment and partitions or replication factor given")
+				continue
+			}
+			spec.Assignments = make(map[int32][]int32, len(t.ReplicaAssignment))
+			for _, a := range t.ReplicaAssignment {
+				spec.Assignments[a.Partition] = a.Replicas
+			}
+			spec.NumPartitions = int32(len(t.ReplicaAssignment))
+			spec.ReplicationFactor = int16(len(t.ReplicaAssignment[0].Replicas))
+		}
+		if spec.NumPartitions == -1 {
+			spec.NumPartitions = s.cfg.NumPartitions
+		}
+		if spec.ReplicationFactor == -1 {
+			spec.ReplicationFactor = s.cfg.DefaultReplicationFactor
+		}
+		slots[i].index = len(specs)
+		specs = append(specs, spec)
+	}
+
+	if len(specs) > 0 {
+		timeout := time.Duration(req.TimeoutMillis) * time.Millisecond
+		if timeout <= 0 {
+			timeout = 30 * time.Second
+		}
+		ctx, cancel := context.WithTimeout(s.ctx, timeout)
+		results := s.ctrl.CreateTopics(ctx, specs, req.ValidateOnly)
+		cancel()
+		if !req.ValidateOnly {
+			if err := s.reconcile(s.meta.Image()); err != nil {
+				s.log.Error("apply metadata", "err", err)
+			}
+		}
+		for i := range slots {
+			if slots[i].index < 0 {
+				continue
+			}
+			res := results[slots[i].index]
+			st := &slots[i].resp
+			if res.Err != nil {
+				setCreateErr(st, errKerr(res.Err), res.Err.Error())
+				continue
+			}
+			st.TopicID = res.ID
+			st.NumPartitions = res.NumPartitions
+			st.ReplicationFactor = res.ReplicationFactor
+			for _, e := range s.cfg.DescribeTopic(specs[slots[i].index].Configs) {
+				c := kmsg.NewCreateTopicsResponseTopicConfig()
+				c.Name = e.Name
+				if !e.IsNull {
+					v := e.Value
+					c.Value = &v
+				}
+				c.ReadOnly, c.Source, c.IsSensitive = e.ReadOnly, e.Source, e.Sensitive
+				st.Configs = append(st.Configs, c)
+			}
+			if !req.ValidateOnly {
+				s.log.Info("created topic", "topic", st.Topic, "partitions", st.NumPartitions, "replication_factor", st.ReplicationFactor)
+			}
+		}
+	}
+	for _, sl := range slots {
+		resp.Topics = append(resp.Topics, sl.resp)
+	}
+	return respond(resp)
+}
+
+func setCreateErr(st *kmsg.CreateTopicsResponseTopic, ke *kerr.Error, msg string) {
+	st.ErrorCode = ke.Code
+	st.ErrorMessage = &msg
+}
+
+// errKerr is the Kafka error err carries, or UNKNOWN_SERVER_ERROR.
+func errKerr(err error) *kerr.Error {
+	if ke := kerr.ErrorForCode(errCode(err)); ke != nil {
+		if k, ok := ke.(*kerr.Error); ok {
+			return k
+		}
+	}
+	return kerr.UnknownServerError
+}

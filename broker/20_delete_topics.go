@@ -1,0 +1,61 @@
+package broker
+
+import (
+	"context"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// DeleteTopics (key 20), versions 1-6 (Kafka 4's range).
+//
+// Topics are named by name (all versions) or, from v6, by id. The
+// deletion commits to the metadata log before the answer; the partition
+// logs are then renamed to `<topic>-<partition>.<id>-delete` and removed,
+// as Kafka does.
+func init() { register(20, 1, 6, handleDeleteTopics) }
+
+func handleDeleteTopics(s *Server, r *request) (result, error) {
+	req := r.req.(*kmsg.DeleteTopicsRequest)
+	resp := req.ResponseKind().(*kmsg.DeleteTopicsResponse)
+	var names []string
+	var ids [][16]byte
+	if req.Version < 6 {
+		names = req.TopicNames
+	} else {
+		for _, t := range req.Topics {
+			if t.Topic != nil {
+				names = append(names, *t.Topic)
+			} else {
+				ids = append(ids, t.TopicID)
+			}
+		}
+	}
+	timeout := time.Duration(req.TimeoutMillis) * time.Millisecond
+	if timeout <= 0 {
+		timeout = 30 * time.Second
+	}
+	ctx, cancel := context.WithTimeout(s.ctx, timeout)
+	results := s.ctrl.DeleteTopics(ctx, names, ids)
+	cancel()
+	if err := s.reconcile(s.meta.Image()); err != nil {
+		s.log.Error("apply metadata", "err", err)
+	}
+	for _, res := range results {
+		st := kmsg.NewDeleteTopicsResponseTopic()
+		if res.Name != "" {
+			name := res.Name
+			st.Topic = &name
+		}
+		st.TopicID = res.ID
+		if res.Err != nil {
+			st.ErrorCode = errCode(res.Err)
+			msg := res.Err.Error()
+			st.ErrorMessage = &msg
+		} else {
+			s.log.Info("deleted topic", "topic", res.Name)
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	return respond(resp)
+}

@@ -1,0 +1,70 @@
+package broker
+
+import (
+	"context"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/gregorbroker/gregor/raftmeta"
+)
+
+// CreatePartitions (key 37), versions 0-3.
+//
+// Grows a topic to Count partitions (INVALID_PARTITIONS when Count is not
+// larger than today's), with replicas placed by the controller or given in
+// Assignment. A topic named twice answers INVALID_REQUEST for each.
+func init() { register(37, 0, 3, handleCreatePartitions) }
+
+func handleCreatePartitions(s *Server, r *request) (result, error) {
+	req := r.req.(*kmsg.CreatePartitionsRequest)
+	resp := req.ResponseKind().(*kmsg.CreatePartitionsResponse)
+	seen := make(map[string]int)
+	for _, t := range req.Topics {
+		seen[t.Topic]++
+	}
+	var specs []raftmeta.CreatePartitions
+	idx := make([]int, len(req.Topics))
+	for i, t := range req.Topics {
+		idx[i] = -1
+		if seen[t.Topic] > 1 {
+			continue
+		}
+		spec := raftmeta.CreatePartitions{Topic: t.Topic, Count: t.Count}
+		for _, a := range t.Assignment {
+			spec.Assignments = append(spec.Assignments, a.Replicas)
+		}
+		idx[i] = len(specs)
+		specs = append(specs, spec)
+	}
+	timeout := time.Duration(req.TimeoutMillis) * time.Millisecond
+	if timeout <= 0 {
+		timeout = 30 * time.Second
+	}
+	ctx, cancel := context.WithTimeout(s.ctx, timeout)
+	results := s.ctrl.CreatePartitions(ctx, specs, req.ValidateOnly)
+	cancel()
+	if !req.ValidateOnly {
+		if err := s.reconcile(s.meta.Image()); err != nil {
+			s.log.Error("apply metadata", "err", err)
+		}
+	}
+	for i, t := range req.Topics {
+		st := kmsg.NewCreatePartitionsResponseTopic()
+		st.Topic = t.Topic
+		var err error
+		if idx[i] < 0 {
+			err = kerr.InvalidRequest
+		} else {
+			err = results[idx[i]].Err
+		}
+		if err != nil {
+			st.ErrorCode = errCode(err)
+			msg := err.Error()
+			st.ErrorMessage = &msg
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	return respond(resp)
+}

@@ -1,0 +1,236 @@
+package broker
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"runtime/debug"
+	"sync"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/gregorbroker/gregor/protocol"
+)
+
+// maxInFlight bounds how many requests of one connection may be read ahead
+// of their responses; past it the reader stops reading, which pushes back
+// on the client instead of buffering without limit.
+const maxInFlight = 64
+
+// conn is one client connection: a reader goroutine that parses requests
+// and runs the first phase of each handler in connection order, and a
+// writer goroutine that sends responses in that same order as each one
+// completes.
+type conn struct {
+	s        *Server
+	nc       net.Conn
+	listener string // the name of the listener it came through
+	log      *slog.Logger
+	slots    chan *slot
+	ctx      context.Context
+	cancel   context.CancelFunc
+}
+
+// slot is the place of one request in the connection's response order.
+type slot struct {
+	done          chan struct{}
+	correlationID int32
+	resp          kmsg.Response // nil: no response is written (acks=0)
+	closeConn     bool          // set when the handler failed in a way that ends the connection
+}
+
+func (s *Server) serveConn(nc net.Conn, listener string) {
+	ctx, cancel := context.WithCancel(s.ctx)
+	c := &conn{
+		s:        s,
+		nc:       nc,
+		listener: listener,
+		log:      s.log.With("remote", nc.RemoteAddr().String()),
+		slots:    make(chan *slot, maxInFlight),
+		ctx:      ctx,
+		cancel:   cancel,
+	}
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		c.writeLoop()
+	}()
+	c.readLoop()
+	close(c.slots)
+	wg.Wait()
+	cancel()
+	nc.Close()
+}
+
+func (c *conn) readLoop() {
+	r := bufio.NewReaderSize(c.nc, 64<<10)
+	maxSize := c.s.cfg.SocketRequestMaxBytes
+	for {
+		// Each frame gets its own buffer: handlers keep slices of it (the
+		// records of a produce request) past this iteration.
+		frame, err := protocol.ReadFrame(r, maxSize, nil)
+		if err != nil {
+			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && c.ctx.Err() == nil {
+				c.log.Warn("closing connection: bad frame", "err", err)
+			}
+			return
+		}
+		sl, ok := c.handleFrame(frame)
+		if sl != nil {
+			select {
+			case c.slots <- sl:
+			case <-c.ctx.Done():
+				return
+			}
+		}
+		if !ok {
+			return
+		}
+	}
+}
+
+// handleFrame parses one request and starts its handler. It returns the
+// request's slot (nil when nothing is to be answered) and false when the
+// connection must close after the slots already queued are answered.
+func (c *conn) handleFrame(frame []byte) (*slot, bool) {
+	key, version, corr, err := protocol.PeekKey(frame)
+	if err != nil {
+		c.log.Warn("closing connection: bad request header", "err", err)
+		return nil, false
+	}
+	if !c.s.versions.Supports(key, version) {
+		if key == apiKeyApiVersions {
+			// Kafka answers an ApiVersions of a version it does not know in
+			// the v0 form, so that newer clients learn the table and retry.
+			resp := c.s.apiVersionsResponse(0)
+			resp.ErrorCode = errUnsupportedVersion
+			return doneSlot(corr, resp), true
+		}
+		c.log.Warn("closing connection: unsupported request", "api", kmsg.NameForKey(key), "key", key, "version", version)
+		return nil, false
+	}
+	hdr, req, err := protocol.ParseRequest(frame)
+	if err != nil {
+		c.log.Warn("closing connection: malformed request", "api", kmsg.NameForKey(key), "version", version, "err", err)
+		return nil, false
+	}
+	r := &request{hdr: hdr, req: req, conn: c}
+	sl := &slot{done: make(chan struct{}), correlationID: corr}
+	res, ok := c.runHandler(r)
+	if !ok {
+		sl.closeConn = true
+		close(sl.done)
+		return sl, false
+	}
+	switch {
+	case res.wait != nil:
+		c.s.goTracked(func() {
+			resp, ok := c.runWait(r, res.wait)
+			sl.resp = resp
+			sl.closeConn = !ok
+			close(sl.done)
+		})
+	default:
+		sl.resp = res.resp
+		close(sl.done)
+	}
+	return sl, true
+}
+
+// runHandler runs the first phase of a request's handler, turning a panic
+// into a closed connection and a log line.
+func (c *conn) runHandler(r *request) (res result, ok bool) {
+	defer func() {
+		if p := recover(); p != nil {
+			c.log.Error("handler panic; closing connection", "api", kmsg.NameForKey(r.hdr.Key), "version", r.hdr.Version, "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
+			ok = false
+		}
+	}()
+	h := handlers[r.hdr.Key]
+	res, err := h(c.s, r)
+	if err != nil {
+		c.log.Warn("closing connection: request refused", "api", kmsg.NameForKey(r.hdr.Key), "version", r.hdr.Version, "err", err)
+		return result{}, false
+	}
+	return res, true
+}
+
+func (c *conn) runWait(r *request, wait func() kmsg.Response) (resp kmsg.Response, ok bool) {
+	defer func() {
+		if p := recover(); p != nil {
+			c.log.Error("handler panic; closing connection", "api", kmsg.NameForKey(r.hdr.Key), "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
+			resp, ok = nil, false
+		}
+	}()
+	return wait(), true
+}
+
+func doneSlot(corr int32, resp kmsg.Response) *slot {
+	sl := &slot{done: make(chan struct{}), correlationID: corr, resp: resp}
+	close(sl.done)
+	return sl
+}
+
+func (c *conn) writeLoop() {
+	w := bufio.NewWriterSize(c.nc, 64<<10)
+	var buf []byte
+	for sl := range c.slots {
+		select {
+		case <-sl.done:
+		default:
+			// The next response is not ready: send what is buffered first,
+			// so a long poll does not hold back the answers before it.
+			if err := w.Flush(); err != nil {
+				c.nc.Close()
+				c.drain()
+				return
+			}
+			select {
+			case <-sl.done:
+			case <-c.ctx.Done():
+				c.drain()
+				return
+			}
+		}
+		if sl.closeConn {
+			c.nc.Close()
+			c.drain()
+			return
+		}
+		if sl.resp == nil {
+			continue
+		}
+		buf = protocol.AppendResponse(buf[:0], sl.correlationID, sl.resp)
+		if _, err := w.Write(buf); err != nil {
+			c.nc.Close()
+			c.drain()
+			return
+		}
+		// Flush only when no further response is ready, so that pipelined
+		// responses share a write.
+		if len(c.slots) == 0 {
+			if err := w.Flush(); err != nil {
+				c.nc.Close()
+				c.drain()
+				return
+			}
+		}
+		if cap(buf) > 1<<20 {
+			buf = nil
+		}
+	}
+	w.Flush()
+}
+
+// drain empties the slot queue after the connection failed so the reader
+// is never blocked on a full queue.
+func (c *conn) drain() {
+	c.cancel()
+	for range c.slots {
+	}
+}

@@ -1,0 +1,338 @@
+// Package broker is Gregor's Kafka server: listeners, connections, one file
+// per API key (00_produce.go, 01_fetch.go, ...), and the partitions this
+// node hosts. It reads cluster metadata from raftmeta and partition data
+// from storage.
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/gregorbroker/gregor/config"
+	"github.com/gregorbroker/gregor/protocol"
+	"github.com/gregorbroker/gregor/raftmeta"
+	"github.com/gregorbroker/gregor/storage"
+	"github.com/gregorbroker/gregor/vfs"
+)
+
+// Options are the parts of a Server that tests replace.
+type Options struct {
+	Logger *slog.Logger
+	FS     vfs.FS           // default vfs.Default
+	Now    func() time.Time // default time.Now
+}
+
+// Server is one Gregor node: the broker and, in combined mode, the
+// controller.
+type Server struct {
+	cfg  *config.Broker
+	log  *slog.Logger
+	fs   vfs.FS
+	now  func() time.Time
+	ctx  context.Context
+	stop context.CancelFunc
+	wg   sync.WaitGroup
+
+	versions *protocol.Versions
+	meta     *raftmeta.Node
+	ctrl     *raftmeta.Controller
+	logs     *storage.Manager
+	parts    partitionTable
+	sessions *fetchSessions
+
+	reconcileMu sync.Mutex
+
+	mu        sync.Mutex // guards listeners and conns
+	listeners []net.Listener
+	conns     map[net.Conn]struct{}
+	closed    bool
+}
+
+// New opens the data directories and the metadata log, and registers this
+// node. It does not listen yet: call Start.
+func New(cfg *config.Broker, opts Options) (*Server, error) {
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.FS == nil {
+		opts.FS = vfs.Default
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	s := &Server{
+		cfg:      cfg,
+		log:      opts.Logger,
+		fs:       opts.FS,
+		now:      opts.Now,
+		ctx:      ctx,
+		stop:     stop,
+		versions: &supportedVersions,
+		conns:    make(map[net.Conn]struct{}),
+	}
+	s.sessions = newFetchSessions(1000)
+	if err := s.open(); err != nil {
+		s.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *Server) open() error {
+	if len(s.cfg.LogDirs) == 0 {
+		return errors.New("log.dirs is empty")
+	}
+	clusterID, err := resolveClusterID(s.fs, s.cfg)
+	if err != nil {
+		return err
+	}
+	s.logs, err = storage.OpenManager(storage.ManagerConfig{
+		FS:        s.fs,
+		Dirs:      s.cfg.LogDirs,
+		NodeID:    s.cfg.NodeID,
+		ClusterID: clusterID,
+		Logger:    s.log,
+		Now:       s.now,
+		// Recovery runs before the metadata log is read, so it indexes
+		// with the broker defaults; a topic's own index.interval.bytes
+		// applies from its first append after start.
+		TopicConfig: func(string) storage.LogConfig { return logConfig(s.cfg.TopicConfig(nil)) },
+		Decompress: func(c protocol.Codec, b []byte) ([]byte, error) {
+			return protocol.Decompress(c, b, int(s.cfg.SocketRequestMaxBytes))
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("open log dirs: %w", err)
+	}
+	s.meta, err = raftmeta.Start(raftmeta.Config{
+		NodeID:    uint64(s.cfg.NodeID),
+		Voters:    voterIDs(s.cfg),
+		Dir:       s.cfg.LogDirs[0],
+		FS:        s.fs,
+		Logger:    s.log,
+		ClusterID: clusterID,
+	})
+	if err != nil {
+		return fmt.Errorf("start metadata log: %w", err)
+	}
+	s.ctrl = s.meta.Controller()
+	if err := s.reconcile(s.meta.Image()); err != nil {
+		return err
+	}
+	s.goTracked(s.watchMetadata)
+	s.goTracked(s.flushLoop)
+	return nil
+}
+
+func voterIDs(cfg *config.Broker) []uint64 {
+	var ids []uint64
+	for id := range cfg.ControllerQuorumVoters {
+		ids = append(ids, uint64(id))
+	}
+	if len(ids) == 0 {
+		ids = []uint64{uint64(cfg.NodeID)}
+	}
+	return ids
+}
+
+// register records this broker and its listeners in the metadata log. A
+// single node is its own controller, so this waits for it to lead.
+func (s *Server) register() error {
+	ctx, cancel := context.WithTimeout(s.ctx, 30*time.Second)
+	defer cancel()
+	rec := raftmeta.RegisterBrokerRecord{BrokerID: s.cfg.NodeID, IncarnationID: newUUID()}
+	for _, l := range s.advertised() {
+		if l.Host == "" {
+			// As Kafka: an empty host advertises this machine's name.
+			if h, err := os.Hostname(); err == nil {
+				l.Host = h
+			}
+		}
+		rec.Listeners = append(rec.Listeners, raftmeta.Listener{Name: l.Name, Host: l.Host, Port: int32(l.Port), SecurityProtocol: 0})
+	}
+	for {
+		_, err := s.ctrl.RegisterBroker(ctx, rec)
+		if err == nil {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("register broker %d: %w", s.cfg.NodeID, err)
+		}
+		select {
+		case <-time.After(20 * time.Millisecond):
+		case <-ctx.Done():
+		}
+	}
+}
+
+// advertised is the set of listeners clients are told about: the
+// configured advertised.listeners, else the client listeners as bound (so
+// a port 0 in the configuration advertises the port the system chose).
+func (s *Server) advertised() []config.Listener {
+	if len(s.cfg.AdvertisedListeners) > 0 {
+		return s.cfg.AdvertisedListeners
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := s.clientListeners()
+	for i := range out {
+		if i < len(s.listeners) {
+			out[i].Port = s.listeners[i].Addr().(*net.TCPAddr).Port
+		}
+	}
+	return out
+}
+
+// clientListeners are the configured listeners minus the controller ones.
+func (s *Server) clientListeners() []config.Listener {
+	var out []config.Listener
+	for _, l := range s.cfg.Listeners {
+		if !s.isControllerListener(l.Name) {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+func (s *Server) isControllerListener(name string) bool {
+	for _, n := range s.cfg.ControllerListenerNames {
+		if n == name {
+			return true
+		}
+	}
+	return false
+}
+
+// Start listens on the client listeners, registers this broker with their
+// addresses, and serves connections.
+func (s *Server) Start() error {
+	listeners := s.clientListeners()
+	for _, l := range listeners {
+		ln, err := net.Listen("tcp", net.JoinHostPort(l.Host, strconv.Itoa(l.Port)))
+		if err != nil {
+			return fmt.Errorf("listen %s: %w", l.Name, err)
+		}
+		s.mu.Lock()
+		s.listeners = append(s.listeners, ln)
+		s.mu.Unlock()
+	}
+	if err := s.register(); err != nil {
+		return err
+	}
+	for i, ln := range s.listeners {
+		name := listeners[i].Name
+		s.goTracked(func() { s.acceptLoop(ln, name) })
+	}
+	return nil
+}
+
+// Addr is the address of the first client listener, once started.
+func (s *Server) Addr() net.Addr {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.listeners) == 0 {
+		return nil
+	}
+	return s.listeners[0].Addr()
+}
+
+func (s *Server) acceptLoop(ln net.Listener, listener string) {
+	for {
+		nc, err := ln.Accept()
+		if err != nil {
+			if s.ctx.Err() == nil && !errors.Is(err, net.ErrClosed) {
+				s.log.Error("accept", "err", err)
+				select {
+				case <-time.After(10 * time.Millisecond):
+					continue
+				case <-s.ctx.Done():
+				}
+			}
+			return
+		}
+		if tc, ok := nc.(*net.TCPConn); ok {
+			tc.SetNoDelay(true)
+		}
+		s.mu.Lock()
+		if s.closed {
+			s.mu.Unlock()
+			nc.Close()
+			return
+		}
+		s.conns[nc] = struct{}{}
+		s.mu.Unlock()
+		s.goTracked(func() {
+			s.serveConn(nc, listener)
+			s.mu.Lock()
+			delete(s.conns, nc)
+			s.mu.Unlock()
+		})
+	}
+}
+
+// goTracked starts fn in a goroutine that Close waits for.
+func (s *Server) goTracked(fn func()) {
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		fn()
+	}()
+}
+
+// Close stops listening, closes every connection, and shuts the metadata
+// log and the partition logs down cleanly (checkpoints written), so the
+// next start scans nothing.
+func (s *Server) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	for _, ln := range s.listeners {
+		ln.Close()
+	}
+	for nc := range s.conns {
+		nc.Close()
+	}
+	s.mu.Unlock()
+	s.stop()
+	s.wg.Wait()
+	var errs []error
+	if s.meta != nil {
+		errs = append(errs, s.meta.Close())
+	}
+	if s.logs != nil {
+		errs = append(errs, s.logs.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// flushLoop applies the time-based flush policy and checkpoints the
+// recovery points, as Kafka's log manager does in the background.
+func (s *Server) flushLoop() {
+	interval := time.Duration(s.cfg.LogFlushOffsetCheckpointIntervalMs) * time.Millisecond
+	if interval <= 0 {
+		interval = time.Minute
+	}
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.ctx.Done():
+			return
+		case <-t.C:
+			if err := s.logs.Checkpoint(); err != nil {
+				s.log.Error("checkpoint log dirs", "err", err)
+			}
+		}
+	}
+}

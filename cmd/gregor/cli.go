@@ -1,0 +1,199 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/gregorbroker/gregor/config"
+)
+
+const serveUsage = `usage: gregor serve [--config server.properties] [--override name=value]...
+                    [--data-dir DIR] [--listen host:port]
+
+Runs a node. Without --config it is a complete single-node cluster: broker
+on localhost:9092, controller on localhost:9093, data in ./data, internal
+topics with one replica (as Kafka's sample server.properties).
+
+--config reads a Kafka server.properties file (KRaft). --override sets one
+property, as kafka-server-start's --override does. --data-dir sets log.dirs
+and --listen the PLAINTEXT listener. Flags apply in order over the file, so
+a later flag wins over an earlier one.
+
+flags:
+`
+
+// propertyEdit changes the property map before it is parsed.
+type propertyEdit func(props map[string]string) error
+
+// editFlag is a repeatable flag whose values become property edits, kept
+// in command-line order across all such flags so that the last one wins.
+type editFlag struct {
+	edits *[]propertyEdit
+	parse func(string) (propertyEdit, error)
+}
+
+func (f editFlag) String() string { return "" }
+
+func (f editFlag) Set(s string) error {
+	e, err := f.parse(s)
+	if err != nil {
+		return err
+	}
+	*f.edits = append(*f.edits, e)
+	return nil
+}
+
+// serveConfig turns the arguments of `gregor serve` into the node's
+// configuration, and returns the property names it does not know, for the
+// caller to log.
+func serveConfig(args []string) (*config.Broker, []string, error) {
+	return serveConfigOut(args, os.Stderr)
+}
+
+// serveConfigOut is serveConfig with the usage and flag errors written to
+// out.
+func serveConfigOut(args []string, out io.Writer) (*config.Broker, []string, error) {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(out)
+	fs.Usage = func() {
+		fmt.Fprint(out, serveUsage)
+		fs.PrintDefaults()
+	}
+	var path string
+	var edits []propertyEdit
+	fs.StringVar(&path, "config", "", "a Kafka `server.properties` file")
+	fs.Var(editFlag{&edits, parseOverride}, "override", "set a property, as `name=value` (repeatable)")
+	fs.Var(editFlag{&edits, parseDataDir}, "data-dir", "the data `directory` (log.dirs)")
+	fs.Var(editFlag{&edits, parseListen}, "listen", "the PLAINTEXT listener's `host:port`; an empty host (\":9092\") binds all interfaces")
+	if err := fs.Parse(args); err != nil {
+		return nil, nil, err // flag.ErrHelp for -h, which the caller treats as success
+	}
+	if fs.NArg() > 0 {
+		return nil, nil, fmt.Errorf("serve: unexpected argument %q (see gregor serve -h)", fs.Arg(0))
+	}
+
+	props := config.DevProperties()
+	if path != "" {
+		f, err := os.Open(path)
+		if err != nil {
+			return nil, nil, fmt.Errorf("serve: %w", err)
+		}
+		props, err = config.ReadProperties(f)
+		f.Close()
+		if err != nil {
+			return nil, nil, fmt.Errorf("serve: %s: %w", path, err)
+		}
+	}
+	for _, e := range edits {
+		if err := e(props); err != nil {
+			return nil, nil, fmt.Errorf("serve: %w", err)
+		}
+	}
+	b, unknown, err := config.Parse(props)
+	if err != nil {
+		if path != "" {
+			return nil, unknown, fmt.Errorf("serve: %s: %w", path, err)
+		}
+		return nil, unknown, fmt.Errorf("serve: %w", err)
+	}
+	return b, unknown, nil
+}
+
+// parseOverride reads --override name=value. The value may be empty; the
+// name may not, as in kafka-server-start.
+func parseOverride(s string) (propertyEdit, error) {
+	name, val, ok := strings.Cut(s, "=")
+	if !ok || strings.TrimSpace(name) == "" {
+		return nil, fmt.Errorf("%q is not name=value", s)
+	}
+	name = strings.TrimSpace(name)
+	return func(props map[string]string) error {
+		props[name] = val
+		return nil
+	}, nil
+}
+
+func parseDataDir(s string) (propertyEdit, error) {
+	if strings.TrimSpace(s) == "" {
+		return nil, errors.New("the data directory must not be empty")
+	}
+	if strings.Contains(s, ",") {
+		return nil, fmt.Errorf("%q: give one directory; use --override log.dirs=a,b for several", s)
+	}
+	return func(props map[string]string) error {
+		props["log.dirs"] = s
+		return nil
+	}, nil
+}
+
+// parseListen reads --listen host:port and returns an edit that points the
+// PLAINTEXT listener there, adding it if the listeners have none. If the
+// configuration advertises a PLAINTEXT listener explicitly, that one moves
+// to the new port too, and to the new host when one is given.
+func parseListen(s string) (propertyEdit, error) {
+	host, portStr, err := net.SplitHostPort(s)
+	if err != nil {
+		return nil, fmt.Errorf("%q is not host:port: %w", s, err)
+	}
+	port, err := strconv.Atoi(portStr)
+	if err != nil || port < 0 || port > 65535 {
+		return nil, fmt.Errorf("%q: port must be a number from 0 to 65535", s)
+	}
+	want := config.Listener{Name: "PLAINTEXT", Host: host, Port: port}
+	return func(props map[string]string) error {
+		current, ok := props["listeners"]
+		if !ok {
+			current = listenersString(config.Default().Listeners)
+		}
+		ls, err := config.ParseListeners(current)
+		if err != nil {
+			return fmt.Errorf("--listen: listeners: %w", err)
+		}
+		props["listeners"] = listenersString(replaceListener(ls, want))
+
+		adv, ok := props["advertised.listeners"]
+		if !ok {
+			return nil
+		}
+		als, err := config.ParseListeners(adv)
+		if err != nil {
+			return fmt.Errorf("--listen: advertised.listeners: %w", err)
+		}
+		for i, l := range als {
+			if l.Name == want.Name {
+				als[i].Port = want.Port
+				if want.Host != "" {
+					als[i].Host = want.Host
+				}
+			}
+		}
+		props["advertised.listeners"] = listenersString(als)
+		return nil
+	}, nil
+}
+
+// replaceListener puts l in place of the listener of the same name, or
+// first when there is none.
+func replaceListener(ls []config.Listener, l config.Listener) []config.Listener {
+	for i := range ls {
+		if ls[i].Name == l.Name {
+			ls[i] = l
+			return ls
+		}
+	}
+	return append([]config.Listener{l}, ls...)
+}
+
+func listenersString(ls []config.Listener) string {
+	parts := make([]string, len(ls))
+	for i, l := range ls {
+		parts[i] = l.String()
+	}
+	return strings.Join(parts, ",")
+}

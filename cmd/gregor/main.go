@@ -1,0 +1,89 @@
+// Command gregor is a Kafka-compatible broker: `gregor serve` runs a node
+// (broker and controller in one process by default); `gregor perf`
+// measures a running cluster; `gregor version` prints the build.
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/gregorbroker/gregor/broker"
+)
+
+const usage = `usage: gregor <command> [flags]
+
+commands:
+  serve     run a node (broker and controller); see gregor serve -h
+  perf      measure produce or consume throughput against a running cluster
+  version   print the version
+`
+
+func main() {
+	if len(os.Args) < 2 {
+		fmt.Fprint(os.Stderr, usage)
+		os.Exit(2)
+	}
+	var err error
+	switch os.Args[1] {
+	case "serve":
+		err = runServe(os.Args[2:], os.Stderr)
+	case "perf":
+		err = runPerf(os.Args[2:])
+	case "version", "--version", "-v":
+		err = runVersion(os.Stdout)
+	case "help", "-h", "--help":
+		fmt.Fprint(os.Stdout, usage)
+	default:
+		fmt.Fprintf(os.Stderr, "gregor: unknown command %q\n\n%s", os.Args[1], usage)
+		os.Exit(2)
+	}
+	if errors.Is(err, flag.ErrHelp) {
+		return
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "gregor: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+// runServe starts a node and runs it until SIGINT or SIGTERM, then shuts
+// it down cleanly (checkpoints written, so the next start scans nothing).
+func runServe(args []string, logOut io.Writer) error {
+	start := time.Now()
+	cfg, unknown, err := serveConfig(args)
+	if err != nil {
+		return err
+	}
+	log := slog.New(slog.NewTextHandler(logOut, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	for _, name := range unknown {
+		log.Warn("ignoring unknown property", "name", name)
+	}
+	srv, err := broker.New(cfg, broker.Options{Logger: log})
+	if err != nil {
+		return err
+	}
+	if err := srv.Start(); err != nil {
+		srv.Close()
+		return err
+	}
+	log.Info("gregor started", "addr", srv.Addr().String(), "data", strings.Join(cfg.LogDirs, ","),
+		"node_id", cfg.NodeID, "startup", time.Since(start).Round(time.Millisecond))
+
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+	got := <-sig
+	log.Info("shutting down", "signal", got.String())
+	if err := srv.Close(); err != nil {
+		return fmt.Errorf("shutdown: %w", err)
+	}
+	log.Info("stopped cleanly")
+	return nil
+}

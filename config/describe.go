@@ -1,0 +1,162 @@
+package config
+
+import (
+	"slices"
+	"strings"
+)
+
+// Entry is one config as DescribeConfigs returns it.
+type Entry struct {
+	Name      string
+	Value     string
+	IsNull    bool // the config has no value (Kafka's null)
+	Source    int8 // SourceDynamicTopic, SourceStaticBroker, SourceDefault...
+	ReadOnly  bool
+	Sensitive bool
+	Type      int8 // TypeBoolean, TypeString, ... (DescribeConfigs v3+)
+	Doc       string
+	Synonyms  []Synonym // highest priority first; the first one is the source
+}
+
+// Synonym is a config that supplies, or could supply, an Entry's value.
+type Synonym struct {
+	Name   string
+	Value  string
+	Source int8
+}
+
+// brokerSynonymFamily is Kafka's DynamicBrokerConfig.brokerConfigSynonyms:
+// the broker properties that set the same value, highest priority first.
+func brokerSynonymFamily(name string) []string {
+	families := [][]string{
+		{"log.roll.ms", "log.roll.hours"},
+		{"log.roll.jitter.ms", "log.roll.jitter.hours"},
+		{"log.retention.ms", "log.retention.minutes", "log.retention.hours"},
+	}
+	for _, f := range families {
+		if slices.Contains(f, name) {
+			return f
+		}
+	}
+	if name == "log.flush.interval.ms" {
+		return []string{"log.flush.interval.ms", "log.flush.scheduler.interval.ms"}
+	}
+	return []string{name}
+}
+
+// brokerSynonyms lists, as Kafka's ConfigHelper.configSynonyms does, the
+// properties of name's family set in the file (STATIC_BROKER_CONFIG), then
+// those with a non-null default (DEFAULT_CONFIG), and drops any before the
+// first entry for name itself. So retention.ms with nothing set has no
+// synonyms, while log.segment.bytes has its default as one.
+func (b *Broker) brokerSynonyms(name string) []Synonym {
+	family := brokerSynonymFamily(name)
+	var out []Synonym
+	for _, n := range family {
+		if raw, ok := b.Props[n]; ok {
+			out = append(out, Synonym{Name: n, Value: raw, Source: SourceStaticBroker})
+		}
+	}
+	for _, n := range family {
+		if k, ok := brokerKeyIndex[n]; ok && !k.null {
+			v, err := parseValue(n, k.typ, k.dflt)
+			if err != nil {
+				continue
+			}
+			s, _ := formatValue(k.typ, v)
+			out = append(out, Synonym{Name: n, Value: s, Source: SourceDefault})
+		}
+	}
+	for i, s := range out {
+		if s.Name == name {
+			return out[i:]
+		}
+	}
+	return nil
+}
+
+// brokerValue is a broker property's parsed value: as set, else default.
+func (b *Broker) brokerValue(k *brokerKey) value {
+	if raw, ok := b.Props[k.name]; ok {
+		if v, err := parseValue(k.name, k.typ, raw); err == nil {
+			return v
+		}
+	}
+	if k.null {
+		return value{null: true}
+	}
+	v, _ := parseValue(k.name, k.typ, k.dflt)
+	return v
+}
+
+// brokerString renders a broker property's value for use as a topic
+// default.
+func (b *Broker) brokerString(name string) string {
+	k := brokerKeyIndex[name]
+	s, _ := formatValue(k.typ, b.brokerValue(k))
+	return s
+}
+
+// DescribeTopic lists every topic config of a topic with the given
+// overrides, as Kafka's DescribeConfigs shows a topic: the effective value,
+// its source (DYNAMIC_TOPIC_CONFIG for an override, else the first broker
+// synonym's source, else DEFAULT_CONFIG) and the synonyms, sorted by name.
+func (b *Broker) DescribeTopic(overrides map[string]string) []Entry {
+	out := make([]Entry, 0, len(topicKeys))
+	for i := range topicKeys {
+		k := &topicKeys[i]
+		if k.internal {
+			continue
+		}
+		v, overridden := b.topicValue(k, overrides)
+		s, null := formatValue(k.typ, v)
+		var syn []Synonym
+		if overridden {
+			syn = append(syn, Synonym{Name: k.name, Value: s, Source: SourceDynamicTopic})
+		}
+		if len(k.synonyms) > 0 {
+			syn = append(syn, b.brokerSynonyms(k.synonyms[0])...)
+		}
+		src := SourceDefault
+		if len(syn) > 0 {
+			src = syn[0].Source
+		}
+		out = append(out, Entry{
+			Name: k.name, Value: s, IsNull: null, Source: src,
+			Type: k.typ, Doc: k.doc, Synonyms: syn,
+		})
+	}
+	sortEntries(out)
+	return out
+}
+
+// DescribeBroker lists the broker configs Gregor knows as Kafka's
+// DescribeConfigs shows a broker's own configs: the value as set in the
+// file (STATIC_BROKER_CONFIG) or the default (DEFAULT_CONFIG), null for a
+// property without a default that is not set, and read-only unless Kafka
+// can change it dynamically. Sorted by name.
+func (b *Broker) DescribeBroker() []Entry {
+	out := make([]Entry, 0, len(brokerKeys))
+	for i := range brokerKeys {
+		k := &brokerKeys[i]
+		if k.gregor {
+			continue
+		}
+		s, null := formatValue(k.typ, b.brokerValue(k))
+		syn := b.brokerSynonyms(k.name)
+		src := SourceDefault
+		if len(syn) > 0 {
+			src = syn[0].Source
+		}
+		out = append(out, Entry{
+			Name: k.name, Value: s, IsNull: null, Source: src, ReadOnly: !k.dynamic,
+			Type: k.typ, Doc: k.doc, Synonyms: syn,
+		})
+	}
+	sortEntries(out)
+	return out
+}
+
+func sortEntries(es []Entry) {
+	slices.SortFunc(es, func(a, b Entry) int { return strings.Compare(a.Name, b.Name) })
+}
