@@ -165,6 +165,9 @@ func (s *Server) readFetch(plan *fetchPlan) ([]kmsg.FetchResponseTopicPartition,
 		rp.Partition = fp.partition
 		rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = -1, -1, -1
 		rp.PreferredReadReplica = -1
+		// Kafka sends empty records, never null: librdkafka refuses a
+		// null record set.
+		rp.RecordBatches = []byte{}
 		p := s.parts.get(fp.topic, fp.partition)
 		if p == nil {
 			rp.ErrorCode = s.partitionMissingCode(fp.topic, fp.partition)
@@ -191,8 +194,8 @@ func (s *Server) readFetch(plan *fetchPlan) ([]kmsg.FetchResponseTopicPartition,
 			s.log.Error("fetch read", "topic", fp.topic, "partition", fp.partition, "offset", fp.fetchOffset, "err", err)
 			rp.ErrorCode = kerr.KafkaStorageError.Code
 		default:
-			rp.RecordBatches = rr.Data
 			if len(rr.Data) > 0 {
+				rp.RecordBatches = rr.Data
 				minOne = false
 				remaining -= len(rr.Data)
 				total += len(rr.Data)
@@ -295,6 +298,7 @@ func (s *Server) finishFetch(plan *fetchPlan, parts []kmsg.FetchResponseTopicPar
 		rp.ErrorCode = pe.code
 		rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = -1, -1, -1
 		rp.PreferredReadReplica = -1
+		rp.RecordBatches = []byte{}
 		add(pe.topic, pe.topicID, rp)
 	}
 	return resp

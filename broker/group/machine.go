@@ -1,0 +1,226 @@
+package group
+
+import (
+	"log/slog"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// timerKind names what a timer does when it fires.
+type timerKind uint8
+
+const (
+	timerHeartbeat timerKind = iota // a member's session expiry
+	timerJoin                       // the end of a group's join phase
+	timerSync                       // the deadline for a group's SyncGroups
+	timerExpiry                     // the shard's offset retention sweep
+)
+
+// timerKey identifies a timer; scheduling a key again replaces its timer.
+type timerKey struct {
+	kind   timerKind
+	group  string
+	member string
+}
+
+// effects is everything the state machine asks of the goroutine that owns
+// it. None of it blocks: timers call fn later on the owner's goroutine, and
+// append hands records to the Store and calls done on the owner's goroutine
+// once they are durable or failed. Appends to one partition complete in the
+// order they were issued; an append of no records completes after every
+// append issued before it on the partition, which makes it a barrier.
+type effects interface {
+	schedule(k timerKey, d time.Duration, fn func())
+	cancel(k timerKey)
+	append(partition int32, recs []Record, done func(error))
+}
+
+// ClientInfo is what the coordinator needs from a request's connection.
+type ClientInfo struct {
+	// ClientID is the request header's client id; new member ids start
+	// with it.
+	ClientID string
+	// ClientHost is the client's address as Kafka shows it in
+	// DescribeGroups: "/" followed by the IP.
+	ClientHost string
+}
+
+// partitionState holds the groups of one loaded __consumer_offsets
+// partition.
+type partitionState struct {
+	id        int32
+	loading   bool
+	loadToken uint64
+	groups    map[string]*classicGroup
+}
+
+// machine is the state of one shard: the groups and offsets of the
+// partitions it owns. Only the shard's goroutine touches it.
+type machine struct {
+	cfg        Config
+	log        *slog.Logger
+	clock      Clock
+	fx         effects
+	newID      func() string
+	partitions map[int32]*partitionState
+	loadTokens uint64
+}
+
+func newMachine(cfg Config, log *slog.Logger, clock Clock, fx effects, newID func() string) *machine {
+	return &machine{cfg: cfg, log: log, clock: clock, fx: fx, newID: newID, partitions: make(map[int32]*partitionState)}
+}
+
+func (m *machine) nowMs() int64 { return m.clock.Now().UnixMilli() }
+
+// partitionOf finds the loaded partition of a group, or the error code
+// Kafka answers when this coordinator does not serve it.
+func (m *machine) partitionOf(groupID string) (*partitionState, int16) {
+	p := m.partitions[PartitionFor(groupID, m.cfg.OffsetsTopicPartitions)]
+	switch {
+	case p == nil:
+		return nil, errNotCoordinator
+	case p.loading:
+		return nil, errCoordinatorLoadInProgress
+	}
+	return p, 0
+}
+
+// current reports whether g is still the live group of its id: timers and
+// appends outlive groups that were deleted, unloaded or replaced.
+func (m *machine) current(g *classicGroup) bool {
+	p := m.partitions[g.partition]
+	return p != nil && !p.loading && p.groups[g.id] == g && !g.is(stateDead)
+}
+
+func heartbeatKey(g *classicGroup, memberID string) timerKey {
+	return timerKey{kind: timerHeartbeat, group: g.id, member: memberID}
+}
+func joinKey(g *classicGroup) timerKey { return timerKey{kind: timerJoin, group: g.id} }
+func syncKey(g *classicGroup) timerKey { return timerKey{kind: timerSync, group: g.id} }
+
+// scheduleHeartbeat (re)starts a member's session timer.
+func (m *machine) scheduleHeartbeat(g *classicGroup, memberID string, timeoutMs int32) {
+	m.fx.schedule(heartbeatKey(g, memberID), ms(int64(timeoutMs)), func() { m.expireHeartbeat(g, memberID) })
+}
+
+// cancelGroupTimers stops every timer of a group that goes away.
+func (m *machine) cancelGroupTimers(g *classicGroup) {
+	for id := range g.members {
+		m.fx.cancel(heartbeatKey(g, id))
+	}
+	for id := range g.pendingJoin {
+		m.fx.cancel(heartbeatKey(g, id))
+	}
+	m.fx.cancel(joinKey(g))
+	m.fx.cancel(syncKey(g))
+}
+
+// removeMember drops a member, answering whatever it has parked.
+func (m *machine) removeMember(g *classicGroup, id string, code int16) {
+	m.fx.cancel(heartbeatKey(g, id))
+	if mem := g.members[id]; mem != nil {
+		if mem.joinReply != nil {
+			r := kmsg.NewPtrJoinGroupResponse()
+			r.ErrorCode = code
+			mem.joinReply(r)
+			mem.joinReply = nil
+			g.awaitingJoin--
+		}
+		if mem.syncReply != nil {
+			r := kmsg.NewPtrSyncGroupResponse()
+			r.ErrorCode = code
+			mem.syncReply(r)
+			mem.syncReply = nil
+		}
+	}
+	g.remove(id)
+}
+
+// deleteGroup removes an empty group from its partition.
+func (m *machine) deleteGroup(p *partitionState, g *classicGroup) {
+	m.cancelGroupTimers(g)
+	g.transitionTo(stateDead, m.nowMs())
+	delete(p.groups, g.id)
+}
+
+// beginLoad marks a partition as loading and returns the token its
+// finishLoad must present. A partition loaded again is unloaded first.
+func (m *machine) beginLoad(partition int32) uint64 {
+	if _, ok := m.partitions[partition]; ok {
+		m.unload(partition)
+	}
+	m.loadTokens++
+	m.partitions[partition] = &partitionState{id: partition, loading: true, loadToken: m.loadTokens, groups: map[string]*classicGroup{}}
+	return m.loadTokens
+}
+
+// finishLoad installs replayed groups, unless the partition was unloaded or
+// loaded again meanwhile. Members get fresh session timers, and groups over
+// group.max.size rebalance, as in Kafka's onLoaded.
+func (m *machine) finishLoad(partition int32, token uint64, groups map[string]*classicGroup) bool {
+	p := m.partitions[partition]
+	if p == nil || !p.loading || p.loadToken != token {
+		return false
+	}
+	p.loading = false
+	p.groups = groups
+	for _, g := range groups {
+		for _, id := range g.order {
+			m.scheduleHeartbeat(g, id, g.members[id].sessionTimeoutMs)
+		}
+		if int32(len(g.members)) > m.cfg.GroupMaxSize {
+			m.prepareRebalance(g)
+		}
+	}
+	return true
+}
+
+// abortLoad forgets a partition whose load failed.
+func (m *machine) abortLoad(partition int32, token uint64) {
+	if p := m.partitions[partition]; p != nil && p.loadToken == token {
+		delete(m.partitions, partition)
+	}
+}
+
+// unload drops a partition's state, answering every parked request with
+// NOT_COORDINATOR so its clients look for the new coordinator.
+func (m *machine) unload(partition int32) {
+	p := m.partitions[partition]
+	if p == nil {
+		return
+	}
+	delete(m.partitions, partition)
+	for _, g := range p.groups {
+		m.cancelGroupTimers(g)
+		for _, id := range g.order {
+			mem := g.members[id]
+			if mem.joinReply != nil {
+				r := kmsg.NewPtrJoinGroupResponse()
+				r.ErrorCode = errNotCoordinator
+				r.MemberID = id
+				mem.joinReply(r)
+				mem.joinReply = nil
+				g.awaitingJoin--
+			}
+			if mem.syncReply != nil {
+				r := kmsg.NewPtrSyncGroupResponse()
+				r.ErrorCode = errNotCoordinator
+				mem.syncReply(r)
+				mem.syncReply = nil
+			}
+		}
+		g.transitionTo(stateDead, m.nowMs())
+	}
+}
+
+// loadedPartitions reports whether the machine serves any partition and
+// whether one of them is still loading.
+func (m *machine) anyLoading() bool {
+	for _, p := range m.partitions {
+		if p.loading {
+			return true
+		}
+	}
+	return false
+}

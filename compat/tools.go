@@ -1,0 +1,10 @@
+//go:build tools
+
+package compat
+
+import (
+	_ "github.com/IBM/sarama"
+	_ "github.com/gregorbroker/gregor/broker"
+	_ "github.com/segmentio/kafka-go"
+	_ "github.com/twmb/franz-go/pkg/kgo"
+)
