@@ -265,7 +265,7 @@ func (c *Controller) createTopics(topics []CreateTopic, validateOnly bool) []Cre
 		}
 		return res
 	}
-	c.log.Info("created topics", "count", len(created))
+	c.log.Debug("created topics", "count", len(created))
 	return res
 }
 
@@ -519,7 +519,7 @@ func (c *Controller) deleteTopics(names []string, ids [][16]byte) []DeleteTopicR
 		}
 		return res
 	}
-	c.log.Info("deleted topics", "count", len(recs))
+	c.log.Debug("deleted topics", "count", len(recs))
 	return res
 }
 
@@ -746,7 +746,7 @@ func (c *Controller) registerBroker(reg RegisterBrokerRecord) (int64, error) {
 	if err := c.propose([]Record{&reg}); err != nil {
 		return 0, err
 	}
-	c.log.Info("registered broker", "broker", reg.BrokerID, "epoch", epoch)
+	c.log.Debug("registered broker", "broker", reg.BrokerID, "epoch", epoch)
 	return epoch, nil
 }
 

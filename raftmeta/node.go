@@ -244,7 +244,7 @@ func newNode(cfg Config, log *slog.Logger, st *diskStorage) (*Node, error) {
 		if err := rn.Bootstrap(peers); err != nil {
 			return nil, fmt.Errorf("bootstrap: %w", err)
 		}
-		log.Info("bootstrapped metadata log", "cluster_id", clusterID, "voters", cfg.Voters)
+		log.Debug("bootstrapped metadata log", "cluster_id", clusterID, "voters", cfg.Voters)
 	}
 	if err := n.drainReady(); err != nil {
 		return nil, err
@@ -257,7 +257,7 @@ func newNode(cfg Config, log *slog.Logger, st *diskStorage) (*Node, error) {
 			return nil, err
 		}
 	}
-	log.Info("metadata node started", "cluster_id", clusterID, "offset", n.Image().Offset(), "leader", n.active.Load())
+	log.Debug("metadata node started", "cluster_id", clusterID, "offset", n.Image().Offset(), "leader", n.active.Load())
 	return n, nil
 }
 
@@ -439,7 +439,7 @@ func (n *Node) applyEntry(img *Image, e *pb.Entry) (*Image, error) {
 		// now holds every entry of earlier terms: it is safe to validate
 		// requests against it.
 		n.active.Store(true)
-		n.log.Info("became the active controller", "term", n.leaderTerm, "offset", idx)
+		n.log.Debug("became the active controller", "term", n.leaderTerm, "offset", idx)
 	}
 	switch e.GetType() {
 	case pb.EntryConfChange:

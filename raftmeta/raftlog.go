@@ -19,8 +19,11 @@ func (r raftLogger) Debug(v ...any) { r.out(slog.LevelDebug, fmt.Sprint(v...)) }
 func (r raftLogger) Debugf(format string, v ...any) {
 	r.out(slog.LevelDebug, fmt.Sprintf(format, v...))
 }
-func (r raftLogger) Info(v ...any)                 { r.out(slog.LevelInfo, fmt.Sprint(v...)) }
-func (r raftLogger) Infof(format string, v ...any) { r.out(slog.LevelInfo, fmt.Sprintf(format, v...)) }
+
+// raft's Info lines (elections, configuration) are Debug here: the node logs
+// what an operator needs (becoming the active controller) itself.
+func (r raftLogger) Info(v ...any)                 { r.out(slog.LevelDebug, fmt.Sprint(v...)) }
+func (r raftLogger) Infof(format string, v ...any) { r.out(slog.LevelDebug, fmt.Sprintf(format, v...)) }
 func (r raftLogger) Warning(v ...any)              { r.out(slog.LevelWarn, fmt.Sprint(v...)) }
 func (r raftLogger) Warningf(format string, v ...any) {
 	r.out(slog.LevelWarn, fmt.Sprintf(format, v...))

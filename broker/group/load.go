@@ -1,0 +1,145 @@
+package group
+
+import (
+	"fmt"
+	"iter"
+	"log/slog"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// replay rebuilds the groups of a partition from its records, in log order,
+// as Kafka's GroupCoordinatorShard.replay: offset commits and tombstones,
+// group metadata and tombstones. Record types Gregor does not know yet
+// (KIP-848 consumer groups, share groups) are skipped, as Kafka skips
+// unknown types. A record that does not decode fails the load.
+func replay(partition int32, records iter.Seq2[Record, error], nowMs int64, log *slog.Logger) (map[string]*classicGroup, error) {
+	groups := make(map[string]*classicGroup)
+	n := 0
+	for r, err := range records {
+		if err != nil {
+			return nil, fmt.Errorf("read __consumer_offsets-%d record %d: %w", partition, n, err)
+		}
+		if err := replayOne(groups, partition, r, nowMs, log); err != nil {
+			return nil, fmt.Errorf("replay __consumer_offsets-%d record %d: %w", partition, n, err)
+		}
+		n++
+	}
+	return groups, nil
+}
+
+func replayOne(groups map[string]*classicGroup, partition int32, r Record, nowMs int64, log *slog.Logger) error {
+	version, ok := keyVersion(r.Key)
+	if !ok {
+		return fmt.Errorf("key of %d bytes has no version", len(r.Key))
+	}
+	switch version {
+	case offsetCommitKeyV0, offsetCommitKeyVersion:
+		var k kmsg.OffsetCommitKey
+		if err := k.ReadFrom(r.Key); err != nil {
+			return fmt.Errorf("decode offset commit key: %w", err)
+		}
+		t := tp{k.Topic, k.Partition}
+		if r.Value == nil {
+			if g := groups[k.Group]; g != nil {
+				delete(g.offsets, t)
+			}
+			return nil
+		}
+		var v kmsg.OffsetCommitValue
+		if err := v.ReadFrom(r.Value); err != nil {
+			return fmt.Errorf("decode offset commit value of %s %s-%d: %w", k.Group, k.Topic, k.Partition, err)
+		}
+		o := offsetValue{offset: v.Offset, leaderEpoch: -1, metadata: v.Metadata, commitTimestamp: v.CommitTimestamp, expireTimestamp: -1}
+		if v.Version >= 3 {
+			o.leaderEpoch = v.LeaderEpoch
+		}
+		if v.Version == 1 {
+			o.expireTimestamp = v.ExpireTimestamp
+		}
+		g := groups[k.Group]
+		if g == nil {
+			// Offsets without group metadata belong to a simple group.
+			g = newClassicGroup(k.Group, partition, nowMs)
+			groups[k.Group] = g
+		}
+		g.offsets[t] = o
+	case groupMetadataKeyVersion:
+		var k kmsg.GroupMetadataKey
+		if err := k.ReadFrom(r.Key); err != nil {
+			return fmt.Errorf("decode group metadata key: %w", err)
+		}
+		old := groups[k.Group]
+		if r.Value == nil {
+			delete(groups, k.Group)
+			if old != nil && len(old.offsets) > 0 {
+				// The group's offsets outlive its metadata until their own
+				// tombstones come.
+				g := newClassicGroup(k.Group, partition, nowMs)
+				g.offsets = old.offsets
+				groups[k.Group] = g
+			}
+			return nil
+		}
+		var v kmsg.GroupMetadataValue
+		if err := v.ReadFrom(r.Value); err != nil {
+			return fmt.Errorf("decode group metadata value of %s: %w", k.Group, err)
+		}
+		g := groupFromRecord(k.Group, partition, &v)
+		if old != nil {
+			g.offsets = old.offsets
+		}
+		groups[k.Group] = g
+	default:
+		log.Debug("skip unknown __consumer_offsets record type", "partition", partition, "type", version)
+	}
+	return nil
+}
+
+// groupFromRecord builds a loaded group: Stable with its members, or Empty.
+func groupFromRecord(id string, partition int32, v *kmsg.GroupMetadataValue) *classicGroup {
+	g := newClassicGroup(id, partition, v.CurrentStateTimestamp)
+	g.generation = v.Generation
+	g.protocolType = v.ProtocolType
+	g.protocolName = v.Protocol
+	if v.Leader != nil {
+		g.leader = *v.Leader
+	}
+	name := ""
+	if v.Protocol != nil {
+		name = *v.Protocol
+	}
+	for _, mm := range v.Members {
+		if g.members[mm.MemberID] != nil {
+			continue
+		}
+		rebalance := mm.RebalanceTimeoutMillis
+		if rebalance == -1 {
+			rebalance = mm.SessionTimeoutMillis
+		}
+		mem := &member{
+			id:                 mm.MemberID,
+			instanceID:         mm.InstanceID,
+			clientID:           mm.ClientID,
+			clientHost:         mm.ClientHost,
+			rebalanceTimeoutMs: rebalance,
+			sessionTimeoutMs:   mm.SessionTimeoutMillis,
+			protocolType:       v.ProtocolType,
+			protocols:          []protocol{{name: name, metadata: mm.Subscription}},
+			assignment:         mm.Assignment,
+		}
+		g.add(mem, nil, 0)
+	}
+	if g.leader != "" && g.members[g.leader] == nil {
+		g.leader = ""
+		if len(g.order) > 0 {
+			g.leader = g.order[0]
+		}
+	}
+	if len(g.members) > 0 {
+		g.state = stateStable
+	}
+	g.protocolType = v.ProtocolType
+	g.computeSubscribedTopics()
+	return g
+}

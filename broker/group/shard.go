@@ -1,0 +1,241 @@
+package group
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+)
+
+// maxAppendBytes bounds how many queued appends of one partition are merged
+// into one Store.Append: merging is group commit, but one call should stay
+// well inside a record batch limit.
+const maxAppendBytes = 512 << 10
+
+// shard is one coordinator goroutine. It owns a machine and carries out its
+// effects: real timers whose firing comes back through the inbox, and
+// appends run on their own goroutines whose completion comes back the same
+// way. Nothing on the shard goroutine blocks on I/O.
+type shard struct {
+	idx   int
+	store Store
+	clock Clock
+	log   *slog.Logger
+	m     *machine
+
+	inbox chan func()
+	quit  chan struct{}
+	done  chan struct{}
+
+	ctx    context.Context // canceled by Close, aborting appends
+	cancel context.CancelFunc
+	wg     sync.WaitGroup // append goroutines
+
+	// Touched only on the shard goroutine.
+	timers   map[timerKey]*shardTimer
+	timerSeq uint64
+	ready    []func() // timers due at once, run after the current op
+	queues   map[int32]*appendQueue
+}
+
+type shardTimer struct {
+	seq uint64
+	t   Timer // nil for a timer in ready
+	fn  func()
+}
+
+// appendQueue serializes the appends of one partition: one Store.Append in
+// flight, later ones queued and merged, completions in issue order.
+type appendQueue struct {
+	inflight bool
+	pending  []pendingAppend
+}
+
+type pendingAppend struct {
+	recs []Record
+	done func(error)
+}
+
+func newShard(idx int, cfg Config, log *slog.Logger, store Store, clock Clock, newID func() string) *shard {
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &shard{
+		idx:    idx,
+		store:  store,
+		clock:  clock,
+		log:    log,
+		inbox:  make(chan func(), 1024),
+		quit:   make(chan struct{}),
+		done:   make(chan struct{}),
+		ctx:    ctx,
+		cancel: cancel,
+		timers: make(map[timerKey]*shardTimer),
+		queues: make(map[int32]*appendQueue),
+	}
+	s.m = newMachine(cfg, log, clock, s, newID)
+	return s
+}
+
+// run is the shard goroutine.
+func (s *shard) run() {
+	defer close(s.done)
+	s.scheduleSweep()
+	for {
+		select {
+		case fn := <-s.inbox:
+			s.exec(fn)
+			for len(s.ready) > 0 {
+				next := s.ready[0]
+				s.ready = s.ready[1:]
+				s.exec(next)
+			}
+		case <-s.quit:
+			for _, t := range s.timers {
+				if t.t != nil {
+					t.t.Stop()
+				}
+			}
+			return
+		}
+	}
+}
+
+// exec runs one unit of work; a panic is a bug, logged so that one bad
+// request cannot take every group of the shard down with it.
+func (s *shard) exec(fn func()) {
+	defer func() {
+		if r := recover(); r != nil {
+			s.log.Error("group coordinator panic", "shard", s.idx, "panic", r)
+		}
+	}()
+	fn()
+}
+
+// post hands work to the shard from another goroutine; it reports false once
+// the shard has stopped.
+func (s *shard) post(ctx context.Context, fn func()) bool {
+	select {
+	case s.inbox <- fn:
+		return true
+	case <-s.quit:
+		return false
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// schedule implements effects.
+func (s *shard) schedule(k timerKey, d time.Duration, fn func()) {
+	s.cancel(k)
+	s.timerSeq++
+	seq := s.timerSeq
+	e := &shardTimer{seq: seq, fn: fn}
+	s.timers[k] = e
+	if d <= 0 {
+		s.ready = append(s.ready, func() { s.fire(k, seq) })
+		return
+	}
+	e.t = s.clock.AfterFunc(d, func() {
+		s.post(context.Background(), func() { s.fire(k, seq) })
+	})
+}
+
+func (s *shard) fire(k timerKey, seq uint64) {
+	e := s.timers[k]
+	if e == nil || e.seq != seq {
+		return // canceled or rescheduled meanwhile
+	}
+	delete(s.timers, k)
+	e.fn()
+}
+
+// cancel implements effects. (The method name shadows the context's cancel
+// field only for readers; the field is s.cancel of type CancelFunc.)
+func (s *shard) cancelTimer(k timerKey) {
+	if e := s.timers[k]; e != nil {
+		if e.t != nil {
+			e.t.Stop()
+		}
+		delete(s.timers, k)
+	}
+}
+
+// append implements effects.
+func (s *shard) append(partition int32, recs []Record, done func(error)) {
+	q := s.queues[partition]
+	if q == nil {
+		q = &appendQueue{}
+		s.queues[partition] = q
+	}
+	q.pending = append(q.pending, pendingAppend{recs: recs, done: done})
+	if !q.inflight {
+		s.flush(partition, q)
+	}
+}
+
+// flush starts the next merged append of a partition.
+func (s *shard) flush(partition int32, q *appendQueue) {
+	n, size := 0, 0
+	var recs []Record
+	for n < len(q.pending) && (n == 0 || size+recordsSize(q.pending[n].recs) <= maxAppendBytes) {
+		size += recordsSize(q.pending[n].recs)
+		recs = append(recs, q.pending[n].recs...)
+		n++
+	}
+	batch := q.pending[:n:n]
+	q.pending = q.pending[n:]
+	if len(q.pending) == 0 {
+		q.pending = nil
+	}
+	if len(recs) == 0 {
+		// Only barriers: everything before them has completed.
+		for _, a := range batch {
+			a.done(nil)
+		}
+		if len(q.pending) > 0 {
+			s.flush(partition, q)
+		} else {
+			delete(s.queues, partition)
+		}
+		return
+	}
+	q.inflight = true
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		err := s.store.Append(s.ctx, partition, recs)
+		s.post(context.Background(), func() {
+			q.inflight = false
+			for _, a := range batch {
+				a.done(err)
+			}
+			if len(q.pending) > 0 {
+				s.flush(partition, q)
+			} else if s.queues[partition] == q {
+				delete(s.queues, partition)
+			}
+		})
+	}()
+}
+
+// inflightAppends counts partitions with an append in flight or queued; tests
+// use it to wait until the shard is idle.
+func (s *shard) inflightAppends() int {
+	return len(s.queues)
+}
+
+// sweep runs the offset retention job and schedules the next one.
+func (s *shard) scheduleSweep() {
+	d := ms(s.m.cfg.OffsetsRetentionCheckIntervalMs)
+	s.schedule(timerKey{kind: timerExpiry}, d, func() {
+		s.m.sweepExpired()
+		s.scheduleSweep()
+	})
+}
+
+// stop ends the shard goroutine and waits for it and its appends.
+func (s *shard) stop() {
+	close(s.quit)
+	<-s.done
+	s.cancel()
+	s.wg.Wait()
+}
