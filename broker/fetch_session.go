@@ -44,7 +44,7 @@ type fetchSessionKey struct {
 type fetchSession struct {
 	id    int32
 	mu    sync.Mutex
-	epoch int32 // the epoch the next incremental fetch must carry
+	epoch int32 // the epoch the next incremental fetch must carry; each answer adds one
 	parts map[fetchSessionKey]*fetchSessionPart
 	order []fetchSessionKey // insertion order, the order of the answer
 	used  time.Time
@@ -109,7 +109,7 @@ func (c *fetchSessions) create(now time.Time) *fetchSession {
 	for id == 0 || c.sessions[id] != nil {
 		id = rand.Int32()
 	}
-	s := &fetchSession{id: id, epoch: 1, parts: make(map[fetchSessionKey]*fetchSessionPart), used: now}
+	s := &fetchSession{id: id, epoch: 0, parts: make(map[fetchSessionKey]*fetchSessionPart), used: now}
 	c.sessions[id] = s
 	return s
 }

@@ -27,9 +27,9 @@ type shard struct {
 	quit  chan struct{}
 	done  chan struct{}
 
-	ctx    context.Context // canceled by Close, aborting appends
-	cancel context.CancelFunc
-	wg     sync.WaitGroup // append goroutines
+	ctx   context.Context // canceled by Close, aborting appends
+	abort context.CancelFunc
+	wg    sync.WaitGroup // append goroutines
 
 	// Touched only on the shard goroutine.
 	timers   map[timerKey]*shardTimer
@@ -67,7 +67,7 @@ func newShard(idx int, cfg Config, log *slog.Logger, store Store, clock Clock, n
 		quit:   make(chan struct{}),
 		done:   make(chan struct{}),
 		ctx:    ctx,
-		cancel: cancel,
+		abort:  cancel,
 		timers: make(map[timerKey]*shardTimer),
 		queues: make(map[int32]*appendQueue),
 	}
@@ -148,9 +148,8 @@ func (s *shard) fire(k timerKey, seq uint64) {
 	e.fn()
 }
 
-// cancel implements effects. (The method name shadows the context's cancel
-// field only for readers; the field is s.cancel of type CancelFunc.)
-func (s *shard) cancelTimer(k timerKey) {
+// cancel implements effects.
+func (s *shard) cancel(k timerKey) {
 	if e := s.timers[k]; e != nil {
 		if e.t != nil {
 			e.t.Stop()
@@ -172,49 +171,48 @@ func (s *shard) append(partition int32, recs []Record, done func(error)) {
 	}
 }
 
-// flush starts the next merged append of a partition.
+// flush starts the next merged append of a partition unless one is in
+// flight. The queue counts as in flight while completions run, so appends
+// they issue queue behind the ones already waiting.
 func (s *shard) flush(partition int32, q *appendQueue) {
-	n, size := 0, 0
-	var recs []Record
-	for n < len(q.pending) && (n == 0 || size+recordsSize(q.pending[n].recs) <= maxAppendBytes) {
-		size += recordsSize(q.pending[n].recs)
-		recs = append(recs, q.pending[n].recs...)
-		n++
-	}
-	batch := q.pending[:n:n]
-	q.pending = q.pending[n:]
-	if len(q.pending) == 0 {
-		q.pending = nil
-	}
-	if len(recs) == 0 {
-		// Only barriers: everything before them has completed.
-		for _, a := range batch {
-			a.done(nil)
+	for !q.inflight && len(q.pending) > 0 {
+		n, size := 0, 0
+		var recs []Record
+		for n < len(q.pending) && (n == 0 || size+recordsSize(q.pending[n].recs) <= maxAppendBytes) {
+			size += recordsSize(q.pending[n].recs)
+			recs = append(recs, q.pending[n].recs...)
+			n++
 		}
-		if len(q.pending) > 0 {
-			s.flush(partition, q)
-		} else {
-			delete(s.queues, partition)
+		batch := q.pending[:n:n]
+		q.pending = q.pending[n:]
+		q.inflight = true
+		if len(recs) == 0 {
+			// Only barriers: everything issued before them has completed.
+			s.completeAppend(partition, q, batch, nil)
+			return
 		}
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			err := s.store.Append(s.ctx, partition, recs)
+			s.post(context.Background(), func() { s.completeAppend(partition, q, batch, err) })
+		}()
 		return
 	}
-	q.inflight = true
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
-		err := s.store.Append(s.ctx, partition, recs)
-		s.post(context.Background(), func() {
-			q.inflight = false
-			for _, a := range batch {
-				a.done(err)
-			}
-			if len(q.pending) > 0 {
-				s.flush(partition, q)
-			} else if s.queues[partition] == q {
-				delete(s.queues, partition)
-			}
-		})
-	}()
+	if !q.inflight && s.queues[partition] == q {
+		delete(s.queues, partition)
+	}
+}
+
+func (s *shard) completeAppend(partition int32, q *appendQueue, batch []pendingAppend, err error) {
+	if err != nil {
+		s.log.Warn("append to __consumer_offsets", "partition", partition, "err", err)
+	}
+	for _, a := range batch {
+		s.exec(func() { a.done(err) })
+	}
+	q.inflight = false
+	s.flush(partition, q)
 }
 
 // inflightAppends counts partitions with an append in flight or queued; tests
@@ -236,6 +234,6 @@ func (s *shard) scheduleSweep() {
 func (s *shard) stop() {
 	close(s.quit)
 	<-s.done
-	s.cancel()
+	s.abort()
 	s.wg.Wait()
 }

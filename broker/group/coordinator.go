@@ -1,0 +1,486 @@
+package group
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"iter"
+	"log/slog"
+	"slices"
+	"sync"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// Coordinator is the group coordinator of one broker. It serves the groups
+// of the __consumer_offsets partitions loaded into it. Its methods block the
+// calling goroutine until the answer is ready (a JoinGroup may wait for a
+// whole rebalance) and never block the shards; when ctx ends first they
+// answer COORDINATOR_NOT_AVAILABLE, and once Close has begun NOT_COORDINATOR.
+type Coordinator struct {
+	cfg    Config
+	log    *slog.Logger
+	clock  Clock
+	shards []*shard
+
+	closeOnce sync.Once
+	closed    chan struct{}
+}
+
+// New starts a coordinator with cfg's shards. It serves no group until Load.
+func New(cfg Config, store Store, clock Clock) (*Coordinator, error) {
+	return newCoordinator(cfg, store, clock, randomUUID)
+}
+
+func newCoordinator(cfg Config, store Store, clock Clock, newID func() string) (*Coordinator, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, fmt.Errorf("group coordinator config: %w", err)
+	}
+	if store == nil || clock == nil {
+		return nil, fmt.Errorf("group coordinator needs a store and a clock")
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	log = log.With("component", "group-coordinator")
+	c := &Coordinator{cfg: cfg, log: log, clock: clock, closed: make(chan struct{})}
+	for i := range cfg.Shards {
+		c.shards = append(c.shards, newShard(i, cfg, log, store, clock, newID))
+	}
+	for _, s := range c.shards {
+		go s.run()
+	}
+	return c, nil
+}
+
+// randomUUID returns a random (version 4) UUID in its canonical form, as
+// Java's UUID.randomUUID().toString(), which Kafka puts in member ids.
+func randomUUID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
+}
+
+// Close stops every shard, its timers and its appends, and answers the
+// requests still waiting with NOT_COORDINATOR.
+func (c *Coordinator) Close() {
+	c.closeOnce.Do(func() {
+		close(c.closed)
+		for _, s := range c.shards {
+			s.stop()
+		}
+	})
+}
+
+// PartitionFor returns the __consumer_offsets partition of a group under
+// this coordinator's offsets.topic.num.partitions.
+func (c *Coordinator) PartitionFor(groupID string) int32 {
+	return PartitionFor(groupID, c.cfg.OffsetsTopicPartitions)
+}
+
+func (c *Coordinator) shardOf(partition int32) *shard {
+	return c.shards[int(partition)%len(c.shards)]
+}
+
+func (c *Coordinator) shardFor(groupID string) *shard {
+	return c.shardOf(c.PartitionFor(groupID))
+}
+
+// call runs op on a shard and waits for the reply it sends. The reply
+// channel holds one answer and extra sends are dropped, so the shard never
+// blocks on a caller that went away. fail builds the answer when the shard
+// or the caller's context ends first.
+func call[T any](c *Coordinator, ctx context.Context, s *shard, op func(m *machine, reply func(T)), fail func(code int16) T) T {
+	ch := make(chan T, 1)
+	reply := func(v T) {
+		select {
+		case ch <- v:
+		default:
+		}
+	}
+	if !s.post(ctx, func() { op(s.m, reply) }) {
+		return fail(c.failCode())
+	}
+	select {
+	case v := <-ch:
+		return v
+	case <-ctx.Done():
+		return fail(errCoordinatorNotAvailable)
+	case <-c.closed:
+		// The shard may have answered just before it stopped.
+		select {
+		case v := <-ch:
+			return v
+		default:
+			return fail(errNotCoordinator)
+		}
+	}
+}
+
+func (c *Coordinator) failCode() int16 {
+	select {
+	case <-c.closed:
+		return errNotCoordinator
+	default:
+		return errCoordinatorNotAvailable
+	}
+}
+
+// Load replays a __consumer_offsets partition the broker now leads and then
+// serves its groups. Requests for its groups answer
+// COORDINATOR_LOAD_IN_PROGRESS meanwhile. Records are decoded on the
+// caller's goroutine; a record that does not decode fails the load and
+// leaves the partition unserved.
+func (c *Coordinator) Load(ctx context.Context, partition int32, records iter.Seq2[Record, error]) error {
+	if partition < 0 || partition >= c.cfg.OffsetsTopicPartitions {
+		return fmt.Errorf("load __consumer_offsets-%d: partition out of range [0, %d)", partition, c.cfg.OffsetsTopicPartitions)
+	}
+	s := c.shardOf(partition)
+	tokens := make(chan uint64, 1)
+	if !s.post(ctx, func() { tokens <- s.m.beginLoad(partition) }) {
+		return fmt.Errorf("load __consumer_offsets-%d: coordinator stopped", partition)
+	}
+	var token uint64
+	select {
+	case token = <-tokens:
+	case <-c.closed:
+		return fmt.Errorf("load __consumer_offsets-%d: coordinator stopped", partition)
+	}
+	groups, err := replay(partition, records, c.clock.Now().UnixMilli(), c.log)
+	if err != nil {
+		s.post(context.Background(), func() { s.m.abortLoad(partition, token) })
+		return err
+	}
+	installed := make(chan bool, 1)
+	if !s.post(context.Background(), func() { installed <- s.m.finishLoad(partition, token, groups) }) {
+		return fmt.Errorf("load __consumer_offsets-%d: coordinator stopped", partition)
+	}
+	select {
+	case ok := <-installed:
+		if !ok {
+			return fmt.Errorf("load __consumer_offsets-%d: unloaded while loading", partition)
+		}
+		c.log.Info("loaded __consumer_offsets partition", "partition", partition, "groups", len(groups))
+		return nil
+	case <-c.closed:
+		return fmt.Errorf("load __consumer_offsets-%d: coordinator stopped", partition)
+	}
+}
+
+// Unload stops serving a partition the broker no longer leads. Requests
+// parked on its groups answer NOT_COORDINATOR.
+func (c *Coordinator) Unload(partition int32) {
+	if partition < 0 || partition >= c.cfg.OffsetsTopicPartitions {
+		return
+	}
+	s := c.shardOf(partition)
+	done := make(chan struct{})
+	if !s.post(context.Background(), func() { s.m.unload(partition); close(done) }) {
+		return
+	}
+	select {
+	case <-done:
+	case <-c.closed:
+	}
+}
+
+// JoinGroup handles JoinGroup v0-v9. The answer may wait for the whole join
+// phase of a rebalance.
+func (c *Coordinator) JoinGroup(ctx context.Context, client ClientInfo, req *kmsg.JoinGroupRequest) *kmsg.JoinGroupResponse {
+	r := call(c, ctx, c.shardFor(req.Group), func(m *machine, reply func(*kmsg.JoinGroupResponse)) {
+		m.joinGroup(client, req, reply)
+	}, func(code int16) *kmsg.JoinGroupResponse { return joinError(code, req.MemberID) })
+	r.Version = req.Version
+	return r
+}
+
+// SyncGroup handles SyncGroup v0-v5. Followers wait for the leader's
+// assignment; everyone's answer waits until the assignment is durable.
+func (c *Coordinator) SyncGroup(ctx context.Context, req *kmsg.SyncGroupRequest) *kmsg.SyncGroupResponse {
+	r := call(c, ctx, c.shardFor(req.Group), func(m *machine, reply func(*kmsg.SyncGroupResponse)) {
+		m.syncGroup(req, reply)
+	}, syncError)
+	r.Version = req.Version
+	return r
+}
+
+// Heartbeat handles Heartbeat v0-v4.
+func (c *Coordinator) Heartbeat(ctx context.Context, req *kmsg.HeartbeatRequest) *kmsg.HeartbeatResponse {
+	code := call(c, ctx, c.shardFor(req.Group), func(m *machine, reply func(int16)) {
+		reply(m.heartbeat(req))
+	}, func(code int16) int16 { return code })
+	r := kmsg.NewPtrHeartbeatResponse()
+	r.Version = req.Version
+	r.ErrorCode = code
+	return r
+}
+
+// LeaveGroup handles LeaveGroup v0-v5: one member by id before v3, a batch
+// of members (by id or group.instance.id) from v3.
+func (c *Coordinator) LeaveGroup(ctx context.Context, req *kmsg.LeaveGroupRequest) *kmsg.LeaveGroupResponse {
+	r := call(c, ctx, c.shardFor(req.Group), func(m *machine, reply func(*kmsg.LeaveGroupResponse)) {
+		m.leaveGroup(req, reply)
+	}, func(code int16) *kmsg.LeaveGroupResponse {
+		r := kmsg.NewPtrLeaveGroupResponse()
+		r.ErrorCode = code
+		return r
+	})
+	r.Version = req.Version
+	if req.Version < 3 {
+		// One member, no member list: its error moves to the top level.
+		if r.ErrorCode == 0 {
+			for _, mr := range r.Members {
+				if mr.ErrorCode != 0 {
+					r.ErrorCode = mr.ErrorCode
+					break
+				}
+			}
+		}
+		r.Members = nil
+	}
+	return r
+}
+
+// OffsetCommit handles OffsetCommit v0-v9 (v10 names topics by id, which the
+// broker must resolve to names first). The answer comes once the offsets
+// are durable. The broker answers UNKNOWN_TOPIC_OR_PARTITION for partitions
+// that do not exist before calling this, as Kafka's KafkaApis does.
+func (c *Coordinator) OffsetCommit(ctx context.Context, req *kmsg.OffsetCommitRequest) *kmsg.OffsetCommitResponse {
+	r := call(c, ctx, c.shardFor(req.Group), func(m *machine, reply func(*kmsg.OffsetCommitResponse)) {
+		m.offsetCommit(req, reply)
+	}, func(code int16) *kmsg.OffsetCommitResponse { return commitResponse(req, code) })
+	r.Version = req.Version
+	return r
+}
+
+// OffsetFetch handles OffsetFetch v0-v9: one group before v8, a batch of
+// groups from v8, each asked of its shard in parallel. Null topics (v2+)
+// fetch every committed partition.
+func (c *Coordinator) OffsetFetch(ctx context.Context, req *kmsg.OffsetFetchRequest) *kmsg.OffsetFetchResponse {
+	resp := kmsg.NewPtrOffsetFetchResponse()
+	resp.Version = req.Version
+	if req.Version < 8 {
+		var topics []fetchTopic
+		if req.Topics != nil {
+			topics = make([]fetchTopic, 0, len(req.Topics))
+			for _, t := range req.Topics {
+				topics = append(topics, fetchTopic{t.Topic, t.Partitions})
+			}
+		}
+		res := c.fetchGroups(ctx, []fetchQuery{{req.Group, topics}}, req.RequireStable)[0]
+		resp.ErrorCode = res.code
+		for _, t := range res.topics {
+			rt := kmsg.NewOffsetFetchResponseTopic()
+			rt.Topic = t.Topic
+			for _, p := range t.Partitions {
+				rp := kmsg.NewOffsetFetchResponseTopicPartition()
+				rp.Partition, rp.Offset, rp.LeaderEpoch, rp.Metadata, rp.ErrorCode = p.Partition, p.Offset, p.LeaderEpoch, p.Metadata, p.ErrorCode
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			resp.Topics = append(resp.Topics, rt)
+		}
+		if req.Version < 2 && res.code != 0 {
+			// No top-level error before v2: every asked partition
+			// carries it.
+			resp.Topics = nil
+			for _, t := range topics {
+				rt := kmsg.NewOffsetFetchResponseTopic()
+				rt.Topic = t.topic
+				for _, p := range t.partitions {
+					rp := kmsg.NewOffsetFetchResponseTopicPartition()
+					rp.Partition, rp.Offset, rp.ErrorCode = p, -1, res.code
+					md := ""
+					rp.Metadata = &md
+					rt.Partitions = append(rt.Partitions, rp)
+				}
+				resp.Topics = append(resp.Topics, rt)
+			}
+		}
+		return resp
+	}
+	queries := make([]fetchQuery, len(req.Groups))
+	for i, g := range req.Groups {
+		var topics []fetchTopic
+		if g.Topics != nil {
+			topics = make([]fetchTopic, 0, len(g.Topics))
+			for _, t := range g.Topics {
+				topics = append(topics, fetchTopic{t.Topic, t.Partitions})
+			}
+		}
+		queries[i] = fetchQuery{g.Group, topics}
+	}
+	for i, res := range c.fetchGroups(ctx, queries, req.RequireStable) {
+		rg := kmsg.NewOffsetFetchResponseGroup()
+		rg.Group = queries[i].group
+		rg.ErrorCode = res.code
+		rg.Topics = res.topics
+		resp.Groups = append(resp.Groups, rg)
+	}
+	return resp
+}
+
+type fetchQuery struct {
+	group  string
+	topics []fetchTopic
+}
+
+// fetchGroups asks every group's shard at once and waits for all answers.
+func (c *Coordinator) fetchGroups(ctx context.Context, qs []fetchQuery, requireStable bool) []fetchResult {
+	out := make([]fetchResult, len(qs))
+	var wg sync.WaitGroup
+	for i, q := range qs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			out[i] = call(c, ctx, c.shardFor(q.group), func(m *machine, reply func(fetchResult)) {
+				m.offsetFetch(q.group, q.topics, requireStable, reply)
+			}, func(code int16) fetchResult { return fetchResult{code: code} })
+		}()
+	}
+	wg.Wait()
+	return out
+}
+
+// OffsetDelete handles OffsetDelete v0.
+func (c *Coordinator) OffsetDelete(ctx context.Context, req *kmsg.OffsetDeleteRequest) *kmsg.OffsetDeleteResponse {
+	r := call(c, ctx, c.shardFor(req.Group), func(m *machine, reply func(*kmsg.OffsetDeleteResponse)) {
+		m.offsetDelete(req, reply)
+	}, func(code int16) *kmsg.OffsetDeleteResponse {
+		r := kmsg.NewPtrOffsetDeleteResponse()
+		r.ErrorCode = code
+		return r
+	})
+	r.Version = req.Version
+	return r
+}
+
+// ListGroups handles ListGroups v0-v5 across every shard; the states (v4+)
+// and types (v5+) filters are case-insensitive. Groups come sorted by id.
+func (c *Coordinator) ListGroups(ctx context.Context, req *kmsg.ListGroupsRequest) *kmsg.ListGroupsResponse {
+	type listed struct {
+		groups []kmsg.ListGroupsResponseGroup
+		code   int16
+	}
+	resp := kmsg.NewPtrListGroupsResponse()
+	resp.Version = req.Version
+	results := make([]listed, len(c.shards))
+	var wg sync.WaitGroup
+	for i, s := range c.shards {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			results[i] = call(c, ctx, s, func(m *machine, reply func(listed)) {
+				gs, code := m.listGroups(req.StatesFilter, req.TypesFilter)
+				reply(listed{gs, code})
+			}, func(code int16) listed { return listed{code: code} })
+		}()
+	}
+	wg.Wait()
+	for _, r := range results {
+		if r.code != 0 {
+			resp.ErrorCode = r.code
+			return resp
+		}
+		resp.Groups = append(resp.Groups, r.groups...)
+	}
+	slices.SortFunc(resp.Groups, func(a, b kmsg.ListGroupsResponseGroup) int {
+		switch {
+		case a.Group < b.Group:
+			return -1
+		case a.Group > b.Group:
+			return 1
+		}
+		return 0
+	})
+	return resp
+}
+
+// DescribeGroups handles DescribeGroups v0-v6, answering in request order.
+// With IncludeAuthorizedOperations (v3+) a group reports every group
+// operation as allowed: the broker has no authorizer yet.
+func (c *Coordinator) DescribeGroups(ctx context.Context, req *kmsg.DescribeGroupsRequest) *kmsg.DescribeGroupsResponse {
+	resp := kmsg.NewPtrDescribeGroupsResponse()
+	resp.Version = req.Version
+	resp.Groups = make([]kmsg.DescribeGroupsResponseGroup, len(req.Groups))
+	c.perShard(ctx, req.Groups, func(s *shard, idx []int) {
+		ids := pick(req.Groups, idx)
+		described := call(c, ctx, s, func(m *machine, reply func([]kmsg.DescribeGroupsResponseGroup)) {
+			out := make([]kmsg.DescribeGroupsResponseGroup, len(ids))
+			for i, id := range ids {
+				out[i] = m.describeGroup(id, req.Version)
+			}
+			reply(out)
+		}, func(code int16) []kmsg.DescribeGroupsResponseGroup {
+			out := make([]kmsg.DescribeGroupsResponseGroup, len(ids))
+			for i, id := range ids {
+				out[i] = kmsg.NewDescribeGroupsResponseGroup()
+				out[i].Group = id
+				out[i].ErrorCode = code
+			}
+			return out
+		})
+		for i, d := range described {
+			if req.Version >= 3 && req.IncludeAuthorizedOperations && d.ErrorCode == 0 {
+				d.AuthorizedOperations = groupOpsAll
+			}
+			resp.Groups[idx[i]] = d
+		}
+	})
+	return resp
+}
+
+// DeleteGroups handles DeleteGroups v0-v3: empty groups are deleted with
+// their offsets; the answer waits until the tombstones are durable.
+func (c *Coordinator) DeleteGroups(ctx context.Context, req *kmsg.DeleteGroupsRequest) *kmsg.DeleteGroupsResponse {
+	resp := kmsg.NewPtrDeleteGroupsResponse()
+	resp.Version = req.Version
+	resp.Groups = make([]kmsg.DeleteGroupsResponseGroup, len(req.Groups))
+	c.perShard(ctx, req.Groups, func(s *shard, idx []int) {
+		ids := pick(req.Groups, idx)
+		results := call(c, ctx, s, func(m *machine, reply func([]kmsg.DeleteGroupsResponseGroup)) {
+			m.deleteGroups(ids, reply)
+		}, func(code int16) []kmsg.DeleteGroupsResponseGroup {
+			out := make([]kmsg.DeleteGroupsResponseGroup, len(ids))
+			for i, id := range ids {
+				out[i] = kmsg.NewDeleteGroupsResponseGroup()
+				out[i].Group = id
+				out[i].ErrorCode = code
+			}
+			return out
+		})
+		for i, r := range results {
+			resp.Groups[idx[i]] = r
+		}
+	})
+	return resp
+}
+
+// perShard splits group ids by shard and runs fn for each shard in
+// parallel with the indexes of its groups.
+func (c *Coordinator) perShard(ctx context.Context, groups []string, fn func(s *shard, idx []int)) {
+	byShard := make(map[*shard][]int)
+	for i, g := range groups {
+		s := c.shardFor(g)
+		byShard[s] = append(byShard[s], i)
+	}
+	var wg sync.WaitGroup
+	for s, idx := range byShard {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			fn(s, idx)
+		}()
+	}
+	wg.Wait()
+}
+
+func pick(ids []string, idx []int) []string {
+	out := make([]string, len(idx))
+	for i, j := range idx {
+		out[i] = ids[j]
+	}
+	return out
+}
