@@ -84,6 +84,16 @@ func handleProduce(s *Server, r *request) (result, error) {
 		resp.Topics = append(resp.Topics, st)
 	}
 	if req.Acks == 0 {
+		// With acks=0 there is no answer to carry an error, so Kafka
+		// closes the connection: the client notices, refreshes its
+		// metadata and reconnects.
+		for _, st := range resp.Topics {
+			for _, sp := range st.Partitions {
+				if sp.ErrorCode != 0 {
+					return result{}, fmt.Errorf("acks=0 produce to %s-%d failed: %w", st.Topic, sp.Partition, kerr.ErrorForCode(sp.ErrorCode))
+				}
+			}
+		}
 		return result{}, nil
 	}
 	if pending := pendingWaits(waits); len(pending) > 0 {

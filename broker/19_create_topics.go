@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -126,6 +127,9 @@ func handleCreateTopics(s *Server, r *request) (result, error) {
 			}
 			if !req.ValidateOnly {
 				s.log.Info("created topic", "topic", st.Topic, "partitions", st.NumPartitions, "replication_factor", st.ReplicationFactor)
+				if strings.ContainsAny(st.Topic, "._") {
+					s.log.Warn("topic names with a period or an underscore can collide in metric names; use one or the other, not both", "topic", st.Topic)
+				}
 			}
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 type sentRecord struct {
@@ -168,4 +169,27 @@ func TestDefaultFranzClient(t *testing.T) {
 	if string(got[0].Value) != "v" || got[0].Offset != 0 {
 		t.Fatalf("got %+v", got[0])
 	}
+}
+
+// TestAcksZero: records sent with acks=0 get no answer but land in the log;
+// an acks=0 produce that fails closes the connection, as Kafka does.
+func TestAcksZero(t *testing.T) {
+	ts := startServer(t, "")
+	createTopic(t, ts.admin(t), "fire", 1, nil)
+	cl := ts.client(t, kgo.RequiredAcks(kgo.NoAck()), kgo.DisableIdempotentWrite(), kgo.DefaultProduceTopic("fire"))
+	acked := produceAll(t, cl, keyedRecords("fire", 1000, "acks0"))
+	checkConsumed(t, acked, consumeExactly(t, ts.addr, "fire", 1000))
+
+	c := dialRaw(t, ts.addr)
+	req := kmsg.NewPtrProduceRequest()
+	req.SetVersion(9)
+	req.Acks = 0
+	rt := kmsg.NewProduceRequestTopic()
+	rt.Topic = "no-such-topic"
+	rp := kmsg.NewProduceRequestTopicPartition()
+	rp.Records = testBatch(t, "x")
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	c.write(encodeRequest(req, 1))
+	c.expectClosed()
 }
