@@ -67,7 +67,7 @@ func TestParseRequestNullClientIDAndTags(t *testing.T) {
 	}
 	// A header tag section with one tag of 3 bytes must be skipped.
 	var b []byte
-	b = append(b, frame[:10]...)         // key, version, corr, null client id
+	b = append(b, frame[:10]...)          // key, version, corr, null client id
 	b = append(b, 1, 7, 3, 'a', 'b', 'c') // one tag
 	b = append(b, frame[11:]...)
 	if _, got, err = ParseRequest(b); err != nil || got.(*kmsg.ApiVersionsRequest).ClientSoftwareName != "gregor-test" {
