@@ -67,6 +67,12 @@ func freePort(t *testing.T) int {
 func startGregor(t *testing.T, dir string, port int, extra ...string) *process {
 	t.Helper()
 	args := append([]string{"serve", "--data-dir", dir, "--listen", fmt.Sprintf("127.0.0.1:%d", port)}, extra...)
+	return startGregorArgs(t, args...)
+}
+
+// startGregorArgs runs gregor with args and waits for its start-up line.
+func startGregorArgs(t *testing.T, args ...string) *process {
+	t.Helper()
 	cmd := exec.Command(gregorBin, args...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
