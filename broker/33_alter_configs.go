@@ -1,0 +1,25 @@
+package broker
+
+import "github.com/twmb/franz-go/pkg/kmsg"
+
+// AlterConfigs (key 33), versions 0-2: the legacy form, which replaces a
+// topic's whole set of overrides with the request's (configs it does not
+// name go back to their defaults). Otherwise as IncrementalAlterConfigs.
+func init() { register(33, 0, 2, handleAlterConfigs) }
+
+func handleAlterConfigs(s *Server, r *request) (result, error) {
+	req := r.req.(*kmsg.AlterConfigsRequest)
+	resp := req.ResponseKind().(*kmsg.AlterConfigsResponse)
+	for _, rr := range req.Resources {
+		sr := kmsg.NewAlterConfigsResponseResource()
+		sr.ResourceType, sr.ResourceName = rr.ResourceType, rr.ResourceName
+		var ops []configOp
+		for _, c := range rr.Configs {
+			ops = append(ops, configOp{name: c.Name, op: opSet, value: c.Value})
+		}
+		err := s.alterTopicConfigs(rr.ResourceType, rr.ResourceName, ops, true, req.ValidateOnly)
+		setAlterErr(&sr.ErrorCode, &sr.ErrorMessage, err)
+		resp.Resources = append(resp.Resources, sr)
+	}
+	return respond(resp)
+}
