@@ -165,17 +165,12 @@ func (s *Server) appendProduced(p *partition, records []byte, now time.Time) (ap
 	} else if err := checkTimestamps(&info, nowMs, cfg.TimestampBeforeMaxMs, cfg.TimestampAfterMaxMs); err != nil {
 		return res, err
 	}
-	p.mu.Lock()
-	ar, err := p.log.Append(batch, p.leaderEpoch.Load(), nowMs)
-	if err == nil {
-		p.advanceHighWatermarkLocked()
-	}
-	p.mu.Unlock()
+	last, err := s.appendLocal(p, batch, nowMs)
 	if err != nil {
-		return res, fmt.Errorf("%w: append %s-%d: %v", kerr.KafkaStorageError, p.topic, p.index, err)
+		return res, err
 	}
-	res.firstOffset = ar.FirstOffset
-	res.lastOffset = ar.LastOffset
+	res.firstOffset = last - int64(info.Header.LastOffsetDelta)
+	res.lastOffset = last
 	return res, nil
 }
 

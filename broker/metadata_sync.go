@@ -91,6 +91,9 @@ func (s *Server) reconcile(img *raftmeta.Image) error {
 		next[name] = tp
 	}
 	s.parts.byName.Store(&next)
+	if s.groups != nil {
+		s.groups.reconcile(img)
+	}
 	return errors.Join(errs...)
 }
 

@@ -46,6 +46,7 @@ type Server struct {
 	logs     *storage.Manager
 	parts    partitionTable
 	sessions *fetchSessions
+	groups   *groupCoordinator
 
 	reconcileMu sync.Mutex
 
@@ -124,6 +125,9 @@ func (s *Server) open() error {
 		return fmt.Errorf("start metadata log: %w", err)
 	}
 	s.ctrl = s.meta.Controller()
+	if err := s.startGroupCoordinator(); err != nil {
+		return err
+	}
 	if err := s.reconcile(s.meta.Image()); err != nil {
 		return err
 	}
@@ -307,6 +311,9 @@ func (s *Server) Close() error {
 	s.stop()
 	s.wg.Wait()
 	var errs []error
+	if s.groups != nil {
+		s.groups.coord.Close()
+	}
 	if s.meta != nil {
 		errs = append(errs, s.meta.Close())
 	}

@@ -23,7 +23,10 @@ type testServer struct {
 
 func testConfig(t testing.TB, dir string) *config.Broker {
 	t.Helper()
-	cfg := config.Default()
+	cfg, _, err := config.Parse(config.DevProperties())
+	if err != nil {
+		t.Fatal(err)
+	}
 	cfg.LogDirs = []string{dir}
 	for i := range cfg.Listeners {
 		cfg.Listeners[i].Host = "127.0.0.1"

@@ -17,7 +17,12 @@ import (
 // tweak may change the configuration before start.
 func Start(t testing.TB, tweak ...func(*config.Broker)) string {
 	t.Helper()
-	cfg := config.Default()
+	// The properties `gregor serve` runs on without a file: internal
+	// topics with replication factor 1.
+	cfg, _, err := config.Parse(config.DevProperties())
+	if err != nil {
+		t.Fatal(err)
+	}
 	cfg.LogDirs = []string{t.TempDir()}
 	for i := range cfg.Listeners {
 		cfg.Listeners[i].Host = "127.0.0.1"

@@ -1,0 +1,12 @@
+package broker
+
+import "github.com/twmb/franz-go/pkg/kmsg"
+
+// OffsetFetch (key 9), versions 0-9: one group (v0-v7) or several (v8+);
+// all partitions when topics are null; committed leader epoch and metadata.
+func init() { register(9, 0, 9, handleOffsetFetch) }
+
+func handleOffsetFetch(s *Server, r *request) (result, error) {
+	req := r.req.(*kmsg.OffsetFetchRequest)
+	return inGroupCoordinator(func() kmsg.Response { return s.groups.coord.OffsetFetch(s.ctx, req) })
+}

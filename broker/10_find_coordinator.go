@@ -1,0 +1,95 @@
+package broker
+
+import (
+	"context"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/gregorbroker/gregor/broker/group"
+	"github.com/gregorbroker/gregor/raftmeta"
+)
+
+// FindCoordinator (key 10), versions 0-6; v4+ batches keys.
+//
+// A group's coordinator is the leader of partition
+// abs(hash(group)) % offsets.topic.num.partitions of __consumer_offsets,
+// with Java's String.hashCode, so a group maps to the same partition as on
+// Kafka. The topic is created on the first request, as Kafka does.
+// Transaction coordinators (key type 1) answer COORDINATOR_NOT_AVAILABLE
+// until transactions exist; other key types answer INVALID_REQUEST.
+func init() { register(10, 0, 6, handleFindCoordinator) }
+
+const (
+	coordinatorGroup = 0
+	coordinatorTxn   = 1
+)
+
+func handleFindCoordinator(s *Server, r *request) (result, error) {
+	req := r.req.(*kmsg.FindCoordinatorRequest)
+	keys := req.CoordinatorKeys
+	if req.Version < 4 {
+		keys = []string{req.CoordinatorKey}
+	}
+	// Creating __consumer_offsets commits to the metadata log: do it in the
+	// background phase.
+	return result{wait: func() kmsg.Response {
+		resp := req.ResponseKind().(*kmsg.FindCoordinatorResponse)
+		for _, key := range keys {
+			c := s.findCoordinator(req.CoordinatorType, key, r.conn.listener)
+			if req.Version < 4 {
+				resp.ErrorCode, resp.ErrorMessage = c.ErrorCode, c.ErrorMessage
+				resp.NodeID, resp.Host, resp.Port = c.NodeID, c.Host, c.Port
+				break
+			}
+			resp.Coordinators = append(resp.Coordinators, c)
+		}
+		return resp
+	}}, nil
+}
+
+func (s *Server) findCoordinator(keyType int8, key, listener string) kmsg.FindCoordinatorResponseCoordinator {
+	c := kmsg.NewFindCoordinatorResponseCoordinator()
+	c.Key = key
+	c.NodeID, c.Port = -1, -1
+	fail := func(ke *kerr.Error) kmsg.FindCoordinatorResponseCoordinator {
+		c.ErrorCode = ke.Code
+		msg := ke.Description
+		c.ErrorMessage = &msg
+		return c
+	}
+	switch keyType {
+	case coordinatorGroup:
+	case coordinatorTxn:
+		return fail(kerr.CoordinatorNotAvailable)
+	default:
+		return fail(kerr.InvalidRequest)
+	}
+	if key == "" {
+		return fail(kerr.InvalidRequest)
+	}
+	ctx, cancel := context.WithTimeout(s.ctx, 10*time.Second)
+	defer cancel()
+	img, err := s.ensureOffsetsTopic(ctx)
+	if err != nil {
+		s.log.Warn("create "+offsetsTopic, "err", err)
+		return fail(kerr.CoordinatorNotAvailable)
+	}
+	t, ok := img.Topic(offsetsTopic)
+	if !ok {
+		return fail(kerr.CoordinatorNotAvailable)
+	}
+	p := group.PartitionFor(key, int32(len(t.Partitions)))
+	leader := t.Partitions[p].Leader
+	b, ok := img.Broker(leader)
+	if !ok || leader == raftmeta.NoLeader {
+		return fail(kerr.CoordinatorNotAvailable)
+	}
+	l, ok := b.Listener(listener)
+	if !ok {
+		return fail(kerr.CoordinatorNotAvailable)
+	}
+	c.NodeID, c.Host, c.Port = leader, l.Host, l.Port
+	return c
+}

@@ -1,0 +1,12 @@
+package broker
+
+import "github.com/twmb/franz-go/pkg/kmsg"
+
+// Heartbeat (key 12), versions 0-4: REBALANCE_IN_PROGRESS tells a member to
+// rejoin; ILLEGAL_GENERATION and UNKNOWN_MEMBER_ID as Kafka.
+func init() { register(12, 0, 4, handleHeartbeat) }
+
+func handleHeartbeat(s *Server, r *request) (result, error) {
+	req := r.req.(*kmsg.HeartbeatRequest)
+	return inGroupCoordinator(func() kmsg.Response { return s.groups.coord.Heartbeat(s.ctx, req) })
+}

@@ -1,0 +1,13 @@
+package broker
+
+import "github.com/twmb/franz-go/pkg/kmsg"
+
+// SyncGroup (key 14), versions 0-5: the leader's assignment, handed to every
+// member once written to __consumer_offsets; protocol type and name are
+// checked from v5.
+func init() { register(14, 0, 5, handleSyncGroup) }
+
+func handleSyncGroup(s *Server, r *request) (result, error) {
+	req := r.req.(*kmsg.SyncGroupRequest)
+	return inGroupCoordinator(func() kmsg.Response { return s.groups.coord.SyncGroup(s.ctx, req) })
+}

@@ -1,0 +1,12 @@
+package broker
+
+import "github.com/twmb/franz-go/pkg/kmsg"
+
+// DescribeGroups (key 15), versions 0-5: state, protocol, members with
+// their metadata and assignment.
+func init() { register(15, 0, 5, handleDescribeGroups) }
+
+func handleDescribeGroups(s *Server, r *request) (result, error) {
+	req := r.req.(*kmsg.DescribeGroupsRequest)
+	return inGroupCoordinator(func() kmsg.Response { return s.groups.coord.DescribeGroups(s.ctx, req) })
+}

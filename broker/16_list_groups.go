@@ -1,0 +1,12 @@
+package broker
+
+import "github.com/twmb/franz-go/pkg/kmsg"
+
+// ListGroups (key 16), versions 0-5: every group this node coordinates,
+// with the states filter (v4+) and the types filter (v5+).
+func init() { register(16, 0, 5, handleListGroups) }
+
+func handleListGroups(s *Server, r *request) (result, error) {
+	req := r.req.(*kmsg.ListGroupsRequest)
+	return inGroupCoordinator(func() kmsg.Response { return s.groups.coord.ListGroups(s.ctx, req) })
+}

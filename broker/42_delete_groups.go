@@ -1,0 +1,12 @@
+package broker
+
+import "github.com/twmb/franz-go/pkg/kmsg"
+
+// DeleteGroups (key 42), versions 0-2: NON_EMPTY_GROUP for a group with
+// members, GROUP_ID_NOT_FOUND for an unknown one.
+func init() { register(42, 0, 2, handleDeleteGroups) }
+
+func handleDeleteGroups(s *Server, r *request) (result, error) {
+	req := r.req.(*kmsg.DeleteGroupsRequest)
+	return inGroupCoordinator(func() kmsg.Response { return s.groups.coord.DeleteGroups(s.ctx, req) })
+}

@@ -1,0 +1,238 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"iter"
+	"runtime"
+	"strconv"
+	"sync"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/gregorbroker/gregor/broker/group"
+	"github.com/gregorbroker/gregor/protocol"
+	"github.com/gregorbroker/gregor/raftmeta"
+)
+
+// The group coordinator's state lives in __consumer_offsets, a compacted
+// internal topic created on the first FindCoordinator. The coordinator of
+// a group is the leader of the group's partition of that topic; when this
+// node becomes leader of such a partition it replays the partition into
+// the coordinator (load), and when it stops leading it unloads it.
+const offsetsTopic = "__consumer_offsets"
+
+// groupCoordinator connects the group package to the broker: it is the
+// coordinator's Store, and it tracks which partitions are loaded.
+type groupCoordinator struct {
+	s     *Server
+	coord *group.Coordinator
+
+	mu     sync.Mutex
+	loaded map[int32]bool // partitions loaded or loading
+}
+
+func (s *Server) startGroupCoordinator() error {
+	gc := &groupCoordinator{s: s, loaded: make(map[int32]bool)}
+	cfg := group.DefaultConfig()
+	cfg.OffsetsTopicPartitions = s.cfg.OffsetsTopicNumPartitions
+	cfg.Shards = runtime.GOMAXPROCS(0)
+	cfg.GroupMinSessionTimeoutMs = s.cfg.GroupMinSessionTimeoutMs
+	cfg.GroupMaxSessionTimeoutMs = s.cfg.GroupMaxSessionTimeoutMs
+	cfg.GroupInitialRebalanceDelayMs = s.cfg.GroupInitialRebalanceDelayMs
+	cfg.GroupMaxSize = s.cfg.GroupMaxSize
+	cfg.OffsetMetadataMaxBytes = s.cfg.OffsetMetadataMaxBytes
+	cfg.OffsetsRetentionMs = int64(s.cfg.OffsetsRetentionMinutes) * 60_000
+	cfg.OffsetsRetentionCheckIntervalMs = s.cfg.OffsetsRetentionCheckIntervalMs
+	cfg.Logger = s.log.With("component", "groups")
+	coord, err := group.New(cfg, gc, group.SystemClock{})
+	if err != nil {
+		return fmt.Errorf("start group coordinator: %w", err)
+	}
+	gc.coord = coord
+	s.groups = gc
+	return nil
+}
+
+// Append is the coordinator's Store: it writes records to a partition of
+// __consumer_offsets as one batch and returns once the high watermark
+// covers it.
+func (gc *groupCoordinator) Append(ctx context.Context, partition int32, records []group.Record) error {
+	p := gc.s.parts.get(offsetsTopic, partition)
+	if p == nil {
+		return fmt.Errorf("append %s-%d: %w", offsetsTopic, partition, kerr.NotLeaderForPartition)
+	}
+	recs := make([]protocol.Record, len(records))
+	for i, r := range records {
+		recs[i] = protocol.Record{OffsetDelta: int32(i), Key: r.Key, Value: r.Value}
+	}
+	now := gc.s.now().UnixMilli()
+	batch, err := protocol.BuildBatch(protocol.BatchHeader{
+		FirstTimestamp: now, MaxTimestamp: now, ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1,
+	}, recs, protocol.CodecNone)
+	if err != nil {
+		return fmt.Errorf("append %s-%d: %w", offsetsTopic, partition, err)
+	}
+	last, err := gc.s.appendLocal(p, batch, now)
+	if err != nil {
+		return err
+	}
+	return p.waitHighWatermark(ctx, last+1)
+}
+
+// reconcileGroups loads the __consumer_offsets partitions this node now
+// leads and unloads those it no longer leads.
+func (gc *groupCoordinator) reconcile(img *raftmeta.Image) {
+	leading := make(map[int32]bool)
+	if t, ok := img.Topic(offsetsTopic); ok {
+		for i, pi := range t.Partitions {
+			if pi.Leader == gc.s.cfg.NodeID {
+				leading[int32(i)] = true
+			}
+		}
+	}
+	gc.mu.Lock()
+	defer gc.mu.Unlock()
+	for p := range gc.loaded {
+		if !leading[p] {
+			gc.coord.Unload(p)
+			delete(gc.loaded, p)
+		}
+	}
+	for p := range leading {
+		if gc.loaded[p] {
+			continue
+		}
+		part := gc.s.parts.get(offsetsTopic, p)
+		if part == nil {
+			continue
+		}
+		gc.loaded[p] = true
+		gc.s.goTracked(func() {
+			if err := gc.coord.Load(gc.s.ctx, p, readPartition(gc.s.ctx, part)); err != nil && gc.s.ctx.Err() == nil {
+				gc.s.log.Error("load group coordinator partition", "partition", p, "err", err)
+				gc.mu.Lock()
+				delete(gc.loaded, p)
+				gc.mu.Unlock()
+			}
+		})
+	}
+}
+
+// readPartition yields every record of a partition from its start to its
+// high watermark at the time of the call, skipping control batches.
+func readPartition(ctx context.Context, p *partition) iter.Seq2[group.Record, error] {
+	return func(yield func(group.Record, error) bool) {
+		end := p.highWatermark()
+		off := p.log.LogStartOffset()
+		for off < end {
+			if err := ctx.Err(); err != nil {
+				yield(group.Record{}, err)
+				return
+			}
+			rr, err := p.log.Read(off, 1<<20, end, true)
+			if err != nil {
+				yield(group.Record{}, err)
+				return
+			}
+			if len(rr.Data) == 0 {
+				return
+			}
+			data := rr.Data
+			for len(data) > 0 {
+				batch, rest, h, err := protocol.NextBatch(data)
+				if err != nil {
+					yield(group.Record{}, err)
+					return
+				}
+				data = rest
+				off = h.LastOffset() + 1
+				if h.IsControl() {
+					continue
+				}
+				stop := false
+				err = protocol.DecodeBatch(batch, 64<<20, func(h *protocol.BatchHeader, r protocol.Record) error {
+					if h.BaseOffset+int64(r.OffsetDelta) < p.log.LogStartOffset() {
+						return nil
+					}
+					if !yield(group.Record{Key: r.Key, Value: r.Value}, nil) {
+						stop = true
+						return errStopIteration
+					}
+					return nil
+				})
+				if stop {
+					return
+				}
+				if err != nil {
+					yield(group.Record{}, err)
+					return
+				}
+			}
+		}
+	}
+}
+
+var errStopIteration = errors.New("stop")
+
+// ensureOffsetsTopic creates __consumer_offsets if it does not exist yet,
+// with Kafka's settings for it, and returns the image that holds it.
+func (s *Server) ensureOffsetsTopic(ctx context.Context) (*raftmeta.Image, error) {
+	img := s.meta.Image()
+	if _, ok := img.Topic(offsetsTopic); ok {
+		return img, nil
+	}
+	res := s.ctrl.CreateTopics(ctx, []raftmeta.CreateTopic{{
+		Name:              offsetsTopic,
+		NumPartitions:     s.cfg.OffsetsTopicNumPartitions,
+		ReplicationFactor: s.cfg.OffsetsTopicReplicationFactor,
+		Configs: map[string]string{
+			"cleanup.policy":   "compact",
+			"compression.type": "producer",
+			"segment.bytes":    strconv.Itoa(int(s.cfg.OffsetsTopicSegmentBytes)),
+		},
+	}}, false)
+	if err := res[0].Err; err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
+		return nil, err
+	}
+	img = s.meta.Image()
+	if err := s.reconcile(img); err != nil {
+		s.log.Error("apply metadata", "err", err)
+	}
+	return img, nil
+}
+
+// appendLocal appends an already validated batch to a partition this node
+// leads and returns the offset of its last record.
+func (s *Server) appendLocal(p *partition, batch []byte, nowMs int64) (int64, error) {
+	p.mu.Lock()
+	ar, err := p.log.Append(batch, p.leaderEpoch.Load(), nowMs)
+	if err == nil {
+		p.advanceHighWatermarkLocked()
+	}
+	p.mu.Unlock()
+	if err != nil {
+		return 0, fmt.Errorf("%w: append %s-%d: %v", kerr.KafkaStorageError, p.topic, p.index, err)
+	}
+	return ar.LastOffset, nil
+}
+
+// waitHighWatermark waits until the partition's high watermark reaches
+// offset.
+func (p *partition) waitHighWatermark(ctx context.Context, offset int64) error {
+	if p.highWatermark() >= offset {
+		return nil
+	}
+	wake := make(chan struct{}, 1)
+	p.addWaiter(wake)
+	defer p.removeWaiter(wake)
+	for p.highWatermark() < offset {
+		select {
+		case <-wake:
+		case <-ctx.Done():
+			return fmt.Errorf("wait for high watermark %d of %s-%d: %w", offset, p.topic, p.index, kerr.RequestTimedOut)
+		}
+	}
+	return nil
+}
