@@ -205,6 +205,9 @@ func (c *conn) writeLoop() {
 		if sl.resp == nil {
 			continue
 		}
+		if need := responseSizeHint(sl.resp); cap(buf) < need {
+			buf = make([]byte, 0, need)
+		}
 		buf = protocol.AppendResponse(buf[:0], sl.correlationID, sl.resp)
 		if _, err := w.Write(buf); err != nil {
 			c.nc.Close()
@@ -233,4 +236,22 @@ func (c *conn) drain() {
 	c.cancel()
 	for range c.slots {
 	}
+}
+
+// responseSizeHint estimates the encoded size of responses that carry
+// record data, so the frame is allocated once instead of grown (and
+// copied) batch by batch.
+func responseSizeHint(resp kmsg.Response) int {
+	fr, ok := resp.(*kmsg.FetchResponse)
+	if !ok {
+		return 0
+	}
+	n := 64
+	for i := range fr.Topics {
+		n += 64
+		for j := range fr.Topics[i].Partitions {
+			n += 96 + len(fr.Topics[i].Partitions[j].RecordBatches)
+		}
+	}
+	return n
 }

@@ -52,7 +52,7 @@ func produceN(t *testing.T, cl *kgo.Client, topic string, partition int32, n int
 	}
 }
 
-func topicID(t *testing.T, ts *testServer, topic string) [16]byte {
+func topicID(t testing.TB, ts *testServer, topic string) [16]byte {
 	tp, ok := ts.meta.Image().Topic(topic)
 	if !ok {
 		t.Fatalf("no topic %s", topic)
