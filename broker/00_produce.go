@@ -155,8 +155,8 @@ func (s *Server) appendProduced(p *partition, records []byte, now time.Time) (ap
 	if err != nil {
 		return res, batchError(err)
 	}
-	if info.Header.ProducerID >= 0 {
-		return res, fmt.Errorf("%w: producer id %d was not issued by this cluster", kerr.UnknownProducerID, info.Header.ProducerID)
+	if info.Header.IsTransactional() {
+		return res, fmt.Errorf("%w: transactions are not supported yet", kerr.InvalidTxnState)
 	}
 	nowMs := now.UnixMilli()
 	if cfg.TimestampType == "LogAppendTime" {
@@ -165,12 +165,50 @@ func (s *Server) appendProduced(p *partition, records []byte, now time.Time) (ap
 	} else if err := checkTimestamps(&info, nowMs, cfg.TimestampBeforeMaxMs, cfg.TimestampAfterMaxMs); err != nil {
 		return res, err
 	}
-	last, err := s.appendLocal(p, batch, nowMs)
+	if info.Header.ProducerID < 0 {
+		last, err := s.appendLocal(p, batch, nowMs)
+		if err != nil {
+			return res, err
+		}
+		res.firstOffset = last - int64(info.Header.LastOffsetDelta)
+		res.lastOffset = last
+		return res, nil
+	}
+	return s.appendIdempotent(p, batch, &info.Header, nowMs, res)
+}
+
+// appendIdempotent checks an idempotent batch's sequence against the
+// partition's producer state and appends it under one hold of the
+// partition lock, so the check and the append see the same state. A
+// duplicate of one of the producer's last five batches is answered with
+// the original offsets and nothing is written.
+func (s *Server) appendIdempotent(p *partition, batch []byte, h *protocol.BatchHeader, nowMs int64, res appendResult) (appendResult, error) {
+	bi := batchProducerInfo(h)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	st, err := s.producerStateLocked(p)
+	if err != nil {
+		return res, fmt.Errorf("%w: %v", kerr.KafkaStorageError, err)
+	}
+	dup, err := st.Check(bi)
 	if err != nil {
 		return res, err
 	}
-	res.firstOffset = last - int64(info.Header.LastOffsetDelta)
-	res.lastOffset = last
+	if dup != nil {
+		res.firstOffset, res.lastOffset = dup.FirstOffset, dup.LastOffset
+		return res, nil
+	}
+	last, err := s.appendLocked(p, batch, nowMs)
+	if err != nil {
+		return res, err
+	}
+	first := last - int64(h.LastOffsetDelta)
+	ts := h.MaxTimestamp
+	if res.logAppendTime >= 0 {
+		ts = res.logAppendTime
+	}
+	st.Update(bi, first, last, ts)
+	res.firstOffset, res.lastOffset = first, last
 	return res, nil
 }
 

@@ -207,14 +207,17 @@ func (s *Server) ensureOffsetsTopic(ctx context.Context) (*raftmeta.Image, error
 // leads and returns the offset of its last record.
 func (s *Server) appendLocal(p *partition, batch []byte, nowMs int64) (int64, error) {
 	p.mu.Lock()
+	defer p.mu.Unlock()
+	return s.appendLocked(p, batch, nowMs)
+}
+
+// appendLocked is appendLocal for a caller that holds p.mu.
+func (s *Server) appendLocked(p *partition, batch []byte, nowMs int64) (int64, error) {
 	ar, err := p.log.Append(batch, p.leaderEpoch.Load(), nowMs)
-	if err == nil {
-		p.advanceHighWatermarkLocked()
-	}
-	p.mu.Unlock()
 	if err != nil {
 		return 0, fmt.Errorf("%w: append %s-%d: %v", kerr.KafkaStorageError, p.topic, p.index, err)
 	}
+	p.advanceHighWatermarkLocked()
 	return ar.LastOffset, nil
 }
 

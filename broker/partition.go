@@ -4,6 +4,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/gregorbroker/gregor/broker/producerstate"
 	"github.com/gregorbroker/gregor/config"
 	"github.com/gregorbroker/gregor/storage"
 )
@@ -17,7 +18,8 @@ type partition struct {
 	topicID [16]byte
 	log     *storage.Log
 
-	mu          sync.Mutex // serializes appends; see LOCKS.md
+	mu          sync.Mutex           // serializes appends; see LOCKS.md
+	producers   *producerstate.State // guarded by mu; nil until first needed
 	hw          atomic.Int64
 	leaderEpoch atomic.Int32
 	cfg         atomic.Pointer[config.Topic]

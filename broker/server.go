@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gregorbroker/gregor/broker/producerstate"
 	"github.com/gregorbroker/gregor/config"
 	"github.com/gregorbroker/gregor/protocol"
 	"github.com/gregorbroker/gregor/raftmeta"
@@ -47,6 +48,8 @@ type Server struct {
 	parts    partitionTable
 	sessions *fetchSessions
 	groups   *groupCoordinator
+
+	producerIDs *producerstate.IDAllocator
 
 	reconcileMu sync.Mutex
 
@@ -125,6 +128,7 @@ func (s *Server) open() error {
 		return fmt.Errorf("start metadata log: %w", err)
 	}
 	s.ctrl = s.meta.Controller()
+	s.startProducerIDs()
 	if err := s.startGroupCoordinator(); err != nil {
 		return err
 	}
@@ -313,6 +317,12 @@ func (s *Server) Close() error {
 	var errs []error
 	if s.groups != nil {
 		s.groups.coord.Close()
+	}
+	if s.producerIDs != nil {
+		s.producerIDs.Close()
+	}
+	if s.logs != nil {
+		errs = append(errs, s.writeProducerSnapshots())
 	}
 	if s.meta != nil {
 		errs = append(errs, s.meta.Close())

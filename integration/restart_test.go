@@ -156,6 +156,8 @@ func TestSigkillDuringProduce(t *testing.T) {
 				t.Error(err)
 				return
 			}
+			// Closing the client after the kill fails what is still in
+			// flight: those records were never acknowledged.
 			defer cl.Close()
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 			defer cancel()
@@ -173,7 +175,6 @@ func TestSigkillDuringProduce(t *testing.T) {
 					time.Sleep(time.Millisecond)
 				}
 			}
-			cl.Flush(ctx)
 		}()
 	}
 	time.Sleep(1500 * time.Millisecond)

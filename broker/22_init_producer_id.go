@@ -1,0 +1,41 @@
+package broker
+
+import (
+	"context"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// InitProducerId (key 22), versions 0-5.
+//
+// Idempotent producers (no transactional id) get a new producer id with
+// epoch 0 from blocks of ids recorded in the metadata log, as Kafka does
+// for them, including when they ask to bump an epoch (KIP-360): without a
+// transactional id there is no state to bump. Transactional ids answer
+// COORDINATOR_NOT_AVAILABLE until transactions exist, as FindCoordinator
+// does for them.
+func init() { register(22, 0, 5, handleInitProducerID) }
+
+func handleInitProducerID(s *Server, r *request) (result, error) {
+	req := r.req.(*kmsg.InitProducerIDRequest)
+	return result{wait: func() kmsg.Response {
+		resp := req.ResponseKind().(*kmsg.InitProducerIDResponse)
+		resp.ProducerID, resp.ProducerEpoch = -1, -1
+		if req.TransactionalID != nil {
+			resp.ErrorCode = kerr.CoordinatorNotAvailable.Code
+			return resp
+		}
+		ctx, cancel := context.WithTimeout(s.ctx, 10*time.Second)
+		defer cancel()
+		id, epoch, err := s.producerIDs.Next(ctx)
+		if err != nil {
+			s.log.Warn("allocate producer id", "err", err)
+			resp.ErrorCode = kerr.CoordinatorLoadInProgress.Code
+			return resp
+		}
+		resp.ProducerID, resp.ProducerEpoch = id, epoch
+		return resp
+	}}, nil
+}

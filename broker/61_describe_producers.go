@@ -1,0 +1,55 @@
+package broker
+
+import (
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/gregorbroker/gregor/broker/producerstate"
+)
+
+// DescribeProducers (key 61), version 0: the active producers of each
+// partition, from its producer state (loaded on first use, as a produce
+// would).
+func init() { register(61, 0, 0, handleDescribeProducers) }
+
+func handleDescribeProducers(s *Server, r *request) (result, error) {
+	req := r.req.(*kmsg.DescribeProducersRequest)
+	resp := req.ResponseKind().(*kmsg.DescribeProducersResponse)
+	for _, rt := range req.Topics {
+		st := kmsg.NewDescribeProducersResponseTopic()
+		st.Topic = rt.Topic
+		for _, part := range rt.Partitions {
+			sp := kmsg.NewDescribeProducersResponseTopicPartition()
+			sp.Partition = part
+			p := s.parts.get(rt.Topic, part)
+			if p == nil {
+				sp.ErrorCode = s.partitionMissingCode(rt.Topic, part)
+				st.Partitions = append(st.Partitions, sp)
+				continue
+			}
+			p.mu.Lock()
+			ps, err := s.producerStateLocked(p)
+			var infos []producerstate.ProducerInfo
+			if err == nil {
+				infos = ps.Producers()
+			}
+			p.mu.Unlock()
+			if err != nil {
+				s.log.Error("describe producers", "topic", rt.Topic, "partition", part, "err", err)
+				sp.ErrorCode = kerr.KafkaStorageError.Code
+				st.Partitions = append(st.Partitions, sp)
+				continue
+			}
+			for _, in := range infos {
+				ap := kmsg.NewDescribeProducersResponseTopicPartitionActiveProducer()
+				ap.ProducerID, ap.ProducerEpoch = in.ProducerID, int32(in.Epoch)
+				ap.LastSequence, ap.LastTimestamp = in.LastSequence, in.LastTimestamp
+				ap.CoordinatorEpoch, ap.CurrentTxnStartOffset = in.CoordinatorEpoch, in.CurrentTxnStartOffset
+				sp.ActiveProducers = append(sp.ActiveProducers, ap)
+			}
+			st.Partitions = append(st.Partitions, sp)
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	return respond(resp)
+}
