@@ -15,8 +15,9 @@ import (
 const classicGroupType = "classic"
 
 // groupOpsAll is the authorized operations bit field of a group when no
-// authorizer restricts it: READ (3), DELETE (6) and DESCRIBE (8).
-const groupOpsAll = 1<<3 | 1<<6 | 1<<8
+// authorizer restricts it, Kafka 4's supported group operations: READ (3),
+// DELETE (6), DESCRIBE (8), DESCRIBE_CONFIGS (10) and ALTER_CONFIGS (11).
+const groupOpsAll = 1<<3 | 1<<6 | 1<<8 | 1<<10 | 1<<11
 
 // listGroups lists the groups of the machine's loaded partitions that pass
 // the filters (case-insensitive; empty filters pass everything). A partition

@@ -44,8 +44,11 @@ func (m *machine) joinGroup(ci ClientInfo, req *kmsg.JoinGroupRequest, reply fun
 		return
 	}
 	if req.Version == 0 {
-		// v0 has no rebalance timeout; Kafka uses the session timeout.
-		req.RebalanceTimeoutMillis = req.SessionTimeoutMillis
+		// v0 has no rebalance timeout; Kafka uses the session timeout. The
+		// caller owns req, so change a copy.
+		cp := *req
+		cp.RebalanceTimeoutMillis = cp.SessionTimeoutMillis
+		req = &cp
 	}
 	unknown := req.MemberID == ""
 	g := p.groups[req.Group]
@@ -423,14 +426,17 @@ func (m *machine) rejoinStaticMember(req *kmsg.JoinGroupRequest, g *classicGroup
 			if err != nil {
 				// Undo the replacement: the log still names the old id.
 				m.log.Warn("persist static member rejoin", "group", g.id, "instance", instanceID, "err", err)
+				parked := nm.joinReply // reply, or a retry that superseded it
 				m.updateMember(g, nm, oldProtocols, oldRebalance, oldSession, nil, 0)
 				m.fx.cancel(heartbeatKey(g, newID))
 				old := g.replaceStaticMember(instanceID, newID, oldID)
 				m.scheduleHeartbeat(g, oldID, old.sessionTimeoutMs)
-				r := m.generationResponse(g, "")
-				r.ErrorCode = appendErrorCode(err)
-				r.LeaderID = currentLeader
-				reply(r)
+				if parked != nil {
+					r := m.generationResponse(g, "")
+					r.ErrorCode = appendErrorCode(err)
+					r.LeaderID = currentLeader
+					parked(r)
+				}
 				return
 			}
 			if nm.joinReply == nil || g.generation != gen {

@@ -101,7 +101,17 @@ func call[T any](c *Coordinator, ctx context.Context, s *shard, op func(m *machi
 		default:
 		}
 	}
-	if !s.post(ctx, func() { op(s.m, reply) }) {
+	run := func() {
+		defer func() {
+			// A panic is a bug; the caller still gets an answer.
+			if r := recover(); r != nil {
+				c.log.Error("group coordinator panic", "shard", s.idx, "panic", r)
+				reply(fail(errUnknownServerError))
+			}
+		}()
+		op(s.m, reply)
+	}
+	if !s.post(ctx, run) {
 		return fail(c.failCode())
 	}
 	select {
@@ -228,20 +238,26 @@ func (c *Coordinator) LeaveGroup(ctx context.Context, req *kmsg.LeaveGroupReques
 		r.ErrorCode = code
 		return r
 	})
+	finishLeave(req, r)
+	return r
+}
+
+// finishLeave shapes a LeaveGroup answer for the request's version: before
+// v3 there is one member and no member list, so its error moves to the top.
+func finishLeave(req *kmsg.LeaveGroupRequest, r *kmsg.LeaveGroupResponse) {
 	r.Version = req.Version
-	if req.Version < 3 {
-		// One member, no member list: its error moves to the top level.
-		if r.ErrorCode == 0 {
-			for _, mr := range r.Members {
-				if mr.ErrorCode != 0 {
-					r.ErrorCode = mr.ErrorCode
-					break
-				}
+	if req.Version >= 3 {
+		return
+	}
+	if r.ErrorCode == 0 {
+		for _, mr := range r.Members {
+			if mr.ErrorCode != 0 {
+				r.ErrorCode = mr.ErrorCode
+				break
 			}
 		}
-		r.Members = nil
 	}
-	return r
+	r.Members = nil
 }
 
 // OffsetCommit handles OffsetCommit v0-v9 (v10 names topics by id, which the
@@ -405,7 +421,7 @@ func (c *Coordinator) DescribeGroups(ctx context.Context, req *kmsg.DescribeGrou
 	resp := kmsg.NewPtrDescribeGroupsResponse()
 	resp.Version = req.Version
 	resp.Groups = make([]kmsg.DescribeGroupsResponseGroup, len(req.Groups))
-	c.perShard(ctx, req.Groups, func(s *shard, idx []int) {
+	c.perShard(req.Groups, func(s *shard, idx []int) {
 		ids := pick(req.Groups, idx)
 		described := call(c, ctx, s, func(m *machine, reply func([]kmsg.DescribeGroupsResponseGroup)) {
 			out := make([]kmsg.DescribeGroupsResponseGroup, len(ids))
@@ -438,7 +454,7 @@ func (c *Coordinator) DeleteGroups(ctx context.Context, req *kmsg.DeleteGroupsRe
 	resp := kmsg.NewPtrDeleteGroupsResponse()
 	resp.Version = req.Version
 	resp.Groups = make([]kmsg.DeleteGroupsResponseGroup, len(req.Groups))
-	c.perShard(ctx, req.Groups, func(s *shard, idx []int) {
+	c.perShard(req.Groups, func(s *shard, idx []int) {
 		ids := pick(req.Groups, idx)
 		results := call(c, ctx, s, func(m *machine, reply func([]kmsg.DeleteGroupsResponseGroup)) {
 			m.deleteGroups(ids, reply)
@@ -460,7 +476,7 @@ func (c *Coordinator) DeleteGroups(ctx context.Context, req *kmsg.DeleteGroupsRe
 
 // perShard splits group ids by shard and runs fn for each shard in
 // parallel with the indexes of its groups.
-func (c *Coordinator) perShard(ctx context.Context, groups []string, fn func(s *shard, idx []int)) {
+func (c *Coordinator) perShard(groups []string, fn func(s *shard, idx []int)) {
 	byShard := make(map[*shard][]int)
 	for i, g := range groups {
 		s := c.shardFor(g)

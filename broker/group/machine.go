@@ -214,8 +214,7 @@ func (m *machine) unload(partition int32) {
 	}
 }
 
-// loadedPartitions reports whether the machine serves any partition and
-// whether one of them is still loading.
+// anyLoading reports whether one of the machine's partitions is loading.
 func (m *machine) anyLoading() bool {
 	for _, p := range m.partitions {
 		if p.loading {
