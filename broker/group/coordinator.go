@@ -164,6 +164,8 @@ func (c *Coordinator) Load(ctx context.Context, partition int32, records iter.Se
 		s.post(context.Background(), func() { s.m.abortLoad(partition, token) })
 		return err
 	}
+	// Count before handing the map over: from then on the shard owns it.
+	n := len(groups)
 	installed := make(chan bool, 1)
 	if !s.post(context.Background(), func() { installed <- s.m.finishLoad(partition, token, groups) }) {
 		return fmt.Errorf("load __consumer_offsets-%d: coordinator stopped", partition)
@@ -173,7 +175,7 @@ func (c *Coordinator) Load(ctx context.Context, partition int32, records iter.Se
 		if !ok {
 			return fmt.Errorf("load __consumer_offsets-%d: unloaded while loading", partition)
 		}
-		c.log.Info("loaded __consumer_offsets partition", "partition", partition, "groups", len(groups))
+		c.log.Debug("loaded __consumer_offsets partition", "partition", partition, "groups", n)
 		return nil
 	case <-c.closed:
 		return fmt.Errorf("load __consumer_offsets-%d: coordinator stopped", partition)
