@@ -8,5 +8,5 @@ func init() { register(15, 0, 5, handleDescribeGroups) }
 
 func handleDescribeGroups(s *Server, r *request) (result, error) {
 	req := r.req.(*kmsg.DescribeGroupsRequest)
-	return inGroupCoordinator(func() kmsg.Response { return s.groups.coord.DescribeGroups(s.ctx, req) })
+	return inGroupCoordinator(func() kmsg.Response { return s.groups.coord.DescribeGroups(r.conn.ctx, req) })
 }

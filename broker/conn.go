@@ -61,9 +61,11 @@ func (s *Server) serveConn(nc net.Conn, listener string) {
 		c.writeLoop()
 	}()
 	c.readLoop()
+	// The client is gone or misbehaved: stop what its requests wait for
+	// (a parked JoinGroup, a long poll) instead of letting them run out.
+	cancel()
 	close(c.slots)
 	wg.Wait()
-	cancel()
 	nc.Close()
 }
 

@@ -221,7 +221,7 @@ func (s *shard) inflightAppends() int {
 	return len(s.queues)
 }
 
-// sweep runs the offset retention job and schedules the next one.
+// scheduleSweep schedules the offset retention job, which reschedules itself.
 func (s *shard) scheduleSweep() {
 	d := ms(s.m.cfg.OffsetsRetentionCheckIntervalMs)
 	s.schedule(timerKey{kind: timerExpiry}, d, func() {
