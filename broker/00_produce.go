@@ -158,6 +158,9 @@ func (s *Server) appendProduced(p *partition, records []byte, now time.Time) (ap
 	if info.Header.IsTransactional() {
 		return res, fmt.Errorf("%w: transactions are not supported yet", kerr.InvalidTxnState)
 	}
+	if batch, err = recompress(batch, &info.Header, cfg.CompressionType, int(s.cfg.SocketRequestMaxBytes)); err != nil {
+		return res, batchError(err)
+	}
 	nowMs := now.UnixMilli()
 	if cfg.TimestampType == "LogAppendTime" {
 		protocol.SetLogAppendTime(batch, nowMs)
@@ -210,6 +213,39 @@ func (s *Server) appendIdempotent(p *partition, batch []byte, h *protocol.BatchH
 	st.Update(bi, first, last, ts)
 	res.firstOffset, res.lastOffset = first, last
 	return res, nil
+}
+
+// topicCodecs maps a topic's compression.type to the codec the broker
+// writes; "producer" (keep the producer's) is absent.
+var topicCodecs = map[string]protocol.Codec{
+	"uncompressed": protocol.CodecNone,
+	"gzip":         protocol.CodecGzip,
+	"snappy":       protocol.CodecSnappy,
+	"lz4":          protocol.CodecLZ4,
+	"zstd":         protocol.CodecZstd,
+}
+
+// recompress rewrites a batch in the topic's compression.type when that
+// names a codec other than the producer's, as Kafka's LogValidator does;
+// the producer id, sequence, timestamps and record offsets are kept.
+func recompress(batch []byte, h *protocol.BatchHeader, compressionType string, limit int) ([]byte, error) {
+	codec, ok := topicCodecs[compressionType]
+	if !ok || codec == h.Codec() {
+		return batch, nil
+	}
+	recs := make([]protocol.Record, 0, h.NumRecords)
+	err := protocol.DecodeBatch(batch, limit, func(_ *protocol.BatchHeader, r protocol.Record) error {
+		recs = append(recs, r)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	out, err := protocol.BuildBatch(*h, recs, codec)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 // checkTimestamps applies message.timestamp.before.max.ms and

@@ -10,6 +10,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/gregorbroker/gregor/protocol"
 )
 
 type sentRecord struct {
@@ -192,4 +194,25 @@ func TestAcksZero(t *testing.T) {
 	req.Topics = append(req.Topics, rt)
 	c.write(encodeRequest(req, 1))
 	c.expectClosed()
+}
+
+// TestTopicCompressionType: a topic with compression.type=zstd stores
+// what producers send uncompressed as zstd batches, and consumers read the
+// same records.
+func TestTopicCompressionType(t *testing.T) {
+	ts := startServer(t, "")
+	zstd := "zstd"
+	createTopic(t, ts.admin(t), "zstd-topic", 1, map[string]*string{"compression.type": &zstd})
+	cl := ts.client(t, kgo.DefaultProduceTopic("zstd-topic"), kgo.ProducerBatchCompression(kgo.NoCompression()))
+	acked := produceAll(t, cl, keyedRecords("zstd-topic", 500, "recompressed"))
+	checkConsumed(t, acked, consumeExactly(t, ts.addr, "zstd-topic", 500))
+	p := ts.parts.get("zstd-topic", 0)
+	rr, err := p.log.Read(0, 1<<20, p.highWatermark(), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _, h, err := protocol.NextBatch(rr.Data)
+	if err != nil || h.Codec() != protocol.CodecZstd {
+		t.Fatalf("stored batch codec %v (err %v), want zstd", h.Codec(), err)
+	}
 }
