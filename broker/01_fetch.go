@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"context"
 	"errors"
 	"time"
 
@@ -27,6 +28,7 @@ func init() { register(1, 4, 18, handleFetch) }
 // fetchPlan is one fetch's resolved partitions: the session's (for
 // incremental fetches) or the request's.
 type fetchPlan struct {
+	ctx         context.Context // the connection's: a long poll ends with it
 	req         *kmsg.FetchRequest
 	session     *fetchSession // nil for a sessionless fetch
 	incremental bool
@@ -45,6 +47,9 @@ func handleFetch(s *Server, r *request) (result, error) {
 	req := r.req.(*kmsg.FetchRequest)
 	resp := req.ResponseKind().(*kmsg.FetchResponse)
 	plan, code := s.planFetch(req)
+	if plan != nil {
+		plan.ctx = r.conn.ctx
+	}
 	if code != 0 {
 		resp.ErrorCode = code
 		return respond(resp)
@@ -251,7 +256,7 @@ func (s *Server) longPoll(plan *fetchPlan, wait time.Duration) []kmsg.FetchRespo
 		case <-timer.C:
 			out, _ := s.readFetch(plan)
 			return out
-		case <-s.ctx.Done():
+		case <-plan.ctx.Done():
 			return out
 		}
 	}
