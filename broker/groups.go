@@ -213,7 +213,14 @@ func (s *Server) appendLocal(p *partition, batch []byte, nowMs int64) (int64, er
 
 // appendLocked is appendLocal for a caller that holds p.mu.
 func (s *Server) appendLocked(p *partition, batch []byte, nowMs int64) (int64, error) {
-	ar, err := p.log.Append(batch, p.leaderEpoch.Load(), nowMs)
+	epoch := p.leaderEpoch.Load()
+	if epoch != p.appendedEpoch {
+		if err := s.noteLeaderEpochLocked(p, epoch); err != nil {
+			return 0, fmt.Errorf("%w: %v", kerr.KafkaStorageError, err)
+		}
+		p.appendedEpoch = epoch
+	}
+	ar, err := p.log.Append(batch, epoch, nowMs)
 	if err != nil {
 		return 0, fmt.Errorf("%w: append %s-%d: %v", kerr.KafkaStorageError, p.topic, p.index, err)
 	}

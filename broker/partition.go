@@ -18,11 +18,15 @@ type partition struct {
 	topicID [16]byte
 	log     *storage.Log
 
-	mu          sync.Mutex           // serializes appends; see LOCKS.md
-	producers   *producerstate.State // guarded by mu; nil until first needed
-	hw          atomic.Int64
-	leaderEpoch atomic.Int32
-	cfg         atomic.Pointer[config.Topic]
+	mu        sync.Mutex           // serializes appends; see LOCKS.md
+	producers *producerstate.State // guarded by mu; nil until first needed
+	epochs    []epochEntry         // guarded by mu; nil until first needed
+	// appendedEpoch is the leader epoch the epoch cache was last checked
+	// for, so appends check it once per epoch. Guarded by mu.
+	appendedEpoch int32
+	hw            atomic.Int64
+	leaderEpoch   atomic.Int32
+	cfg           atomic.Pointer[config.Topic]
 
 	waitMu  sync.Mutex
 	waiters map[chan struct{}]struct{}
@@ -32,6 +36,7 @@ func newPartition(topic string, index int32, id [16]byte, log *storage.Log, cfg 
 	p := &partition{topic: topic, index: index, topicID: id, log: log, waiters: make(map[chan struct{}]struct{})}
 	p.cfg.Store(&cfg)
 	p.leaderEpoch.Store(epoch)
+	p.appendedEpoch = -1
 	// A single replica is its whole ISR: everything in the log is
 	// committed. Replication will lower this to the ISR's smallest LEO.
 	p.hw.Store(log.LogEndOffset())

@@ -1,0 +1,52 @@
+package broker
+
+import (
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// OffsetForLeaderEpoch (key 23), versions 2-4 (Kafka 4's range).
+//
+// For each partition: the largest leader epoch at or below the requested
+// one and the offset where it ended, from the partition's
+// leader-epoch-checkpoint (KIP-101/279). Consumers use it to detect log
+// truncation after a leader change (KIP-320); followers to truncate a
+// divergent tail. The current leader epoch is checked as in Fetch.
+func init() { register(23, 2, 4, handleOffsetForLeaderEpoch) }
+
+func handleOffsetForLeaderEpoch(s *Server, r *request) (result, error) {
+	req := r.req.(*kmsg.OffsetForLeaderEpochRequest)
+	resp := req.ResponseKind().(*kmsg.OffsetForLeaderEpochResponse)
+	for _, rt := range req.Topics {
+		st := kmsg.NewOffsetForLeaderEpochResponseTopic()
+		st.Topic = rt.Topic
+		for _, rp := range rt.Partitions {
+			sp := kmsg.NewOffsetForLeaderEpochResponseTopicPartition()
+			sp.Partition = rp.Partition
+			sp.LeaderEpoch, sp.EndOffset = -1, -1
+			p := s.parts.get(rt.Topic, rp.Partition)
+			switch {
+			case p == nil:
+				sp.ErrorCode = s.partitionMissingCode(rt.Topic, rp.Partition)
+			default:
+				if code := checkLeaderEpoch(rp.CurrentLeaderEpoch, p.leaderEpoch.Load()); code != 0 {
+					sp.ErrorCode = code
+					break
+				}
+				p.mu.Lock()
+				entries, err := s.epochsLocked(p)
+				end := p.log.LogEndOffset()
+				p.mu.Unlock()
+				if err != nil {
+					s.log.Error("offset for leader epoch", "topic", rt.Topic, "partition", rp.Partition, "err", err)
+					sp.ErrorCode = kerr.KafkaStorageError.Code
+					break
+				}
+				sp.LeaderEpoch, sp.EndOffset = endOffsetForEpoch(entries, rp.LeaderEpoch, end)
+			}
+			st.Partitions = append(st.Partitions, sp)
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	return respond(resp)
+}

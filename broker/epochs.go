@@ -1,0 +1,170 @@
+package broker
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/gregorbroker/gregor/protocol"
+	"github.com/gregorbroker/gregor/vfs"
+)
+
+// The leader epoch cache of a partition: at which offset each leader epoch
+// began, kept in the partition's leader-epoch-checkpoint file in Kafka's
+// format. OffsetForLeaderEpoch answers from it, and a follower truncates
+// with it (KIP-101/279) before it fetches.
+
+const epochCheckpointFile = "leader-epoch-checkpoint"
+
+// epochEntry says that leader epoch Epoch began at StartOffset.
+type epochEntry struct {
+	Epoch       int32
+	StartOffset int64
+}
+
+// epochsLocked returns the partition's epoch cache, reading its checkpoint
+// or, when there is none, rebuilding it from the batches' leader epochs.
+// The caller holds p.mu.
+func (s *Server) epochsLocked(p *partition) ([]epochEntry, error) {
+	if p.epochs != nil {
+		return p.epochs, nil
+	}
+	path := filepath.Join(p.log.Dir(), epochCheckpointFile)
+	data, err := vfs.ReadFile(s.fs, path)
+	switch {
+	case err == nil:
+		entries, err := decodeEpochCheckpoint(data)
+		if err == nil {
+			p.epochs = entries
+			return entries, nil
+		}
+		s.log.Warn("rebuilding corrupt leader epoch checkpoint", "topic", p.topic, "partition", p.index, "err", err)
+	case !errors.Is(err, fs.ErrNotExist):
+		return nil, fmt.Errorf("read %s: %w", path, err)
+	}
+	entries, err := rebuildEpochs(p)
+	if err != nil {
+		return nil, fmt.Errorf("rebuild leader epochs of %s-%d: %w", p.topic, p.index, err)
+	}
+	p.epochs = entries
+	return entries, s.writeEpochsLocked(p)
+}
+
+// rebuildEpochs reads the partition leader epoch of every batch.
+func rebuildEpochs(p *partition) ([]epochEntry, error) {
+	var out []epochEntry
+	end := p.log.LogEndOffset()
+	for off := p.log.LogStartOffset(); off < end; {
+		rr, err := p.log.Read(off, 1<<20, end, true)
+		if err != nil {
+			return nil, err
+		}
+		if len(rr.Data) == 0 {
+			break
+		}
+		for data := rr.Data; len(data) > 0; {
+			_, rest, h, err := protocol.NextBatch(data)
+			if err != nil {
+				return nil, err
+			}
+			data = rest
+			off = h.LastOffset() + 1
+			if n := len(out); h.PartitionLeaderEpoch >= 0 && (n == 0 || h.PartitionLeaderEpoch > out[n-1].Epoch) {
+				out = append(out, epochEntry{h.PartitionLeaderEpoch, h.BaseOffset})
+			}
+		}
+	}
+	return out, nil
+}
+
+// noteLeaderEpochLocked records that epoch begins at the log end, when it
+// is newer than the last one recorded: called before the first append of
+// a new leader epoch. The caller holds p.mu.
+func (s *Server) noteLeaderEpochLocked(p *partition, epoch int32) error {
+	entries, err := s.epochsLocked(p)
+	if err != nil {
+		return err
+	}
+	if n := len(entries); n > 0 && entries[n-1].Epoch >= epoch {
+		return nil
+	}
+	p.epochs = append(entries, epochEntry{epoch, p.log.LogEndOffset()})
+	return s.writeEpochsLocked(p)
+}
+
+func (s *Server) writeEpochsLocked(p *partition) error {
+	path := filepath.Join(p.log.Dir(), epochCheckpointFile)
+	if err := vfs.WriteFileAtomic(s.fs, path, encodeEpochCheckpoint(p.epochs)); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return nil
+}
+
+// endOffsetForEpoch answers OffsetForLeaderEpoch: the largest epoch at or
+// below the one asked for, and the offset where it ended (the start of the
+// next epoch, or the log end for the current one). An epoch older than
+// every recorded one answers (-1, -1), as Kafka's UNDEFINED.
+func endOffsetForEpoch(entries []epochEntry, epoch int32, logEnd int64) (int32, int64) {
+	for i := len(entries) - 1; i >= 0; i-- {
+		if entries[i].Epoch > epoch {
+			continue
+		}
+		if i == len(entries)-1 {
+			return entries[i].Epoch, logEnd
+		}
+		return entries[i].Epoch, entries[i+1].StartOffset
+	}
+	return -1, -1
+}
+
+// encodeEpochCheckpoint writes Kafka's checkpoint text: a version line (0),
+// a count line, then "epoch startOffset" lines.
+func encodeEpochCheckpoint(entries []epochEntry) []byte {
+	var b bytes.Buffer
+	fmt.Fprintf(&b, "0\n%d\n", len(entries))
+	for _, e := range entries {
+		fmt.Fprintf(&b, "%d %d\n", e.Epoch, e.StartOffset)
+	}
+	return b.Bytes()
+}
+
+func decodeEpochCheckpoint(data []byte) ([]epochEntry, error) {
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	line := func() (string, bool) {
+		if !sc.Scan() {
+			return "", false
+		}
+		return strings.TrimSpace(sc.Text()), true
+	}
+	if v, ok := line(); !ok || v != "0" {
+		return nil, fmt.Errorf("leader epoch checkpoint: version %q", v)
+	}
+	c, ok := line()
+	n, err := strconv.Atoi(c)
+	if !ok || err != nil || n < 0 || n > 1<<20 {
+		return nil, fmt.Errorf("leader epoch checkpoint: count %q", c)
+	}
+	out := make([]epochEntry, 0, n)
+	for i := 0; i < n; i++ {
+		l, ok := line()
+		f := strings.Fields(l)
+		if !ok || len(f) != 2 {
+			return nil, fmt.Errorf("leader epoch checkpoint: entry %d %q", i, l)
+		}
+		e, err1 := strconv.ParseInt(f[0], 10, 32)
+		o, err2 := strconv.ParseInt(f[1], 10, 64)
+		if err1 != nil || err2 != nil || e < 0 || o < 0 || (i > 0 && (int32(e) <= out[i-1].Epoch || o < out[i-1].StartOffset)) {
+			return nil, fmt.Errorf("leader epoch checkpoint: entry %d %q", i, l)
+		}
+		out = append(out, epochEntry{int32(e), o})
+	}
+	if l, ok := line(); ok && l != "" {
+		return nil, fmt.Errorf("leader epoch checkpoint: %d entries declared, more found", n)
+	}
+	return out, nil
+}
