@@ -5,7 +5,7 @@ GOFLAGS ?=
 VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X main.version=$(VERSION)
 
-.PHONY: run build test test-short compat-deps fuzz bench vet
+.PHONY: run build test test-short compat-deps fuzz bench vet soak
 
 run:
 	$(GO) run -ldflags "$(LDFLAGS)" ./cmd/gregor serve
@@ -28,9 +28,19 @@ vet:
 test-short:
 	$(GO) test -short -count=1 ./...
 
-# Installs what the compat tests need: kcat from Debian. Idempotent.
+# Installs what the compatibility suite needs (idempotent, so CI runs it
+# every time): Debian's kcat, librdkafka's Python client, kafka-python and
+# the codec modules kafka-python uses, then kafkajs pinned by
+# compat/node/package-lock.json (npm ci only when the lockfile changed).
+COMPAT_APT := kcat python3-kafka python3-confluent-kafka python3-snappy python3-lz4 python3-zstandard nodejs npm
 compat-deps:
-	@command -v kcat >/dev/null 2>&1 || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq kcat)
+	@missing=""; for p in $(COMPAT_APT); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ] && command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1; then \
+		missing=$$(echo "$$missing" | sed -e 's/ nodejs//' -e 's/ npm//'); fi; \
+	if [ -n "$$(echo $$missing)" ]; then echo "compat-deps: installing$$missing"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing; fi
+	@cd compat/node && if ! cmp -s package-lock.json node_modules/.gregor-installed-lock 2>/dev/null; then \
+		npm ci --no-audit --no-fund --loglevel=error && cp package-lock.json node_modules/.gregor-installed-lock; fi
 
 FUZZTIME ?= 20s
 fuzz:
@@ -40,3 +50,9 @@ fuzz:
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./protocol ./storage ./broker
+
+# Long fault runs: many SIGKILL/restart rounds under idempotent producers,
+# checked by the history checker. make test runs the same test bounded.
+SOAK_ROUNDS ?= 50
+soak:
+	$(GO) test -count=1 -v -timeout 30m ./integration -run 'TestKillRestartHistory' -soak.rounds=$(SOAK_ROUNDS)
