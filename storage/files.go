@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -22,6 +23,7 @@ const (
 	metaPropertiesFile     = "meta.properties"
 	recoveryPointFile      = "recovery-point-offset-checkpoint"
 	logStartOffsetFile     = "log-start-offset-checkpoint"
+	cleanerCheckpointFile  = "cleaner-offset-checkpoint"
 	cleanShutdownFile      = ".kafka_cleanshutdown"
 	partitionMetadataFile  = "partition.metadata"
 	deleteDirSuffix        = "-delete"
@@ -272,4 +274,51 @@ func decodePartitionMetadata(data []byte) ([16]byte, error) {
 		return [16]byte{}, fmt.Errorf("partition.metadata: bad topic_id line %q", lines[1])
 	}
 	return decodeUUID(strings.TrimSpace(id))
+}
+
+// cleanerCheckpoint returns the offset up to which l was last cleaned.
+func (m *Manager) cleanerCheckpoint(l *Log) (int64, bool) {
+	m.cleanerMu.Lock()
+	defer m.cleanerMu.Unlock()
+	off, ok := m.cleanerCkpt[l.parent][l.tp]
+	return off, ok
+}
+
+// setCleanerCheckpoint records that l is clean below offset and rewrites
+// its log dir's cleaner-offset-checkpoint, keeping only logs that still
+// exist, as Kafka's LogCleanerManager.updateCheckpoints.
+func (m *Manager) setCleanerCheckpoint(l *Log, offset int64) error {
+	m.cleanerMu.Lock()
+	defer m.cleanerMu.Unlock()
+	return m.writeCleanerCheckpointLocked(l.parent, func(c map[TopicPartition]int64) { c[l.tp] = offset })
+}
+
+// dropCleanerCheckpoint forgets a deleted log's cleaner checkpoint.
+func (m *Manager) dropCleanerCheckpoint(l *Log) error {
+	m.cleanerMu.Lock()
+	defer m.cleanerMu.Unlock()
+	if _, ok := m.cleanerCkpt[l.parent][l.tp]; !ok {
+		return nil
+	}
+	return m.writeCleanerCheckpointLocked(l.parent, func(c map[TopicPartition]int64) { delete(c, l.tp) })
+}
+
+func (m *Manager) writeCleanerCheckpointLocked(dir string, change func(map[TopicPartition]int64)) error {
+	live := m.Logs()
+	next := map[TopicPartition]int64{}
+	for tp, off := range m.cleanerCkpt[dir] {
+		if l, ok := live[tp]; ok && l.parent == dir {
+			next[tp] = off
+		}
+	}
+	change(next)
+	entries := make([]checkpointEntry, 0, len(next))
+	for tp, off := range next {
+		entries = append(entries, checkpointEntry{tp: tp, offset: off})
+	}
+	if err := vfs.WriteFileAtomic(m.fsys, filepath.Join(dir, cleanerCheckpointFile), encodeCheckpoint(entries)); err != nil {
+		return fmt.Errorf("write %s in %s: %w", cleanerCheckpointFile, dir, err)
+	}
+	m.cleanerCkpt[dir] = next
+	return nil
 }

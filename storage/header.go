@@ -79,6 +79,7 @@ type headerScanner struct {
 	buf  []byte
 	bpos int64 // file position of buf[0]
 	blen int   // valid bytes in buf
+	last []byte
 }
 
 const scanWindow = 16 << 10
@@ -119,7 +120,8 @@ func (s *headerScanner) next() (batchInfo, error) {
 		s.bpos, s.blen = s.pos, n
 	}
 	off := s.pos - s.bpos
-	b, err := decodeBatchPrefix(s.buf[off:off+protocol.BatchHeaderSize], s.pos)
+	s.last = s.buf[off : off+protocol.BatchHeaderSize]
+	b, err := decodeBatchPrefix(s.last, s.pos)
 	if err != nil {
 		return batchInfo{}, fmt.Errorf("header at %d: %w", s.pos, err)
 	}
@@ -128,4 +130,30 @@ func (s *headerScanner) next() (batchInfo, error) {
 	}
 	s.pos += b.size
 	return b, nil
+}
+
+// lastHeader returns the header bytes of the batch next returned last,
+// valid until the following call.
+func (s *headerScanner) lastHeader() []byte { return s.last }
+
+// headerFromPrefix decodes every field of a magic-2 batch header from its
+// first protocol.BatchHeaderSize bytes, which decodeBatchPrefix has
+// checked; the records and CRC are not looked at.
+func headerFromPrefix(b []byte) protocol.BatchHeader {
+	be := binary.BigEndian
+	return protocol.BatchHeader{
+		BaseOffset:           int64(be.Uint64(b[0:])),
+		BatchLength:          int32(be.Uint32(b[8:])),
+		PartitionLeaderEpoch: int32(be.Uint32(b[12:])),
+		Magic:                int8(b[16]),
+		CRC:                  be.Uint32(b[17:]),
+		Attributes:           int16(be.Uint16(b[21:])),
+		LastOffsetDelta:      int32(be.Uint32(b[23:])),
+		FirstTimestamp:       int64(be.Uint64(b[27:])),
+		MaxTimestamp:         int64(be.Uint64(b[35:])),
+		ProducerID:           int64(be.Uint64(b[43:])),
+		ProducerEpoch:        int16(be.Uint16(b[51:])),
+		BaseSequence:         int32(be.Uint32(b[53:])),
+		NumRecords:           int32(be.Uint32(b[57:])),
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -11,10 +12,6 @@ import (
 
 	"github.com/gregorbroker/gregor/vfs"
 )
-
-// Leftovers of Kafka's segment deletion and compaction; a start removes
-// them as Kafka's LogLoader does.
-var leftoverSuffixes = []string{".deleted", ".cleaned"}
 
 // loadLog opens a partition directory. After an unclean shutdown it
 // recovers every segment from the one holding the recovery point, and if
@@ -24,24 +21,20 @@ var leftoverSuffixes = []string{".deleted", ".cleaned"}
 // log end offset, since recovery fsyncs what it keeps.
 func (m *Manager) loadLog(parent string, tp TopicPartition, rpCkpt, lsoCkpt int64, clean bool) (*Log, error) {
 	dir := filepath.Join(parent, tp.String())
+	dirDirty, err := m.completeSwaps(dir)
+	if err != nil {
+		return nil, err
+	}
 	ents, err := m.fsys.ReadDir(dir)
 	if err != nil {
 		return nil, err
 	}
 	files := map[string]map[int64]bool{logSuffix: {}, indexSuffix: {}, timeIndexSuffix: {}}
-	dirDirty := false
 	var topicID [16]byte
 	for _, e := range ents {
 		name := e.Name()
 		if name == partitionMetadataFile {
 			topicID = m.readPartitionMetadata(dir)
-			continue
-		}
-		if isLeftover(name) {
-			if err := m.fsys.Remove(filepath.Join(dir, name)); err != nil {
-				return nil, err
-			}
-			dirDirty = true
 			continue
 		}
 		ext := filepath.Ext(name)
@@ -75,12 +68,15 @@ func (m *Manager) loadLog(parent string, tp TopicPartition, rpCkpt, lsoCkpt int6
 			s.close()
 		}
 	}
+	l := m.newLog(parent, tp, nil, m.topicCfg(tp.Topic))
+	cfg := l.cfg.Load()
 	for _, b := range bases {
 		s, err := openSegment(m.fsys, dir, b, now)
 		if err != nil {
 			closeAll()
 			return nil, err
 		}
+		s.rollJitterMs = cfg.randomSegmentJitter()
 		segs = append(segs, s)
 	}
 	if len(segs) == 0 {
@@ -88,12 +84,11 @@ func (m *Manager) loadLog(parent string, tp TopicPartition, rpCkpt, lsoCkpt int6
 		if err != nil {
 			return nil, err
 		}
+		s.rollJitterMs = cfg.randomSegmentJitter()
 		segs = append(segs, s)
 		dirDirty = true
 	}
 
-	l := m.newLog(parent, tp, nil, m.topicCfg(tp.Topic))
-	cfg := l.cfg.Load()
 	recoverFrom := len(segs)
 	if !clean {
 		recoverFrom = max(sort.Search(len(segs), func(i int) bool { return segs[i].base > rpCkpt })-1, 0)
@@ -173,13 +168,133 @@ func (m *Manager) loadLog(parent string, tp TopicPartition, rpCkpt, lsoCkpt int6
 	return l, nil
 }
 
-func isLeftover(name string) bool {
-	for _, s := range leftoverSuffixes {
-		if strings.HasSuffix(name, s) {
-			return true
+// completeSwaps finishes or undoes an interrupted segment deletion or
+// cleaning, as Kafka's LogLoader does before it loads segments:
+//
+//  1. .deleted files go (their segments were already out of the log), and
+//     so do .cleaned files (a cleaning that had not reached its swap);
+//     a .swap file at or above the lowest .cleaned base offset is part of
+//     an unfinished swap too and goes.
+//  2. A .log.swap file holds cleaned data for offsets from its base to its
+//     last batch: every other file whose base offset lies in that range
+//     belongs to a segment it replaces, and goes.
+//  3. Every .swap file is renamed to its final name.
+//
+// A crash at any point of a cleaning thus leaves either the old segments
+// or the cleaned one, never both nor neither. It reports whether it
+// changed the directory.
+func (m *Manager) completeSwaps(dir string) (bool, error) {
+	ents, err := m.fsys.ReadDir(dir)
+	if err != nil {
+		return false, err
+	}
+	changed := false
+	remove := func(name string) error {
+		changed = true
+		if err := m.fsys.Remove(filepath.Join(dir, name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+		return nil
+	}
+	var swaps []string
+	minCleaned := int64(math.MaxInt64)
+	for _, e := range ents {
+		name := e.Name()
+		switch {
+		case e.IsDir():
+		case strings.HasSuffix(name, deletedFileSuffix):
+			if err := remove(name); err != nil {
+				return changed, err
+			}
+		case strings.HasSuffix(name, cleanedFileSuffix):
+			if base, ok := fileBaseOffset(name); ok {
+				minCleaned = min(minCleaned, base)
+			}
+			if err := remove(name); err != nil {
+				return changed, err
+			}
+		case strings.HasSuffix(name, swapFileSuffix):
+			swaps = append(swaps, name)
 		}
 	}
-	return false
+	valid := swaps[:0]
+	for _, name := range swaps {
+		if base, ok := fileBaseOffset(name); !ok || base >= minCleaned {
+			if err := remove(name); err != nil {
+				return changed, err
+			}
+			continue
+		}
+		valid = append(valid, name)
+	}
+	if len(valid) == 0 {
+		return changed, nil
+	}
+	changed = true
+	lo, hi := int64(math.MaxInt64), int64(math.MinInt64)
+	for _, name := range valid {
+		if filepath.Ext(strings.TrimSuffix(name, swapFileSuffix)) == logSuffix {
+			base, _ := fileBaseOffset(name)
+			next, err := m.readNextOffset(filepath.Join(dir, name), base)
+			if err != nil {
+				return changed, err
+			}
+			lo, hi = min(lo, base), max(hi, next)
+			m.logger.Info("completing an interrupted swap of cleaned segments", "file", filepath.Join(dir, name), "from", base, "to", next)
+		}
+	}
+	for _, e := range ents {
+		name := e.Name()
+		if e.IsDir() || strings.HasSuffix(name, swapFileSuffix) {
+			continue
+		}
+		if base, ok := fileBaseOffset(name); ok && base >= lo && base < hi {
+			if err := remove(name); err != nil {
+				return changed, err
+			}
+		}
+	}
+	for _, name := range valid {
+		from := filepath.Join(dir, name)
+		if err := m.fsys.Rename(from, strings.TrimSuffix(from, swapFileSuffix)); err != nil {
+			return changed, err
+		}
+	}
+	return changed, m.fsys.SyncDir(dir)
+}
+
+// fileBaseOffset reads the base offset a segment file's name starts with,
+// as Kafka's offsetFromFile: the digits before the first dot.
+func fileBaseOffset(name string) (int64, bool) {
+	stem, _, ok := strings.Cut(name, ".")
+	if !ok {
+		return 0, false
+	}
+	return parseSegmentBase(stem)
+}
+
+// readNextOffset is the offset after the last whole batch of a .log file.
+func (m *Manager) readNextOffset(name string, base int64) (int64, error) {
+	f, err := m.fsys.Open(name)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return 0, err
+	}
+	next := base
+	sc := newHeaderScanner(f, 0, st.Size())
+	defer sc.release()
+	for {
+		b, err := sc.next()
+		if err != nil {
+			// io.EOF, or damage the segment's recovery deals with.
+			return next, nil
+		}
+		next = b.lastOffset + 1
+	}
 }
 
 // parseSegmentBase reads a segment file's 20-digit base offset.

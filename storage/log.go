@@ -58,8 +58,8 @@ type ReadResult struct {
 //
 // One writer at a time appends (the caller holds the partition's lock);
 // readers run concurrently with it and with each other, seeing a prefix of
-// the log published by atomics. Lock order: flushMu, then mu, then a
-// segment's mu.
+// the log published by atomics. Lock order: maintMu, then flushMu, then
+// mu, then a segment's fileMu, then the segment's mu.
 type Log struct {
 	fsys       vfs.FS
 	dir        string
@@ -68,14 +68,22 @@ type Log struct {
 	logger     *slog.Logger
 	nowMs      func() int64
 	decompress func(protocol.Codec, []byte) ([]byte, error)
+	compress   func(protocol.Codec, []byte, []byte) ([]byte, error)
+	deleter    *fileDeleter
 
 	segs        atomic.Pointer[[]*segment] // copy on write; sorted by base offset
 	leo         atomic.Int64
 	lso         atomic.Int64
 	rp          atomic.Int64
+	hw          atomic.Int64 // -1 until SetHighWatermark
+	unstable    atomic.Int64 // first unstable offset; -1 for none
 	cfg         atomic.Pointer[LogConfig]
 	closed      atomic.Bool
 	lastFlushMs atomic.Int64
+
+	// maintMu serializes the maintenance that removes segments: retention
+	// and cleaning, as Kafka's LogCleanerManager keeps the two apart.
+	maintMu sync.Mutex
 
 	// flushMu serializes Flush and Close, so that files are not closed
 	// while a flush outside mu syncs them.
@@ -215,6 +223,9 @@ func (l *Log) append(batches []byte, leaderEpoch int32, now int64) (res AppendRe
 	seg.mu.Lock()
 	for _, b := range infos {
 		seg.indexBatchLocked(b, cfg, &seg.bytesSinceIndex)
+		if b.attributes&(protocol.AttrTransactional|protocol.AttrControl) != 0 {
+			seg.txn.Store(txnSome)
+		}
 	}
 	seg.mu.Unlock()
 	seg.nextOffset = res.LastOffset + 1
@@ -256,7 +267,9 @@ func (l *Log) parseBatchesLocked(batches []byte, cfg *LogConfig) ([]batchInfo, e
 	return infos, nil
 }
 
-// shouldRollLocked is Kafka's LogSegment.shouldRoll (without jitter). An
+// shouldRollLocked is Kafka's LogSegment.shouldRoll: segment.bytes,
+// segment.ms (max.compaction.lag.ms too for a compacted log) less the
+// segment's jitter, a full index, or an offset too far from the base. An
 // empty segment is never rolled: a new one would be no emptier.
 func (l *Log) shouldRollLocked(seg *segment, appendBytes, maxTs, lastOffset, now int64, cfg *LogConfig) bool {
 	size := seg.size.Load()
@@ -273,7 +286,7 @@ func (l *Log) shouldRollLocked(seg *segment, appendBytes, maxTs, lastOffset, now
 	idxFull := len(seg.offIdx) >= cfg.maxOffsetEntries() || len(seg.timeIdx) >= cfg.maxTimeEntries()-1
 	seg.mu.RUnlock()
 	return size > cfg.SegmentBytes-appendBytes ||
-		waited > cfg.SegmentMs ||
+		waited > cfg.maxSegmentMs()-seg.rollJitterMs ||
 		idxFull ||
 		lastOffset-seg.base > math.MaxInt32
 }
@@ -301,6 +314,7 @@ func (l *Log) rollLocked(now int64) (*segment, error) {
 	if err != nil {
 		return nil, err
 	}
+	seg.rollJitterMs = l.cfg.Load().randomSegmentJitter()
 	if err := l.fsys.SyncDir(l.dir); err != nil {
 		seg.close()
 		return nil, fmt.Errorf("sync %s: %w", l.dir, err)
@@ -319,33 +333,64 @@ func (l *Log) rollLocked(now int64) (*segment, error) {
 // Kafka, a read returns batches of one segment only. offset ==
 // LogEndOffset gives no data; an offset outside [LogStartOffset,
 // LogEndOffset] gives ErrOffsetOutOfRange.
+//
+// A read that meets a segment deleted or replaced since it looked (after
+// file.delete.delay.ms, or by a cleaning) starts again on the current
+// segments.
 func (l *Log) Read(offset int64, maxBytes int32, maxOffset int64, minOneBatch bool) (ReadResult, error) {
+	for attempt := 0; ; attempt++ {
+		res, retry, err := l.read(offset, maxBytes, maxOffset, minOneBatch)
+		if !retry {
+			return res, err
+		}
+		if attempt == maxReadAttempts-1 {
+			return res, fmt.Errorf("read %s at %d: segments keep changing under the read", l.tp, offset)
+		}
+	}
+}
+
+// maxReadAttempts bounds the retries of a read whose segments go away
+// under it; each retry sees the segments of a later deletion or cleaning.
+const maxReadAttempts = 8
+
+func (l *Log) read(offset int64, maxBytes int32, maxOffset int64, minOneBatch bool) (res ReadResult, retry bool, err error) {
 	leo := l.leo.Load()
-	res := ReadResult{LogStartOffset: l.lso.Load(), LogEndOffset: leo}
+	// Segments first, then the start offset: deletion raises the start
+	// offset before it drops segments, so the check below sees at least
+	// the start offset that goes with these segments.
+	segs := l.segments()
+	res = ReadResult{LogStartOffset: l.lso.Load(), LogEndOffset: leo}
 	if l.closed.Load() {
-		return res, fmt.Errorf("read %s: %w", l.tp, ErrClosed)
+		return res, false, fmt.Errorf("read %s: %w", l.tp, ErrClosed)
 	}
 	if offset < res.LogStartOffset || offset > leo {
-		return res, fmt.Errorf("read %s at %d (log %d to %d): %w", l.tp, offset, res.LogStartOffset, leo, ErrOffsetOutOfRange)
+		return res, false, fmt.Errorf("read %s at %d (log %d to %d): %w", l.tp, offset, res.LogStartOffset, leo, ErrOffsetOutOfRange)
 	}
 	limit := min(maxOffset, leo)
 	if offset >= limit {
-		return res, nil
+		return res, false, nil
 	}
-	segs := l.segments()
 	cfg := l.cfg.Load()
 	i := max(sort.Search(len(segs), func(i int) bool { return segs[i].base > offset })-1, 0)
 	for ; i < len(segs) && segs[i].base < limit; i++ {
-		data, found, err := segs[i].read(offset, maxBytes, limit, minOneBatch, cfg, l.logger)
+		s := segs[i]
+		if !s.acquire() {
+			if l.closed.Load() {
+				return res, false, fmt.Errorf("read %s: %w", l.tp, ErrClosed)
+			}
+			return res, true, nil
+		}
+		data, found, err := s.read(offset, maxBytes, limit, minOneBatch, cfg, l.logger)
+		s.release()
 		if err != nil {
-			return res, fmt.Errorf("read %s at %d: %w", l.tp, offset, err)
+			return res, false, fmt.Errorf("read %s at %d: %w", l.tp, offset, err)
 		}
 		if found {
 			res.Data = data
-			return res, nil
+			return res, false, nil
 		}
 	}
-	return res, nil
+	return res, false, nil
 }
 
 // MaxTimestamp returns the largest batch max timestamp in the log and the
@@ -430,7 +475,14 @@ func (l *Log) flushLocked() error {
 	l.mu.Unlock()
 
 	for _, s := range toSync {
-		if err := s.syncFiles(); err != nil {
+		// A segment deleted meanwhile (file.delete.delay.ms of 0) has
+		// nothing left to make durable.
+		if !s.acquire() {
+			continue
+		}
+		err := s.syncFiles()
+		s.release()
+		if err != nil {
 			return l.setErr(fmt.Errorf("flush %s: %w", l.tp, err))
 		}
 	}
@@ -491,7 +543,7 @@ func (l *Log) close(flush bool) error {
 	defer l.mu.Unlock()
 	l.closed.Store(true)
 	for _, s := range l.segments() {
-		if err := s.close(); err != nil {
+		if err := s.closeForGood(); err != nil {
 			errs = append(errs, fmt.Errorf("close %s segment %d: %w", l.tp, s.base, err))
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"math"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -34,6 +35,12 @@ type ManagerConfig struct {
 	// it a timestamp search that meets a compressed batch fails with
 	// ErrNoDecompressor.
 	Decompress func(codec protocol.Codec, compressed []byte) ([]byte, error)
+	// Compress appends src compressed with codec to dst, as
+	// protocol.Compress: the cleaner recompresses a compressed batch it
+	// rewrites with the batch's own codec, as Kafka does. Without it
+	// cleaning a log that holds a compressed batch needing a rewrite fails
+	// with ErrNoCompressor (the log is then left uncleaned).
+	Compress func(codec protocol.Codec, dst, src []byte) ([]byte, error)
 	// TopicConfig gives the config of a topic's logs found on disk, which
 	// recovery needs (index.interval.bytes, segment.index.bytes) before
 	// the broker calls GetOrCreateLog or SetConfig. nil: DefaultLogConfig.
@@ -50,14 +57,21 @@ type Manager struct {
 	logger     *slog.Logger
 	now        func() time.Time
 	decompress func(protocol.Codec, []byte) ([]byte, error)
+	compress   func(protocol.Codec, []byte, []byte) ([]byte, error)
 	topicCfg   func(string) LogConfig
 	dirIDs     map[string][16]byte
+	deleter    *fileDeleter
 
 	mu     sync.RWMutex
 	logs   map[TopicPartition]*Log
 	closed bool
 
 	ckptMu sync.Mutex // one checkpoint writer at a time
+
+	// cleanerCkpt is each log dir's cleaner-offset-checkpoint: the offset
+	// up to which each compacted log has been cleaned.
+	cleanerMu   sync.Mutex
+	cleanerCkpt map[string]map[TopicPartition]int64
 
 	// Recovery counters, for tests and logs.
 	recoveredBatches  atomic.Int64
@@ -82,15 +96,18 @@ func OpenManager(cfg ManagerConfig) (*Manager, error) {
 		return nil, fmt.Errorf("open storage: cluster id %q and node id %d required", cfg.ClusterID, cfg.NodeID)
 	}
 	m := &Manager{
-		fsys:       cfg.FS,
-		nodeID:     cfg.NodeID,
-		clusterID:  cfg.ClusterID,
-		logger:     cfg.Logger,
-		now:        cfg.Now,
-		decompress: cfg.Decompress,
-		topicCfg:   cfg.TopicConfig,
-		dirIDs:     map[string][16]byte{},
-		logs:       map[TopicPartition]*Log{},
+		fsys:        cfg.FS,
+		nodeID:      cfg.NodeID,
+		clusterID:   cfg.ClusterID,
+		logger:      cfg.Logger,
+		now:         cfg.Now,
+		decompress:  cfg.Decompress,
+		compress:    cfg.Compress,
+		topicCfg:    cfg.TopicConfig,
+		dirIDs:      map[string][16]byte{},
+		logs:        map[TopicPartition]*Log{},
+		deleter:     &fileDeleter{},
+		cleanerCkpt: map[string]map[TopicPartition]int64{},
 	}
 	if m.logger == nil {
 		m.logger = slog.Default()
@@ -234,6 +251,14 @@ func (m *Manager) loadDir(d string) error {
 	if err != nil {
 		return err
 	}
+	cleaned, err := readCheckpoint(m.fsys, filepath.Join(d, cleanerCheckpointFile))
+	if err != nil {
+		// Kafka too treats an unreadable cleaner checkpoint as lost:
+		// logs are cleaned again from their start.
+		m.logger.Warn("ignoring unreadable cleaner checkpoint", "dir", d, "err", err)
+		cleaned = map[TopicPartition]int64{}
+	}
+	m.cleanerCkpt[d] = cleaned
 	ents, err := m.fsys.ReadDir(d)
 	if err != nil {
 		return err
@@ -384,6 +409,7 @@ func (m *Manager) createLog(parent string, tp TopicPartition, topicID [16]byte, 
 	if err != nil {
 		return nil, err
 	}
+	seg.rollJitterMs = cfg.normalized().randomSegmentJitter()
 	if err := m.fsys.SyncDir(dir); err != nil {
 		seg.close()
 		return nil, err
@@ -407,7 +433,11 @@ func (m *Manager) newLog(parent string, tp TopicPartition, segs []*segment, cfg 
 		logger:     m.logger.With("partition", tp.String()),
 		nowMs:      m.nowMs,
 		decompress: m.decompress,
+		compress:   m.compress,
+		deleter:    m.deleter,
 	}
+	l.hw.Store(-1)
+	l.unstable.Store(-1)
 	l.segs.Store(&segs)
 	l.SetConfig(cfg)
 	l.lastFlushMs.Store(m.nowMs())
@@ -477,6 +507,16 @@ func (m *Manager) DeleteLog(topic string, partition int32) error {
 	}
 	if err := l.close(false); err != nil {
 		m.logger.Warn("closing deleted log", "partition", tp.String(), "err", err)
+	}
+	// Wait for a cleaning in progress, which stops once it sees the log
+	// closed, so that it writes nothing into the directory from now on.
+	l.maintMu.Lock()
+	l.maintMu.Unlock()
+	for _, p := range m.deleter.take(0, l) {
+		p.seg.closeForGood()
+	}
+	if err := m.dropCleanerCheckpoint(l); err != nil {
+		m.logger.Warn("dropping cleaner checkpoint of deleted log", "partition", tp.String(), "err", err)
 	}
 	doomed := filepath.Join(l.parent, deleteDirName(tp))
 	if err := m.fsys.Rename(l.dir, doomed); err != nil {
@@ -559,6 +599,14 @@ func (m *Manager) Close() error {
 		if err := l.Close(); err != nil {
 			errs = append(errs, err)
 		}
+		// A cleaning in progress stops once it sees the log closed.
+		l.maintMu.Lock()
+		l.maintMu.Unlock()
+	}
+	// Segments waiting for deletion are closed; their .deleted files go
+	// at the next start.
+	for _, p := range m.deleter.take(math.MaxInt64, nil) {
+		p.seg.closeForGood()
 	}
 	if err := m.Checkpoint(); err != nil {
 		errs = append(errs, err)

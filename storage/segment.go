@@ -21,6 +21,27 @@ const (
 	timeIndexSuffix = ".timeindex"
 )
 
+// Suffixes a segment's file names take on during deletion and cleaning,
+// after the .log, .index or .timeindex (Kafka's LogFileUtils): a deleted
+// segment waits as .deleted for file.delete.delay.ms; the cleaner writes
+// .cleaned files and renames them .swap before it swaps them in.
+const (
+	deletedFileSuffix = ".deleted"
+	cleanedFileSuffix = ".cleaned"
+	swapFileSuffix    = ".swap"
+)
+
+// segmentExts are a segment's files, in the order Kafka renames them.
+var segmentExts = []string{logSuffix, indexSuffix, timeIndexSuffix}
+
+// Whether a segment holds transactional or control batches, which the
+// cleaner must scan for; unknown until a scan or an append tells.
+const (
+	txnUnknown int32 = iota
+	txnNone
+	txnSome
+)
+
 // segmentName is the 20-digit zero-padded base offset Kafka names segment
 // files by.
 func segmentName(base int64) string { return fmt.Sprintf("%020d", base) }
@@ -41,6 +62,21 @@ type segment struct {
 	base int64
 	log  vfs.File     // open read-write for the segment's lifetime
 	size atomic.Int64 // bytes of whole batches; readers never look past it
+
+	// fileSuffix follows the file names: "" for a live segment, or
+	// .cleaned, .swap, .deleted. It changes with both Log.mu and mu held,
+	// so either lock is enough to read it.
+	fileSuffix string
+
+	// gone is set, under fileMu, when the files are closed for good (the
+	// segment was deleted or the log closed). Readers hold fileMu for
+	// reading while they use the .log, so a delayed deletion never closes
+	// a file under a read in flight.
+	fileMu sync.RWMutex
+	gone   bool
+
+	txn          atomic.Int32 // txnUnknown, txnNone or txnSome
+	rollJitterMs int64        // subtracted from segment.ms for this segment
 
 	mu          sync.RWMutex
 	loaded      bool // the indexes below are in memory
@@ -64,22 +100,81 @@ type segment struct {
 // createSegment creates the three empty files of a new segment. The caller
 // syncs the directory.
 func createSegment(fsys vfs.FS, dir string, base, now int64) (*segment, error) {
-	s := &segment{fsys: fsys, dir: dir, base: base, loaded: true, nextOffset: base,
+	return createSegmentFiles(fsys, dir, base, now, "")
+}
+
+// createSegmentFiles creates a segment whose file names end in suffix
+// (the cleaner's .cleaned files).
+func createSegmentFiles(fsys vfs.FS, dir string, base, now int64, suffix string) (*segment, error) {
+	s := &segment{fsys: fsys, dir: dir, base: base, loaded: true, nextOffset: base, fileSuffix: suffix,
 		maxTs: noTimestamp, maxTsOffset: base, created: now, rollTs: noTimestamp, rollTsKnown: true}
+	s.txn.Store(txnNone)
 	var err error
 	const flags = os.O_RDWR | os.O_CREATE | os.O_TRUNC
-	if s.log, err = fsys.OpenFile(segmentPath(dir, base, logSuffix), flags, 0o644); err != nil {
+	if s.log, err = fsys.OpenFile(s.path(logSuffix), flags, 0o644); err != nil {
 		return nil, fmt.Errorf("create segment %d: %w", base, err)
 	}
-	if s.idxFile, err = fsys.OpenFile(segmentPath(dir, base, indexSuffix), flags, 0o644); err != nil {
+	if s.idxFile, err = fsys.OpenFile(s.path(indexSuffix), flags, 0o644); err != nil {
 		s.close()
 		return nil, fmt.Errorf("create segment %d: %w", base, err)
 	}
-	if s.timeFile, err = fsys.OpenFile(segmentPath(dir, base, timeIndexSuffix), flags, 0o644); err != nil {
+	if s.timeFile, err = fsys.OpenFile(s.path(timeIndexSuffix), flags, 0o644); err != nil {
 		s.close()
 		return nil, fmt.Errorf("create segment %d: %w", base, err)
 	}
 	return s, nil
+}
+
+// path names one of the segment's files as it is called now.
+func (s *segment) path(ext string) string { return segmentPath(s.dir, s.base, ext) + s.fileSuffix }
+
+// changeSuffix renames the segment's files from their current suffix to
+// suffix, .log first as Kafka's changeFileSuffixes. Index files that do
+// not exist (never written) are skipped. The caller holds Log.mu (or owns
+// a segment no log has yet) and syncs the directory. mu is held
+// throughout so that a concurrent index load or rebuild never sees half
+// the files renamed and writes an index under a name another segment is
+// about to take.
+func (s *segment) changeSuffix(suffix string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, ext := range segmentExts {
+		from := s.path(ext)
+		to := segmentPath(s.dir, s.base, ext) + suffix
+		if err := s.fsys.Rename(from, to); err != nil {
+			if ext != logSuffix && errors.Is(err, fs.ErrNotExist) {
+				continue
+			}
+			return fmt.Errorf("rename %s: %w", from, err)
+		}
+	}
+	s.fileSuffix = suffix
+	return nil
+}
+
+// acquire pins the segment's .log for a read; false if it is closed for
+// good. A true return must be paired with release.
+func (s *segment) acquire() bool {
+	s.fileMu.RLock()
+	if s.gone {
+		s.fileMu.RUnlock()
+		return false
+	}
+	return true
+}
+
+func (s *segment) release() { s.fileMu.RUnlock() }
+
+// closeForGood waits for reads in flight and closes the files; later reads
+// see the segment gone.
+func (s *segment) closeForGood() error {
+	s.fileMu.Lock()
+	defer s.fileMu.Unlock()
+	if s.gone {
+		return nil
+	}
+	s.gone = true
+	return s.close()
 }
 
 // openSegment opens an existing segment's .log. Its indexes load on first
@@ -118,7 +213,7 @@ func (s *segment) ensureLoaded(cfg *LogConfig, logger *slog.Logger) error {
 		s.loaded = true
 		return nil
 	}
-	logger.Warn("rebuilding segment indexes", "segment", segmentPath(s.dir, s.base, logSuffix), "reason", err)
+	logger.Warn("rebuilding segment indexes", "segment", s.path(logSuffix), "reason", err)
 	if err := s.rebuildIndexesLocked(cfg); err != nil {
 		return err
 	}
@@ -129,7 +224,7 @@ func (s *segment) ensureLoaded(cfg *LogConfig, logger *slog.Logger) error {
 // loadIndexesLocked reads both index files and checks them.
 func (s *segment) loadIndexesLocked() error {
 	size := s.size.Load()
-	b, err := vfs.ReadFile(s.fsys, segmentPath(s.dir, s.base, indexSuffix))
+	b, err := vfs.ReadFile(s.fsys, s.path(indexSuffix))
 	if err != nil {
 		return err
 	}
@@ -137,7 +232,7 @@ func (s *segment) loadIndexesLocked() error {
 	if err != nil {
 		return err
 	}
-	b, err = vfs.ReadFile(s.fsys, segmentPath(s.dir, s.base, timeIndexSuffix))
+	b, err = vfs.ReadFile(s.fsys, s.path(timeIndexSuffix))
 	if err != nil {
 		return err
 	}
@@ -219,8 +314,13 @@ func (s *segment) addFinalTimeEntryLocked() {
 }
 
 // rewriteIndexFilesLocked replaces both index files with the in-memory
-// entries and syncs them.
+// entries and syncs them. A segment waiting for deletion keeps its
+// entries in memory only: its files are about to go.
 func (s *segment) rewriteIndexFilesLocked() error {
+	if s.fileSuffix == deletedFileSuffix {
+		s.offPersisted, s.timePersisted = len(s.offIdx), len(s.timeIdx)
+		return nil
+	}
 	for _, x := range []struct {
 		suffix string
 		data   []byte
@@ -228,7 +328,7 @@ func (s *segment) rewriteIndexFilesLocked() error {
 		{indexSuffix, appendOffsetEntries(nil, s.offIdx)},
 		{timeIndexSuffix, appendTimeEntries(nil, s.timeIdx)},
 	} {
-		name := segmentPath(s.dir, s.base, x.suffix)
+		name := s.path(x.suffix)
 		f, err := s.fsys.Create(name)
 		if err != nil {
 			return fmt.Errorf("rewrite %s: %w", name, err)
@@ -282,7 +382,7 @@ func (s *segment) persistIndexesLocked() error {
 // broker preallocated.
 func (s *segment) openIndexFiles() error {
 	open := func(suffix string, entries, size int) (vfs.File, error) {
-		name := segmentPath(s.dir, s.base, suffix)
+		name := s.path(suffix)
 		f, err := s.fsys.OpenFile(name, os.O_RDWR|os.O_CREATE, 0o644)
 		if err != nil {
 			return nil, fmt.Errorf("open %s: %w", name, err)
@@ -348,8 +448,8 @@ func (s *segment) close() error {
 // remove deletes the segment's files; the caller syncs the directory.
 func (s *segment) remove() error {
 	var errs []error
-	for _, suffix := range []string{logSuffix, indexSuffix, timeIndexSuffix} {
-		if err := s.fsys.Remove(segmentPath(s.dir, s.base, suffix)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	for _, ext := range segmentExts {
+		if err := s.fsys.Remove(s.path(ext)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			errs = append(errs, err)
 		}
 	}

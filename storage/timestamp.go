@@ -24,32 +24,55 @@ var ErrNoDecompressor = errors.New("compressed batch and no decompressor configu
 // reaches ts is decoded record by record. Compressed batches are inflated
 // with ManagerConfig.Decompress (storage holds no codecs).
 func (l *Log) FindOffsetByTimestamp(ts int64) (offset int64, timestamp int64, found bool, err error) {
+	for range maxReadAttempts {
+		offset, timestamp, found, retry, err := l.findOffsetByTimestamp(ts)
+		if !retry {
+			return offset, timestamp, found, err
+		}
+	}
+	return -1, -1, false, fmt.Errorf("find offset %s by timestamp: segments keep changing under the search", l.tp)
+}
+
+// findOffsetByTimestamp is one attempt; retry is set when a segment was
+// deleted under it.
+func (l *Log) findOffsetByTimestamp(ts int64) (offset int64, timestamp int64, found, retry bool, err error) {
 	if l.closed.Load() {
-		return -1, -1, false, fmt.Errorf("find offset %s: %w", l.tp, ErrClosed)
+		return -1, -1, false, false, fmt.Errorf("find offset %s: %w", l.tp, ErrClosed)
 	}
 	cfg := l.cfg.Load()
+	segs := l.segments()
 	lso := l.lso.Load()
-	for _, s := range l.segments() {
-		if err := s.ensureLoaded(cfg, l.logger); err != nil {
-			return -1, -1, false, fmt.Errorf("find offset %s by timestamp: %w", l.tp, err)
+	for _, s := range segs {
+		if !s.acquire() {
+			return -1, -1, false, !l.closed.Load(), fmt.Errorf("find offset %s: %w", l.tp, ErrClosed)
 		}
-		s.mu.RLock()
-		maxTs := s.maxTs
-		_, indexed := timeLookup(s.timeIdx, s.base, ts)
-		pos := offsetLookup(s.offIdx, s.base, max(indexed, lso))
-		s.mu.RUnlock()
-		if maxTs < ts {
-			continue
-		}
-		off, rts, ok, err := s.searchForTimestamp(ts, lso, pos, l.decompress)
-		if err != nil {
-			return -1, -1, false, fmt.Errorf("find offset %s by timestamp: %w", l.tp, err)
-		}
-		if ok {
-			return off, rts, true, nil
+		offset, timestamp, found, err := l.searchSegment(s, ts, lso, cfg)
+		s.release()
+		if err != nil || found {
+			return offset, timestamp, found, false, err
 		}
 	}
-	return -1, -1, false, nil
+	return -1, -1, false, false, nil
+}
+
+// searchSegment looks for ts in one segment the caller has acquired.
+func (l *Log) searchSegment(s *segment, ts, lso int64, cfg *LogConfig) (int64, int64, bool, error) {
+	if err := s.ensureLoaded(cfg, l.logger); err != nil {
+		return -1, -1, false, fmt.Errorf("find offset %s by timestamp: %w", l.tp, err)
+	}
+	s.mu.RLock()
+	maxTs := s.maxTs
+	_, indexed := timeLookup(s.timeIdx, s.base, ts)
+	pos := offsetLookup(s.offIdx, s.base, max(indexed, lso))
+	s.mu.RUnlock()
+	if maxTs < ts {
+		return -1, -1, false, nil
+	}
+	off, rts, ok, err := s.searchForTimestamp(ts, lso, pos, l.decompress)
+	if err != nil {
+		return -1, -1, false, fmt.Errorf("find offset %s by timestamp: %w", l.tp, err)
+	}
+	return off, rts, ok, nil
 }
 
 // searchForTimestamp scans batches from pos for the first record with

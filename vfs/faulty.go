@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"time"
 )
 
 // Op names a filesystem operation that a Faulty filesystem can fail.
@@ -28,6 +29,7 @@ const (
 	OpSync                    // File.Sync
 	OpTruncate                // File.Truncate
 	OpClose                   // File.Close
+	OpChtimes                 // FS.Chtimes
 )
 
 var opNames = map[Op]string{
@@ -35,7 +37,7 @@ var opNames = map[Op]string{
 	OpRemoveAll: "removeall", OpRename: "rename", OpMkdirAll: "mkdirall",
 	OpReadDir: "readdir", OpStat: "stat", OpSyncDir: "syncdir", OpRead: "read",
 	OpWrite: "write", OpSeek: "seek", OpSync: "sync", OpTruncate: "truncate",
-	OpClose: "close",
+	OpClose: "close", OpChtimes: "chtimes",
 }
 
 // String names the operation.
@@ -148,6 +150,13 @@ func (f *faultyFS) Stat(name string) (fs.FileInfo, error) {
 		return nil, err
 	}
 	return f.inner.Stat(name)
+}
+
+func (f *faultyFS) Chtimes(name string, atime, mtime time.Time) error {
+	if err := f.check(OpChtimes, name); err != nil {
+		return err
+	}
+	return f.inner.Chtimes(name, atime, mtime)
 }
 
 func (f *faultyFS) SyncDir(dir string) error {

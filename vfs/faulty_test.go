@@ -3,6 +3,7 @@ package vfs
 import (
 	"errors"
 	"testing"
+	"time"
 )
 
 func TestFaulty(t *testing.T) {
@@ -66,6 +67,7 @@ func TestFaultyFSOps(t *testing.T) {
 		{OpStat, func(f FS) error { _, err := f.Stat("/a"); return err }},
 		{OpReadDir, func(f FS) error { _, err := f.ReadDir("/"); return err }},
 		{OpOpen, func(f FS) error { _, err := f.Open("/a"); return err }},
+		{OpChtimes, func(f FS) error { return f.Chtimes("/a", time.Time{}, time.Unix(5, 0)) }},
 	}
 	for _, o := range ops {
 		t.Run(o.op.String(), func(t *testing.T) {

@@ -341,6 +341,22 @@ func (m *MemFS) Stat(name string) (fs.FileInfo, error) {
 	return n.info(base), nil
 }
 
+// Chtimes sets the named file's modification time (MemFS keeps no access
+// time). Like a real file system's metadata it survives a crash.
+func (m *MemFS) Chtimes(name string, atime, mtime time.Time) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	_, n, _, err := m.lookupLocked("chtimes", name)
+	if err != nil {
+		return err
+	}
+	if n == nil {
+		return &fs.PathError{Op: "chtimes", Path: name, Err: fs.ErrNotExist}
+	}
+	n.modTime = mtime
+	return nil
+}
+
 // SyncDir makes the current entries of dir durable.
 func (m *MemFS) SyncDir(dir string) error {
 	m.mu.Lock()

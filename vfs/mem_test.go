@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
+	"time"
 )
 
 func writeFile(t *testing.T, fsys FS, name, data string, sync bool) {
@@ -321,6 +322,16 @@ func TestMemMatchesOS(t *testing.T) {
 		mustNil(t, err)
 		if len(ents) != 1 {
 			t.Fatalf("%T: %d entries, want 1 (tmp file left behind?)", fsys, len(ents))
+		}
+		mtime := time.Date(2020, 1, 2, 3, 4, 5, 0, time.UTC)
+		mustNil(t, fsys.Chtimes(name, mtime, mtime))
+		st, err := fsys.Stat(name)
+		mustNil(t, err)
+		if !st.ModTime().Equal(mtime) {
+			t.Fatalf("%T: modification time %v after Chtimes to %v", fsys, st.ModTime(), mtime)
+		}
+		if err := fsys.Chtimes(filepath.Join(root, "missing"), mtime, mtime); !errors.Is(err, fs.ErrNotExist) {
+			t.Fatalf("%T: Chtimes of a missing file: %v", fsys, err)
 		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"time"
 )
 
 // File is an open file. It is the subset of *os.File that storage needs.
@@ -52,6 +53,9 @@ type FS interface {
 	// SyncDir makes the creation, renaming or removal of entries in dir
 	// durable.
 	SyncDir(dir string) error
+	// Chtimes sets the named file's access and modification times, as
+	// os.Chtimes (Kafka's cleaner keeps a cleaned segment's age so).
+	Chtimes(name string, atime, mtime time.Time) error
 }
 
 // Default is the operating system's filesystem.
@@ -70,6 +74,9 @@ func (osFS) Rename(oldname, newname string) error        { return os.Rename(oldn
 func (osFS) MkdirAll(dir string, perm fs.FileMode) error { return os.MkdirAll(dir, perm) }
 func (osFS) ReadDir(dir string) ([]fs.DirEntry, error)   { return os.ReadDir(dir) }
 func (osFS) Stat(name string) (fs.FileInfo, error)       { return os.Stat(name) }
+func (osFS) Chtimes(name string, atime, mtime time.Time) error {
+	return os.Chtimes(name, atime, mtime)
+}
 
 func (osFS) SyncDir(dir string) error {
 	d, err := os.Open(filepath.Clean(dir))
