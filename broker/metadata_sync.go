@@ -99,11 +99,21 @@ func (s *Server) reconcile(img *raftmeta.Image) error {
 
 func logConfig(t config.Topic) storage.LogConfig {
 	return storage.LogConfig{
-		SegmentBytes:       t.SegmentBytes,
-		SegmentMs:          t.SegmentMs,
-		IndexIntervalBytes: t.IndexIntervalBytes,
-		SegmentIndexBytes:  t.SegmentIndexBytes,
-		FlushMessages:      t.FlushMessages,
-		FlushMs:            t.FlushMs,
+		SegmentBytes:           t.SegmentBytes,
+		SegmentMs:              t.SegmentMs,
+		SegmentJitterMs:        t.SegmentJitterMs,
+		IndexIntervalBytes:     t.IndexIntervalBytes,
+		SegmentIndexBytes:      t.SegmentIndexBytes,
+		FlushMessages:          t.FlushMessages,
+		FlushMs:                t.FlushMs,
+		Delete:                 t.Delete(),
+		Compact:                t.Compact(),
+		RetentionMs:            t.RetentionMs,
+		RetentionBytes:         t.RetentionBytes,
+		FileDeleteDelayMs:      t.FileDeleteDelayMs,
+		DeleteRetentionMs:      t.DeleteRetentionMs,
+		MinCompactionLagMs:     t.MinCompactionLagMs,
+		MaxCompactionLagMs:     t.MaxCompactionLagMs,
+		MinCleanableDirtyRatio: t.MinCleanableDirtyRatio,
 	}
 }

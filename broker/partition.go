@@ -40,6 +40,7 @@ func newPartition(topic string, index int32, id [16]byte, log *storage.Log, cfg 
 	// A single replica is its whole ISR: everything in the log is
 	// committed. Replication will lower this to the ISR's smallest LEO.
 	p.hw.Store(log.LogEndOffset())
+	log.SetHighWatermark(p.hw.Load())
 	return p
 }
 
@@ -50,7 +51,10 @@ func (p *partition) highWatermark() int64 { return p.hw.Load() }
 // advanceHighWatermarkLocked moves the high watermark after an append and
 // wakes fetches waiting for data.
 func (p *partition) advanceHighWatermarkLocked() {
-	p.hw.Store(p.log.LogEndOffset())
+	hw := p.log.LogEndOffset()
+	p.hw.Store(hw)
+	// Retention and the cleaner never go past the high watermark.
+	p.log.SetHighWatermark(hw)
 	p.wakeWaiters()
 }
 

@@ -112,6 +112,7 @@ func (s *Server) open() error {
 		Decompress: func(c protocol.Codec, b []byte) ([]byte, error) {
 			return protocol.Decompress(c, b, int(s.cfg.SocketRequestMaxBytes))
 		},
+		Compress: protocol.Compress,
 	})
 	if err != nil {
 		return fmt.Errorf("open log dirs: %w", err)
@@ -137,6 +138,10 @@ func (s *Server) open() error {
 	}
 	s.goTracked(s.watchMetadata)
 	s.goTracked(s.flushLoop)
+	s.goTracked(s.retentionLoop)
+	if s.cfg.LogCleanerEnable {
+		s.startCleaner()
+	}
 	return nil
 }
 

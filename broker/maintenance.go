@@ -1,0 +1,84 @@
+package broker
+
+import (
+	"time"
+
+	"github.com/gregorbroker/gregor/storage"
+)
+
+// retentionLoop deletes old segments every log.retention.check.interval.ms
+// and removes the files of deleted segments once file.delete.delay.ms has
+// passed, as Kafka's log manager does in the background.
+func (s *Server) retentionLoop() {
+	check := time.Duration(s.cfg.LogRetentionCheckIntervalMs) * time.Millisecond
+	if check <= 0 {
+		check = 5 * time.Minute
+	}
+	retention := time.NewTicker(check)
+	defer retention.Stop()
+	// Deletions are due at most file.delete.delay.ms after they are
+	// scheduled; a second's granularity is Kafka's too.
+	files := time.NewTicker(time.Second)
+	defer files.Stop()
+	for {
+		select {
+		case <-s.ctx.Done():
+			return
+		case <-retention.C:
+			n, err := s.logs.DeleteOldSegments(s.now())
+			if err != nil {
+				s.log.Error("retention", "err", err)
+			}
+			if n > 0 {
+				s.log.Info("retention deleted segments", "segments", n)
+				if err := s.logs.Checkpoint(); err != nil {
+					s.log.Error("checkpoint after retention", "err", err)
+				}
+			}
+		case <-files.C:
+			if _, err := s.logs.RunFileDeletions(s.now()); err != nil {
+				s.log.Error("delete segment files", "err", err)
+			}
+		}
+	}
+}
+
+// startCleaner runs the log cleaner (compaction of cleanup.policy=compact
+// topics, __consumer_offsets among them) until the server closes.
+func (s *Server) startCleaner() {
+	cfg := storage.DefaultCleanerConfig()
+	threads := max(int64(s.cfg.LogCleanerThreads), 1)
+	cfg.DedupeBufferSize = s.cfg.LogCleanerDedupeBufferSize / threads
+	cfg.IOBufferSize = int(s.cfg.LogCleanerIOBufferSize)
+	cfg.DedupeBufferLoadFactor = s.cfg.LogCleanerIOBufferLoadFactor
+	cfg.MaxIOBytesPerSecond = s.cfg.LogCleanerIOMaxBytesPerSecond
+	cfg.BackoffMs = s.cfg.LogCleanerBackoffMs
+	cfg.ProducerIDExpirationMs = int64(s.cfg.ProducerIDExpirationMs)
+	cfg.ActiveProducers = s.activeProducers
+	c := storage.NewCleaner(s.logs, cfg)
+	s.goTracked(func() { c.Run(s.ctx) })
+}
+
+// activeProducers tells the cleaner, for a partition whose producer state
+// is loaded, each producer's last batch, which it keeps so that the
+// producer's sequence survives compaction.
+func (s *Server) activeProducers(tp storage.TopicPartition) map[int64]storage.LastRecord {
+	p := s.parts.get(tp.Topic, tp.Partition)
+	if p == nil {
+		return nil
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.producers == nil {
+		return nil
+	}
+	out := make(map[int64]storage.LastRecord)
+	for _, pi := range p.producers.Producers() {
+		last := int64(-1)
+		if bs := p.producers.Batches(pi.ProducerID); len(bs) > 0 {
+			last = bs[len(bs)-1].LastOffset
+		}
+		out[pi.ProducerID] = storage.LastRecord{LastDataOffset: last, ProducerEpoch: pi.Epoch}
+	}
+	return out
+}
