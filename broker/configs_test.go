@@ -138,3 +138,33 @@ func TestDeleteRecords(t *testing.T) {
 		t.Fatalf("start offset %d after restart", o.Offset)
 	}
 }
+
+func TestDescribeLogDirs(t *testing.T) {
+	ts := startServer(t, "")
+	adm := ts.admin(t)
+	createTopic(t, adm, "sized", 2, nil)
+	cl := ts.client(t, kgo.DefaultProduceTopic("sized"), kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerBatchCompression(kgo.NoCompression()))
+	if err := cl.ProduceSync(testContext(t), &kgo.Record{Partition: 1, Value: make([]byte, 10000)}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	dirs, err := adm.DescribeAllLogDirs(testContext(t), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sizes [2]int64
+	found := 0
+	dirs.Each(func(d kadm.DescribedLogDir) {
+		if d.Err != nil || d.TotalBytes <= 0 {
+			t.Errorf("dir %s: err %v total %d", d.Dir, d.Err, d.TotalBytes)
+		}
+		d.Topics.Each(func(p kadm.DescribedLogDirPartition) {
+			if p.Topic == "sized" {
+				sizes[p.Partition] = p.Size
+				found++
+			}
+		})
+	})
+	if found != 2 || sizes[0] != 0 || sizes[1] < 10000 || sizes[1] > 10200 {
+		t.Fatalf("partition sizes %v (found %d)", sizes, found)
+	}
+}
