@@ -11,9 +11,9 @@ import "github.com/twmb/franz-go/pkg/kmsg"
 // clients retry with a version we know.
 //
 // v3+ carries the finalized features of KIP-584. Gregor advertises only
-// metadata.version-independent features it really implements: none yet,
-// since clients pick protocols (transactions v2, the consumer group
-// protocol) from them.
+// features it really implements, since clients pick protocols from them:
+// group.version 1 (the KIP-848 consumer group protocol). Not
+// transaction.version: transactions do not exist yet.
 func init() { register(18, 0, 4, handleApiVersions) }
 
 func handleApiVersions(s *Server, r *request) (result, error) {
@@ -27,9 +27,27 @@ func (s *Server) apiVersionsResponse(version int16) *kmsg.ApiVersionsResponse {
 	resp.SetVersion(version)
 	resp.ApiKeys = s.versions.Keys()
 	if version >= 3 {
-		// No finalized features yet; the epoch -1 says so, as a broker
-		// without a finalized metadata.version would.
-		resp.FinalizedFeaturesEpoch = -1
+		for _, f := range features {
+			sf := kmsg.NewApiVersionsResponseSupportedFeature()
+			sf.Name, sf.MinVersion, sf.MaxVersion = f.name, f.min, f.max
+			resp.SupportedFeatures = append(resp.SupportedFeatures, sf)
+			ff := kmsg.NewApiVersionsResponseFinalizedFeature()
+			ff.Name, ff.MinVersionLevel, ff.MaxVersionLevel = f.name, f.level, f.level
+			resp.FinalizedFeatures = append(resp.FinalizedFeatures, ff)
+		}
+		// The features are fixed by the build, not changed at run time
+		// (no UpdateFeatures yet), so their epoch never moves.
+		resp.FinalizedFeaturesEpoch = 1
 	}
 	return resp
+}
+
+// features are the KIP-584 features this build implements, with the
+// level it runs at.
+var features = []struct {
+	name     string
+	min, max int16
+	level    int16
+}{
+	{"group.version", 0, 1, 1},
 }

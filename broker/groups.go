@@ -31,6 +31,8 @@ type groupCoordinator struct {
 
 	mu     sync.Mutex
 	loaded map[int32]bool // partitions loaded or loading
+
+	topicsApplied uint64 // the image offset consumer groups last saw; guarded by Server.reconcileMu
 }
 
 func (s *Server) startGroupCoordinator() error {
@@ -46,6 +48,10 @@ func (s *Server) startGroupCoordinator() error {
 	cfg.OffsetsRetentionMs = int64(s.cfg.OffsetsRetentionMinutes) * 60_000
 	cfg.OffsetsRetentionCheckIntervalMs = s.cfg.OffsetsRetentionCheckIntervalMs
 	cfg.Logger = s.log.With("component", "groups")
+	cfg.Topics = imageTopics{s}
+	cfg.ConsumerGroupSessionTimeoutMs = s.cfg.GroupConsumerSessionTimeoutMs
+	cfg.ConsumerGroupHeartbeatIntervalMs = s.cfg.GroupConsumerHeartbeatIntervalMs
+	cfg.ConsumerGroupMaxSize = s.cfg.GroupConsumerMaxSize
 	coord, err := group.New(cfg, gc, group.SystemClock{})
 	if err != nil {
 		return fmt.Errorf("start group coordinator: %w", err)
@@ -81,9 +87,28 @@ func (gc *groupCoordinator) Append(ctx context.Context, partition int32, records
 	return p.waitHighWatermark(ctx, last+1)
 }
 
-// reconcileGroups loads the __consumer_offsets partitions this node now
-// leads and unloads those it no longer leads.
+// imageTopics is the coordinator's view of the topics, for KIP-848
+// assignments: a new map from the current image on every call.
+type imageTopics struct{ s *Server }
+
+func (v imageTopics) Topics() map[string]group.TopicInfo {
+	img := v.s.meta.Image()
+	out := make(map[string]group.TopicInfo)
+	for _, name := range img.TopicNames() {
+		t, _ := img.Topic(name)
+		out[name] = group.TopicInfo{ID: t.ID, Partitions: int32(len(t.Partitions))}
+	}
+	return out
+}
+
+// reconcile loads the __consumer_offsets partitions this node now leads
+// and unloads those it no longer leads, and tells consumer groups (whose
+// assignments follow the topics) that metadata changed.
 func (gc *groupCoordinator) reconcile(img *raftmeta.Image) {
+	if gc.topicsApplied != img.Offset() {
+		gc.topicsApplied = img.Offset()
+		gc.coord.TopicsChanged()
+	}
 	leading := make(map[int32]bool)
 	if t, ok := img.Topic(offsetsTopic); ok {
 		for i, pi := range t.Partitions {

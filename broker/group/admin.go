@@ -11,8 +11,11 @@ import (
 // This file is group administration: ListGroups, DescribeGroups and
 // DeleteGroups, each answered per shard and merged by the Coordinator.
 
-// classicGroupType is the group type ListGroups v5 reports.
-const classicGroupType = "classic"
+// The group types ListGroups v5 reports.
+const (
+	classicGroupType  = "classic"
+	consumerGroupType = "consumer"
+)
 
 // groupOpsAll is the authorized operations bit field of a group when no
 // authorizer restricts it, Kafka 4's supported group operations: READ (3),
@@ -50,6 +53,21 @@ func (m *machine) listGroups(states, types []string) ([]kmsg.ListGroupsResponseG
 			lg.GroupType = classicGroupType
 			out = append(out, lg)
 		}
+		for _, g := range p.consumers {
+			state := g.state().String()
+			if len(wantState) > 0 && !wantState[strings.ToLower(state)] {
+				continue
+			}
+			if len(wantType) > 0 && !wantType[consumerGroupType] {
+				continue
+			}
+			lg := kmsg.NewListGroupsResponseGroup()
+			lg.Group = g.id
+			lg.ProtocolType = consumerProtocolType
+			lg.GroupState = state
+			lg.GroupType = consumerGroupType
+			out = append(out, lg)
+		}
 	}
 	return out, 0
 }
@@ -66,10 +84,15 @@ func (m *machine) describeGroup(id string, version int16) kmsg.DescribeGroupsRes
 	}
 	g := p.groups[id]
 	if g == nil {
+		// A consumer group is no classic group: Kafka describes it as a
+		// missing one, with its own message from v6.
 		d.State = stateDead.String()
 		if version >= 6 {
 			d.ErrorCode = errGroupIDNotFound
 			msg := fmt.Sprintf("Group %s not found.", id)
+			if p.consumers[id] != nil {
+				msg = fmt.Sprintf("Group %s is not a classic group.", id)
+			}
 			d.ErrorMessage = &msg
 		}
 		return d
@@ -114,6 +137,19 @@ func (m *machine) deleteGroups(ids []string, reply func([]kmsg.DeleteGroupsRespo
 			results[i].ErrorCode = code
 			continue
 		}
+		if cg := p.consumers[id]; cg != nil {
+			if cg.state() != cgEmpty {
+				results[i].ErrorCode = errNonEmptyGroup
+				continue
+			}
+			recs := byPartition[p.id]
+			recs = append(recs, offsetsTombstones(id, &cg.offsetStore)...)
+			recs = append(recs, consumerTombstones(cg)...)
+			byPartition[p.id] = recs
+			members[p.id] = append(members[p.id], i)
+			m.deleteConsumerGroup(p, cg)
+			continue
+		}
 		g := p.groups[id]
 		switch {
 		case g == nil || g.is(stateDead):
@@ -124,18 +160,7 @@ func (m *machine) deleteGroups(ids []string, reply func([]kmsg.DeleteGroupsRespo
 			continue
 		}
 		recs := byPartition[p.id]
-		// Commits still in flight get a tombstone too, or they would
-		// outlive the group in the log.
-		seen := make(map[tp]bool, len(g.offsets)+len(g.inflight))
-		for _, k := range sortedTPs(g.offsets) {
-			seen[k] = true
-			recs = append(recs, offsetTombstone(id, k))
-		}
-		for k := range g.inflight {
-			if !seen[k] {
-				recs = append(recs, offsetTombstone(id, k))
-			}
-		}
+		recs = append(recs, offsetsTombstones(id, &g.offsetStore)...)
 		recs = append(recs, groupTombstone(id))
 		byPartition[p.id] = recs
 		members[p.id] = append(members[p.id], i)
@@ -165,4 +190,25 @@ func (m *machine) deleteGroups(ids []string, reply func([]kmsg.DeleteGroupsRespo
 			}
 		})
 	}
+}
+
+// offsetsTombstones deletes every offset of a group, commits still in
+// flight included, or they would outlive the group in the log.
+func offsetsTombstones(group string, s *offsetStore) []Record {
+	var recs []Record
+	seen := make(map[tp]bool, len(s.offsets)+len(s.inflight))
+	for _, k := range sortedTPs(s.offsets) {
+		seen[k] = true
+		recs = append(recs, offsetTombstone(group, k))
+	}
+	pending := make(map[tp]offsetValue)
+	for k := range s.inflight {
+		if !seen[k] {
+			pending[k] = offsetValue{}
+		}
+	}
+	for _, k := range sortedTPs(pending) {
+		recs = append(recs, offsetTombstone(group, k))
+	}
+	return recs
 }

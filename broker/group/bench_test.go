@@ -129,8 +129,8 @@ func BenchmarkReplay(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		groups, err := replay(0, seqOf(recs), 0, log)
-		if err != nil || len(groups) != 100 {
-			b.Fatal(err, len(groups))
+		if err != nil || len(groups.classic) != 100 {
+			b.Fatal(err, len(groups.classic))
 		}
 	}
 	b.ReportMetric(float64(len(recs))*float64(b.N)/b.Elapsed().Seconds(), "records/s")

@@ -51,6 +51,30 @@ func (m *machine) joinGroup(ci ClientInfo, req *kmsg.JoinGroupRequest, reply fun
 		req = &cp
 	}
 	unknown := req.MemberID == ""
+	if cg := p.consumers[req.Group]; cg != nil {
+		if cg.state() != cgEmpty {
+			// Kafka 4 would admit the member into the consumer group
+			// through the classic protocol; Gregor does not.
+			reply(joinError(errInconsistentGroupProtocol, req.MemberID))
+			return
+		}
+		if !unknown {
+			reply(joinError(errUnknownMemberID, req.MemberID))
+			return
+		}
+		// An empty consumer group gives way to a classic group, which
+		// keeps its offsets (maybeDeleteEmptyConsumerGroup).
+		recs := consumerTombstones(cg)
+		m.deleteConsumerGroup(p, cg)
+		g := newClassicGroup(req.Group, p.id, m.nowMs())
+		g.offsetStore = cg.offsetStore
+		p.groups[req.Group] = g
+		m.fx.append(p.id, recs, func(err error) {
+			if err != nil {
+				m.log.Warn("delete empty consumer group", "group", req.Group, "err", err)
+			}
+		})
+	}
 	g := p.groups[req.Group]
 	if g == nil {
 		if !unknown {
@@ -657,6 +681,10 @@ func (m *machine) leaveGroup(req *kmsg.LeaveGroupRequest, reply func(*kmsg.Leave
 	if req.Version < 3 {
 		identities = []kmsg.LeaveGroupRequestMember{{MemberID: req.MemberID}}
 	}
+	if cg := p.consumers[req.Group]; cg != nil {
+		m.leaveConsumerGroup(p, cg, identities, resp, reply)
+		return
+	}
 	g := p.groups[req.Group]
 	if g == nil {
 		for _, id := range identities {
@@ -719,4 +747,38 @@ func (m *machine) leaveOne(g *classicGroup, id kmsg.LeaveGroupRequestMember) int
 	}
 	m.removeMember(g, id.MemberID, errUnknownMemberID)
 	return 0
+}
+
+// leaveConsumerGroup is a LeaveGroup naming members of a consumer group,
+// as classicGroupLeaveToConsumerGroup. Gregor's consumer groups have no
+// classic protocol members, so only an admin removal (a group.instance.id
+// with no member id) removes one; other identities answer
+// UNKNOWN_MEMBER_ID as the classic protocol knows no such member.
+func (m *machine) leaveConsumerGroup(p *partitionState, g *consumerGroup, identities []kmsg.LeaveGroupRequestMember, resp *kmsg.LeaveGroupResponse, reply func(*kmsg.LeaveGroupResponse)) {
+	op := &consumerOp{p: p, g: g}
+	for _, id := range identities {
+		code := errUnknownMemberID
+		if id.InstanceID != nil {
+			mem := g.staticMember(id.InstanceID)
+			switch {
+			case mem == nil:
+			case id.MemberID != "" && id.MemberID != mem.id:
+				code = errFencedInstanceID
+			case id.MemberID == "":
+				m.log.Info("static member removed from the consumer group by LeaveGroup", "group", g.id, "member", mem.id, "instance", *id.InstanceID)
+				m.fenceConsumerMember(op, mem)
+				code = 0
+			}
+		}
+		resp.Members = append(resp.Members, leaveResult(id, code))
+	}
+	m.finishConsumerOp(op, func(err error) {
+		if err != nil {
+			failed := kmsg.NewPtrLeaveGroupResponse()
+			failed.ErrorCode = appendErrorCode(err)
+			reply(failed)
+			return
+		}
+		reply(resp)
+	})
 }

@@ -148,12 +148,7 @@ type classicGroup struct {
 	subscribedKnown bool
 	newMemberAdded  bool
 
-	offsets map[tp]offsetValue
-	// inflight holds, per partition, the commits appended but not yet
-	// acknowledged. Deleting an offset drops the entry, so a commit that
-	// completes afterwards sees a different pointer and is not applied:
-	// the log has the commit before the tombstone.
-	inflight map[tp]*inflightCommit
+	offsetStore
 }
 
 type inflightCommit struct{ n int }
@@ -170,8 +165,7 @@ func newClassicGroup(id string, partition int32, nowMs int64) *classicGroup {
 		pendingJoin:    make(map[string]bool),
 		pendingSync:    make(map[string]bool),
 		supported:      make(map[string]int),
-		offsets:        make(map[tp]offsetValue),
-		inflight:       make(map[tp]*inflightCommit),
+		offsetStore:    newOffsetStore(),
 	}
 }
 

@@ -37,23 +37,61 @@ type Config struct {
 	// OffsetsRetentionCheckIntervalMs is offsets.retention.check.interval.ms.
 	OffsetsRetentionCheckIntervalMs int64
 
+	// ConsumerGroupSessionTimeoutMs is group.consumer.session.timeout.ms:
+	// a KIP-848 member that sends no heartbeat for this long is fenced.
+	ConsumerGroupSessionTimeoutMs int32
+	// ConsumerGroupHeartbeatIntervalMs is
+	// group.consumer.heartbeat.interval.ms, which ConsumerGroupHeartbeat
+	// answers tell members to wait between heartbeats.
+	ConsumerGroupHeartbeatIntervalMs int32
+	// ConsumerGroupMaxSize is group.consumer.max.size.
+	ConsumerGroupMaxSize int32
+	// ConsumerGroupAssignors is group.consumer.assignors: the server-side
+	// assignors members may ask for, among "uniform" and "range"; the
+	// first is the default.
+	ConsumerGroupAssignors []string
+	// Topics is the broker's view of the topics, which consumer groups
+	// assign. Nil means no topics exist. Call Coordinator.TopicsChanged
+	// after the view changes.
+	Topics TopicsView
+
 	// Logger receives the coordinator's logs; nil means slog.Default().
 	Logger *slog.Logger
+}
+
+// TopicsView tells the coordinator which topics exist, for the server-side
+// assignment of KIP-848 consumer groups.
+type TopicsView interface {
+	// Topics returns every topic by name. The coordinator keeps the map
+	// it gets, so the view must not change it afterwards.
+	Topics() map[string]TopicInfo
+}
+
+// TopicInfo is what an assignment needs to know of a topic.
+type TopicInfo struct {
+	// ID is the topic's UUID, which ConsumerGroupHeartbeat names it by.
+	ID [16]byte
+	// Partitions is the topic's partition count.
+	Partitions int32
 }
 
 // DefaultConfig returns Kafka's defaults.
 func DefaultConfig() Config {
 	return Config{
-		OffsetsTopicPartitions:          50,
-		Shards:                          4,
-		GroupMinSessionTimeoutMs:        6000,
-		GroupMaxSessionTimeoutMs:        1800000,
-		GroupInitialRebalanceDelayMs:    3000,
-		GroupMaxSize:                    math.MaxInt32,
-		GroupNewMemberJoinTimeoutMs:     300000,
-		OffsetMetadataMaxBytes:          4096,
-		OffsetsRetentionMs:              7 * 24 * int64(time.Hour/time.Millisecond),
-		OffsetsRetentionCheckIntervalMs: 600000,
+		OffsetsTopicPartitions:           50,
+		Shards:                           4,
+		GroupMinSessionTimeoutMs:         6000,
+		GroupMaxSessionTimeoutMs:         1800000,
+		GroupInitialRebalanceDelayMs:     3000,
+		GroupMaxSize:                     math.MaxInt32,
+		GroupNewMemberJoinTimeoutMs:      300000,
+		OffsetMetadataMaxBytes:           4096,
+		OffsetsRetentionMs:               7 * 24 * int64(time.Hour/time.Millisecond),
+		OffsetsRetentionCheckIntervalMs:  600000,
+		ConsumerGroupSessionTimeoutMs:    45000,
+		ConsumerGroupHeartbeatIntervalMs: 5000,
+		ConsumerGroupMaxSize:             math.MaxInt32,
+		ConsumerGroupAssignors:           []string{uniformAssignorName, rangeAssignorName},
 	}
 }
 
@@ -77,6 +115,19 @@ func (c Config) validate() error {
 		return fmt.Errorf("offsets.retention.ms %d must be positive", c.OffsetsRetentionMs)
 	case c.OffsetsRetentionCheckIntervalMs <= 0:
 		return fmt.Errorf("offsets.retention.check.interval.ms %d must be positive", c.OffsetsRetentionCheckIntervalMs)
+	case c.ConsumerGroupSessionTimeoutMs <= 0:
+		return fmt.Errorf("group.consumer.session.timeout.ms %d must be positive", c.ConsumerGroupSessionTimeoutMs)
+	case c.ConsumerGroupHeartbeatIntervalMs <= 0 || c.ConsumerGroupHeartbeatIntervalMs >= c.ConsumerGroupSessionTimeoutMs:
+		return fmt.Errorf("group.consumer.heartbeat.interval.ms %d must be positive and below group.consumer.session.timeout.ms %d", c.ConsumerGroupHeartbeatIntervalMs, c.ConsumerGroupSessionTimeoutMs)
+	case c.ConsumerGroupMaxSize <= 0:
+		return fmt.Errorf("group.consumer.max.size %d must be positive", c.ConsumerGroupMaxSize)
+	case len(c.ConsumerGroupAssignors) == 0:
+		return fmt.Errorf("group.consumer.assignors must name at least one assignor")
+	}
+	for _, name := range c.ConsumerGroupAssignors {
+		if assignorByName(name) == nil {
+			return fmt.Errorf("group.consumer.assignors: unknown assignor %q (known: uniform, range)", name)
+		}
 	}
 	return nil
 }

@@ -45,8 +45,14 @@ func newCoordinator(cfg Config, store Store, clock Clock, newID func() string) (
 	}
 	log = log.With("component", "group-coordinator")
 	c := &Coordinator{cfg: cfg, log: log, clock: clock, closed: make(chan struct{})}
+	var topics map[string]TopicInfo
+	if cfg.Topics != nil {
+		topics = cfg.Topics.Topics()
+	}
 	for i := range cfg.Shards {
-		c.shards = append(c.shards, newShard(i, cfg, log, store, clock, newID))
+		s := newShard(i, cfg, log, store, clock, newID)
+		s.m.setTopics(topics)
+		c.shards = append(c.shards, s)
 	}
 	for _, s := range c.shards {
 		go s.run()
@@ -159,15 +165,15 @@ func (c *Coordinator) Load(ctx context.Context, partition int32, records iter.Se
 	case <-c.closed:
 		return fmt.Errorf("load __consumer_offsets-%d: coordinator stopped", partition)
 	}
-	groups, err := replay(partition, records, c.clock.Now().UnixMilli(), c.log)
+	loaded, err := replay(partition, records, c.clock.Now().UnixMilli(), c.log)
 	if err != nil {
 		s.post(context.Background(), func() { s.m.abortLoad(partition, token) })
 		return err
 	}
-	// Count before handing the map over: from then on the shard owns it.
-	n := len(groups)
+	// Count before handing the maps over: from then on the shard owns them.
+	n := len(loaded.classic) + len(loaded.consumers)
 	installed := make(chan bool, 1)
-	if !s.post(context.Background(), func() { installed <- s.m.finishLoad(partition, token, groups) }) {
+	if !s.post(context.Background(), func() { installed <- s.m.finishLoad(partition, token, loaded) }) {
 		return fmt.Errorf("load __consumer_offsets-%d: coordinator stopped", partition)
 	}
 	select {
@@ -288,7 +294,7 @@ func (c *Coordinator) OffsetFetch(ctx context.Context, req *kmsg.OffsetFetchRequ
 				topics = append(topics, fetchTopic{t.Topic, t.Partitions})
 			}
 		}
-		res := c.fetchGroups(ctx, []fetchQuery{{req.Group, topics}}, req.RequireStable)[0]
+		res := c.fetchGroups(ctx, []fetchQuery{{group: req.Group, topics: topics}}, req.RequireStable)[0]
 		resp.ErrorCode = res.code
 		for _, t := range res.topics {
 			rt := kmsg.NewOffsetFetchResponseTopic()
@@ -328,7 +334,10 @@ func (c *Coordinator) OffsetFetch(ctx context.Context, req *kmsg.OffsetFetchRequ
 				topics = append(topics, fetchTopic{t.Topic, t.Partitions})
 			}
 		}
-		queries[i] = fetchQuery{g.Group, topics}
+		queries[i] = fetchQuery{group: g.Group, topics: topics}
+		if req.Version >= 9 {
+			queries[i].member = &fetchMember{id: g.MemberID, epoch: g.MemberEpoch}
+		}
 	}
 	for i, res := range c.fetchGroups(ctx, queries, req.RequireStable) {
 		rg := kmsg.NewOffsetFetchResponseGroup()
@@ -343,6 +352,7 @@ func (c *Coordinator) OffsetFetch(ctx context.Context, req *kmsg.OffsetFetchRequ
 type fetchQuery struct {
 	group  string
 	topics []fetchTopic
+	member *fetchMember // v9+
 }
 
 // fetchGroups asks every group's shard at once and waits for all answers.
@@ -354,7 +364,7 @@ func (c *Coordinator) fetchGroups(ctx context.Context, qs []fetchQuery, requireS
 		go func() {
 			defer wg.Done()
 			out[i] = call(c, ctx, c.shardFor(q.group), func(m *machine, reply func(fetchResult)) {
-				m.offsetFetch(q.group, q.topics, requireStable, reply)
+				m.offsetFetch(q.group, q.topics, q.member, requireStable, reply)
 			}, func(code int16) fetchResult { return fetchResult{code: code} })
 		}()
 	}

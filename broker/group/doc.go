@@ -16,10 +16,19 @@
 //     the effects interface, and answers through reply callbacks.
 //   - classic_group.go: a classic group and its members.
 //   - records.go, load.go: the record schemas and the replay of a partition.
+//   - consumer*.go, assignor_*.go: KIP-848 consumer groups
+//     (ConsumerGroupHeartbeat, ConsumerGroupDescribe): member and group
+//     epochs, server-side assignors (uniform, range), incremental
+//     reconciliation (revoke before assign), regex subscriptions, and their
+//     records (key versions 3-8 and 16).
 //
-// Behaviour follows Apache Kafka 4's GroupMetadataManager and
-// OffsetMetadataManager for classic groups. KIP-848 consumer groups
-// (ConsumerGroupHeartbeat) are meant to live beside classic groups in the same
-// partition state, as a second group kind with its own records (key versions
-// 3 and up, skipped by the loader today).
+// Behaviour follows Apache Kafka 4's GroupMetadataManager,
+// OffsetMetadataManager, ConsumerGroup and CurrentAssignmentBuilder. A group
+// id is either a classic or a consumer group: a ConsumerGroupHeartbeat takes
+// over an empty classic group (keeping its offsets) and a JoinGroup an empty
+// consumer group; live groups of the other kind answer GROUP_ID_NOT_FOUND
+// and INCONSISTENT_GROUP_PROTOCOL. Kafka's online upgrade of a live classic
+// group, and classic protocol members inside a consumer group, are not
+// implemented. Consumer groups assign the topics of Config.Topics; the
+// broker calls Coordinator.TopicsChanged when they change.
 package group

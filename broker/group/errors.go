@@ -26,6 +26,13 @@ var (
 	errGroupSubscribedToTopic    = kerr.GroupSubscribedToTopic.Code
 	errOffsetMetadataTooLarge    = kerr.OffsetMetadataTooLarge.Code
 	errUnknownServerError        = kerr.UnknownServerError.Code
+	errInvalidRequest            = kerr.InvalidRequest.Code
+	errUnsupportedVersion        = kerr.UnsupportedVersion.Code
+	errFencedMemberEpoch         = kerr.FencedMemberEpoch.Code
+	errUnreleasedInstanceID      = kerr.UnreleasedInstanceID.Code
+	errUnsupportedAssignor       = kerr.UnsupportedAssignor.Code
+	errStaleMemberEpoch          = kerr.StaleMemberEpoch.Code
+	errInvalidRegularExpression  = kerr.InvalidRegularExpression.Code
 )
 
 // appendErrorCode maps a failed Store.Append to the code the client gets, as

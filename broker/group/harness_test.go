@@ -191,6 +191,8 @@ type harness struct {
 	store *memStore
 	c     *Coordinator
 	ids   atomic.Int64
+	// topics is the topics view consumer groups assign from.
+	topics *fakeTopics
 }
 
 func testConfig() Config {
@@ -202,7 +204,10 @@ func testConfig() Config {
 }
 
 func newHarness(t testing.TB, cfg Config) *harness {
-	h := &harness{t: t, cfg: cfg, clock: newFakeClock(), store: newMemStore()}
+	h := &harness{t: t, cfg: cfg, clock: newFakeClock(), store: newMemStore(), topics: newFakeTopics()}
+	if h.cfg.Topics == nil {
+		h.cfg.Topics = h.topics
+	}
 	h.start()
 	t.Cleanup(func() { h.c.Close() })
 	return h

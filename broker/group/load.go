@@ -8,27 +8,35 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
+// loadedPartition is the state replayed from one __consumer_offsets
+// partition.
+type loadedPartition struct {
+	classic   map[string]*classicGroup
+	consumers map[string]*consumerGroup
+}
+
 // replay rebuilds the groups of a partition from its records, in log order,
 // as Kafka's GroupCoordinatorShard.replay: offset commits and tombstones,
-// group metadata and tombstones. Record types Gregor does not know yet
-// (KIP-848 consumer groups, share groups) are skipped, as Kafka skips
-// unknown types. A record that does not decode fails the load.
-func replay(partition int32, records iter.Seq2[Record, error], nowMs int64, log *slog.Logger) (map[string]*classicGroup, error) {
-	groups := make(map[string]*classicGroup)
+// classic group metadata and tombstones, and the consumer group records.
+// Record types Gregor does not know (share groups) are skipped, as Kafka
+// skips unknown types. A record that does not decode fails the load.
+func replay(partition int32, records iter.Seq2[Record, error], nowMs int64, log *slog.Logger) (*loadedPartition, error) {
+	lp := &loadedPartition{classic: make(map[string]*classicGroup), consumers: make(map[string]*consumerGroup)}
 	n := 0
 	for r, err := range records {
 		if err != nil {
 			return nil, fmt.Errorf("read __consumer_offsets-%d record %d: %w", partition, n, err)
 		}
-		if err := replayOne(groups, partition, r, nowMs, log); err != nil {
+		if err := replayOne(lp, partition, r, nowMs, log); err != nil {
 			return nil, fmt.Errorf("replay __consumer_offsets-%d record %d: %w", partition, n, err)
 		}
 		n++
 	}
-	return groups, nil
+	return lp, nil
 }
 
-func replayOne(groups map[string]*classicGroup, partition int32, r Record, nowMs int64, log *slog.Logger) error {
+func replayOne(lp *loadedPartition, partition int32, r Record, nowMs int64, log *slog.Logger) error {
+	groups := lp.classic
 	version, ok := keyVersion(r.Key)
 	if !ok {
 		return fmt.Errorf("key of %d bytes has no version", len(r.Key))
@@ -40,22 +48,27 @@ func replayOne(groups map[string]*classicGroup, partition int32, r Record, nowMs
 			return fmt.Errorf("decode offset commit key: %w", err)
 		}
 		t := tp{k.Topic, k.Partition}
+		if cg := lp.consumers[k.Group]; cg != nil {
+			if r.Value == nil {
+				delete(cg.offsets, t)
+				return nil
+			}
+			o, err := decodeOffsetValue(r.Value)
+			if err != nil {
+				return fmt.Errorf("decode offset commit value of %s %s-%d: %w", k.Group, k.Topic, k.Partition, err)
+			}
+			cg.offsets[t] = o
+			return nil
+		}
 		if r.Value == nil {
 			if g := groups[k.Group]; g != nil {
 				delete(g.offsets, t)
 			}
 			return nil
 		}
-		var v kmsg.OffsetCommitValue
-		if err := v.ReadFrom(r.Value); err != nil {
+		o, err := decodeOffsetValue(r.Value)
+		if err != nil {
 			return fmt.Errorf("decode offset commit value of %s %s-%d: %w", k.Group, k.Topic, k.Partition, err)
-		}
-		o := offsetValue{offset: v.Offset, leaderEpoch: -1, metadata: v.Metadata, commitTimestamp: v.CommitTimestamp, expireTimestamp: -1}
-		if v.Version >= 3 {
-			o.leaderEpoch = v.LeaderEpoch
-		}
-		if v.Version == 1 {
-			o.expireTimestamp = v.ExpireTimestamp
 		}
 		g := groups[k.Group]
 		if g == nil {
@@ -85,11 +98,17 @@ func replayOne(groups map[string]*classicGroup, partition int32, r Record, nowMs
 		if err := v.ReadFrom(r.Value); err != nil {
 			return fmt.Errorf("decode group metadata value of %s: %w", k.Group, err)
 		}
+		if lp.consumers[k.Group] != nil {
+			return fmt.Errorf("classic group metadata for %s, which is a consumer group", k.Group)
+		}
 		g := groupFromRecord(k.Group, partition, &v)
 		if old != nil {
 			g.offsets = old.offsets
 		}
 		groups[k.Group] = g
+	case cgMetadataKeyVersion, cgPartitionMetadataKeyVersion, cgMemberMetadataKeyVersion,
+		cgTargetMetadataKeyVersion, cgTargetMemberKeyVersion, cgCurrentAssignmentKeyVersion, cgRegexKeyVersion:
+		return replayConsumer(lp, partition, version, r, nowMs)
 	default:
 		log.Debug("skip unknown __consumer_offsets record type", "partition", partition, "type", version)
 	}
@@ -142,4 +161,20 @@ func groupFromRecord(id string, partition int32, v *kmsg.GroupMetadataValue) *cl
 	g.protocolType = v.ProtocolType
 	g.computeSubscribedTopics()
 	return g
+}
+
+// decodeOffsetValue reads an OffsetCommitValue of any version.
+func decodeOffsetValue(b []byte) (offsetValue, error) {
+	var v kmsg.OffsetCommitValue
+	if err := v.ReadFrom(b); err != nil {
+		return offsetValue{}, err
+	}
+	o := offsetValue{offset: v.Offset, leaderEpoch: -1, metadata: v.Metadata, commitTimestamp: v.CommitTimestamp, expireTimestamp: -1}
+	if v.Version >= 3 {
+		o.leaderEpoch = v.LeaderEpoch
+	}
+	if v.Version == 1 {
+		o.expireTimestamp = v.ExpireTimestamp
+	}
+	return o, nil
 }

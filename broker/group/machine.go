@@ -11,10 +11,12 @@ import (
 type timerKind uint8
 
 const (
-	timerHeartbeat timerKind = iota // a member's session expiry
-	timerJoin                       // the end of a group's join phase
-	timerSync                       // the deadline for a group's SyncGroups
-	timerExpiry                     // the shard's offset retention sweep
+	timerHeartbeat         timerKind = iota // a member's session expiry
+	timerJoin                               // the end of a group's join phase
+	timerSync                               // the deadline for a group's SyncGroups
+	timerExpiry                             // the shard's offset retention sweep
+	timerConsumerSession                    // a consumer group member's session expiry
+	timerConsumerRebalance                  // a consumer group member's revocation deadline
 )
 
 // timerKey identifies a timer; scheduling a key again replaces its timer.
@@ -53,6 +55,9 @@ type partitionState struct {
 	loading   bool
 	loadToken uint64
 	groups    map[string]*classicGroup
+	// consumers holds the KIP-848 consumer groups. A group id is in at
+	// most one of the two maps.
+	consumers map[string]*consumerGroup
 }
 
 // machine is the state of one shard: the groups and offsets of the
@@ -65,10 +70,38 @@ type machine struct {
 	newID      func() string
 	partitions map[int32]*partitionState
 	loadTokens uint64
+
+	// topics is the latest snapshot of the broker's topics, by name and
+	// by id; topicsVersion counts snapshots.
+	topics        map[string]TopicInfo
+	topicNames    map[topicID]string
+	topicsVersion int64
 }
 
 func newMachine(cfg Config, log *slog.Logger, clock Clock, fx effects, newID func() string) *machine {
-	return &machine{cfg: cfg, log: log, clock: clock, fx: fx, newID: newID, partitions: make(map[int32]*partitionState)}
+	m := &machine{cfg: cfg, log: log, clock: clock, fx: fx, newID: newID, partitions: make(map[int32]*partitionState)}
+	m.setTopics(nil)
+	return m
+}
+
+// setTopics installs a new snapshot of the topics. Consumer groups
+// recompute their subscriptions on their next heartbeat, as Kafka's groups
+// do on a new metadata image.
+func (m *machine) setTopics(topics map[string]TopicInfo) {
+	if topics == nil {
+		topics = map[string]TopicInfo{}
+	}
+	m.topics = topics
+	m.topicNames = make(map[topicID]string, len(topics))
+	for name, t := range topics {
+		m.topicNames[t.ID] = name
+	}
+	m.topicsVersion++
+	for _, p := range m.partitions {
+		for _, g := range p.consumers {
+			g.refresh = true
+		}
+	}
 }
 
 func (m *machine) nowMs() int64 { return m.clock.Now().UnixMilli() }
@@ -151,21 +184,25 @@ func (m *machine) beginLoad(partition int32) uint64 {
 		m.unload(partition)
 	}
 	m.loadTokens++
-	m.partitions[partition] = &partitionState{id: partition, loading: true, loadToken: m.loadTokens, groups: map[string]*classicGroup{}}
+	m.partitions[partition] = &partitionState{id: partition, loading: true, loadToken: m.loadTokens, groups: map[string]*classicGroup{}, consumers: map[string]*consumerGroup{}}
 	return m.loadTokens
 }
 
 // finishLoad installs replayed groups, unless the partition was unloaded or
 // loaded again meanwhile. Members get fresh session timers, and groups over
 // group.max.size rebalance, as in Kafka's onLoaded.
-func (m *machine) finishLoad(partition int32, token uint64, groups map[string]*classicGroup) bool {
+func (m *machine) finishLoad(partition int32, token uint64, loaded *loadedPartition) bool {
 	p := m.partitions[partition]
 	if p == nil || !p.loading || p.loadToken != token {
 		return false
 	}
 	p.loading = false
-	p.groups = groups
-	for _, g := range groups {
+	p.groups = loaded.classic
+	p.consumers = loaded.consumers
+	for _, g := range p.consumers {
+		m.consumerGroupLoaded(g)
+	}
+	for _, g := range p.groups {
 		for _, id := range g.order {
 			m.scheduleHeartbeat(g, id, g.members[id].sessionTimeoutMs)
 		}
@@ -191,6 +228,10 @@ func (m *machine) unload(partition int32) {
 		return
 	}
 	delete(m.partitions, partition)
+	for _, g := range p.consumers {
+		m.cancelConsumerTimers(g)
+		g.dead = true
+	}
 	for _, g := range p.groups {
 		m.cancelGroupTimers(g)
 		for _, id := range g.order {

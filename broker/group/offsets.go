@@ -47,6 +47,14 @@ func (m *machine) offsetCommit(req *kmsg.OffsetCommitRequest, reply func(*kmsg.O
 		reply(commitResponse(req, code))
 		return
 	}
+	if cg := p.consumers[req.Group]; cg != nil {
+		if code := validateConsumerOffsetCommit(cg, req); code != 0 {
+			reply(commitResponse(req, code))
+			return
+		}
+		m.writeOffsets(p, req.Group, &cg.offsetStore, func() bool { return !cg.dead }, req, reply, nil)
+		return
+	}
 	g := p.groups[req.Group]
 	created := false
 	if g == nil {
@@ -76,7 +84,18 @@ func (m *machine) offsetCommit(req *kmsg.OffsetCommitRequest, reply func(*kmsg.O
 			m.scheduleHeartbeat(g, mem.id, mem.sessionTimeoutMs)
 		}
 	}
+	m.writeOffsets(p, req.Group, &g.offsetStore, func() bool { return !g.is(stateDead) }, req, reply, func() {
+		if created && m.current(g) && g.isSimple() && len(g.offsets) == 0 && len(g.inflight) == 0 {
+			delete(p.groups, g.id)
+			g.transitionTo(stateDead, m.nowMs())
+		}
+	})
+}
 
+// writeOffsets appends a commit's offsets to a group's store and answers
+// once they are durable; alive says whether the group still stands then,
+// and failed runs after a failed append.
+func (m *machine) writeOffsets(p *partitionState, group string, g *offsetStore, alive func() bool, req *kmsg.OffsetCommitRequest, reply func(*kmsg.OffsetCommitResponse), failed func()) {
 	now := m.nowMs()
 	expire := int64(-1)
 	if req.Version >= 2 && req.Version <= 4 && req.RetentionTimeMillis != -1 {
@@ -111,7 +130,7 @@ func (m *machine) offsetCommit(req *kmsg.OffsetCommitRequest, reply func(*kmsg.O
 				g.inflight[k] = ic
 			}
 			ic.n++
-			recs = append(recs, offsetCommitRecord(req.Group, k, v))
+			recs = append(recs, offsetCommitRecord(group, k, v))
 			tps = append(tps, k)
 			values = append(values, v)
 			pending = append(pending, ic)
@@ -131,14 +150,13 @@ func (m *machine) offsetCommit(req *kmsg.OffsetCommitRequest, reply func(*kmsg.O
 			if ic.n == 0 {
 				delete(g.inflight, k)
 			}
-			if err == nil && !g.is(stateDead) {
+			if err == nil && alive() {
 				g.offsets[k] = values[i]
 			}
 		}
 		if err != nil {
-			if created && m.current(g) && g.isSimple() && len(g.offsets) == 0 && len(g.inflight) == 0 {
-				delete(p.groups, g.id)
-				g.transitionTo(stateDead, m.nowMs())
+			if failed != nil {
+				failed()
 			}
 			reply(commitResponse(req, appendErrorCode(err)))
 			return
@@ -189,27 +207,81 @@ type fetchResult struct {
 // offsetFetch answers one group of an OffsetFetch; nil topics means all
 // committed partitions. With requireStable the answer waits for the commits
 // in flight on the partition, as Kafka's write-path fetch does.
-func (m *machine) offsetFetch(group string, topics []fetchTopic, requireStable bool, reply func(fetchResult)) {
+func (m *machine) offsetFetch(group string, topics []fetchTopic, member *fetchMember, requireStable bool, reply func(fetchResult)) {
 	p, code := m.partitionOf(group)
 	if code != 0 {
 		reply(fetchResult{code: code})
 		return
 	}
 	if !requireStable {
-		reply(m.readOffsets(group, topics))
+		reply(m.readOffsets(group, topics, member))
 		return
 	}
-	m.fx.append(p.id, nil, func(error) { reply(m.readOffsets(group, topics)) })
+	m.fx.append(p.id, nil, func(error) { reply(m.readOffsets(group, topics, member)) })
 }
 
-func (m *machine) readOffsets(group string, topics []fetchTopic) fetchResult {
+// fetchMember is the member an OffsetFetch v9+ comes from.
+type fetchMember struct {
+	id    *string
+	epoch int32
+}
+
+// validateConsumerOffsetCommit is ConsumerGroup.validateOffsetCommit: with
+// members, only a member at its current epoch commits; without, anyone
+// outside the group (member epoch -1) may.
+func validateConsumerOffsetCommit(g *consumerGroup, req *kmsg.OffsetCommitRequest) int16 {
+	if req.Generation < 0 && len(g.members) == 0 {
+		return 0
+	}
+	mem := g.members[req.MemberID]
+	switch {
+	case mem == nil:
+		return errUnknownMemberID
+	case req.Version < 9:
+		// Consumer protocol members must commit with member epochs.
+		return errUnsupportedVersion
+	case req.Generation != mem.epoch:
+		return errStaleMemberEpoch
+	}
+	return 0
+}
+
+// validateConsumerOffsetFetch is ConsumerGroup.validateOffsetFetch: a fetch
+// naming a member must come from it at its current epoch.
+func validateConsumerOffsetFetch(g *consumerGroup, f *fetchMember) int16 {
+	if f == nil || f.id == nil && f.epoch < 0 {
+		return 0
+	}
+	id := ""
+	if f.id != nil {
+		id = *f.id
+	}
+	mem := g.members[id]
+	switch {
+	case mem == nil:
+		return errUnknownMemberID
+	case f.epoch != mem.epoch:
+		return errStaleMemberEpoch
+	}
+	return 0
+}
+
+func (m *machine) readOffsets(group string, topics []fetchTopic, member *fetchMember) fetchResult {
 	p, code := m.partitionOf(group)
 	if code != 0 {
 		return fetchResult{code: code}
 	}
-	g := p.groups[group]
+	var offsets map[tp]offsetValue
+	if cg := p.consumers[group]; cg != nil {
+		if code := validateConsumerOffsetFetch(cg, member); code != 0 {
+			return fetchResult{code: code}
+		}
+		offsets = cg.offsets
+	} else if g := p.groups[group]; g != nil {
+		offsets = g.offsets
+	}
 	if topics == nil {
-		return fetchResult{topics: allOffsets(g)}
+		return fetchResult{topics: allOffsets(offsets)}
 	}
 	out := make([]kmsg.OffsetFetchResponseGroupTopic, 0, len(topics))
 	for _, t := range topics {
@@ -221,12 +293,10 @@ func (m *machine) readOffsets(group string, topics []fetchTopic) fetchResult {
 			rp.Offset = -1
 			rp.LeaderEpoch = -1
 			md := ""
-			if g != nil {
-				if o, ok := g.offsets[tp{t.topic, part}]; ok {
-					rp.Offset = o.offset
-					rp.LeaderEpoch = o.leaderEpoch
-					md = o.metadata
-				}
+			if o, ok := offsets[tp{t.topic, part}]; ok {
+				rp.Offset = o.offset
+				rp.LeaderEpoch = o.leaderEpoch
+				md = o.metadata
 			}
 			rp.Metadata = &md
 			rt.Partitions = append(rt.Partitions, rp)
@@ -238,13 +308,10 @@ func (m *machine) readOffsets(group string, topics []fetchTopic) fetchResult {
 
 // allOffsets lists a group's committed offsets sorted by topic and
 // partition.
-func allOffsets(g *classicGroup) []kmsg.OffsetFetchResponseGroupTopic {
+func allOffsets(offsets map[tp]offsetValue) []kmsg.OffsetFetchResponseGroupTopic {
 	out := []kmsg.OffsetFetchResponseGroupTopic{}
-	if g == nil {
-		return out
-	}
-	for _, k := range sortedTPs(g.offsets) {
-		o := g.offsets[k]
+	for _, k := range sortedTPs(offsets) {
+		o := offsets[k]
 		if len(out) == 0 || out[len(out)-1].Topic != k.topic {
 			rt := kmsg.NewOffsetFetchResponseGroupTopic()
 			rt.Topic = k.topic
@@ -284,22 +351,32 @@ func (m *machine) offsetDelete(req *kmsg.OffsetDeleteRequest, reply func(*kmsg.O
 		reply(resp)
 		return
 	}
-	g := p.groups[req.Group]
-	switch {
-	case g == nil || g.is(stateDead):
-		resp.ErrorCode = errGroupIDNotFound
-		reply(resp)
-		return
-	case !g.is(stateEmpty) && !g.usesConsumerProtocol():
-		resp.ErrorCode = errNonEmptyGroup
-		reply(resp)
-		return
+	var (
+		store        *offsetStore
+		isSubscribed func(string) bool
+	)
+	if cg := p.consumers[req.Group]; cg != nil {
+		store, isSubscribed = &cg.offsetStore, cg.isSubscribedToTopic
+	} else {
+		g := p.groups[req.Group]
+		switch {
+		case g == nil || g.is(stateDead):
+			resp.ErrorCode = errGroupIDNotFound
+			reply(resp)
+			return
+		case !g.is(stateEmpty) && !g.usesConsumerProtocol():
+			resp.ErrorCode = errNonEmptyGroup
+			reply(resp)
+			return
+		}
+		store, isSubscribed = &g.offsetStore, g.isSubscribedToTopic
 	}
+	g := store
 	var recs []Record
 	for _, t := range req.Topics {
 		rt := kmsg.NewOffsetDeleteResponseTopic()
 		rt.Topic = t.Topic
-		subscribed := g.isSubscribedToTopic(t.Topic)
+		subscribed := isSubscribed(t.Topic)
 		for _, pt := range t.Partitions {
 			rp := kmsg.NewOffsetDeleteResponseTopicPartition()
 			rp.Partition = pt.Partition
@@ -311,7 +388,7 @@ func (m *machine) offsetDelete(req *kmsg.OffsetDeleteRequest, reply func(*kmsg.O
 			k := tp{t.Topic, pt.Partition}
 			_, committed := g.offsets[k]
 			if committed || g.inflight[k] != nil {
-				recs = append(recs, offsetTombstone(g.id, k))
+				recs = append(recs, offsetTombstone(req.Group, k))
 				delete(g.offsets, k)
 				delete(g.inflight, k)
 			}
@@ -401,6 +478,13 @@ func (m *machine) sweepExpired() {
 				m.deleteGroup(p, g)
 			}
 		}
+		for _, id := range sortedKeys(p.consumers) {
+			g := p.consumers[id]
+			if m.expireConsumerOffsets(g, now, &recs) && g.state() == cgEmpty {
+				recs = append(recs, consumerTombstones(g)...)
+				m.deleteConsumerGroup(p, g)
+			}
+		}
 		if len(recs) == 0 {
 			continue
 		}
@@ -411,4 +495,29 @@ func (m *machine) sweepExpired() {
 			}
 		})
 	}
+}
+
+// expireConsumerOffsets is expireOffsets for a consumer group, whose
+// offsets expire retention after their commit unless a member subscribes
+// to their topic (ConsumerGroup.offsetExpirationCondition).
+func (m *machine) expireConsumerOffsets(g *consumerGroup, nowMs int64, recs *[]Record) bool {
+	all := len(g.inflight) == 0
+	for _, k := range sortedTPs(g.offsets) {
+		if g.isSubscribedToTopic(k.topic) {
+			all = false
+			continue
+		}
+		o := g.offsets[k]
+		expired := nowMs-o.commitTimestamp >= m.cfg.OffsetsRetentionMs
+		if o.expireTimestamp >= 0 {
+			expired = nowMs >= o.expireTimestamp
+		}
+		if !expired || g.inflight[k] != nil {
+			all = false
+			continue
+		}
+		*recs = append(*recs, offsetTombstone(g.id, k))
+		delete(g.offsets, k)
+	}
+	return all
 }

@@ -306,7 +306,9 @@ func (s *script) exec(a args, out *strings.Builder) {
 	case "state":
 		out.WriteString(s.state(a.str("g", "g1")))
 	default:
-		s.t.Fatalf("unknown command %q", a.name)
+		if !s.execConsumer(a, out) {
+			s.t.Fatalf("unknown command %q", a.name)
+		}
 	}
 }
 
@@ -770,7 +772,7 @@ func describeRecord(r Record) string {
 		}
 		return fmt.Sprintf("%s value=v%d type=%q gen=%d protocol=%s leader=%s members=[%s]", head, val.Version, val.ProtocolType, val.Generation, proto, leader, strings.Join(ms, " "))
 	}
-	return fmt.Sprintf("unknown key version %d", v)
+	return describeConsumerRecord(r)
 }
 
 // state prints a group's internal state.

@@ -23,6 +23,7 @@ const usage = `usage: gregor <command> [flags]
 commands:
   serve     run a node (broker and controller); see gregor serve -h
   perf      measure produce or consume throughput against a running cluster
+  groups    list consumer groups, or describe one with its lag
   version   print the version
 `
 
@@ -37,6 +38,8 @@ func main() {
 		err = runServe(os.Args[2:], os.Stderr)
 	case "perf":
 		err = runPerf(os.Args[2:])
+	case "groups":
+		err = runGroups(os.Args[2:])
 	case "version", "--version", "-v":
 		err = runVersion(os.Stdout)
 	case "help", "-h", "--help":

@@ -1,0 +1,18 @@
+package broker
+
+import "github.com/twmb/franz-go/pkg/kmsg"
+
+// ConsumerGroupHeartbeat (key 68), versions 0-1: the KIP-848 consumer
+// group protocol. The coordinator computes assignments on the server
+// (uniform or range), and members reconcile incrementally: partitions are
+// assigned only once their previous owner has revoked them. Gregor
+// advertises the group.version feature at level 1, which tells clients
+// the protocol is on.
+func init() { register(68, 0, 1, handleConsumerGroupHeartbeat) }
+
+func handleConsumerGroupHeartbeat(s *Server, r *request) (result, error) {
+	req := r.req.(*kmsg.ConsumerGroupHeartbeatRequest)
+	return inGroupCoordinator(func() kmsg.Response {
+		return s.groups.coord.ConsumerGroupHeartbeat(r.conn.ctx, r.clientInfo(), req)
+	})
+}

@@ -1,0 +1,12 @@
+package broker
+
+import "github.com/twmb/franz-go/pkg/kmsg"
+
+// ConsumerGroupDescribe (key 69), versions 0-1: members, epochs and
+// assignments of KIP-848 consumer groups.
+func init() { register(69, 0, 1, handleConsumerGroupDescribe) }
+
+func handleConsumerGroupDescribe(s *Server, r *request) (result, error) {
+	req := r.req.(*kmsg.ConsumerGroupDescribeRequest)
+	return inGroupCoordinator(func() kmsg.Response { return s.groups.coord.ConsumerGroupDescribe(r.conn.ctx, req) })
+}

@@ -1,0 +1,380 @@
+package group
+
+import (
+	"maps"
+	"slices"
+)
+
+// memberState is a consumer group member's reconciliation state, as Kafka's
+// MemberState; its values are the ones ConsumerGroupCurrentMemberAssignment
+// records carry.
+type memberState int8
+
+const (
+	memberStable               memberState = 0 // owns its target for its epoch
+	memberUnrevokedPartitions  memberState = 1 // must revoke partitions first
+	memberUnreleasedPartitions memberState = 2 // waits for others to release partitions
+	memberUnknownState         memberState = 127
+)
+
+func (s memberState) String() string {
+	switch s {
+	case memberStable:
+		return "STABLE"
+	case memberUnrevokedPartitions:
+		return "UNREVOKED_PARTITIONS"
+	case memberUnreleasedPartitions:
+		return "UNRELEASED_PARTITIONS"
+	}
+	return "UNKNOWN"
+}
+
+// Member epochs with a meaning of their own in ConsumerGroupHeartbeat.
+const (
+	joinEpoch        = 0
+	leaveEpoch       = -1
+	staticLeaveEpoch = -2
+)
+
+// consumerMember is one member of a consumer (KIP-848) group.
+type consumerMember struct {
+	id                 string
+	instanceID         *string
+	rackID             *string
+	clientID           string
+	clientHost         string
+	topicNames         []string // sorted, distinct
+	regex              string   // "" when none
+	rebalanceTimeoutMs int32
+	serverAssignor     string // "" when none
+
+	epoch         int32
+	previousEpoch int32
+	state         memberState
+	assigned      tpSet // partitions the member owns (or may own)
+	revoking      tpSet // partitions it must give up first
+}
+
+func (m *consumerMember) clone() *consumerMember {
+	c := *m
+	c.topicNames = slices.Clone(m.topicNames)
+	c.assigned = m.assigned.clone()
+	c.revoking = m.revoking.clone()
+	return &c
+}
+
+// sameSubscription reports whether the fields a ConsumerGroupMemberMetadata
+// record carries are equal.
+func (m *consumerMember) sameSubscription(o *consumerMember) bool {
+	return eqOpt(m.instanceID, o.instanceID) && eqOpt(m.rackID, o.rackID) &&
+		m.clientID == o.clientID && m.clientHost == o.clientHost &&
+		slices.Equal(m.topicNames, o.topicNames) && m.regex == o.regex &&
+		m.rebalanceTimeoutMs == o.rebalanceTimeoutMs && m.serverAssignor == o.serverAssignor
+}
+
+// sameAssignment reports whether the fields a ConsumerGroupCurrentMember
+// Assignment record carries are equal.
+func (m *consumerMember) sameAssignment(o *consumerMember) bool {
+	return m.epoch == o.epoch && m.previousEpoch == o.previousEpoch && m.state == o.state &&
+		m.assigned.equal(o.assigned) && m.revoking.equal(o.revoking)
+}
+
+// isReconciledTo reports whether the member owns its target assignment of
+// the given epoch.
+func (m *consumerMember) isReconciledTo(epoch int32) bool {
+	return m.state == memberStable && m.epoch == epoch
+}
+
+func eqOpt(a, b *string) bool {
+	if a == nil || b == nil {
+		return a == nil && b == nil
+	}
+	return *a == *b
+}
+
+// consumerGroupState is a consumer group's state, derived from its epochs
+// and members as Kafka's ConsumerGroup.maybeUpdateGroupState.
+type consumerGroupState int8
+
+const (
+	cgEmpty consumerGroupState = iota
+	cgAssigning
+	cgReconciling
+	cgStable
+	cgDead
+)
+
+func (s consumerGroupState) String() string {
+	return [...]string{"Empty", "Assigning", "Reconciling", "Stable", "Dead"}[s]
+}
+
+// offsetStore is a group's committed offsets, shared by both group kinds.
+type offsetStore struct {
+	offsets map[tp]offsetValue
+	// inflight holds, per partition, the commits appended but not yet
+	// acknowledged. Deleting an offset drops the entry, so a commit that
+	// completes afterwards sees a different pointer and is not applied:
+	// the log has the commit before the tombstone.
+	inflight map[tp]*inflightCommit
+}
+
+func newOffsetStore() offsetStore {
+	return offsetStore{offsets: make(map[tp]offsetValue), inflight: make(map[tp]*inflightCommit)}
+}
+
+// consumerGroup is one KIP-848 consumer group with its committed offsets.
+type consumerGroup struct {
+	id        string
+	partition int32
+	dead      bool
+
+	epoch           int32 // the group epoch
+	assignmentEpoch int32 // the epoch of the target assignment
+	members         map[string]*consumerMember
+	static          map[string]string // group.instance.id -> member id
+	target          map[string]tpSet  // member id -> target assignment
+	// subscription is the metadata of the subscribed topics the target
+	// assignment was computed with; a change of it bumps the epoch.
+	subscription map[string]topicMeta
+	regexes      map[string]resolvedRegex
+	// owners maps each partition some member owns or revokes to the epoch
+	// of that member, as Kafka's currentPartitionEpoch.
+	owners map[topicID]map[int32]int32
+
+	// refresh is set when topic metadata changed: the next heartbeat
+	// recomputes the subscription metadata and resolves the regexes.
+	refresh bool
+	// seq counts mutations; a failed append undoes its mutation only if
+	// nothing changed the group since.
+	seq uint64
+
+	offsetStore
+}
+
+func newConsumerGroup(id string, partition int32) *consumerGroup {
+	return &consumerGroup{
+		id:           id,
+		partition:    partition,
+		members:      make(map[string]*consumerMember),
+		static:       make(map[string]string),
+		target:       make(map[string]tpSet),
+		subscription: make(map[string]topicMeta),
+		regexes:      make(map[string]resolvedRegex),
+		owners:       make(map[topicID]map[int32]int32),
+		offsetStore:  newOffsetStore(),
+	}
+}
+
+// state derives the group state: Empty without members, Assigning while the
+// target lags the group epoch, Reconciling while a member has not reached
+// the target, else Stable.
+func (g *consumerGroup) state() consumerGroupState {
+	switch {
+	case g.dead:
+		return cgDead
+	case len(g.members) == 0:
+		return cgEmpty
+	case g.epoch > g.assignmentEpoch:
+		return cgAssigning
+	}
+	for _, m := range g.members {
+		if !m.isReconciledTo(g.assignmentEpoch) {
+			return cgReconciling
+		}
+	}
+	return cgStable
+}
+
+// snapshot copies everything a heartbeat may change, for undoing it when
+// its records fail to append. Offsets are not part of it: they change only
+// once their own appends succeed.
+func (g *consumerGroup) snapshot() *consumerGroup {
+	c := *g
+	c.members = make(map[string]*consumerMember, len(g.members))
+	for id, m := range g.members {
+		c.members[id] = m.clone()
+	}
+	c.static = maps.Clone(g.static)
+	c.target = make(map[string]tpSet, len(g.target))
+	for id, t := range g.target {
+		c.target[id] = t.clone()
+	}
+	c.subscription = maps.Clone(g.subscription)
+	c.regexes = maps.Clone(g.regexes)
+	c.owners = make(map[topicID]map[int32]int32, len(g.owners))
+	for id, ps := range g.owners {
+		c.owners[id] = maps.Clone(ps)
+	}
+	return &c
+}
+
+// restore puts back a snapshot's state, keeping the live offsets. The
+// mutation counter moves on, so that ops issued after the snapshot, whose
+// appends fail after this one, undo nothing more.
+func (g *consumerGroup) restore(s *consumerGroup) {
+	offsets, seq := g.offsetStore, g.seq
+	*g = *s
+	g.offsetStore, g.seq = offsets, seq+1
+}
+
+// updateMember stores a member, keeping the static index and partition
+// owners in step, as ConsumerGroup.updateMember.
+func (g *consumerGroup) updateMember(m *consumerMember) {
+	if old := g.members[m.id]; old != nil {
+		g.removeOwners(old)
+	}
+	g.members[m.id] = m
+	if m.instanceID != nil {
+		g.static[*m.instanceID] = m.id
+	}
+	g.addOwners(m)
+}
+
+func (g *consumerGroup) removeMember(id string) {
+	m := g.members[id]
+	if m == nil {
+		return
+	}
+	g.removeOwners(m)
+	delete(g.members, id)
+	if m.instanceID != nil && g.static[*m.instanceID] == id {
+		delete(g.static, *m.instanceID)
+	}
+}
+
+func (g *consumerGroup) addOwners(m *consumerMember) {
+	for _, s := range []tpSet{m.assigned, m.revoking} {
+		for id, ps := range s {
+			o := g.owners[id]
+			if o == nil {
+				o = make(map[int32]int32, len(ps))
+				g.owners[id] = o
+			}
+			for _, p := range ps {
+				o[p] = m.epoch
+			}
+		}
+	}
+}
+
+func (g *consumerGroup) removeOwners(m *consumerMember) {
+	for _, s := range []tpSet{m.assigned, m.revoking} {
+		for id, ps := range s {
+			o := g.owners[id]
+			for _, p := range ps {
+				if e, ok := o[p]; ok && e == m.epoch {
+					delete(o, p)
+				}
+			}
+			if len(o) == 0 {
+				delete(g.owners, id)
+			}
+		}
+	}
+}
+
+// partitionOwned reports whether some member still owns or revokes a
+// partition, which must then wait before anyone else gets it.
+func (g *consumerGroup) partitionOwned(id topicID, p int32) bool {
+	_, ok := g.owners[id][p]
+	return ok
+}
+
+// staticMember returns the member holding an instance id, or nil.
+func (g *consumerGroup) staticMember(instanceID *string) *consumerMember {
+	if instanceID == nil {
+		return nil
+	}
+	if id, ok := g.static[*instanceID]; ok {
+		return g.members[id]
+	}
+	return nil
+}
+
+// subscribedTopics counts, per topic, the members subscribed to it by name
+// or through a resolved regex, with old replaced by updated (either may be
+// nil).
+func (g *consumerGroup) subscribedTopics(old, updated *consumerMember) map[string]int {
+	out := make(map[string]int)
+	count := func(m *consumerMember, d int) {
+		for _, t := range m.topicNames {
+			out[t] += d
+		}
+		if m.regex != "" {
+			for _, t := range g.regexes[m.regex].topics {
+				out[t] += d
+			}
+		}
+	}
+	for _, m := range g.members {
+		if old != nil && m.id == old.id {
+			continue
+		}
+		count(m, 1)
+	}
+	if updated != nil {
+		count(updated, 1)
+	}
+	for t, n := range out {
+		if n <= 0 {
+			delete(out, t)
+		}
+	}
+	return out
+}
+
+// isSubscribedToTopic reports whether a member consumes the topic, by name
+// or regex; such offsets are neither deleted nor expired.
+func (g *consumerGroup) isSubscribedToTopic(topic string) bool {
+	for _, m := range g.members {
+		if _, ok := slices.BinarySearch(m.topicNames, topic); ok {
+			return true
+		}
+		if m.regex != "" {
+			if _, ok := slices.BinarySearch(g.regexes[m.regex].topics, topic); ok {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// regexMembers counts the members subscribed to a regex.
+func (g *consumerGroup) regexMembers(regex string) int {
+	n := 0
+	for _, m := range g.members {
+		if m.regex == regex {
+			n++
+		}
+	}
+	return n
+}
+
+// preferredAssignor is the server assignor most members ask for, ties to
+// the smallest name; "" when none asks.
+func (g *consumerGroup) preferredAssignor(old, updated *consumerMember) string {
+	counts := make(map[string]int)
+	for _, m := range g.members {
+		if old != nil && m.id == old.id {
+			continue
+		}
+		if m.serverAssignor != "" {
+			counts[m.serverAssignor]++
+		}
+	}
+	if updated != nil && updated.serverAssignor != "" {
+		counts[updated.serverAssignor]++
+	}
+	best, n := "", 0
+	for _, name := range sortedKeys(counts) {
+		if counts[name] > n {
+			best, n = name, counts[name]
+		}
+	}
+	return best
+}
+
+// sortedMemberIDs lists member ids in order, for deterministic output.
+func (g *consumerGroup) sortedMemberIDs() []string {
+	return sortedKeys(g.members)
+}

@@ -1,0 +1,469 @@
+package group
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// TestConsumerRecordBytes pins the consumer group records to the bytes
+// Kafka's generated serializers write for the same values.
+func TestConsumerRecordBytes(t *testing.T) {
+	be16 := func(v int) []byte { return []byte{byte(v >> 8), byte(v)} }
+	be32 := func(v int) []byte { return []byte{byte(v >> 24), byte(v >> 16), byte(v >> 8), byte(v)} }
+	be64 := func(v int64) []byte {
+		return append(be32(int(uint64(v)>>32)), be32(int(uint32(v)))...)
+	}
+	str := func(s string) []byte { return append(be16(len(s)), s...) }
+	cstr := func(s string) []byte { return append([]byte{byte(len(s) + 1)}, s...) }
+	cat := func(parts ...[]byte) []byte { return bytes.Join(parts, nil) }
+	id := topicID{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16}
+	assignor := "range"
+	inst := "i1"
+	mem := &consumerMember{
+		id: "m1", instanceID: &inst, clientID: "c", clientHost: "/h", topicNames: []string{"t"},
+		rebalanceTimeoutMs: 30000, serverAssignor: assignor,
+		epoch: 3, previousEpoch: 2, state: memberUnrevokedPartitions,
+		assigned: tpSet{id: {0, 1}}, revoking: tpSet{},
+	}
+	tests := []struct {
+		name       string
+		rec        Record
+		key, value []byte
+	}{
+		{"epoch", cgEpochRecord("g", 5), cat(be16(3), str("g")), cat(be16(0), be32(5), []byte{0})},
+		{"target epoch", cgTargetEpochRecord("g", 7), cat(be16(6), str("g")), cat(be16(0), be32(7), []byte{0})},
+		{
+			"subscription metadata",
+			cgSubscriptionMetadataRecord("g", map[string]topicMeta{"t": {id: id, name: "t", partitions: 4}}),
+			cat(be16(4), str("g")),
+			cat(be16(0), []byte{2}, id[:], cstr("t"), be32(4), []byte{1, 0, 0}),
+		},
+		{
+			"member",
+			cgMemberRecord("g", mem),
+			cat(be16(5), str("g"), str("m1")),
+			cat(be16(0), cstr("i1"), []byte{0}, cstr("c"), cstr("/h"), []byte{2}, cstr("t"), []byte{0}, be32(30000), cstr("range"), []byte{0}),
+		},
+		{
+			"target member",
+			cgTargetMemberRecord("g", "m1", tpSet{id: {0, 1}}),
+			cat(be16(7), str("g"), str("m1")),
+			cat(be16(0), []byte{2}, id[:], []byte{3}, be32(0), be32(1), []byte{0, 0}),
+		},
+		{
+			"current assignment",
+			cgCurrentAssignmentRecord("g", mem),
+			cat(be16(8), str("g"), str("m1")),
+			cat(be16(0), be32(3), be32(2), []byte{1}, []byte{2}, id[:], []byte{3}, be32(0), be32(1), []byte{0}, []byte{1}, []byte{0}),
+		},
+		{
+			"regex",
+			cgRegexRecord("g", "a.*", resolvedRegex{topics: []string{"ab"}, version: 9, timestamp: 1000}),
+			cat(be16(16), str("g"), str("a.*")),
+			cat(be16(0), []byte{2}, cstr("ab"), be64(9), be64(1000), []byte{0}),
+		},
+		{"member tombstone", tombstone(cgMemberMetadataKeyVersion, "g", "m1"), cat(be16(5), str("g"), str("m1")), nil},
+	}
+	for _, tt := range tests {
+		if !bytes.Equal(tt.rec.Key, tt.key) {
+			t.Errorf("%s key = %x, want %x", tt.name, tt.rec.Key, tt.key)
+		}
+		if !bytes.Equal(tt.rec.Value, tt.value) {
+			t.Errorf("%s value = %x, want %x", tt.name, tt.rec.Value, tt.value)
+		}
+	}
+
+	// And they read back.
+	sub, err := decodeCGMember(tests[3].value)
+	if err != nil || *sub.instanceID != "i1" || sub.rackID != nil || sub.clientHost != "/h" || !slices.Equal(sub.topicNames, []string{"t"}) || sub.regex != nil || sub.rebalanceTimeoutMs != 30000 || *sub.serverAssignor != "range" {
+		t.Errorf("member decodes to %+v, %v", sub, err)
+	}
+	cur, err := decodeCGCurrentAssignment(tests[5].value)
+	if err != nil || cur.epoch != 3 || cur.previousEpoch != 2 || cur.state != memberUnrevokedPartitions || !cur.assigned.equal(tpSet{id: {0, 1}}) || len(cur.revoking) != 0 {
+		t.Errorf("current assignment decodes to %+v, %v", cur, err)
+	}
+	meta, err := decodeCGSubscriptionMetadata(tests[2].value)
+	if err != nil || meta["t"] != (topicMeta{id: id, name: "t", partitions: 4}) {
+		t.Errorf("subscription metadata decodes to %v, %v", meta, err)
+	}
+	re, err := decodeCGRegex(tests[6].value)
+	if err != nil || !slices.Equal(re.topics, []string{"ab"}) || re.version != 9 || re.timestamp != 1000 {
+		t.Errorf("regex decodes to %+v, %v", re, err)
+	}
+	// Tagged fields of later Kafka versions (MetadataHash, tag 0) are
+	// skipped.
+	withTag := cat(be16(0), be32(5), []byte{1, 0, 8}, be64(42))
+	if e, err := decodeCGEpoch(withTag); err != nil || e != 5 {
+		t.Errorf("epoch with a tagged field = %d, %v", e, err)
+	}
+}
+
+// TestConsumerRecordsBadInput: truncated, oversized and unknown-version
+// values fail without panicking or allocating by claimed lengths.
+func TestConsumerRecordsBadInput(t *testing.T) {
+	good := cgCurrentAssignmentRecord("g", &consumerMember{id: "m", assigned: tpSet{testTopicID("t"): {1, 2, 3}}, revoking: tpSet{}}).Value
+	for n := range len(good) {
+		if _, err := decodeCGCurrentAssignment(good[:n]); err == nil {
+			t.Errorf("a value cut to %d bytes decoded", n)
+		}
+	}
+	huge := []byte{0, 0, 0, 0, 0, 1, 0, 0, 0, 1, 0, 0xff, 0xff, 0xff, 0xff, 0x0f}
+	if _, err := decodeCGCurrentAssignment(huge); err == nil {
+		t.Error("a 4-billion-topic array decoded")
+	}
+	if _, err := decodeCGEpoch([]byte{0, 1, 0, 0, 0, 5, 0}); err == nil {
+		t.Error("value version 1 decoded")
+	}
+	if _, err := decodeCGEpoch(append(cgEpochRecord("g", 1).Value, 9)); err == nil {
+		t.Error("trailing bytes decoded")
+	}
+	if _, err := decodeCGKey(cgMemberMetadataKeyVersion, []byte{0, 5, 0, 1, 'g'}); err == nil {
+		t.Error("a member key without member decoded")
+	}
+}
+
+// TestReplayConsumerRecords: records of a consumer group replay into the
+// group that wrote them, and tombstones remove it, leaving its offsets.
+func TestReplayConsumerRecords(t *testing.T) {
+	id := testTopicID("t")
+	m := &consumerMember{id: "m1", clientID: "c", topicNames: []string{"t"}, rebalanceTimeoutMs: 100, epoch: 4, previousEpoch: 3, assigned: tpSet{id: {0}}, revoking: tpSet{id: {1}}, state: memberUnrevokedPartitions}
+	recs := []Record{
+		offsetCommitRecord("g", tp{"t", 0}, offsetValue{offset: 7, leaderEpoch: -1, expireTimestamp: -1}),
+		cgMemberRecord("g", m),
+		cgEpochRecord("g", 5),
+		cgSubscriptionMetadataRecord("g", map[string]topicMeta{"t": {id: id, name: "t", partitions: 2}}),
+		cgTargetMemberRecord("g", "m1", tpSet{id: {0}}),
+		cgTargetEpochRecord("g", 5),
+		cgCurrentAssignmentRecord("g", m),
+		cgRegexRecord("g", "t.*", resolvedRegex{topics: []string{"t"}}),
+	}
+	lp, err := replay(0, seqOf(recs), 0, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := lp.consumers["g"]
+	if g == nil || len(lp.classic) != 0 {
+		t.Fatalf("replayed %v classic, %v consumer", lp.classic, lp.consumers)
+	}
+	got := g.members["m1"]
+	if g.epoch != 5 || g.assignmentEpoch != 5 || got == nil || !got.sameAssignment(m) || !got.sameSubscription(m) || g.offsets[tp{"t", 0}].offset != 7 {
+		t.Fatalf("group = %+v, member %+v", g, got)
+	}
+	if !g.partitionOwned(id, 0) || !g.partitionOwned(id, 1) || g.state() != cgReconciling || len(g.regexes) != 1 {
+		t.Errorf("owners %v, state %s, regexes %v", g.owners, g.state(), g.regexes)
+	}
+	tombs := append(memberTombstones("g", "m1"), consumerTombstones(newConsumerGroup("g", 0))...)
+	lp, err = replay(0, seqOf(append(recs, tombs...)), 0, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(lp.consumers) != 0 || lp.classic["g"] == nil || lp.classic["g"].offsets[tp{"t", 0}].offset != 7 {
+		t.Errorf("after tombstones: consumers %v, classic %v", lp.consumers, lp.classic)
+	}
+	// A consumer record for a live classic group fails the load.
+	classic := groupMetadataRecord(newClassicGroup("g", 0, 0), nil)
+	if _, err := replay(0, seqOf([]Record{classic, cgEpochRecord("g", 1)}), 0, slog.New(slog.DiscardHandler)); err != nil {
+		t.Errorf("an empty classic group's metadata blocked the consumer group: %v", err)
+	}
+}
+
+// FuzzConsumerRecords: no consumer group record crashes the loader.
+func FuzzConsumerRecords(f *testing.F) {
+	m := &consumerMember{id: "m", topicNames: []string{"t"}, assigned: tpSet{testTopicID("t"): {0, 1}}, revoking: tpSet{}}
+	for _, r := range []Record{
+		cgEpochRecord("g", 1), cgMemberRecord("g", m), cgCurrentAssignmentRecord("g", m),
+		cgTargetMemberRecord("g", "m", m.assigned), cgRegexRecord("g", "x", resolvedRegex{topics: []string{"t"}}),
+		cgSubscriptionMetadataRecord("g", map[string]topicMeta{"t": {name: "t", partitions: 1}}),
+	} {
+		f.Add(r.Key, r.Value)
+	}
+	f.Fuzz(func(t *testing.T, key, value []byte) {
+		recs := []Record{{Key: key, Value: value}, {Key: key}}
+		_, _ = replay(0, seqOf(recs), 0, slog.New(slog.DiscardHandler))
+	})
+}
+
+// checkAssignment verifies that every partition of the subscribed topics
+// goes to exactly one member subscribed to its topic.
+func checkAssignment(t *testing.T, spec assignSpec, got map[string]tpSet) {
+	t.Helper()
+	seen := make(map[topicID]map[int32]string)
+	for _, m := range spec.members {
+		for id, ps := range got[m.id] {
+			if !slices.Contains(m.topics, id) {
+				t.Fatalf("%s got %s, which it does not subscribe to", m.id, spec.names[id])
+			}
+			for _, p := range ps {
+				if p < 0 || p >= spec.topics[id] {
+					t.Fatalf("%s got %s-%d, which does not exist", m.id, spec.names[id], p)
+				}
+				if seen[id] == nil {
+					seen[id] = map[int32]string{}
+				}
+				if o, ok := seen[id][p]; ok {
+					t.Fatalf("%s-%d given to %s and %s", spec.names[id], p, o, m.id)
+				}
+				seen[id][p] = m.id
+			}
+		}
+	}
+	for id, n := range spec.topics {
+		subscribed := false
+		for _, m := range spec.members {
+			subscribed = subscribed || slices.Contains(m.topics, id)
+		}
+		if subscribed && int32(len(seen[id])) != n {
+			t.Fatalf("%s: %d of %d partitions assigned", spec.names[id], len(seen[id]), n)
+		}
+	}
+}
+
+func makeSpec(topics map[string]int32, members map[string][]string, current map[string]tpSet) assignSpec {
+	spec := assignSpec{topics: map[topicID]int32{}, names: map[topicID]string{}}
+	for n, p := range topics {
+		spec.topics[testTopicID(n)] = p
+		spec.names[testTopicID(n)] = n
+	}
+	for _, id := range sortedKeys(members) {
+		am := assignMember{id: id, current: current[id]}
+		for _, n := range members[id] {
+			am.topics = append(am.topics, testTopicID(n))
+		}
+		slices.SortFunc(am.topics, func(a, b topicID) int { return slices.Compare(a[:], b[:]) })
+		spec.members = append(spec.members, am)
+	}
+	return spec
+}
+
+func counts(got map[string]tpSet) (lo, hi int) {
+	lo = -1
+	for _, s := range got {
+		n := s.size()
+		if lo == -1 || n < lo {
+			lo = n
+		}
+		hi = max(hi, n)
+	}
+	return lo, hi
+}
+
+func TestUniformAssignor(t *testing.T) {
+	tests := []struct {
+		name    string
+		topics  map[string]int32
+		members map[string][]string
+		current map[string]tpSet
+		spread  int // max - min partitions per member
+	}{
+		{"one member", map[string]int32{"t1": 5}, map[string][]string{"a": {"t1"}}, nil, 0},
+		{"even", map[string]int32{"t1": 6, "t2": 6}, map[string][]string{"a": {"t1", "t2"}, "b": {"t1", "t2"}, "c": {"t1", "t2"}}, nil, 0},
+		{"uneven", map[string]int32{"t1": 7}, map[string][]string{"a": {"t1"}, "b": {"t1"}, "c": {"t1"}}, nil, 1},
+		{"more members than partitions", map[string]int32{"t1": 2}, map[string][]string{"a": {"t1"}, "b": {"t1"}, "c": {"t1"}}, nil, 1},
+		{"new member takes its share", map[string]int32{"t1": 4}, map[string][]string{"a": {"t1"}, "b": {"t1"}},
+			map[string]tpSet{"a": {testTopicID("t1"): {0, 1, 2, 3}}}, 0},
+		{"heterogeneous", map[string]int32{"t1": 4, "t2": 4}, map[string][]string{"a": {"t1"}, "b": {"t1", "t2"}, "c": {"t2"}}, nil, 1},
+		{"stale current ignored", map[string]int32{"t1": 2}, map[string][]string{"a": {"t1"}},
+			map[string]tpSet{"a": {testTopicID("t1"): {0, 1, 5}, testTopicID("gone"): {0}}}, 0},
+		{"no subscriptions", map[string]int32{"t1": 2}, map[string][]string{"a": {}}, nil, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			spec := makeSpec(tt.topics, tt.members, tt.current)
+			got := uniformAssignor{}.assign(spec)
+			checkAssignment(t, spec, got)
+			if lo, hi := counts(got); hi-lo > tt.spread {
+				t.Errorf("counts range %d..%d, want a spread of at most %d: %v", lo, hi, tt.spread, got)
+			}
+		})
+	}
+}
+
+// TestUniformAssignorSticky: when a member joins or leaves, only the
+// partitions needed for balance move.
+func TestUniformAssignorSticky(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	topics := map[string]int32{"t1": 12, "t2": 7}
+	members := map[string][]string{}
+	var current map[string]tpSet
+	for step := range 30 {
+		id := fmt.Sprintf("m%d", r.IntN(8))
+		if _, ok := members[id]; ok && len(members) > 1 {
+			delete(members, id)
+		} else {
+			members[id] = []string{"t1", "t2"}
+		}
+		spec := makeSpec(topics, members, current)
+		got := uniformAssignor{}.assign(spec)
+		checkAssignment(t, spec, got)
+		if lo, hi := counts(got); hi-lo > 1 {
+			t.Fatalf("step %d: counts %d..%d", step, lo, hi)
+		}
+		// Each remaining member keeps at least min(what it had, its
+		// new share) of its partitions.
+		for mid, s := range got {
+			kept := 0
+			for tid, ps := range current[mid] {
+				for _, p := range ps {
+					if s.has(tid, p) {
+						kept++
+					}
+				}
+			}
+			if want := min(current[mid].size(), s.size()); kept < want {
+				t.Fatalf("step %d: %s kept %d of %d, want %d", step, mid, kept, current[mid].size(), want)
+			}
+		}
+		current = got
+	}
+}
+
+func TestRangeAssignor(t *testing.T) {
+	i1 := "i1"
+	spec := makeSpec(map[string]int32{"t1": 5, "t2": 3}, map[string][]string{"a": {"t1", "t2"}, "b": {"t1", "t2"}, "z": {"t1"}}, nil)
+	spec.members[2].instanceID = &i1 // z is static: it goes first
+	got := rangeAssignor{}.assign(spec)
+	checkAssignment(t, spec, got)
+	t1, t2 := testTopicID("t1"), testTopicID("t2")
+	want := map[string]tpSet{
+		"z": {t1: {0, 1}},
+		"a": {t1: {2, 3}, t2: {0, 1}},
+		"b": {t1: {4}, t2: {2}},
+	}
+	for id, w := range want {
+		if !got[id].equal(w) {
+			t.Errorf("%s = %v, want %v", id, got[id], w)
+		}
+	}
+}
+
+// BenchmarkUniformAssignor is a rebalance of 100 members over 1,000
+// partitions after one member joined.
+func BenchmarkUniformAssignor(b *testing.B) {
+	members := map[string][]string{}
+	for i := range 99 {
+		members[fmt.Sprintf("m%03d", i)] = []string{"t1", "t2"}
+	}
+	topics := map[string]int32{"t1": 500, "t2": 500}
+	current := uniformAssignor{}.assign(makeSpec(topics, members, nil))
+	members["m999"] = []string{"t1", "t2"}
+	spec := makeSpec(topics, members, current)
+	b.ReportAllocs()
+	for b.Loop() {
+		uniformAssignor{}.assign(spec)
+	}
+}
+
+// TestConsumerLongIDs: ids that fit a record key work; longer ones are
+// refused rather than written as corrupt keys.
+func TestConsumerLongIDs(t *testing.T) {
+	h := newHarness(t, testConfig())
+	h.topics.set("t1:1")
+	h.c.TopicsChanged()
+	for _, tt := range []struct {
+		n    int
+		want int16
+	}{{10000, 0}, {40000, errInvalidRequest}} {
+		req := kmsg.NewPtrConsumerGroupHeartbeatRequest()
+		req.Version = 1
+		req.Group = strings.Repeat("g", tt.n)
+		req.MemberID = "m1"
+		req.RebalanceTimeoutMillis = 1000
+		req.SubscribedTopicNames = []string{"t1"}
+		req.Topics = []kmsg.ConsumerGroupHeartbeatRequestTopic{}
+		r := h.c.ConsumerGroupHeartbeat(context.Background(), ClientInfo{}, req)
+		if r.ErrorCode != tt.want {
+			t.Errorf("group id of %d bytes: %s, want %s", tt.n, errName(r.ErrorCode), errName(tt.want))
+		}
+		if tt.want == 0 && (r.MemberEpoch != 1 || r.Assignment == nil || len(r.Assignment.Topics) != 1) {
+			t.Errorf("group id of %d bytes: %+v", tt.n, r)
+		}
+	}
+	h.restart()
+	d := h.c.ConsumerGroupDescribe(context.Background(), &kmsg.ConsumerGroupDescribeRequest{Groups: []string{strings.Repeat("g", 10000), ""}})
+	if d.Groups[0].ErrorCode != 0 || len(d.Groups[0].Members) != 1 || d.Groups[1].ErrorCode != errInvalidGroupID {
+		t.Errorf("describe after restart: %+v", d.Groups)
+	}
+}
+
+// BenchmarkConsumerHeartbeat is the steady state of a stable group of 100
+// members over 1,000 partitions: keep-alive heartbeats through the
+// Coordinator.
+func BenchmarkConsumerHeartbeat(b *testing.B) {
+	cfg := DefaultConfig()
+	cfg.Logger = slog.New(slog.DiscardHandler)
+	ft := newFakeTopics()
+	ft.set("t1:1000")
+	cfg.Topics = ft
+	c, err := New(cfg, &nopStore{}, SystemClock{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(c.Close)
+	for p := range cfg.OffsetsTopicPartitions {
+		if err := c.Load(context.Background(), p, seqOf(nil)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	hb := func(id string, epoch int32, owned []int32, join bool) *kmsg.ConsumerGroupHeartbeatResponse {
+		req := kmsg.NewPtrConsumerGroupHeartbeatRequest()
+		req.Version = 1
+		req.Group = "bench"
+		req.MemberID = id
+		req.MemberEpoch = epoch
+		if join {
+			req.RebalanceTimeoutMillis = 60000
+			req.SubscribedTopicNames = []string{"t1"}
+		}
+		if owned != nil || join {
+			req.Topics = []kmsg.ConsumerGroupHeartbeatRequestTopic{{TopicID: testTopicID("t1"), Partitions: owned}}
+			if join {
+				req.Topics = req.Topics[:0]
+			}
+		}
+		r := c.ConsumerGroupHeartbeat(context.Background(), ClientInfo{ClientID: "bench"}, req)
+		if r.ErrorCode != 0 {
+			b.Fatalf("%s: %d", id, r.ErrorCode)
+		}
+		return r
+	}
+	type state struct {
+		epoch int32
+		owned []int32
+	}
+	members := make(map[string]*state)
+	for i := range 100 {
+		id := fmt.Sprintf("m%03d", i)
+		r := hb(id, 0, nil, true)
+		members[id] = &state{epoch: r.MemberEpoch}
+	}
+	// Reconcile everyone until the group is stable.
+	for range 10 {
+		for _, id := range sortedKeys(members) {
+			st := members[id]
+			r := hb(id, st.epoch, append([]int32{}, st.owned...), false)
+			st.epoch = r.MemberEpoch
+			if r.Assignment != nil {
+				st.owned = nil
+				for _, t := range r.Assignment.Topics {
+					st.owned = append(st.owned, t.Partitions...)
+				}
+			}
+		}
+	}
+	ids := sortedKeys(members)
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		id := ids[i%len(ids)]
+		hb(id, members[id].epoch, nil, false)
+		i++
+	}
+}

@@ -1,0 +1,290 @@
+package main
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"maps"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+const groupsUsage = `usage: gregor groups <list|describe GROUP...> [--bootstrap host:port] [--timeout d]
+
+  list              every group with its type (classic or consumer) and state
+  describe GROUP    members, assignments, committed offsets and lag per
+                    partition, as kafka-consumer-groups.sh --describe
+`
+
+// runGroups is `gregor groups`: group administration over kadm.
+func runGroups(args []string) error {
+	return runGroupsTo(args, os.Stdout)
+}
+
+func runGroupsTo(args []string, w io.Writer) error {
+	if len(args) == 0 {
+		fmt.Fprint(os.Stderr, groupsUsage)
+		return errors.New("groups needs a subcommand")
+	}
+	sub := args[0]
+	fs := flag.NewFlagSet("groups "+sub, flag.ContinueOnError)
+	bootstrap := fs.String("bootstrap", "localhost:9092", "comma-separated `host:port` list of brokers")
+	timeout := fs.Duration("timeout", 30*time.Second, "give up after this long")
+	// Flags may come before or after the group names.
+	var names []string
+	rest := args[1:]
+	for {
+		if err := fs.Parse(rest); err != nil {
+			return err
+		}
+		if fs.NArg() == 0 {
+			break
+		}
+		names = append(names, fs.Arg(0))
+		rest = fs.Args()[1:]
+	}
+	var brokers []string
+	for _, b := range strings.Split(*bootstrap, ",") {
+		if b = strings.TrimSpace(b); b != "" {
+			brokers = append(brokers, b)
+		}
+	}
+	if len(brokers) == 0 {
+		return errors.New("--bootstrap names no broker")
+	}
+	switch sub {
+	case "list":
+		if len(names) > 0 {
+			return fmt.Errorf("groups list takes no argument, got %q", names[0])
+		}
+	case "describe":
+		if len(names) == 0 {
+			return errors.New("groups describe needs a GROUP")
+		}
+	case "help", "-h", "--help":
+		fmt.Fprint(w, groupsUsage)
+		return nil
+	default:
+		return fmt.Errorf("unknown groups subcommand %q", sub)
+	}
+	adm, err := kadm.NewOptClient(kgo.SeedBrokers(brokers...), kgo.ClientID("gregor-groups"))
+	if err != nil {
+		return fmt.Errorf("groups: connect to %s: %w", *bootstrap, err)
+	}
+	defer adm.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
+	defer cancel()
+	if sub == "list" {
+		return listGroups(ctx, adm, w)
+	}
+	for i, g := range names {
+		if i > 0 {
+			fmt.Fprintln(w)
+		}
+		if err := describeGroup(ctx, adm, g, w); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func listGroups(ctx context.Context, adm *kadm.Client, w io.Writer) error {
+	listed, err := adm.ListGroups(ctx)
+	if err != nil {
+		return fmt.Errorf("list groups: %w", err)
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "GROUP\tTYPE\tSTATE\tPROTOCOL-TYPE")
+	for _, g := range listed.Sorted() {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", g.Group, dash(g.GroupType), dash(g.State), dash(g.ProtocolType))
+	}
+	return tw.Flush()
+}
+
+// groupMember is one member of a group, whatever its protocol.
+type groupMember struct {
+	id, host, client string
+	assigned         map[string][]int32
+}
+
+// describedGroup is what `groups describe` prints, gathered from
+// DescribeGroups or ConsumerGroupDescribe, OffsetFetch and ListOffsets.
+type describedGroup struct {
+	name      string
+	state     string
+	members   []groupMember
+	committed map[string]map[int32]int64
+	logEnd    map[string]map[int32]int64 // -1 when unknown
+}
+
+func describeGroup(ctx context.Context, adm *kadm.Client, name string, w io.Writer) error {
+	d := describedGroup{name: name}
+	cgs, err := adm.DescribeConsumerGroups(ctx, name)
+	cg, ok := cgs[name]
+	if err == nil && ok && cg.Err == nil {
+		// A KIP-848 consumer group.
+		d.state = cg.State
+		for _, m := range cg.Members {
+			gm := groupMember{id: m.MemberID, host: m.ClientHost, client: m.ClientID, assigned: map[string][]int32{}}
+			for t, ps := range m.Assignment {
+				for p := range ps {
+					gm.assigned[t] = append(gm.assigned[t], p)
+				}
+			}
+			d.members = append(d.members, gm)
+		}
+	} else {
+		// A classic group, or a broker without KIP-848.
+		gs, err := adm.DescribeGroups(ctx, name)
+		if err != nil {
+			return fmt.Errorf("describe group %s: %w", name, err)
+		}
+		g, ok := gs[name]
+		if !ok {
+			return fmt.Errorf("describe group %s: not in the answer", name)
+		}
+		if g.Err != nil {
+			return fmt.Errorf("describe group %s: %w", name, g.Err)
+		}
+		d.state = g.State
+		for _, m := range g.Members {
+			gm := groupMember{id: m.MemberID, host: m.ClientHost, client: m.ClientID, assigned: map[string][]int32{}}
+			if c, ok := m.Assigned.AsConsumer(); ok {
+				for _, t := range c.Topics {
+					gm.assigned[t.Topic] = append(gm.assigned[t.Topic], t.Partitions...)
+				}
+			}
+			d.members = append(d.members, gm)
+		}
+	}
+	if d.state == "Dead" {
+		return fmt.Errorf("consumer group %s does not exist", name)
+	}
+	offsets, err := adm.FetchOffsets(ctx, name)
+	if err != nil {
+		return fmt.Errorf("fetch offsets of %s: %w", name, err)
+	}
+	d.committed = map[string]map[int32]int64{}
+	topics := map[string]bool{}
+	for t, ps := range offsets {
+		for p, o := range ps {
+			if o.Err != nil || o.At < 0 {
+				continue
+			}
+			if d.committed[t] == nil {
+				d.committed[t] = map[int32]int64{}
+			}
+			d.committed[t][p] = o.At
+			topics[t] = true
+		}
+	}
+	for _, m := range d.members {
+		for t := range m.assigned {
+			topics[t] = true
+		}
+	}
+	d.logEnd = map[string]map[int32]int64{}
+	if len(topics) > 0 {
+		ends, err := adm.ListEndOffsets(ctx, slices.Sorted(maps.Keys(topics))...)
+		if err != nil {
+			return fmt.Errorf("list end offsets for %s: %w", name, err)
+		}
+		for t, ps := range ends {
+			for p, o := range ps {
+				if d.logEnd[t] == nil {
+					d.logEnd[t] = map[int32]int64{}
+				}
+				d.logEnd[t][p] = -1
+				if o.Err == nil {
+					d.logEnd[t][p] = o.Offset
+				}
+			}
+		}
+	}
+	return printGroup(w, d)
+}
+
+// groupRow is one line of `groups describe`.
+type groupRow struct {
+	topic                      string
+	partition                  int32
+	current, logEnd, lag       string
+	consumerID, host, clientID string
+}
+
+// groupRows lists the partitions a member is assigned or the group has
+// committed, sorted by topic and partition, with lag where both the
+// committed and the log end offset are known.
+func groupRows(d describedGroup) []groupRow {
+	type key struct {
+		t string
+		p int32
+	}
+	owner := map[key]groupMember{}
+	seen := map[key]bool{}
+	for _, m := range d.members {
+		for t, ps := range m.assigned {
+			for _, p := range ps {
+				owner[key{t, p}] = m
+				seen[key{t, p}] = true
+			}
+		}
+	}
+	for t, ps := range d.committed {
+		for p := range ps {
+			seen[key{t, p}] = true
+		}
+	}
+	keys := slices.SortedFunc(maps.Keys(seen), func(a, b key) int {
+		return cmp.Or(cmp.Compare(a.t, b.t), cmp.Compare(a.p, b.p))
+	})
+	rows := make([]groupRow, 0, len(keys))
+	for _, k := range keys {
+		r := groupRow{topic: k.t, partition: k.p, current: "-", logEnd: "-", lag: "-", consumerID: "-", host: "-", clientID: "-"}
+		committed, hasCommit := d.committed[k.t][k.p]
+		end, hasEnd := d.logEnd[k.t][k.p]
+		if hasCommit {
+			r.current = strconv.FormatInt(committed, 10)
+		}
+		if hasEnd && end >= 0 {
+			r.logEnd = strconv.FormatInt(end, 10)
+			if hasCommit {
+				r.lag = strconv.FormatInt(max(end-committed, 0), 10)
+			}
+		}
+		if m, ok := owner[k]; ok {
+			r.consumerID, r.host, r.clientID = m.id, dash(m.host), dash(m.client)
+		}
+		rows = append(rows, r)
+	}
+	return rows
+}
+
+func printGroup(w io.Writer, d describedGroup) error {
+	if len(d.members) == 0 {
+		fmt.Fprintf(w, "Consumer group '%s' has no active members.\n\n", d.name)
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "GROUP\tTOPIC\tPARTITION\tCURRENT-OFFSET\tLOG-END-OFFSET\tLAG\tCONSUMER-ID\tHOST\tCLIENT-ID")
+	for _, r := range groupRows(d) {
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", d.name, r.topic, r.partition, r.current, r.logEnd, r.lag, r.consumerID, r.host, r.clientID)
+	}
+	return tw.Flush()
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
