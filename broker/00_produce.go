@@ -8,6 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/gregorbroker/gregor/broker/producerstate"
 	"github.com/gregorbroker/gregor/protocol"
 )
 
@@ -28,9 +29,10 @@ import (
 // phase, until the high watermark covers every appended batch or the
 // request's timeout passes.
 //
-// Batches carrying a producer id (idempotent or transactional) are refused
-// until producer state exists: InitProducerId is not advertised, so a
-// client has no id to send.
+// Batches carrying a producer id are checked against the partition's
+// producer state (producers.go); transactional ones also keep the last
+// stable offset below their transaction until its marker
+// (txn_partition.go).
 func init() { register(0, 0, 13, handleProduce) }
 
 func handleProduce(s *Server, r *request) (result, error) {
@@ -155,8 +157,8 @@ func (s *Server) appendProduced(p *partition, records []byte, now time.Time) (ap
 	if err != nil {
 		return res, batchError(err)
 	}
-	if info.Header.IsTransactional() {
-		return res, fmt.Errorf("%w: transactions are not supported yet", kerr.InvalidTxnState)
+	if info.Header.IsTransactional() && info.Header.ProducerID < 0 {
+		return res, fmt.Errorf("%w: transactional batch without a producer id", kerr.InvalidRecord)
 	}
 	if batch, err = recompress(batch, &info.Header, cfg.CompressionType, int(s.cfg.SocketRequestMaxBytes)); err != nil {
 		return res, batchError(err)
@@ -189,7 +191,15 @@ func (s *Server) appendIdempotent(p *partition, batch []byte, h *protocol.BatchH
 	bi := batchProducerInfo(h)
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	st, err := s.producerStateLocked(p)
+	var st *producerstate.State
+	var err error
+	if h.IsTransactional() {
+		// A transaction moves the last stable offset: the whole log's
+		// transactional state must be known.
+		st, err = s.txnStateLocked(p)
+	} else {
+		st, err = s.producerStateLocked(p)
+	}
 	if err != nil {
 		return res, fmt.Errorf("%w: %v", kerr.KafkaStorageError, err)
 	}
@@ -201,17 +211,21 @@ func (s *Server) appendIdempotent(p *partition, batch []byte, h *protocol.BatchH
 		res.firstOffset, res.lastOffset = dup.FirstOffset, dup.LastOffset
 		return res, nil
 	}
-	last, err := s.appendLocked(p, batch, nowMs)
-	if err != nil {
-		return res, err
-	}
-	first := last - int64(h.LastOffsetDelta)
+	// The state learns the batch before the append publishes it, so the
+	// last stable offset never passes an open transaction's first batch,
+	// not even for a moment. One writer holds p.mu: the batch lands at the
+	// log end.
+	first := p.log.LogEndOffset()
 	ts := h.MaxTimestamp
 	if res.logAppendTime >= 0 {
 		ts = res.logAppendTime
 	}
-	st.Update(bi, first, last, ts)
-	res.firstOffset, res.lastOffset = first, last
+	st.Update(bi, first, first+int64(h.LastOffsetDelta), ts)
+	last, err := s.appendLocked(p, batch, nowMs)
+	if err != nil {
+		return res, err
+	}
+	res.firstOffset, res.lastOffset = last-int64(h.LastOffsetDelta), last
 	return res, nil
 }
 

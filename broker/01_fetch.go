@@ -8,6 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/gregorbroker/gregor/protocol"
 	"github.com/gregorbroker/gregor/storage"
 )
 
@@ -21,8 +22,9 @@ import (
 // MaxWaitMillis > 0, the request waits in the background until an append
 // to one of its partitions wakes it, or the wait ends, and reads again.
 // Topics are named by id from v13. Fetch sessions (KIP-227) are in
-// fetch_session.go. Until transactions exist, the last stable offset is
-// the high watermark and no transaction is ever aborted.
+// fetch_session.go. read_committed fetches stop at the last stable offset
+// and list the aborted transactions in the range returned, so clients
+// skip their records (txn_partition.go).
 func init() { register(1, 4, 18, handleFetch) }
 
 // fetchPlan is one fetch's resolved partitions: the session's (for
@@ -180,7 +182,19 @@ func (s *Server) readFetch(plan *fetchPlan) ([]kmsg.FetchResponseTopicPartition,
 			continue
 		}
 		hw := p.highWatermark()
-		rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = hw, hw, p.log.LogStartOffset()
+		rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = hw, p.lso.Load(), p.log.LogStartOffset()
+		readCommitted := req.IsolationLevel == 1
+		maxOffset := hw
+		if readCommitted {
+			lso, err := s.lastStableOffset(p)
+			if err != nil {
+				s.log.Error("fetch: transactions", "topic", fp.topic, "partition", fp.partition, "err", err)
+				rp.ErrorCode = kerr.KafkaStorageError.Code
+				out[i] = rp
+				continue
+			}
+			rp.LastStableOffset, maxOffset = lso, lso
+		}
 		if code := checkLeaderEpoch(fp.leaderEpoch, p.leaderEpoch.Load()); code != 0 {
 			rp.ErrorCode = code
 			out[i] = rp
@@ -191,7 +205,7 @@ func (s *Server) readFetch(plan *fetchPlan) ([]kmsg.FetchResponseTopicPartition,
 			out[i] = rp
 			continue
 		}
-		rr, err := p.log.Read(fp.fetchOffset, int32(max(limit, 0)), hw, minOne)
+		rr, err := p.log.Read(fp.fetchOffset, int32(max(limit, 0)), maxOffset, minOne)
 		switch {
 		case errors.Is(err, storage.ErrOffsetOutOfRange):
 			rp.ErrorCode = kerr.OffsetOutOfRange.Code
@@ -201,6 +215,9 @@ func (s *Server) readFetch(plan *fetchPlan) ([]kmsg.FetchResponseTopicPartition,
 		default:
 			if len(rr.Data) > 0 {
 				rp.RecordBatches = rr.Data
+				if readCommitted {
+					rp.AbortedTransactions = abortedFor(s.abortedIn(p, fp.fetchOffset, lastOffsetOf(rr.Data)+1))
+				}
 				minOne = false
 				remaining -= len(rr.Data)
 				total += len(rr.Data)
@@ -307,4 +324,27 @@ func (s *Server) finishFetch(plan *fetchPlan, parts []kmsg.FetchResponseTopicPar
 		add(pe.topic, pe.topicID, rp)
 	}
 	return resp
+}
+
+// lastOffsetOf is the last offset of the last batch in data.
+func lastOffsetOf(data []byte) int64 {
+	last := int64(-1)
+	for len(data) > 0 {
+		_, rest, h, err := protocol.NextBatch(data)
+		if err != nil {
+			break
+		}
+		last = h.LastOffset()
+		data = rest
+	}
+	return last
+}
+
+func abortedFor(txns []abortedTxn) []kmsg.FetchResponseTopicPartitionAbortedTransaction {
+	out := make([]kmsg.FetchResponseTopicPartitionAbortedTransaction, len(txns))
+	for i, t := range txns {
+		out[i] = kmsg.NewFetchResponseTopicPartitionAbortedTransaction()
+		out[i].ProducerID, out[i].FirstOffset = t.ProducerID, t.FirstOffset
+	}
+	return out
 }

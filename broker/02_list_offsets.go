@@ -48,7 +48,7 @@ func handleListOffsets(s *Server, r *request) (result, error) {
 				st.Partitions = append(st.Partitions, sp)
 				continue
 			}
-			sp.ErrorCode = s.listOffset(p, rp.Timestamp, &sp)
+			sp.ErrorCode = s.listOffset(p, rp.Timestamp, req.IsolationLevel == 1, &sp)
 			if sp.Offset >= 0 {
 				sp.LeaderEpoch = epoch
 			}
@@ -59,8 +59,16 @@ func handleListOffsets(s *Server, r *request) (result, error) {
 	return respond(resp)
 }
 
-func (s *Server) listOffset(p *partition, ts int64, sp *kmsg.ListOffsetsResponseTopicPartition) int16 {
+func (s *Server) listOffset(p *partition, ts int64, readCommitted bool, sp *kmsg.ListOffsetsResponseTopicPartition) int16 {
 	hw := p.highWatermark()
+	if readCommitted {
+		lso, err := s.lastStableOffset(p)
+		if err != nil {
+			s.log.Error("list offsets: transactions", "topic", p.topic, "partition", p.index, "err", err)
+			return kerr.KafkaStorageError.Code
+		}
+		hw = lso
+	}
 	switch ts {
 	case listLatest:
 		sp.Offset = hw

@@ -17,8 +17,8 @@ import (
 // abs(hash(group)) % offsets.topic.num.partitions of __consumer_offsets,
 // with Java's String.hashCode, so a group maps to the same partition as on
 // Kafka. The topic is created on the first request, as Kafka does.
-// Transaction coordinators (key type 1) answer COORDINATOR_NOT_AVAILABLE
-// until transactions exist; other key types answer INVALID_REQUEST.
+// A transactional id's coordinator (key type 1) is found the same way in
+// __transaction_state. Other key types answer INVALID_REQUEST.
 func init() { register(10, 0, 6, handleFindCoordinator) }
 
 const (
@@ -59,24 +59,22 @@ func (s *Server) findCoordinator(keyType int8, key, listener string) kmsg.FindCo
 		c.ErrorMessage = &msg
 		return c
 	}
-	switch keyType {
-	case coordinatorGroup:
-	case coordinatorTxn:
-		return fail(kerr.CoordinatorNotAvailable)
-	default:
-		return fail(kerr.InvalidRequest)
-	}
-	if key == "" {
+	if key == "" || (keyType != coordinatorGroup && keyType != coordinatorTxn) {
 		return fail(kerr.InvalidRequest)
 	}
 	ctx, cancel := context.WithTimeout(s.ctx, 10*time.Second)
 	defer cancel()
-	img, err := s.ensureOffsetsTopic(ctx)
+	topic := offsetsTopic
+	ensure := s.ensureOffsetsTopic
+	if keyType == coordinatorTxn {
+		topic, ensure = txnStateTopic, s.ensureTxnTopic
+	}
+	img, err := ensure(ctx)
 	if err != nil {
-		s.log.Warn("create "+offsetsTopic, "err", err)
+		s.log.Warn("create "+topic, "err", err)
 		return fail(kerr.CoordinatorNotAvailable)
 	}
-	t, ok := img.Topic(offsetsTopic)
+	t, ok := img.Topic(topic)
 	if !ok {
 		return fail(kerr.CoordinatorNotAvailable)
 	}

@@ -13,9 +13,9 @@ import (
 // Idempotent producers (no transactional id) get a new producer id with
 // epoch 0 from blocks of ids recorded in the metadata log, as Kafka does
 // for them, including when they ask to bump an epoch (KIP-360): without a
-// transactional id there is no state to bump. Transactional ids answer
-// COORDINATOR_NOT_AVAILABLE until transactions exist, as FindCoordinator
-// does for them.
+// transactional id there is no state to bump. Transactional ids go to the
+// transaction coordinator, which fences the id's previous epoch and aborts
+// its open transaction.
 func init() { register(22, 0, 5, handleInitProducerID) }
 
 func handleInitProducerID(s *Server, r *request) (result, error) {
@@ -23,12 +23,11 @@ func handleInitProducerID(s *Server, r *request) (result, error) {
 	return result{wait: func() kmsg.Response {
 		resp := req.ResponseKind().(*kmsg.InitProducerIDResponse)
 		resp.ProducerID, resp.ProducerEpoch = -1, -1
-		if req.TransactionalID != nil {
-			resp.ErrorCode = kerr.CoordinatorNotAvailable.Code
-			return resp
-		}
-		ctx, cancel := context.WithTimeout(s.ctx, 10*time.Second)
+		ctx, cancel := context.WithTimeout(r.conn.ctx, 30*time.Second)
 		defer cancel()
+		if req.TransactionalID != nil {
+			return s.txns.coord.InitProducerID(ctx, req)
+		}
 		id, epoch, err := s.producerIDs.Next(ctx)
 		if err != nil {
 			s.log.Warn("allocate producer id", "err", err)

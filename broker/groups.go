@@ -29,14 +29,13 @@ type groupCoordinator struct {
 	s     *Server
 	coord *group.Coordinator
 
-	mu     sync.Mutex
-	loaded map[int32]bool // partitions loaded or loading
+	loader *partitionLoader
 
 	topicsApplied uint64 // the image offset consumer groups last saw; guarded by Server.reconcileMu
 }
 
 func (s *Server) startGroupCoordinator() error {
-	gc := &groupCoordinator{s: s, loaded: make(map[int32]bool)}
+	gc := &groupCoordinator{s: s}
 	cfg := group.DefaultConfig()
 	cfg.OffsetsTopicPartitions = s.cfg.OffsetsTopicNumPartitions
 	cfg.Shards = runtime.GOMAXPROCS(0)
@@ -52,35 +51,62 @@ func (s *Server) startGroupCoordinator() error {
 	cfg.ConsumerGroupSessionTimeoutMs = s.cfg.GroupConsumerSessionTimeoutMs
 	cfg.ConsumerGroupHeartbeatIntervalMs = s.cfg.GroupConsumerHeartbeatIntervalMs
 	cfg.ConsumerGroupMaxSize = s.cfg.GroupConsumerMaxSize
-	coord, err := group.New(cfg, gc, group.SystemClock{})
+	coord, err := group.New(cfg, internalStore{s, offsetsTopic}, group.SystemClock{})
 	if err != nil {
 		return fmt.Errorf("start group coordinator: %w", err)
 	}
 	gc.coord = coord
+	gc.loader = &partitionLoader{
+		s: s, topic: offsetsTopic, loaded: make(map[int32]int32),
+		load: func(ctx context.Context, partition, _ int32, p *partition) error {
+			return coord.Load(ctx, partition, readPartition(ctx, p))
+		},
+		unload: coord.Unload,
+	}
 	s.groups = gc
 	return nil
 }
 
-// Append is the coordinator's Store: it writes records to a partition of
-// __consumer_offsets as one batch and returns once the high watermark
-// covers it.
-func (gc *groupCoordinator) Append(ctx context.Context, partition int32, records []group.Record) error {
-	p := gc.s.parts.get(offsetsTopic, partition)
+// internalStore is a coordinator's Store: it appends records to a
+// partition of an internal topic as one batch and returns once the high
+// watermark covers it.
+type internalStore struct {
+	s     *Server
+	topic string
+}
+
+// Append writes non-transactional coordinator records.
+func (st internalStore) Append(ctx context.Context, partition int32, records []group.Record) error {
+	return st.s.appendInternal(ctx, st.topic, partition, records, -1, -1, false)
+}
+
+// appendInternal writes records to a partition of an internal topic this
+// node leads, as one batch (transactional, with the producer's id and
+// epoch, for transactional offset commits).
+func (s *Server) appendInternal(ctx context.Context, topic string, partition int32, records []group.Record, producerID int64, producerEpoch int16, transactional bool) error {
+	p := s.parts.get(topic, partition)
 	if p == nil {
-		return fmt.Errorf("append %s-%d: %w", offsetsTopic, partition, kerr.NotLeaderForPartition)
+		return fmt.Errorf("append %s-%d: %w", topic, partition, kerr.NotLeaderForPartition)
 	}
 	recs := make([]protocol.Record, len(records))
 	for i, r := range records {
 		recs[i] = protocol.Record{OffsetDelta: int32(i), Key: r.Key, Value: r.Value}
 	}
-	now := gc.s.now().UnixMilli()
-	batch, err := protocol.BuildBatch(protocol.BatchHeader{
-		FirstTimestamp: now, MaxTimestamp: now, ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1,
-	}, recs, protocol.CodecNone)
-	if err != nil {
-		return fmt.Errorf("append %s-%d: %w", offsetsTopic, partition, err)
+	now := s.now().UnixMilli()
+	h := protocol.BatchHeader{FirstTimestamp: now, MaxTimestamp: now, ProducerID: producerID, ProducerEpoch: producerEpoch, BaseSequence: -1}
+	if transactional {
+		h.Attributes |= protocol.AttrTransactional
 	}
-	last, err := gc.s.appendLocal(p, batch, now)
+	batch, err := protocol.BuildBatch(h, recs, protocol.CodecNone)
+	if err != nil {
+		return fmt.Errorf("append %s-%d: %w", topic, partition, err)
+	}
+	var last int64
+	if transactional {
+		last, err = s.appendTransactional(p, batch, now)
+	} else {
+		last, err = s.appendLocal(p, batch, now)
+	}
 	if err != nil {
 		return err
 	}
@@ -109,37 +135,54 @@ func (gc *groupCoordinator) reconcile(img *raftmeta.Image) {
 		gc.topicsApplied = img.Offset()
 		gc.coord.TopicsChanged()
 	}
-	leading := make(map[int32]bool)
-	if t, ok := img.Topic(offsetsTopic); ok {
+	gc.loader.reconcile(img)
+}
+
+// partitionLoader loads a coordinator's state from the partitions of its
+// internal topic that this node leads, and unloads those it stops leading:
+// coordinators move with the leadership of their partitions.
+type partitionLoader struct {
+	s      *Server
+	topic  string
+	load   func(ctx context.Context, partition, leaderEpoch int32, p *partition) error
+	unload func(partition int32)
+
+	mu     sync.Mutex
+	loaded map[int32]int32 // partition → leader epoch loaded at (or loading)
+}
+
+func (l *partitionLoader) reconcile(img *raftmeta.Image) {
+	leading := make(map[int32]int32)
+	if t, ok := img.Topic(l.topic); ok {
 		for i, pi := range t.Partitions {
-			if pi.Leader == gc.s.cfg.NodeID {
-				leading[int32(i)] = true
+			if pi.Leader == l.s.cfg.NodeID {
+				leading[int32(i)] = pi.LeaderEpoch
 			}
 		}
 	}
-	gc.mu.Lock()
-	defer gc.mu.Unlock()
-	for p := range gc.loaded {
-		if !leading[p] {
-			gc.coord.Unload(p)
-			delete(gc.loaded, p)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for p, epoch := range l.loaded {
+		if e, ok := leading[p]; !ok || e != epoch {
+			l.unload(p)
+			delete(l.loaded, p)
 		}
 	}
-	for p := range leading {
-		if gc.loaded[p] {
+	for p, epoch := range leading {
+		if _, ok := l.loaded[p]; ok {
 			continue
 		}
-		part := gc.s.parts.get(offsetsTopic, p)
+		part := l.s.parts.get(l.topic, p)
 		if part == nil {
 			continue
 		}
-		gc.loaded[p] = true
-		gc.s.goTracked(func() {
-			if err := gc.coord.Load(gc.s.ctx, p, readPartition(gc.s.ctx, part)); err != nil && gc.s.ctx.Err() == nil {
-				gc.s.log.Error("load group coordinator partition", "partition", p, "err", err)
-				gc.mu.Lock()
-				delete(gc.loaded, p)
-				gc.mu.Unlock()
+		l.loaded[p] = epoch
+		l.s.goTracked(func() {
+			if err := l.load(l.s.ctx, p, epoch, part); err != nil && l.s.ctx.Err() == nil {
+				l.s.log.Error("load coordinator partition", "topic", l.topic, "partition", p, "err", err)
+				l.mu.Lock()
+				delete(l.loaded, p)
+				l.mu.Unlock()
 			}
 		})
 	}
@@ -204,28 +247,12 @@ var errStopIteration = errors.New("stop")
 // ensureOffsetsTopic creates __consumer_offsets if it does not exist yet,
 // with Kafka's settings for it, and returns the image that holds it.
 func (s *Server) ensureOffsetsTopic(ctx context.Context) (*raftmeta.Image, error) {
-	img := s.meta.Image()
-	if _, ok := img.Topic(offsetsTopic); ok {
-		return img, nil
-	}
-	res := s.ctrl.CreateTopics(ctx, []raftmeta.CreateTopic{{
-		Name:              offsetsTopic,
-		NumPartitions:     s.cfg.OffsetsTopicNumPartitions,
-		ReplicationFactor: s.cfg.OffsetsTopicReplicationFactor,
-		Configs: map[string]string{
+	return s.ensureInternalTopic(ctx, offsetsTopic, s.cfg.OffsetsTopicNumPartitions, s.cfg.OffsetsTopicReplicationFactor,
+		map[string]string{
 			"cleanup.policy":   "compact",
 			"compression.type": "producer",
 			"segment.bytes":    strconv.Itoa(int(s.cfg.OffsetsTopicSegmentBytes)),
-		},
-	}}, false)
-	if err := res[0].Err; err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
-		return nil, err
-	}
-	img = s.meta.Image()
-	if err := s.reconcile(img); err != nil {
-		s.log.Error("apply metadata", "err", err)
-	}
-	return img, nil
+		})
 }
 
 // appendLocal appends an already validated batch to a partition this node

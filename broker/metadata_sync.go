@@ -94,6 +94,9 @@ func (s *Server) reconcile(img *raftmeta.Image) error {
 	if s.groups != nil {
 		s.groups.reconcile(img)
 	}
+	if s.txns != nil {
+		s.txns.loader.reconcile(img)
+	}
 	return errors.Join(errs...)
 }
 

@@ -21,6 +21,15 @@ type partition struct {
 	mu        sync.Mutex           // serializes appends; see LOCKS.md
 	producers *producerstate.State // guarded by mu; nil until first needed
 	epochs    []epochEntry         // guarded by mu; nil until first needed
+	// aborted are the partition's aborted transactions, by offset, and
+	// txnLoaded says they and producers were rebuilt from the whole log;
+	// both guarded by mu. lso is the last stable offset; txnReady says it
+	// can be read without the lock.
+	aborted   []abortedTxn
+	txnLoaded bool
+	lso       atomic.Int64
+	txnReady  atomic.Bool
+
 	// appendedEpoch is the leader epoch the epoch cache was last checked
 	// for, so appends check it once per epoch. Guarded by mu.
 	appendedEpoch int32
@@ -40,6 +49,7 @@ func newPartition(topic string, index int32, id [16]byte, log *storage.Log, cfg 
 	// A single replica is its whole ISR: everything in the log is
 	// committed. Replication will lower this to the ISR's smallest LEO.
 	p.hw.Store(log.LogEndOffset())
+	p.lso.Store(p.hw.Load())
 	log.SetHighWatermark(p.hw.Load())
 	return p
 }
@@ -55,6 +65,7 @@ func (p *partition) advanceHighWatermarkLocked() {
 	p.hw.Store(hw)
 	// Retention and the cleaner never go past the high watermark.
 	p.log.SetHighWatermark(hw)
+	p.updateLastStableOffsetLocked()
 	p.wakeWaiters()
 }
 

@@ -48,6 +48,7 @@ type Server struct {
 	parts    partitionTable
 	sessions *fetchSessions
 	groups   *groupCoordinator
+	txns     *txnCoordinator
 
 	producerIDs *producerstate.IDAllocator
 
@@ -131,6 +132,9 @@ func (s *Server) open() error {
 	s.ctrl = s.meta.Controller()
 	s.startProducerIDs()
 	if err := s.startGroupCoordinator(); err != nil {
+		return err
+	}
+	if err := s.startTxnCoordinator(); err != nil {
 		return err
 	}
 	if err := s.reconcile(s.meta.Image()); err != nil {
@@ -320,6 +324,9 @@ func (s *Server) Close() error {
 	s.stop()
 	s.wg.Wait()
 	var errs []error
+	if s.txns != nil {
+		s.txns.coord.Close()
+	}
 	if s.groups != nil {
 		s.groups.coord.Close()
 	}

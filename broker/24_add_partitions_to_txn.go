@@ -1,0 +1,17 @@
+package broker
+
+import "github.com/twmb/franz-go/pkg/kmsg"
+
+// AddPartitionsToTxn (key 24), versions 0-5: a producer adds partitions to
+// its open transaction (v0-v3); brokers send the batched form (v4+),
+// including KIP-890's verify-only check.
+func init() { register(24, 0, 5, handleAddPartitionsToTxn) }
+
+func handleAddPartitionsToTxn(s *Server, r *request) (result, error) {
+	req := r.req.(*kmsg.AddPartitionsToTxnRequest)
+	return result{wait: func() kmsg.Response {
+		ctx, cancel := s.txnContext(r)
+		defer cancel()
+		return s.txns.coord.AddPartitionsToTxn(ctx, req)
+	}}, nil
+}

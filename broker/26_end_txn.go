@@ -1,0 +1,17 @@
+package broker
+
+import "github.com/twmb/franz-go/pkg/kmsg"
+
+// EndTxn (key 26), versions 0-5: commit or abort. The coordinator writes
+// PrepareCommit/PrepareAbort to __transaction_state, answers, then writes
+// markers to every partition of the transaction and completes it.
+func init() { register(26, 0, 5, handleEndTxn) }
+
+func handleEndTxn(s *Server, r *request) (result, error) {
+	req := r.req.(*kmsg.EndTxnRequest)
+	return result{wait: func() kmsg.Response {
+		ctx, cancel := s.txnContext(r)
+		defer cancel()
+		return s.txns.coord.EndTxn(ctx, req)
+	}}, nil
+}

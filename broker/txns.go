@@ -1,0 +1,181 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"strconv"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/gregorbroker/gregor/broker/group"
+	"github.com/gregorbroker/gregor/broker/producerstate"
+	"github.com/gregorbroker/gregor/broker/txn"
+	"github.com/gregorbroker/gregor/protocol"
+	"github.com/gregorbroker/gregor/raftmeta"
+)
+
+// Transactions: the transaction coordinator (broker/txn) keeps its state
+// in __transaction_state, created on the first FindCoordinator for a
+// transactional id, and moves with the leadership of that topic's
+// partitions like the group coordinator. To end a transaction it writes
+// commit or abort markers to every partition of the transaction through
+// writeMarkers, the path WriteTxnMarkers (key 27) also serves.
+
+const txnStateTopic = txn.TransactionStateTopic
+
+// txnCoordinator connects the transaction coordinator to the broker.
+type txnCoordinator struct {
+	coord  *txn.Coordinator
+	loader *partitionLoader
+}
+
+func (s *Server) startTxnCoordinator() error {
+	cfg := txn.DefaultConfig()
+	cfg.TransactionStateTopicPartitions = s.cfg.TransactionStateLogNumPartitions
+	cfg.Shards = runtime.GOMAXPROCS(0)
+	cfg.TransactionMaxTimeoutMs = s.cfg.TransactionMaxTimeoutMs
+	cfg.TransactionalIDExpirationMs = int64(s.cfg.TransactionalIDExpirationMs)
+	cfg.AbortTimedOutTransactionCleanupIntervalMs = int64(s.cfg.TransactionAbortTimedOutTransactionCleanupIntervalMs)
+	cfg.RemoveExpiredTransactionalIDCleanupIntervalMs = int64(s.cfg.TransactionRemoveExpiredTransactionCleanupIntervalMs)
+	// transaction.version is not advertised: clients add partitions
+	// themselves (AddPartitionsToTxn), and EndTxn bumps no epoch.
+	cfg.TransactionVersion = 0
+	cfg.Logger = s.log.With("component", "transactions")
+	coord, err := txn.New(cfg, txn.Deps{
+		Store:   internalStore{s, txnStateTopic},
+		Markers: markerWriter{s},
+		AllocateProducerID: func(ctx context.Context) (int64, error) {
+			id, _, err := s.producerIDs.Next(ctx)
+			return id, err
+		},
+		PartitionForGroup: func(groupID string) int32 {
+			return group.PartitionFor(groupID, s.cfg.OffsetsTopicNumPartitions)
+		},
+		PartitionExists: func(topic string, partition int32) bool {
+			t, ok := s.meta.Image().Topic(topic)
+			return ok && partition >= 0 && int(partition) < len(t.Partitions)
+		},
+		Clock: group.SystemClock{},
+	})
+	if err != nil {
+		return fmt.Errorf("start transaction coordinator: %w", err)
+	}
+	s.txns = &txnCoordinator{
+		coord: coord,
+		loader: &partitionLoader{
+			s: s, topic: txnStateTopic, loaded: make(map[int32]int32),
+			load: func(ctx context.Context, partition, epoch int32, p *partition) error {
+				return coord.Load(ctx, partition, epoch, readPartition(ctx, p))
+			},
+			unload: coord.Unload,
+		},
+	}
+	return nil
+}
+
+// ensureInternalTopic creates an internal topic if it does not exist yet
+// and returns the image that holds it.
+func (s *Server) ensureInternalTopic(ctx context.Context, name string, partitions int32, rf int16, configs map[string]string) (*raftmeta.Image, error) {
+	img := s.meta.Image()
+	if _, ok := img.Topic(name); ok {
+		return img, nil
+	}
+	res := s.ctrl.CreateTopics(ctx, []raftmeta.CreateTopic{{
+		Name: name, NumPartitions: partitions, ReplicationFactor: rf, Configs: configs,
+	}}, false)
+	if err := res[0].Err; err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
+		return nil, err
+	}
+	img = s.meta.Image()
+	if err := s.reconcile(img); err != nil {
+		s.log.Error("apply metadata", "err", err)
+	}
+	return img, nil
+}
+
+func (s *Server) ensureTxnTopic(ctx context.Context) (*raftmeta.Image, error) {
+	return s.ensureInternalTopic(ctx, txnStateTopic, s.cfg.TransactionStateLogNumPartitions, s.cfg.TransactionStateLogReplicationFactor,
+		map[string]string{
+			"cleanup.policy":      "compact",
+			"compression.type":    "uncompressed",
+			"min.insync.replicas": strconv.Itoa(int(s.cfg.TransactionStateLogMinISR)),
+			"segment.bytes":       strconv.Itoa(int(s.cfg.TransactionStateLogSegmentBytes)),
+		})
+}
+
+// markerWriter writes transaction markers to the partitions of this node.
+type markerWriter struct{ s *Server }
+
+// WriteMarkers writes each marker to each of its partitions and answers
+// one error per partition.
+func (mw markerWriter) WriteMarkers(ctx context.Context, markers []txn.Marker) [][]error {
+	out := make([][]error, len(markers))
+	for i, m := range markers {
+		out[i] = make([]error, len(m.Partitions))
+		for j, tp := range m.Partitions {
+			out[i][j] = mw.s.writeMarker(ctx, tp.Topic, tp.Partition, producerstate.Marker{
+				ProducerID: m.ProducerID, ProducerEpoch: m.ProducerEpoch, CoordinatorEpoch: m.CoordinatorEpoch,
+				Commit: m.Commit, TransactionVersion: m.TransactionVersion,
+			})
+		}
+	}
+	return out
+}
+
+// writeMarker appends a commit or abort control batch for a producer to a
+// partition this node leads, completes the producer's transaction there
+// (moving the last stable offset, recording an aborted transaction), and
+// waits until the marker is committed.
+func (s *Server) writeMarker(ctx context.Context, topic string, partition int32, m producerstate.Marker) error {
+	p := s.parts.get(topic, partition)
+	if p == nil {
+		if t, ok := s.meta.Image().Topic(topic); !ok || int(partition) >= len(t.Partitions) {
+			return fmt.Errorf("marker for %s-%d: %w", topic, partition, txn.ErrPartitionDeleted)
+		}
+		return fmt.Errorf("marker for %s-%d: %w", topic, partition, kerr.NotLeaderForPartition)
+	}
+	now := s.now().UnixMilli()
+	typ := kmsg.ControlRecordKeyTypeAbort
+	if m.Commit {
+		typ = kmsg.ControlRecordKeyTypeCommit
+	}
+	key := (&kmsg.ControlRecordKey{Version: 0, Type: typ}).AppendTo(nil)
+	value := (&kmsg.EndTxnMarker{Version: 0, CoordinatorEpoch: m.CoordinatorEpoch}).AppendTo(nil)
+	batch, err := protocol.BuildBatch(protocol.BatchHeader{
+		Attributes:     protocol.AttrTransactional | protocol.AttrControl,
+		FirstTimestamp: now, MaxTimestamp: now,
+		ProducerID: m.ProducerID, ProducerEpoch: m.ProducerEpoch, BaseSequence: -1,
+	}, []protocol.Record{{Key: key, Value: value}}, protocol.CodecNone)
+	if err != nil {
+		return fmt.Errorf("marker for %s-%d: %w", topic, partition, err)
+	}
+	p.mu.Lock()
+	st, err := s.producerStateLocked(p)
+	if err == nil {
+		err = st.CheckMarker(m)
+	}
+	var offset int64
+	if err == nil {
+		offset, err = s.appendLocked(p, batch, now)
+	}
+	if err == nil {
+		if done, ok := st.ApplyMarker(m, offset, now); ok && done.Aborted {
+			p.aborted = append(p.aborted, abortedTxn{ProducerID: done.ProducerID, FirstOffset: done.FirstOffset, LastOffset: done.LastOffset})
+		}
+		p.updateLastStableOffsetLocked()
+	}
+	p.mu.Unlock()
+	if err != nil {
+		return fmt.Errorf("marker for %s-%d: %w", topic, partition, err)
+	}
+	return p.waitHighWatermark(ctx, offset+1)
+}
+
+// txnContext bounds a request to the transaction coordinator.
+func (s *Server) txnContext(r *request) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(r.conn.ctx, 30*time.Second)
+}
