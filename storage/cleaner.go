@@ -415,10 +415,10 @@ func (s *segment) readFirstBatchMaxTimestamp() (int64, error) {
 	return b.maxTimestamp, nil
 }
 
-// checkDone aborts a cleaning whose log was closed or whose cleaner was
-// stopped (Kafka's checkCleaningAborted).
+// checkDone aborts a cleaning whose log was closed or is about to be
+// truncated, or whose cleaner was stopped (Kafka's checkCleaningAborted).
 func (c *Cleaner) checkDone(l *Log) error {
-	if l.closed.Load() || c.ctx.Err() != nil {
+	if l.closed.Load() || l.abortCleaning.Load() > 0 || c.ctx.Err() != nil {
 		return errCleaningAborted
 	}
 	return nil

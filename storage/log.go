@@ -81,6 +81,17 @@ type Log struct {
 	closed      atomic.Bool
 	lastFlushMs atomic.Int64
 
+	// truncations counts completed TruncateTo and TruncateFullyAndStartAt
+	// calls. A read that saw it change started again: it may have mixed
+	// the segments of the log before with the offsets of the log after.
+	truncations atomic.Int64
+	// abortCleaning is how many truncations wait for maintMu; a cleaning
+	// of this log stops when it sees one (Kafka's abortAndPauseCleaning).
+	abortCleaning atomic.Int32
+	// truncateCleanerCkpt lowers the log's cleaner checkpoint after a
+	// truncation (the Manager's maybeTruncateCheckpoint); nil if none.
+	truncateCleanerCkpt func(l *Log, offset int64) error
+
 	// maintMu serializes the maintenance that removes segments: retention
 	// and cleaning, as Kafka's LogCleanerManager keeps the two apart.
 	maintMu sync.Mutex
@@ -193,23 +204,38 @@ func (l *Log) append(batches []byte, leaderEpoch int32, now int64) (res AppendRe
 		if b.maxTimestamp > res.MaxTimestamp {
 			res.MaxTimestamp, res.OffsetOfMaxTimestamp = b.maxTimestamp, b.lastOffset
 		}
+		protocol.SetBaseOffset(batches[b.pos:], b.baseOffset)
+		protocol.SetPartitionLeaderEpoch(batches[b.pos:], leaderEpoch)
 	}
 	res.FirstOffset, res.LastOffset = first, first+count-1
+	flush, err = l.writeLocked(batches, infos, res, first, now, cfg)
+	if err != nil {
+		return AppendResult{}, false, err
+	}
+	return res, flush, nil
+}
 
+// writeLocked puts batches, which carry their final offsets (infos gives
+// their positions within batches), at the end of the log: it rolls first
+// if the active segment cannot take them, starting the new segment at
+// rollBase; then it writes, indexes and publishes the new log end offset.
+// It reports whether flush.messages or flush.ms asks for an fsync. A
+// failure is sticky.
+func (l *Log) writeLocked(batches []byte, infos []batchInfo, res AppendResult, rollBase, now int64, cfg *LogConfig) (flush bool, err error) {
 	seg := l.active()
-	if l.shouldRollLocked(seg, int64(len(batches)), res.MaxTimestamp, res.LastOffset, now, cfg) {
-		if seg, err = l.rollLocked(now); err != nil {
+	// An empty segment is rolled too if the offsets do not fit it, which
+	// a follower's batches after a gap left by compaction may not.
+	if l.shouldRollLocked(seg, int64(len(batches)), res.MaxTimestamp, res.LastOffset, now, cfg) ||
+		res.LastOffset-seg.base > math.MaxInt32 {
+		if seg, err = l.rollAtLocked(rollBase, now); err != nil {
 			l.err = fmt.Errorf("roll %s: %w", l.tp, err)
-			return AppendResult{}, false, l.err
+			return false, l.err
 		}
 	}
 
 	pos := seg.size.Load()
 	for i := range infos {
-		b := &infos[i]
-		protocol.SetBaseOffset(batches[b.pos:], b.baseOffset)
-		protocol.SetPartitionLeaderEpoch(batches[b.pos:], leaderEpoch)
-		b.pos += pos
+		infos[i].pos += pos
 	}
 	if pos == 0 {
 		seg.rollTs, seg.rollTsKnown = res.MaxTimestamp, true
@@ -217,7 +243,7 @@ func (l *Log) append(batches []byte, leaderEpoch int32, now int64) (res AppendRe
 	seg.unsynced = true
 	if _, err := seg.log.WriteAt(batches, pos); err != nil {
 		l.err = fmt.Errorf("append %s: %w", l.tp, err)
-		return AppendResult{}, false, l.err
+		return false, l.err
 	}
 	seg.size.Store(pos + int64(len(batches)))
 	seg.mu.Lock()
@@ -233,7 +259,7 @@ func (l *Log) append(batches []byte, leaderEpoch int32, now int64) (res AppendRe
 
 	flush = l.leo.Load()-l.rp.Load() >= cfg.FlushMessages ||
 		now-l.lastFlushMs.Load() >= cfg.FlushMs
-	return res, flush, nil
+	return flush, nil
 }
 
 // parseBatchesLocked splits batches into headers, checking only what the
@@ -298,8 +324,14 @@ func (l *Log) shouldRollLocked(seg *segment, appendBytes, maxTs, lastOffset, now
 // doing it inline keeps the recovery point exact at the cost of one fsync
 // per roll on the producer's path.)
 func (l *Log) rollLocked(now int64) (*segment, error) {
+	return l.rollAtLocked(l.leo.Load(), now)
+}
+
+// rollAtLocked rolls to a new segment whose base offset is base: the log
+// end offset, or a follower's next batch past a gap (Kafka rolls at the
+// appended batches' first offset).
+func (l *Log) rollAtLocked(base, now int64) (*segment, error) {
 	old := l.active()
-	base := l.leo.Load()
 	old.mu.Lock()
 	old.addFinalTimeEntryLocked()
 	old.mu.Unlock()
@@ -335,12 +367,15 @@ func (l *Log) rollLocked(now int64) (*segment, error) {
 // LogEndOffset] gives ErrOffsetOutOfRange.
 //
 // A read that meets a segment deleted or replaced since it looked (after
-// file.delete.delay.ms, or by a cleaning) starts again on the current
-// segments.
+// file.delete.delay.ms, or by a cleaning), or that overlapped a
+// truncation, starts again on the current segments.
 func (l *Log) Read(offset int64, maxBytes int32, maxOffset int64, minOneBatch bool) (ReadResult, error) {
 	for attempt := 0; ; attempt++ {
+		gen := l.truncations.Load()
 		res, retry, err := l.read(offset, maxBytes, maxOffset, minOneBatch)
-		if !retry {
+		// A truncation during the read may have shown it the log end
+		// offset of one log and the segments of another.
+		if !retry && l.truncations.Load() == gen {
 			return res, err
 		}
 		if attempt == maxReadAttempts-1 {

@@ -436,6 +436,7 @@ func (m *Manager) newLog(parent string, tp TopicPartition, segs []*segment, cfg 
 		compress:   m.compress,
 		deleter:    m.deleter,
 	}
+	l.truncateCleanerCkpt = m.truncateCleanerCheckpoint
 	l.hw.Store(-1)
 	l.unstable.Store(-1)
 	l.segs.Store(&segs)

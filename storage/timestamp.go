@@ -25,8 +25,9 @@ var ErrNoDecompressor = errors.New("compressed batch and no decompressor configu
 // with ManagerConfig.Decompress (storage holds no codecs).
 func (l *Log) FindOffsetByTimestamp(ts int64) (offset int64, timestamp int64, found bool, err error) {
 	for range maxReadAttempts {
+		gen := l.truncations.Load()
 		offset, timestamp, found, retry, err := l.findOffsetByTimestamp(ts)
-		if !retry {
+		if !retry && l.truncations.Load() == gen {
 			return offset, timestamp, found, err
 		}
 	}
