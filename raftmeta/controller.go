@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 )
@@ -34,6 +35,7 @@ const (
 type Controller struct {
 	node  *Node
 	log   *slog.Logger
+	cfg   ControllerConfig
 	newID func() [16]byte // topic IDs; tests make them deterministic
 
 	reqc     chan *request
@@ -41,6 +43,39 @@ type Controller struct {
 	cancel   context.CancelFunc
 	donec    chan struct{}
 	stopOnce sync.Once
+
+	// Owned by the controller goroutine; reset whenever this node becomes
+	// the active controller in a new term (see activate).
+	term         uint64              // raft term the state below belongs to
+	lastContact  map[int32]time.Time // last heartbeat (or registration) per broker
+	shuttingDown map[int32]bool      // brokers in controlled shutdown
+	nextBalance  time.Time           // next preferred-leader and unclean check
+}
+
+// ControllerConfig holds the settings of the active controller.
+type ControllerConfig struct {
+	// BrokerSessionTimeout is broker.session.timeout.ms: a broker that
+	// sends no heartbeat for this long is fenced. Zero turns broker
+	// liveness off: brokers register unfenced and are never fenced, for a
+	// process whose broker does not send heartbeats.
+	BrokerSessionTimeout time.Duration
+	// UncleanLeaderElection is the static default of
+	// unclean.leader.election.enable, which a topic config or a cluster-wide
+	// dynamic broker config overrides.
+	UncleanLeaderElection bool
+	// AutoLeaderRebalance is auto.leader.rebalance.enable.
+	AutoLeaderRebalance bool
+	// LeaderImbalanceCheckInterval is leader.imbalance.check.interval.seconds
+	// (default 300 s). It also paces unclean elections of leaderless
+	// partitions.
+	LeaderImbalanceCheckInterval time.Duration
+	// LeaderImbalancePerBrokerPercentage is
+	// leader.imbalance.per.broker.percentage: a broker's preferred
+	// partitions are moved back to it when more than this share of them is
+	// led elsewhere. Zero rebalances any imbalance.
+	LeaderImbalancePerBrokerPercentage int32
+	// Now is the clock, time.Now if nil.
+	Now func() time.Time
 }
 
 type request struct {
@@ -52,16 +87,25 @@ type request struct {
 
 // newController starts the controller goroutine for node. It runs on every
 // node and answers NOT_CONTROLLER while its node is not the leader.
-func newController(node *Node, logger *slog.Logger) *Controller {
+func newController(node *Node, logger *slog.Logger, cfg ControllerConfig) *Controller {
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.LeaderImbalanceCheckInterval <= 0 {
+		cfg.LeaderImbalanceCheckInterval = defaultImbalanceCheckInterval
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &Controller{
-		node:   node,
-		log:    logger.With("component", "controller", "node", node.NodeID()),
-		newID:  NewUUID,
-		reqc:   make(chan *request),
-		ctx:    ctx,
-		cancel: cancel,
-		donec:  make(chan struct{}),
+		node:         node,
+		log:          logger.With("component", "controller", "node", node.NodeID()),
+		cfg:          cfg,
+		newID:        NewUUID,
+		reqc:         make(chan *request),
+		ctx:          ctx,
+		cancel:       cancel,
+		donec:        make(chan struct{}),
+		lastContact:  map[int32]time.Time{},
+		shuttingDown: map[int32]bool{},
 	}
 	go c.run()
 	return c
@@ -69,6 +113,8 @@ func newController(node *Node, logger *slog.Logger) *Controller {
 
 func (c *Controller) run() {
 	defer close(c.donec)
+	tick := time.NewTicker(c.periodicInterval())
+	defer tick.Stop()
 	for {
 		select {
 		case req := <-c.reqc:
@@ -78,6 +124,8 @@ func (c *Controller) run() {
 				req.ran = true
 			}
 			close(req.done)
+		case <-tick.C:
+			c.periodic()
 		case <-c.ctx.Done():
 			return
 		}
@@ -128,15 +176,27 @@ func timeoutError(ctx context.Context) error {
 // propose commits recs and waits until they apply, whatever the caller's
 // context does: the next request must see their effect.
 func (c *Controller) propose(recs []Record) error {
+	_, err := c.proposeImage(recs)
+	return err
+}
+
+// proposeImage is propose that also returns the image just after the
+// records applied.
+func (c *Controller) proposeImage(recs []Record) (*Image, error) {
+	var img *Image
 	p, err := c.node.submit(c.ctx, recs)
 	if err == nil {
 		r := c.node.wait(c.ctx.Done(), p)
 		if r.err == nil && r.img == nil {
 			err = ErrClosed
 		} else {
-			err = r.err
+			img, err = r.img, r.err
 		}
 	}
+	return img, c.proposeError(err)
+}
+
+func (c *Controller) proposeError(err error) error {
 	switch {
 	case err == nil:
 		return nil
@@ -709,8 +769,11 @@ func (c *Controller) alterConfigs(resourceType int8, name string, set map[string
 // RegisterBroker registers a broker (Kafka's BrokerRegistration) and
 // returns its broker epoch. A retry with the same incarnation ID returns
 // the existing epoch; a new incarnation replaces the registration with a
-// higher epoch. The broker is registered unfenced: with no heartbeats yet,
-// the controller has no later point at which to unfence it. The record's
+// higher epoch. With broker liveness on (BrokerSessionTimeout), the broker
+// is registered fenced, as in Kafka, and its first heartbeat after it has
+// caught up with the log unfences it; a new incarnation is also taken out
+// of every ISR and loses its leaderships. With liveness off it is
+// registered unfenced, since nothing would unfence it later. The record's
 // Epoch and Fenced fields are chosen by the controller.
 func (c *Controller) RegisterBroker(ctx context.Context, reg RegisterBrokerRecord) (int64, error) {
 	reg.Listeners = slices.Clone(reg.Listeners)
@@ -727,6 +790,7 @@ func (c *Controller) registerBroker(reg RegisterBrokerRecord) (int64, error) {
 	if !c.node.IsLeader() {
 		return 0, notController()
 	}
+	c.activate()
 	if reg.BrokerID < 0 {
 		return 0, apiError(kerr.InvalidRequest, "Invalid broker ID %d", reg.BrokerID)
 	}
@@ -735,17 +799,29 @@ func (c *Controller) registerBroker(reg RegisterBrokerRecord) (int64, error) {
 	// next entry's index is above every applied one, so offset+1 is unique
 	// and increasing in the same way.
 	epoch := int64(img.Offset()) + 1
+	var recs []Record
 	if old, ok := img.Broker(reg.BrokerID); ok {
 		if old.IncarnationID == reg.IncarnationID {
 			return old.Epoch, nil
 		}
 		epoch = max(epoch, old.Epoch+1)
+		if c.livenessOn() {
+			// A new incarnation means the broker restarted: as Kafka does,
+			// take it out of every ISR and move its leaderships away until
+			// it has caught up and is unfenced again.
+			recs = c.removeFromISRs(img, reg.BrokerID)
+		}
 	}
 	reg.Epoch = epoch
-	reg.Fenced = false
-	if err := c.propose([]Record{&reg}); err != nil {
+	// With heartbeats, a broker starts fenced and its first heartbeat
+	// after catching up with the log unfences it, as in Kafka. Without
+	// them nothing would ever unfence it.
+	reg.Fenced = c.livenessOn()
+	delete(c.shuttingDown, reg.BrokerID)
+	if err := c.propose(append(recs, &reg)); err != nil {
 		return 0, err
 	}
+	c.lastContact[reg.BrokerID] = c.cfg.Now()
 	c.log.Debug("registered broker", "broker", reg.BrokerID, "epoch", epoch)
 	return epoch, nil
 }

@@ -27,6 +27,10 @@ const (
 	electionTicks        = 10
 	heartbeatTicks       = 1
 	defaultSnapshotEvery = 10000
+	// defaultSnapshotMargin entries stay in the log below each snapshot,
+	// so that a follower a little behind catches up from the log and only
+	// a new or far-behind node needs the whole image.
+	defaultSnapshotMargin = 1000
 
 	maxMsgBytes       = 1 << 20
 	maxInflightMsgs   = 256
@@ -48,9 +52,15 @@ type Config struct {
 	// NodeID is this node's raft ID (Kafka's node.id); it must not be 0.
 	NodeID uint64
 	// Voters are the IDs of the controller quorum, used to bootstrap an
-	// empty log. Empty means this node alone. A node not among the voters
-	// starts empty and waits for the leader to add it (as a learner).
+	// empty log. Empty means this node alone, unless Observer is set. A
+	// node not among the voters starts empty and, if its transport can
+	// reach the controllers (TCPTransport), asks the active controller to
+	// add it as a learner.
 	Voters []uint64
+	// Observer marks a node that is never a voter (process.roles=broker):
+	// it never bootstraps a log of its own, even with Voters empty (when
+	// only controller.quorum.bootstrap.servers names the controllers).
+	Observer bool
 	// Dir is the metadata log dir; the log itself goes in
 	// Dir/__cluster_metadata-0.
 	Dir string
@@ -71,6 +81,11 @@ type Config struct {
 	// Ticks, if set, replaces the ticker: each value received is one tick.
 	// Tests use it to drive time.
 	Ticks <-chan time.Time
+	// SnapshotMargin is the number of entries kept in memory below each
+	// snapshot for followers that lag a little (default 1,000).
+	SnapshotMargin uint64
+	// Controller configures the controller's timers and elections.
+	Controller ControllerConfig
 }
 
 // Node is one member of the metadata quorum, with its controller. One
@@ -102,6 +117,19 @@ type Node struct {
 	subs       []chan struct{}
 	subsClosed bool
 
+	// Reports from the transport, taken by the loop (see quorum.go).
+	reportMu    sync.Mutex
+	unreachable map[uint64]bool
+	snapReports map[uint64]raft.SnapshotStatus
+	reportc     chan struct{}
+
+	loopc      chan func()                  // functions run on the loop
+	members    atomic.Pointer[pb.ConfState] // published after each change
+	activeTerm atomic.Uint64                // term in which active was last set
+	snapsIn    atomic.Uint64                // snapshots received from a leader
+	bg         sync.WaitGroup               // background goroutines (learner join)
+	attachedTo nodeAttacher
+
 	// Owned by the Ready loop.
 	incarnation uint64
 	seq         uint64
@@ -111,6 +139,10 @@ type Node struct {
 	raftLeader  bool
 	leaderTerm  uint64
 	resolved    []resolution
+	// When the leader last heard from each peer, and when each peer was
+	// last caught up with the leader's log (for DescribeQuorum).
+	peerSeen     map[uint64]time.Time
+	peerCaughtUp map[uint64]time.Time
 }
 
 type proposal struct {
@@ -151,7 +183,13 @@ func Start(cfg Config) (*Node, error) {
 	if cfg.TickInterval <= 0 {
 		cfg.TickInterval = defaultTickInterval
 	}
-	if len(cfg.Voters) == 0 {
+	if cfg.SnapshotMargin == 0 {
+		cfg.SnapshotMargin = defaultSnapshotMargin
+	}
+	if cfg.Observer && slices.Contains(cfg.Voters, cfg.NodeID) {
+		return nil, fmt.Errorf("start metadata node: observer %d is listed among the voters", cfg.NodeID)
+	}
+	if len(cfg.Voters) == 0 && !cfg.Observer {
 		cfg.Voters = []uint64{cfg.NodeID}
 	}
 	if slices.Contains(cfg.Voters, 0) {
@@ -174,8 +212,23 @@ func Start(cfg Config) (*Node, error) {
 		n.ticker = time.NewTicker(cfg.TickInterval)
 		n.ticks = n.ticker.C
 	}
-	n.ctrl = newController(n, cfg.Logger)
+	n.ctrl = newController(n, cfg.Logger, cfg.Controller)
+	if a, ok := cfg.Transport.(nodeAttacher); ok {
+		if err := a.attach(n); err != nil {
+			n.ctrl.Close()
+			if n.ticker != nil {
+				n.ticker.Stop()
+			}
+			st.close()
+			return nil, fmt.Errorf("start metadata node: %w", err)
+		}
+		n.attachedTo = a
+	}
 	go n.run()
+	if j, ok := cfg.Transport.(learnerJoiner); ok && !slices.Contains(cfg.Voters, cfg.NodeID) {
+		n.bg.Add(1)
+		go n.joinAsLearner(j)
+	}
 	return n, nil
 }
 
@@ -207,18 +260,25 @@ func newNode(cfg Config, log *slog.Logger, st *diskStorage) (*Node, error) {
 		confState = proto.Clone(st.snap.GetMetadata().GetConfState()).(*pb.ConfState)
 	}
 	n := &Node{
-		cfg:         cfg,
-		log:         log,
-		st:          st,
-		propc:       make(chan *proposal, maxProposalsBatch),
-		recvc:       make(chan *pb.Message, 256),
-		stopc:       make(chan struct{}),
-		donec:       make(chan struct{}),
-		incarnation: rand.Uint64(),
-		confState:   confState,
-		snapIndex:   snapIndex,
+		cfg:          cfg,
+		log:          log,
+		st:           st,
+		propc:        make(chan *proposal, maxProposalsBatch),
+		recvc:        make(chan *pb.Message, 256),
+		stopc:        make(chan struct{}),
+		donec:        make(chan struct{}),
+		reportc:      make(chan struct{}, 1),
+		loopc:        make(chan func()),
+		unreachable:  map[uint64]bool{},
+		snapReports:  map[uint64]raft.SnapshotStatus{},
+		incarnation:  rand.Uint64(),
+		confState:    confState,
+		snapIndex:    snapIndex,
+		peerSeen:     map[uint64]time.Time{},
+		peerCaughtUp: map[uint64]time.Time{},
 	}
 	n.image.Store(img)
+	n.publishMembers()
 
 	rn, err := newRawNode(&raft.Config{
 		ID:              cfg.NodeID,
@@ -302,9 +362,11 @@ func (n *Node) run() {
 				n.propose(<-n.propc)
 			}
 		case m := <-n.recvc:
-			if err := n.rn.Step(m); err != nil {
-				n.log.Debug("dropped raft message", "type", m.GetType(), "from", m.GetFrom(), "err", err)
-			}
+			n.step(m)
+		case <-n.reportc:
+			n.applyReports()
+		case fn := <-n.loopc:
+			fn()
 		case <-n.stopc:
 			return
 		}
@@ -371,6 +433,8 @@ func (n *Node) handleReady() error {
 		isLeader := rd.SoftState.RaftState == raft.StateLeader
 		if isLeader && !n.raftLeader {
 			n.leaderTerm = n.rn.BasicStatus().GetTerm()
+			clear(n.peerSeen)
+			clear(n.peerCaughtUp)
 		}
 		lostLead = n.raftLeader && !isLeader
 		n.raftLeader = isLeader
@@ -400,6 +464,9 @@ func (n *Node) handleReady() error {
 		img = snapImg
 		n.confState = proto.Clone(rd.Snapshot.GetMetadata().GetConfState()).(*pb.ConfState)
 		n.snapIndex = rd.Snapshot.GetMetadata().GetIndex()
+		n.publishMembers()
+		n.snapsIn.Add(1)
+		n.log.Info("installed metadata snapshot from the leader", "offset", n.snapIndex)
 	}
 	for _, e := range rd.CommittedEntries {
 		var err error
@@ -422,7 +489,11 @@ func (n *Node) handleReady() error {
 		n.failWaiters(ErrNotController)
 	}
 	if img.Offset() >= n.snapIndex+n.cfg.SnapshotEvery {
-		if err := n.st.createSnapshot(img.Offset(), n.confState, EncodeImage(img)); err != nil {
+		var keepFrom uint64
+		if img.Offset() > n.cfg.SnapshotMargin {
+			keepFrom = img.Offset() - n.cfg.SnapshotMargin
+		}
+		if err := n.st.createSnapshot(img.Offset(), keepFrom, n.confState, EncodeImage(img)); err != nil {
 			return err
 		}
 		n.log.Info("wrote metadata snapshot", "offset", img.Offset())
@@ -438,6 +509,7 @@ func (n *Node) applyEntry(img *Image, e *pb.Entry) (*Image, error) {
 		// The first entry of the leader's own term has applied, so the image
 		// now holds every entry of earlier terms: it is safe to validate
 		// requests against it.
+		n.activeTerm.Store(n.leaderTerm)
 		n.active.Store(true)
 		n.log.Debug("became the active controller", "term", n.leaderTerm, "offset", idx)
 	}
@@ -448,6 +520,7 @@ func (n *Node) applyEntry(img *Image, e *pb.Entry) (*Image, error) {
 			return img, fmt.Errorf("entry %d: decode conf change: %w", idx, err)
 		}
 		n.confState = n.rn.ApplyConfChange(cc)
+		n.publishMembers()
 		return img.withOffset(idx), nil
 	case pb.EntryConfChangeV2:
 		cc := new(pb.ConfChangeV2)
@@ -455,6 +528,7 @@ func (n *Node) applyEntry(img *Image, e *pb.Entry) (*Image, error) {
 			return img, fmt.Errorf("entry %d: decode conf change: %w", idx, err)
 		}
 		n.confState = n.rn.ApplyConfChange(cc)
+		n.publishMembers()
 		return img.withOffset(idx), nil
 	}
 	if len(e.GetData()) == 0 {
@@ -634,11 +708,24 @@ func (n *Node) Step(ctx context.Context, m *pb.Message) error {
 	}
 }
 
+// Close stops the node. The active controller first hands raft
+// leadership to the most caught-up other voter, if there is one, so that
+// the quorum does not wait an election timeout for a new controller. Then
 // Close stops the Ready loop, fails pending proposals with ErrClosed and
-// closes the log. It returns the error that stopped the loop, if any.
-func (n *Node) Close() error {
+// closes the log. It returns the error that stopped the loop, if any. A
+// transport passed in Config stays open: close it after the node.
+func (n *Node) Close() error { return n.close(true) }
+
+func (n *Node) close(transfer bool) error {
 	n.ctrl.Close()
+	if transfer {
+		n.transferLeadership()
+	}
 	n.stopOnce.Do(func() { close(n.stopc) })
 	<-n.donec
+	n.bg.Wait()
+	if n.attachedTo != nil {
+		n.attachedTo.detach(n)
+	}
 	return n.err
 }

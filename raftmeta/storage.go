@@ -524,8 +524,11 @@ func (s *diskStorage) append(hs *pb.HardState, ents []*pb.Entry, sync bool) erro
 }
 
 // createSnapshot records a snapshot of the applied state at index, then
-// compacts the log up to it.
-func (s *diskStorage) createSnapshot(index uint64, cs *pb.ConfState, data []byte) error {
+// compacts the in-memory log up to keepFrom (at most index), so that the
+// entries between stay available to followers that lag a little. The
+// files keep only what follows the snapshot: after a restart the margin is
+// gone until the log grows again.
+func (s *diskStorage) createSnapshot(index, keepFrom uint64, cs *pb.ConfState, data []byte) error {
 	if s.err != nil {
 		return s.err
 	}
@@ -536,8 +539,11 @@ func (s *diskStorage) createSnapshot(index uint64, cs *pb.ConfState, data []byte
 	if err := s.saveSnapshot(snap); err != nil {
 		return err
 	}
-	if err := s.mem.Compact(index); err != nil {
-		return s.fail(fmt.Errorf("compact to %d: %w", index, err))
+	keepFrom = min(keepFrom, index)
+	if first, _ := s.mem.FirstIndex(); keepFrom >= first {
+		if err := s.mem.Compact(keepFrom); err != nil {
+			return s.fail(fmt.Errorf("compact to %d: %w", keepFrom, err))
+		}
 	}
 	return s.writeSegment(index)
 }

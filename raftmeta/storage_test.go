@@ -206,7 +206,7 @@ func TestStorageSnapshotCompaction(t *testing.T) {
 		t.Fatal(err)
 	}
 	cs := &pb.ConfState{Voters: []uint64{1}}
-	if err := s.createSnapshot(15, cs, []byte("image")); err != nil {
+	if err := s.createSnapshot(15, 15, cs, []byte("image")); err != nil {
 		t.Fatal(err)
 	}
 	checkLog(t, s, 16, 20)
@@ -247,7 +247,7 @@ func TestStorageLeftoverOldSegment(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.createSnapshot(8, &pb.ConfState{Voters: []uint64{1}}, []byte("img")); err != nil {
+	if err := s.createSnapshot(8, 8, &pb.ConfState{Voters: []uint64{1}}, []byte("img")); err != nil {
 		t.Fatal(err)
 	}
 	s.close()
@@ -275,7 +275,7 @@ func TestStorageCorruptSnapshot(t *testing.T) {
 	if err := s.append(hardState(1, 1, 5), testEntries(1, 5, 1), true); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.createSnapshot(5, &pb.ConfState{Voters: []uint64{1}}, []byte("img")); err != nil {
+	if err := s.createSnapshot(5, 5, &pb.ConfState{Voters: []uint64{1}}, []byte("img")); err != nil {
 		t.Fatal(err)
 	}
 	s.close()
@@ -325,7 +325,7 @@ func TestStorageStickyError(t *testing.T) {
 	if err2 := s.append(hardState(1, 1, 1), testEntries(1, 1, 1), true); err2 != err {
 		t.Fatalf("second append: %v, want the sticky %v", err2, err)
 	}
-	if err := s.createSnapshot(1, nil, nil); err == nil {
+	if err := s.createSnapshot(1, 1, nil, nil); err == nil {
 		t.Fatal("createSnapshot after a failure succeeded")
 	}
 }

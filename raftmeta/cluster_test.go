@@ -1,0 +1,543 @@
+package raftmeta
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"reflect"
+	"runtime"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+)
+
+// tcpCluster runs three voters (1, 2, 3) and any learners in one process,
+// talking over real TCP on loopback.
+type tcpCluster struct {
+	t       *testing.T
+	addrs   map[uint64]string
+	dirs    map[uint64]string
+	nodes   map[uint64]*tcpNode
+	mod     func(id uint64, c *Config)
+	pending map[uint64]net.Listener // listeners reserved before their node starts
+	// bootstrapLearners makes learners find the controllers as Kafka 4
+	// brokers do: by controller.quorum.bootstrap.servers alone, knowing
+	// neither their IDs nor the voter set.
+	bootstrapLearners bool
+}
+
+type tcpNode struct {
+	node   *Node
+	tr     *TCPTransport
+	client *ControllerClient
+	served chan struct{}
+}
+
+const testTick = 20 * time.Millisecond
+
+var testVoters = []uint64{1, 2, 3}
+
+func newTCPCluster(t *testing.T, mod func(id uint64, c *Config)) *tcpCluster {
+	t.Helper()
+	c := &tcpCluster{t: t, addrs: map[uint64]string{}, dirs: map[uint64]string{}, nodes: map[uint64]*tcpNode{}, mod: mod, pending: map[uint64]net.Listener{}}
+	for _, id := range testVoters {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.addrs[id] = ln.Addr().String()
+		c.pending[id] = ln
+	}
+	t.Cleanup(func() {
+		for id := range c.nodes {
+			c.stop(id, false)
+		}
+		for _, ln := range c.pending {
+			ln.Close()
+		}
+	})
+	return c
+}
+
+// start starts node id (a voter if it is 1, 2 or 3, else a learner) with
+// its directory from an earlier start, if any.
+func (c *tcpCluster) start(id uint64) *tcpNode {
+	c.t.Helper()
+	if c.dirs[id] == "" {
+		c.dirs[id] = c.t.TempDir()
+	}
+	tcfg := TransportConfig{
+		NodeID: id, ClusterID: "tcp-cluster", Peers: c.addrs, Logger: discardLogger(),
+		MinBackoff: 5 * time.Millisecond, MaxBackoff: 50 * time.Millisecond,
+	}
+	voters := testVoters
+	_, voter := c.addrs[id]
+	if !voter && c.bootstrapLearners {
+		tcfg.Peers, voters = nil, nil
+		for _, vid := range testVoters {
+			tcfg.Bootstrap = append(tcfg.Bootstrap, c.addrs[vid])
+		}
+	}
+	tr, err := NewTCPTransport(tcfg)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	cfg := Config{
+		NodeID: id, Voters: voters, Observer: !voter, Dir: c.dirs[id], Logger: discardLogger(),
+		ClusterID: "tcp-cluster", TickInterval: testTick, Transport: tr,
+	}
+	if c.mod != nil {
+		c.mod(id, &cfg)
+	}
+	n, err := Start(cfg)
+	if err != nil {
+		tr.Close()
+		c.t.Fatalf("start node %d: %v", id, err)
+	}
+	tn := &tcpNode{node: n, tr: tr, client: NewControllerClient(n, tr), served: make(chan struct{})}
+	if addr, ok := c.addrs[id]; ok {
+		ln := c.pending[id]
+		delete(c.pending, id)
+		if ln == nil {
+			if ln, err = net.Listen("tcp", addr); err != nil {
+				c.t.Fatalf("listen again on %s: %v", addr, err)
+			}
+		}
+		go func() {
+			defer close(tn.served)
+			if err := tr.Serve(ln); err != nil {
+				c.t.Errorf("serve: %v", err)
+			}
+		}()
+	} else {
+		close(tn.served)
+	}
+	c.nodes[id] = tn
+	return tn
+}
+
+// stop closes node id, handing leadership over first if transfer is set.
+func (c *tcpCluster) stop(id uint64, transfer bool) {
+	tn := c.nodes[id]
+	if tn == nil {
+		return
+	}
+	delete(c.nodes, id)
+	tn.node.close(transfer)
+	tn.tr.Close()
+	<-tn.served
+}
+
+func (c *tcpCluster) leader() *tcpNode {
+	for _, tn := range c.nodes {
+		if tn.node.IsLeader() {
+			return tn
+		}
+	}
+	return nil
+}
+
+func (c *tcpCluster) waitLeader() *tcpNode {
+	c.t.Helper()
+	var l *tcpNode
+	waitFor(c.t, "an active controller", func() bool { l = c.leader(); return l != nil })
+	return l
+}
+
+// follower returns a running voter that is not the leader.
+func (c *tcpCluster) follower() *tcpNode {
+	for _, id := range testVoters {
+		if tn := c.nodes[id]; tn != nil && !tn.node.IsLeader() {
+			return tn
+		}
+	}
+	return nil
+}
+
+// waitConverged waits until every running node has applied the leader's
+// image.
+func (c *tcpCluster) waitConverged() {
+	c.t.Helper()
+	waitFor(c.t, "all nodes to apply the same image", func() bool {
+		l := c.leader()
+		if l == nil {
+			return false
+		}
+		want := l.node.Image().Records()
+		for _, tn := range c.nodes {
+			if !reflect.DeepEqual(tn.node.Image().Records(), want) {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+func mustCreate(t *testing.T, api ControllerAPI, name string, partitions int32, rf int16) CreateTopicResult {
+	t.Helper()
+	res := api.CreateTopics(ctxT(t), []CreateTopic{{Name: name, NumPartitions: partitions, ReplicationFactor: rf}}, false)
+	if len(res) != 1 || res[0].Err != nil {
+		t.Fatalf("create topic %s: %+v", name, res)
+	}
+	return res[0]
+}
+
+func TestTCPClusterForwardingAndLearner(t *testing.T) {
+	c := newTCPCluster(t, nil)
+	c.bootstrapLearners = true
+	for _, id := range testVoters {
+		c.start(id)
+	}
+	learner := c.start(4)
+	leader := c.waitLeader()
+	waitFor(t, "the learner to join", func() bool {
+		for _, tn := range c.nodes {
+			if !slices.Contains(tn.node.Learners(), 4) {
+				return false
+			}
+		}
+		return true
+	})
+	if got := learner.node.Voters(); !slices.Equal(got, testVoters) {
+		t.Fatalf("voters seen by the learner: %v", got)
+	}
+
+	// Requests sent from a follower and from the learner reach the active
+	// controller; their results are those of the local controller.
+	f := c.follower()
+	if _, err := f.client.RegisterBroker(ctxT(t), RegisterBrokerRecord{BrokerID: 1, IncarnationID: NewUUID()}); err != nil {
+		t.Fatal(err)
+	}
+	res := mustCreate(t, f.client, "from-follower", 3, 1)
+	if res.NumPartitions != 3 || res.ReplicationFactor != 1 || res.ID == ([16]byte{}) {
+		t.Fatalf("forwarded result %+v", res)
+	}
+	mustCreate(t, learner.client, "from-learner", 1, 1)
+	dup := learner.client.CreateTopics(ctxT(t), []CreateTopic{{Name: "from-follower", NumPartitions: 1, ReplicationFactor: 1}}, false)
+	if !errors.Is(dup[0].Err, kerr.TopicAlreadyExists) || ErrorMessage(dup[0].Err) == nil {
+		t.Fatalf("duplicate forwarded: %+v", dup[0])
+	}
+	if err := learner.client.AlterConfigs(ctxT(t), ResourceTopic, "from-learner", map[string]*string{"retention.ms": strp("10")}, false); err != nil {
+		t.Fatal(err)
+	}
+	if first, count, err := f.client.AllocateProducerIDs(ctxT(t), 1); err != nil || count != ProducerIDBlockSize || first != 0 {
+		t.Fatalf("AllocateProducerIDs: %d %d %v", first, count, err)
+	}
+	c.waitConverged()
+	tp, ok := learner.node.Image().Topic("from-learner")
+	if !ok || tp.Configs["retention.ms"] != "10" {
+		t.Fatalf("learner image: %+v %v", tp, ok)
+	}
+
+	// DescribeQuorum, asked anywhere, answers with the leader's view.
+	q, err := learner.client.DescribeQuorum(ctxT(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if q.LeaderID != int32(leader.node.NodeID()) || q.LeaderEpoch < 1 || q.HighWatermark < int64(learner.node.Image().Offset()) {
+		t.Fatalf("quorum %+v (leader %d)", q, leader.node.NodeID())
+	}
+	if len(q.Voters) != 3 || len(q.Observers) != 1 || q.Observers[0].ID != 4 {
+		t.Fatalf("quorum replicas %+v / %+v", q.Voters, q.Observers)
+	}
+	for _, r := range append(q.Voters, q.Observers...) {
+		if r.LogEndOffset <= 0 || r.LastFetchTimestamp <= 0 || r.LastCaughtUpTimestamp <= 0 {
+			t.Fatalf("replica %+v", r)
+		}
+	}
+	if _, err := f.node.Controller().DescribeQuorum(ctxT(t)); !errors.Is(err, kerr.NotController) {
+		t.Fatalf("DescribeQuorum on a follower's controller: %v", err)
+	}
+}
+
+// A leader that dies without handing over loses no acknowledged record:
+// every CreateTopics that succeeded is in the new leader's image.
+func TestTCPClusterLeaderKill(t *testing.T) {
+	c := newTCPCluster(t, nil)
+	for _, id := range testVoters {
+		c.start(id)
+	}
+	leader := c.waitLeader()
+	if _, err := leader.client.RegisterBroker(ctxT(t), RegisterBrokerRecord{BrokerID: 1, IncarnationID: NewUUID()}); err != nil {
+		t.Fatal(err)
+	}
+	f := c.follower()
+	var mu sync.Mutex
+	var acked []string
+	var wg sync.WaitGroup
+	stopc := make(chan struct{})
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for i := 0; ; i++ {
+			select {
+			case <-stopc:
+				return
+			default:
+			}
+			name := fmt.Sprintf("t%03d", i)
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			res := f.client.CreateTopics(ctx, []CreateTopic{{Name: name, NumPartitions: 1, ReplicationFactor: 1}}, false)
+			cancel()
+			if err := res[0].Err; err == nil || errors.Is(err, kerr.TopicAlreadyExists) {
+				mu.Lock()
+				acked = append(acked, name)
+				mu.Unlock()
+			}
+		}
+	}()
+	waitFor(t, "some topics", func() bool { mu.Lock(); defer mu.Unlock(); return len(acked) >= 5 })
+	old := leader.node.NodeID()
+	c.stop(old, false)
+	var next *tcpNode
+	waitFor(t, "a new active controller", func() bool { next = c.leader(); return next != nil })
+	mu.Lock()
+	n := len(acked)
+	mu.Unlock()
+	waitFor(t, "topics under the new leader", func() bool { mu.Lock(); defer mu.Unlock(); return len(acked) >= n+5 })
+	close(stopc)
+	wg.Wait()
+	c.waitConverged()
+	img := c.leader().node.Image()
+	for _, name := range acked {
+		if _, ok := img.Topic(name); !ok {
+			t.Fatalf("acknowledged topic %s lost after failover (%d acknowledged)", name, len(acked))
+		}
+	}
+	if next.node.NodeID() == old {
+		t.Fatal("the dead node leads")
+	}
+	c.start(old)
+	c.waitConverged()
+}
+
+// A node that comes back after the leader has compacted past its log
+// catches up from a snapshot sent over the transport.
+func TestTCPClusterSnapshotCatchUp(t *testing.T) {
+	c := newTCPCluster(t, func(_ uint64, cfg *Config) { cfg.SnapshotEvery, cfg.SnapshotMargin = 16, 4 })
+	for _, id := range testVoters {
+		c.start(id)
+	}
+	leader := c.waitLeader()
+	if _, err := leader.client.RegisterBroker(ctxT(t), RegisterBrokerRecord{BrokerID: 1, IncarnationID: NewUUID()}); err != nil {
+		t.Fatal(err)
+	}
+	lagging := c.follower().node.NodeID()
+	c.stop(lagging, false)
+	for i := range 40 {
+		mustCreate(t, c.waitLeader().client, fmt.Sprintf("s%02d", i), 1, 1)
+	}
+	first, _ := c.waitLeader().node.st.FirstIndex()
+	back := c.start(lagging)
+	c.waitConverged()
+	if back.node.snapsIn.Load() == 0 {
+		t.Fatalf("node %d caught up without a snapshot (leader log starts at %d)", lagging, first)
+	}
+	if _, ok := back.node.Image().Topic("s39"); !ok {
+		t.Fatal("restarted node lacks the last topic")
+	}
+	// It then follows the log as usual.
+	mustCreate(t, back.client, "after", 1, 1)
+	c.waitConverged()
+}
+
+// A learner applies the log but never votes: with two of three voters
+// gone there is no quorum, and the learner does not become leader.
+func TestTCPClusterLearnerDoesNotVote(t *testing.T) {
+	c := newTCPCluster(t, nil)
+	for _, id := range testVoters {
+		c.start(id)
+	}
+	learner := c.start(4)
+	leader := c.waitLeader()
+	if _, err := learner.client.RegisterBroker(ctxT(t), RegisterBrokerRecord{BrokerID: 4, IncarnationID: NewUUID()}); err != nil {
+		t.Fatal(err)
+	}
+	mustCreate(t, learner.client, "before", 1, 1)
+	waitFor(t, "the learner to apply", func() bool { _, ok := learner.node.Image().Topic("before"); return ok })
+
+	// Keep one voter that is not the leader, so that a new election is
+	// needed and cannot be won.
+	var keep uint64
+	for _, id := range testVoters {
+		if id != leader.node.NodeID() {
+			keep = id
+		}
+	}
+	for _, id := range testVoters {
+		if id != keep {
+			c.stop(id, false)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 8*electionTicks*testTick)
+	defer cancel()
+	res := learner.client.CreateTopics(ctx, []CreateTopic{{Name: "after", NumPartitions: 1, ReplicationFactor: 1}}, false)
+	if res[0].Err == nil {
+		t.Fatal("a topic was created without a quorum")
+	}
+	for _, tn := range c.nodes {
+		if tn.node.IsLeader() {
+			t.Fatalf("node %d leads without a quorum", tn.node.NodeID())
+		}
+	}
+	if id, _ := learner.node.LeaderID(); id == 4 {
+		t.Fatal("the learner became leader")
+	}
+	if _, ok := learner.node.Image().Topic("after"); ok {
+		t.Fatal("the learner applied an uncommitted topic")
+	}
+}
+
+// Closing the active controller hands leadership to another voter at
+// once instead of leaving the quorum to wait for an election timeout.
+func TestTCPClusterGracefulTransfer(t *testing.T) {
+	c := newTCPCluster(t, nil)
+	for _, id := range testVoters {
+		c.start(id)
+	}
+	leader := c.waitLeader()
+	if _, err := leader.client.RegisterBroker(ctxT(t), RegisterBrokerRecord{BrokerID: 1, IncarnationID: NewUUID()}); err != nil {
+		t.Fatal(err)
+	}
+	mustCreate(t, leader.client, "a", 1, 1)
+	c.waitConverged()
+	old := leader.node.NodeID()
+	c.stop(old, true)
+	// Close returned once another node led; no election timeout passed.
+	var next uint64
+	for _, tn := range c.nodes {
+		if id, ok := tn.node.LeaderID(); ok && id != old {
+			next = id
+		}
+	}
+	if next == 0 {
+		t.Fatal("no other node knows a new leader when Close returns")
+	}
+	start := time.Now()
+	nl := c.waitLeader()
+	if d := time.Since(start); d > electionTicks*testTick {
+		t.Fatalf("new active controller after %v", d)
+	}
+	mustCreate(t, nl.client, "b", 1, 1)
+	if _, ok := nl.node.Image().Topic("a"); !ok {
+		t.Fatal("topic a lost in the transfer")
+	}
+}
+
+// runHeartbeats sends broker id's heartbeats through api every interval
+// until ctx ends, as a broker does.
+func runHeartbeats(ctx context.Context, api ControllerAPI, n *Node, id int32, epoch int64, every time.Duration) {
+	for ctx.Err() == nil {
+		hctx, cancel := context.WithTimeout(ctx, time.Second)
+		_, _ = api.BrokerHeartbeat(hctx, BrokerHeartbeat{BrokerID: id, BrokerEpoch: epoch, CurrentMetadataOffset: int64(n.Image().Offset())})
+		cancel()
+		select {
+		case <-ctx.Done():
+		case <-time.After(every):
+		}
+	}
+}
+
+// A broker that stops sending heartbeats is fenced by the active
+// controller, and its partitions get new leaders from their ISRs; when it
+// heartbeats again it is unfenced.
+func TestTCPClusterBrokerFencing(t *testing.T) {
+	const session = 600 * time.Millisecond
+	c := newTCPCluster(t, func(_ uint64, cfg *Config) { cfg.Controller.BrokerSessionTimeout = session })
+	for _, id := range testVoters {
+		c.start(id)
+	}
+	c.start(4)
+	c.waitLeader()
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	defer func() {
+		cancel()
+		wg.Wait()
+	}()
+	ctx4, stop4 := context.WithCancel(ctx)
+	defer stop4()
+	for id := int32(1); id <= 4; id++ {
+		tn := c.nodes[uint64(id)]
+		epoch, err := tn.client.RegisterBroker(ctxT(t), RegisterBrokerRecord{BrokerID: id, IncarnationID: NewUUID()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		hctx := ctx
+		if id == 4 {
+			hctx = ctx4
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			runHeartbeats(hctx, tn.client, tn.node, id, epoch, 50*time.Millisecond)
+		}()
+	}
+	learner := c.nodes[4]
+	waitFor(t, "all brokers unfenced", func() bool { return len(learner.node.Image().UnfencedBrokerIDs()) == 4 })
+	res := learner.client.CreateTopics(ctxT(t), []CreateTopic{{Name: "p", NumPartitions: -1, ReplicationFactor: -1,
+		Assignments: map[int32][]int32{0: {4, 1, 2}, 1: {1, 4, 3}}}}, false)
+	if res[0].Err != nil {
+		t.Fatal(res[0].Err)
+	}
+	c.waitConverged()
+	before := part(t, learner.node, "p", 0)
+	if before.Leader != 4 {
+		t.Fatalf("p-0 %+v", before)
+	}
+
+	stop4()
+	waitFor(t, "broker 4 fenced", func() bool { b, _ := learner.node.Image().Broker(4); return b.Fenced })
+	after := part(t, learner.node, "p", 0)
+	if after.Leader != 1 || after.LeaderEpoch != before.LeaderEpoch+1 || !slices.Equal(after.ISR, []int32{1, 2}) {
+		t.Fatalf("p-0 after fencing: %+v (before %+v)", after, before)
+	}
+	if p1 := part(t, learner.node, "p", 1); p1.Leader != 1 || !slices.Equal(p1.ISR, []int32{1, 3}) {
+		t.Fatalf("p-1 after fencing: %+v", p1)
+	}
+	for id := int32(1); id <= 3; id++ {
+		if b, _ := learner.node.Image().Broker(id); b.Fenced {
+			t.Fatalf("broker %d fenced while heartbeating", id)
+		}
+	}
+
+	// Heartbeats resume: broker 4 is unfenced.
+	b4, _ := learner.node.Image().Broker(4)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		runHeartbeats(ctx, learner.client, learner.node, 4, b4.Epoch, 50*time.Millisecond)
+	}()
+	waitFor(t, "broker 4 unfenced", func() bool { b, _ := learner.node.Image().Broker(4); return !b.Fenced })
+}
+
+func TestTCPClusterCloseLeaksNoGoroutine(t *testing.T) {
+	before := runtime.NumGoroutine()
+	c := newTCPCluster(t, nil)
+	for _, id := range testVoters {
+		c.start(id)
+	}
+	learner := c.start(4)
+	if _, err := learner.client.RegisterBroker(ctxT(t), RegisterBrokerRecord{BrokerID: 4}); err != nil {
+		t.Fatal(err)
+	}
+	mustCreate(t, learner.client, "a", 1, 1)
+	if _, err := learner.client.DescribeQuorum(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []uint64{4, 1, 2, 3} {
+		c.stop(id, true)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for runtime.NumGoroutine() > before {
+		if time.Now().After(deadline) {
+			buf := make([]byte, 1<<20)
+			t.Fatalf("%d goroutines, %d before:\n%s", runtime.NumGoroutine(), before, buf[:runtime.Stack(buf, true)])
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

@@ -1,0 +1,478 @@
+package raftmeta
+
+import (
+	"context"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+)
+
+// maxRecordsPerEntry bounds the partition changes committed as one log
+// entry by elections and fencing, which may touch every partition.
+const maxRecordsPerEntry = 5000
+
+// electionKind is how a new partition leader may be chosen, after Kafka's
+// PartitionChangeBuilder.Election.
+type electionKind int
+
+const (
+	// electOnline keeps a valid current leader, else takes the first valid
+	// replica: one in the ISR and acceptable.
+	electOnline electionKind = iota
+	// electPreferred moves leadership to the first replica when it is
+	// valid, else behaves as electOnline.
+	electPreferred
+	// electUnclean is electOnline that, failing a valid replica, takes any
+	// acceptable replica outside the ISR and makes it the whole ISR.
+	electUnclean
+)
+
+// partitionChange works out the PartitionChangeRecord that moves one
+// partition to a target ISR with a leader elected as Kafka elects it
+// (without eligible leader replicas or reassignment, which Gregor does not
+// have).
+type partitionChange struct {
+	topicID    [16]byte
+	p          PartitionImage
+	targetISR  []int32
+	election   electionKind
+	acceptable func(int32) bool
+}
+
+// build returns the record, or nil when nothing would change.
+func (b partitionChange) build() *PartitionChangeRecord {
+	rec := &PartitionChangeRecord{TopicID: b.topicID, Partition: b.p.Partition, Leader: NoLeaderChange}
+	leader, unclean := b.elect()
+	if leader != b.p.Leader {
+		rec.Leader = leader
+		if unclean {
+			// Data the ISR acknowledged may be lost: the new leader's log
+			// is all there is.
+			rec.ISR = []int32{leader}
+		}
+	}
+	// An empty target ISR is not written: the last member stays as a
+	// placeholder (with no leader) so that it leads again, without an
+	// unclean election, when it comes back.
+	if rec.ISR == nil && len(b.targetISR) > 0 && !slices.Equal(b.targetISR, b.p.ISR) {
+		rec.ISR = slices.Clone(b.targetISR)
+	}
+	if rec.Leader == NoLeaderChange && rec.ISR == nil {
+		return nil
+	}
+	return rec
+}
+
+func (b partitionChange) valid(r int32) bool {
+	return slices.Contains(b.targetISR, r) && b.acceptable(r)
+}
+
+func (b partitionChange) elect() (leader int32, unclean bool) {
+	replicas := b.p.Replicas
+	if b.election == electPreferred && len(replicas) > 0 && b.valid(replicas[0]) {
+		return replicas[0], false
+	}
+	if b.p.Leader != NoLeader && b.valid(b.p.Leader) {
+		return b.p.Leader, false
+	}
+	for _, r := range replicas {
+		if b.valid(r) {
+			return r, false
+		}
+	}
+	if b.election == electUnclean {
+		for _, r := range replicas {
+			if b.acceptable(r) {
+				return r, true
+			}
+		}
+	}
+	return NoLeader, false
+}
+
+// activeBroker reports whether broker id is registered, unfenced and not in
+// controlled shutdown: whether it may lead or join an ISR.
+func (c *Controller) activeBroker(img *Image, id int32) bool {
+	b, ok := img.Broker(id)
+	return ok && !b.Fenced && !c.shuttingDown[id]
+}
+
+// uncleanEnabled resolves unclean.leader.election.enable for a topic: the
+// topic's config, else the cluster-wide dynamic default, else the static
+// one.
+func (c *Controller) uncleanEnabled(img *Image, t *TopicImage) bool {
+	if v, ok := t.Configs["unclean.leader.election.enable"]; ok {
+		return strings.EqualFold(v, "true")
+	}
+	if v, ok := img.brokerConfigs[""]["unclean.leader.election.enable"]; ok {
+		return strings.EqualFold(v, "true")
+	}
+	return c.cfg.UncleanLeaderElection
+}
+
+// removeFromISRs returns the changes that take broker id out of every ISR
+// and give the partitions it led a new leader, as Kafka's
+// generateLeaderAndIsrUpdates does when a broker is fenced, restarts or
+// shuts down.
+func (c *Controller) removeFromISRs(img *Image, id int32) []Record {
+	var recs []Record
+	acceptable := func(r int32) bool { return r != id && c.activeBroker(img, r) }
+	for _, t := range img.Topics() {
+		election := electOnline
+		if c.uncleanEnabled(img, t) {
+			election = electUnclean
+		}
+		for _, p := range t.Partitions {
+			if !slices.Contains(p.ISR, id) && p.Leader != id {
+				continue
+			}
+			b := partitionChange{topicID: t.ID, p: p, election: election, acceptable: acceptable,
+				targetISR: slices.DeleteFunc(slices.Clone(p.ISR), func(r int32) bool { return r == id })}
+			if rec := b.build(); rec != nil {
+				recs = append(recs, rec)
+			}
+		}
+	}
+	return recs
+}
+
+// electLeaderless returns the changes that give a leader to partitions
+// without one now that broker id is back (it counts as active even though
+// the image still has it fenced).
+func (c *Controller) electLeaderless(img *Image, id int32) []Record {
+	var recs []Record
+	acceptable := func(r int32) bool { return r == id || c.activeBroker(img, r) }
+	for _, t := range img.Topics() {
+		election := electOnline
+		if c.uncleanEnabled(img, t) {
+			election = electUnclean
+		}
+		for _, p := range t.Partitions {
+			if p.Leader != NoLeader {
+				continue
+			}
+			b := partitionChange{topicID: t.ID, p: p, election: election, acceptable: acceptable, targetISR: p.ISR}
+			if rec := b.build(); rec != nil {
+				recs = append(recs, rec)
+			}
+		}
+	}
+	return recs
+}
+
+// hasLeaderships reports whether broker id leads any partition.
+func hasLeaderships(img *Image, id int32) bool {
+	for _, t := range img.topics {
+		for _, p := range t.Partitions {
+			if p.Leader == id {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// proposeChunked commits recs in entries of at most maxRecordsPerEntry
+// records; elections need no atomicity across partitions.
+func (c *Controller) proposeChunked(recs []Record) error {
+	for len(recs) > 0 {
+		n := min(len(recs), maxRecordsPerEntry)
+		if err := c.propose(recs[:n]); err != nil {
+			return err
+		}
+		recs = recs[n:]
+	}
+	return nil
+}
+
+// AlterPartition applies an ISR change asked for by a partition's leader
+// (Kafka's AlterPartition, key 56) and returns the partition as it then
+// is. The leader names the leader and partition epochs it knows: a higher
+// one than the controller's answers NOT_CONTROLLER (this controller is
+// behind), a lower leader epoch FENCED_LEADER_EPOCH and a lower partition
+// epoch INVALID_UPDATE_VERSION. The new ISR must be drawn from the
+// replicas and hold the leader (INVALID_REQUEST), and every member must be
+// registered, unfenced and not shutting down (INELIGIBLE_REPLICA).
+func (c *Controller) AlterPartition(ctx context.Context, topicID [16]byte, partition, leaderEpoch, partitionEpoch int32, newISR []int32) (PartitionImage, error) {
+	newISR = slices.Clone(newISR)
+	var p PartitionImage
+	var out error
+	if err := c.do(ctx, func() { p, out = c.alterPartition(topicID, partition, leaderEpoch, partitionEpoch, newISR) }); err != nil {
+		return PartitionImage{}, err
+	}
+	return p, out
+}
+
+func (c *Controller) alterPartition(topicID [16]byte, partition, leaderEpoch, partitionEpoch int32, newISR []int32) (PartitionImage, error) {
+	if !c.node.IsLeader() {
+		return PartitionImage{}, notController()
+	}
+	c.activate()
+	img := c.node.Image()
+	t, ok := img.TopicByID(topicID)
+	if !ok {
+		return PartitionImage{}, apiError(kerr.UnknownTopicID, "Unknown topic ID %s.", UUIDString(topicID))
+	}
+	if partition < 0 || int(partition) >= len(t.Partitions) {
+		return PartitionImage{}, apiError(kerr.UnknownTopicOrPartition, "Unknown partition %s-%d.", t.Name, partition)
+	}
+	p := t.Partitions[partition]
+	switch {
+	case leaderEpoch > p.LeaderEpoch || partitionEpoch > p.PartitionEpoch:
+		// The leader has seen a newer partition state than this controller
+		// has applied: this node has likely lost its leadership.
+		return PartitionImage{}, apiError(kerr.NotController, "The partition state in the request is newer than the controller's.")
+	case leaderEpoch < p.LeaderEpoch:
+		return PartitionImage{}, apiError(kerr.FencedLeaderEpoch, "The leader epoch %d of %s-%d is not the current %d.", leaderEpoch, t.Name, partition, p.LeaderEpoch)
+	case partitionEpoch < p.PartitionEpoch:
+		return PartitionImage{}, apiError(kerr.InvalidUpdateVersion, "The partition epoch %d of %s-%d is not the current %d.", partitionEpoch, t.Name, partition, p.PartitionEpoch)
+	}
+	if err := validatePartition(p.Replicas, newISR, p.Leader); err != nil || len(newISR) == 0 {
+		return PartitionImage{}, apiError(kerr.InvalidRequest, "Invalid ISR %v for %s-%d with replicas %v.", newISR, t.Name, partition, p.Replicas)
+	}
+	if !slices.Contains(newISR, p.Leader) {
+		return PartitionImage{}, apiError(kerr.InvalidRequest, "The ISR %v of %s-%d does not include the leader %d.", newISR, t.Name, partition, p.Leader)
+	}
+	var ineligible []string
+	for _, r := range newISR {
+		b, ok := img.Broker(r)
+		switch {
+		case !ok:
+			ineligible = append(ineligible, strconv.Itoa(int(r))+" (not registered)")
+		case c.shuttingDown[r]:
+			ineligible = append(ineligible, strconv.Itoa(int(r))+" (shutting down)")
+		case b.Fenced:
+			ineligible = append(ineligible, strconv.Itoa(int(r))+" (fenced)")
+		}
+	}
+	if len(ineligible) > 0 {
+		return PartitionImage{}, apiError(kerr.IneligibleReplica, "The new ISR of %s-%d holds ineligible replicas: %s.", t.Name, partition, strings.Join(ineligible, ", "))
+	}
+	if slices.Equal(newISR, p.ISR) {
+		return clonePartition(p), nil
+	}
+	next, err := c.proposeImage([]Record{&PartitionChangeRecord{TopicID: topicID, Partition: partition, Leader: NoLeaderChange, ISR: newISR}})
+	if err != nil {
+		return PartitionImage{}, err
+	}
+	nt, ok := next.TopicByID(topicID)
+	if !ok || int(partition) >= len(nt.Partitions) {
+		return PartitionImage{}, apiError(kerr.UnknownTopicOrPartition, "The topic was deleted while its ISR changed.")
+	}
+	c.log.Debug("changed ISR", "topic", t.Name, "partition", partition, "isr", newISR)
+	return clonePartition(nt.Partitions[partition]), nil
+}
+
+func clonePartition(p PartitionImage) PartitionImage {
+	p.Replicas = slices.Clone(p.Replicas)
+	p.ISR = slices.Clone(p.ISR)
+	return p
+}
+
+// ElectionType is Kafka's ElectLeaders election type.
+type ElectionType int8
+
+// Kafka's election types.
+const (
+	ElectPreferred ElectionType = 0
+	ElectUnclean   ElectionType = 1
+)
+
+// TopicPartitions names partitions of one topic.
+type TopicPartitions struct {
+	Topic      string
+	Partitions []int32
+}
+
+// ElectLeadersTopicResult is one topic of an ElectLeaders answer.
+type ElectLeadersTopicResult struct {
+	Topic      string
+	Partitions []ElectLeadersPartitionResult
+}
+
+// ElectLeadersPartitionResult is one partition of an ElectLeaders answer.
+type ElectLeadersPartitionResult struct {
+	Partition int32
+	Err       error
+}
+
+// ElectLeaders runs leader elections as Kafka's ElectLeaders (key 43)
+// does. A preferred election moves leadership to the first replica if it
+// is in the ISR and active (ELECTION_NOT_NEEDED when it already leads,
+// PREFERRED_LEADER_NOT_AVAILABLE when it cannot); an unclean election
+// gives a leaderless partition a leader, from outside the ISR if need be
+// (ELECTION_NOT_NEEDED when it has a leader, ELIGIBLE_LEADERS_NOT_AVAILABLE
+// when no replica is active). A nil topics elects for every partition and,
+// as Kafka, leaves out the partitions that needed no election. The error
+// is for the whole request.
+func (c *Controller) ElectLeaders(ctx context.Context, typ ElectionType, topics []TopicPartitions) ([]ElectLeadersTopicResult, error) {
+	var in []TopicPartitions
+	if topics != nil {
+		in = make([]TopicPartitions, len(topics))
+		for i, t := range topics {
+			in[i] = TopicPartitions{Topic: t.Topic, Partitions: slices.Clone(t.Partitions)}
+		}
+	}
+	var res []ElectLeadersTopicResult
+	var out error
+	if err := c.do(ctx, func() { res, out = c.electLeaders(typ, in) }); err != nil {
+		return nil, err
+	}
+	return res, out
+}
+
+func (c *Controller) electLeaders(typ ElectionType, topics []TopicPartitions) ([]ElectLeadersTopicResult, error) {
+	if !c.node.IsLeader() {
+		return nil, notController()
+	}
+	if typ != ElectPreferred && typ != ElectUnclean {
+		return nil, apiError(kerr.InvalidRequest, "Unknown election type %d", typ)
+	}
+	c.activate()
+	img := c.node.Image()
+	all := topics == nil
+	if all {
+		for _, t := range img.Topics() {
+			tp := TopicPartitions{Topic: t.Name}
+			for _, p := range t.Partitions {
+				tp.Partitions = append(tp.Partitions, p.Partition)
+			}
+			topics = append(topics, tp)
+		}
+	}
+	var recs []Record
+	res := make([]ElectLeadersTopicResult, 0, len(topics))
+	for _, tp := range topics {
+		tr := ElectLeadersTopicResult{Topic: tp.Topic, Partitions: []ElectLeadersPartitionResult{}}
+		for _, part := range tp.Partitions {
+			rec, err := c.electOne(img, typ, tp.Topic, part)
+			if all && err != nil && errorIs(err, kerr.ElectionNotNeeded) {
+				continue
+			}
+			if rec != nil {
+				recs = append(recs, rec)
+			}
+			tr.Partitions = append(tr.Partitions, ElectLeadersPartitionResult{Partition: part, Err: err})
+		}
+		res = append(res, tr)
+	}
+	if err := c.proposeChunked(recs); err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+func errorIs(err error, code *kerr.Error) bool { return ErrorCode(err) == code.Code }
+
+// electOne is Kafka's ReplicationControlManager.electLeader.
+func (c *Controller) electOne(img *Image, typ ElectionType, topic string, partition int32) (*PartitionChangeRecord, error) {
+	t, ok := img.Topic(topic)
+	if !ok {
+		return nil, apiError(kerr.UnknownTopicOrPartition, "No such topic as %s", topic)
+	}
+	if partition < 0 || int(partition) >= len(t.Partitions) {
+		return nil, apiError(kerr.UnknownTopicOrPartition, "No such partition as %s-%d", topic, partition)
+	}
+	p := t.Partitions[partition]
+	if typ == ElectPreferred && len(p.Replicas) > 0 && p.Leader == p.Replicas[0] ||
+		typ == ElectUnclean && p.Leader != NoLeader {
+		return nil, &Error{Code: kerr.ElectionNotNeeded}
+	}
+	b := partitionChange{topicID: t.ID, p: p, targetISR: p.ISR, election: electPreferred,
+		acceptable: func(r int32) bool { return c.activeBroker(img, r) }}
+	if typ == ElectUnclean {
+		b.election = electUnclean
+	}
+	rec := b.build()
+	if rec == nil {
+		if typ == ElectPreferred {
+			return nil, &Error{Code: kerr.PreferredLeaderNotAvailable}
+		}
+		return nil, &Error{Code: kerr.EligibleLeadersNotAvailable}
+	}
+	return rec, nil
+}
+
+// rebalance moves leadership back to preferred replicas for every broker
+// whose share of preferred partitions led elsewhere exceeds
+// leader.imbalance.per.broker.percentage, as Kafka's auto leader
+// rebalancing does. A partition moves only if its preferred replica is in
+// the ISR and active.
+func (c *Controller) rebalance() {
+	img := c.node.Image()
+	type count struct{ preferred, elsewhere int }
+	counts := map[int32]*count{}
+	for _, t := range img.topics {
+		for _, p := range t.Partitions {
+			if len(p.Replicas) == 0 {
+				continue
+			}
+			pr := p.Replicas[0]
+			if counts[pr] == nil {
+				counts[pr] = &count{}
+			}
+			counts[pr].preferred++
+			if p.Leader != pr {
+				counts[pr].elsewhere++
+			}
+		}
+	}
+	pct := int(c.cfg.LeaderImbalancePerBrokerPercentage)
+	acceptable := func(r int32) bool { return c.activeBroker(img, r) }
+	var recs []Record
+	for _, t := range img.Topics() {
+		for _, p := range t.Partitions {
+			if len(p.Replicas) == 0 || p.Leader == p.Replicas[0] {
+				continue
+			}
+			n := counts[p.Replicas[0]]
+			if n.elsewhere*100 <= pct*n.preferred {
+				continue
+			}
+			b := partitionChange{topicID: t.ID, p: p, targetISR: p.ISR, election: electPreferred, acceptable: acceptable}
+			if rec := b.build(); rec != nil && rec.Leader == p.Replicas[0] {
+				recs = append(recs, rec)
+			}
+		}
+	}
+	if len(recs) == 0 {
+		return
+	}
+	if err := c.proposeChunked(recs); err != nil {
+		c.log.Warn("preferred leader rebalance failed", "err", err)
+		return
+	}
+	c.log.Info("moved partition leaders back to their preferred replicas", "partitions", len(recs))
+}
+
+// electUncleanLeaders gives a leader, from outside the ISR if it must, to
+// each leaderless partition of a topic with unclean election enabled.
+func (c *Controller) electUncleanLeaders() {
+	img := c.node.Image()
+	acceptable := func(r int32) bool { return c.activeBroker(img, r) }
+	var recs []Record
+	for _, t := range img.Topics() {
+		if !c.uncleanEnabled(img, t) {
+			continue
+		}
+		for _, p := range t.Partitions {
+			if p.Leader != NoLeader {
+				continue
+			}
+			b := partitionChange{topicID: t.ID, p: p, targetISR: p.ISR, election: electUnclean, acceptable: acceptable}
+			if rec := b.build(); rec != nil {
+				recs = append(recs, rec)
+			}
+		}
+	}
+	if len(recs) == 0 {
+		return
+	}
+	if err := c.proposeChunked(recs); err != nil {
+		c.log.Warn("unclean leader election failed", "err", err)
+		return
+	}
+	c.log.Warn("elected leaders outside the ISR (unclean.leader.election.enable)", "partitions", len(recs))
+}
