@@ -59,9 +59,13 @@ func handleProduce(s *Server, r *request) (result, error) {
 			case topicErr != nil:
 				sp.ErrorCode = topicErr.Code
 			default:
-				p := s.parts.get(name, rp.Partition)
+				p := s.leaderPartition(name, rp.Partition)
 				if p == nil {
 					sp.ErrorCode = s.partitionMissingCode(name, rp.Partition)
+					break
+				}
+				if req.Acks == -1 && p.inSyncReplicas() < int(p.cfg.Load().MinInsyncReplicas) {
+					sp.ErrorCode = kerr.NotEnoughReplicas.Code
 					break
 				}
 				res, err := s.appendProduced(p, rp.Records, now)
@@ -321,6 +325,11 @@ func (s *Server) awaitHighWatermarks(resp *kmsg.ProduceResponse, ws []hwWait, ti
 	defer timer.Stop()
 	for {
 		if len(pendingWaits(ws)) == 0 {
+			for _, w := range ws {
+				if w.p.inSyncReplicas() < int(w.p.cfg.Load().MinInsyncReplicas) {
+					resp.Topics[w.topicIdx].Partitions[w.idx].ErrorCode = kerr.NotEnoughReplicasAfterAppend.Code
+				}
+			}
 			return
 		}
 		select {

@@ -31,6 +31,7 @@ func init() { register(1, 4, 18, handleFetch) }
 // incremental fetches) or the request's.
 type fetchPlan struct {
 	ctx         context.Context // the connection's: a long poll ends with it
+	replicaID   int32           // a follower's broker id, or -1 for a consumer
 	req         *kmsg.FetchRequest
 	session     *fetchSession // nil for a sessionless fetch
 	incremental bool
@@ -76,7 +77,10 @@ func handleFetch(s *Server, r *request) (result, error) {
 // epoch rules, and returns a top-level error code when the session is
 // unusable.
 func (s *Server) planFetch(req *kmsg.FetchRequest) (*fetchPlan, int16) {
-	plan := &fetchPlan{req: req}
+	plan := &fetchPlan{req: req, replicaID: req.ReplicaID}
+	if req.Version >= 15 {
+		plan.replicaID = req.ReplicaState.ID
+	}
 	now := s.now()
 	switch {
 	case req.SessionID == 0 && req.SessionEpoch == fetchSessionFinalEpoch:
@@ -175,16 +179,34 @@ func (s *Server) readFetch(plan *fetchPlan) ([]kmsg.FetchResponseTopicPartition,
 		// Kafka sends empty records, never null: librdkafka refuses a
 		// null record set.
 		rp.RecordBatches = []byte{}
-		p := s.parts.get(fp.topic, fp.partition)
+		p := s.leaderPartition(fp.topic, fp.partition)
 		if p == nil {
 			rp.ErrorCode = s.partitionMissingCode(fp.topic, fp.partition)
 			out[i] = rp
 			continue
 		}
+		if code := checkLeaderEpoch(fp.leaderEpoch, p.leaderEpoch.Load()); code != 0 {
+			rp.ErrorCode = code
+			out[i] = rp
+			continue
+		}
+		// A follower's fetch offset is its log end: it moves the high
+		// watermark, and the follower reads up to the leader's log end.
+		follower := plan.replicaID >= 0
+		if follower {
+			if err := s.followerFetched(p, plan.replicaID, fp.fetchOffset); err != nil {
+				rp.ErrorCode = errCode(err)
+				out[i] = rp
+				continue
+			}
+		}
 		hw := p.highWatermark()
 		rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = hw, p.lso.Load(), p.log.LogStartOffset()
-		readCommitted := req.IsolationLevel == 1
+		readCommitted := req.IsolationLevel == 1 && !follower
 		maxOffset := hw
+		if follower {
+			maxOffset = p.log.LogEndOffset()
+		}
 		if readCommitted {
 			lso, err := s.lastStableOffset(p)
 			if err != nil {
@@ -194,11 +216,6 @@ func (s *Server) readFetch(plan *fetchPlan) ([]kmsg.FetchResponseTopicPartition,
 				continue
 			}
 			rp.LastStableOffset, maxOffset = lso, lso
-		}
-		if code := checkLeaderEpoch(fp.leaderEpoch, p.leaderEpoch.Load()); code != 0 {
-			rp.ErrorCode = code
-			out[i] = rp
-			continue
 		}
 		limit := min(int(fp.maxBytes), remaining)
 		if limit <= 0 && !minOne {

@@ -36,7 +36,7 @@ func handleListOffsets(s *Server, r *request) (result, error) {
 			sp := kmsg.NewListOffsetsResponseTopicPartition()
 			sp.Partition = rp.Partition
 			sp.Timestamp, sp.Offset, sp.LeaderEpoch = -1, -1, -1
-			p := s.parts.get(rt.Topic, rp.Partition)
+			p := s.leaderPartition(rt.Topic, rp.Partition)
 			if p == nil {
 				sp.ErrorCode = s.partitionMissingCode(rt.Topic, rp.Partition)
 				st.Partitions = append(st.Partitions, sp)

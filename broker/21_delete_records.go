@@ -31,7 +31,7 @@ func handleDeleteRecords(s *Server, r *request) (result, error) {
 			sp := kmsg.NewDeleteRecordsResponseTopicPartition()
 			sp.Partition = rp.Partition
 			sp.LowWatermark = -1
-			p := s.parts.get(rt.Topic, rp.Partition)
+			p := s.leaderPartition(rt.Topic, rp.Partition)
 			if p == nil {
 				sp.ErrorCode = s.partitionMissingCode(rt.Topic, rp.Partition)
 				st.Partitions = append(st.Partitions, sp)

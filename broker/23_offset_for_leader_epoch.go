@@ -24,7 +24,7 @@ func handleOffsetForLeaderEpoch(s *Server, r *request) (result, error) {
 			sp := kmsg.NewOffsetForLeaderEpochResponseTopicPartition()
 			sp.Partition = rp.Partition
 			sp.LeaderEpoch, sp.EndOffset = -1, -1
-			p := s.parts.get(rt.Topic, rp.Partition)
+			p := s.leaderPartition(rt.Topic, rp.Partition)
 			switch {
 			case p == nil:
 				sp.ErrorCode = s.partitionMissingCode(rt.Topic, rp.Partition)

@@ -21,7 +21,7 @@ func handleDescribeProducers(s *Server, r *request) (result, error) {
 		for _, part := range rt.Partitions {
 			sp := kmsg.NewDescribeProducersResponseTopicPartition()
 			sp.Partition = part
-			p := s.parts.get(rt.Topic, part)
+			p := s.leaderPartition(rt.Topic, part)
 			if p == nil {
 				sp.ErrorCode = s.partitionMissingCode(rt.Topic, part)
 				st.Partitions = append(st.Partitions, sp)

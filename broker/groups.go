@@ -84,7 +84,7 @@ func (st internalStore) Append(ctx context.Context, partition int32, records []g
 // node leads, as one batch (transactional, with the producer's id and
 // epoch, for transactional offset commits).
 func (s *Server) appendInternal(ctx context.Context, topic string, partition int32, records []group.Record, producerID int64, producerEpoch int16, transactional bool) error {
-	p := s.parts.get(topic, partition)
+	p := s.leaderPartition(topic, partition)
 	if p == nil {
 		return fmt.Errorf("append %s-%d: %w", topic, partition, kerr.NotLeaderForPartition)
 	}

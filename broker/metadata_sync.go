@@ -74,10 +74,10 @@ func (s *Server) reconcile(img *raftmeta.Image) error {
 			}
 			if prev != nil && i < len(prev.parts) && prev.parts[i] != nil {
 				p := prev.parts[i]
-				p.leaderEpoch.Store(pi.LeaderEpoch)
 				c := tcfg
 				p.cfg.Store(&c)
 				p.log.SetConfig(logConfig(tcfg))
+				s.applyAssignment(p, pi)
 				tp.parts[i] = p
 				continue
 			}
@@ -86,11 +86,14 @@ func (s *Server) reconcile(img *raftmeta.Image) error {
 				errs = append(errs, fmt.Errorf("open log %s-%d: %w", name, i, err))
 				continue
 			}
-			tp.parts[i] = newPartition(name, int32(i), t.ID, l, tcfg, pi.LeaderEpoch)
+			p := newPartition(s.cfg.NodeID, name, int32(i), t.ID, l, tcfg, pi.LeaderEpoch)
+			s.applyAssignment(p, pi)
+			tp.parts[i] = p
 		}
 		next[name] = tp
 	}
 	s.parts.byName.Store(&next)
+	s.fetchers.reconcile(next)
 	if s.groups != nil {
 		s.groups.reconcile(img)
 	}

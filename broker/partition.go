@@ -17,6 +17,13 @@ type partition struct {
 	index   int32
 	topicID [16]byte
 	log     *storage.Log
+	self    int32 // this node's id
+
+	// assign is the partition's replicas, ISR, leader and epochs as last
+	// applied; followers is what a leader knows of each follower (guarded
+	// by mu). See replication.go.
+	assign    atomic.Pointer[assignment]
+	followers map[int32]*replicaState
 
 	mu        sync.Mutex           // serializes appends; see LOCKS.md
 	producers *producerstate.State // guarded by mu; nil until first needed
@@ -41,13 +48,15 @@ type partition struct {
 	waiters map[chan struct{}]struct{}
 }
 
-func newPartition(topic string, index int32, id [16]byte, log *storage.Log, cfg config.Topic, epoch int32) *partition {
-	p := &partition{topic: topic, index: index, topicID: id, log: log, waiters: make(map[chan struct{}]struct{})}
+func newPartition(self int32, topic string, index int32, id [16]byte, log *storage.Log, cfg config.Topic, epoch int32) *partition {
+	p := &partition{self: self, topic: topic, index: index, topicID: id, log: log, waiters: make(map[chan struct{}]struct{})}
 	p.cfg.Store(&cfg)
 	p.leaderEpoch.Store(epoch)
 	p.appendedEpoch = -1
-	// A single replica is its whole ISR: everything in the log is
-	// committed. Replication will lower this to the ISR's smallest LEO.
+	// Until replication says otherwise, the log is taken as committed up to
+	// its recovery point... as Kafka starts a replica's high watermark from
+	// its checkpoint: the whole log for a single replica (applyAssignment
+	// raises it for a leader; a follower learns it from the leader).
 	p.hw.Store(log.LogEndOffset())
 	p.lso.Store(p.hw.Load())
 	log.SetHighWatermark(p.hw.Load())
@@ -58,14 +67,11 @@ func newPartition(topic string, index int32, id [16]byte, log *storage.Log, cfg 
 // visible to consumers.
 func (p *partition) highWatermark() int64 { return p.hw.Load() }
 
-// advanceHighWatermarkLocked moves the high watermark after an append and
-// wakes fetches waiting for data.
+// advanceHighWatermarkLocked moves the high watermark after an append (at
+// once when this node is the whole ISR) and wakes fetches waiting for data,
+// followers' long polls among them.
 func (p *partition) advanceHighWatermarkLocked() {
-	hw := p.log.LogEndOffset()
-	p.hw.Store(hw)
-	// Retention and the cleaner never go past the high watermark.
-	p.log.SetHighWatermark(hw)
-	p.updateLastStableOffsetLocked()
+	p.maybeAdvanceHighWatermarkLocked()
 	p.wakeWaiters()
 }
 

@@ -49,6 +49,7 @@ type Server struct {
 	sessions *fetchSessions
 	groups   *groupCoordinator
 	txns     *txnCoordinator
+	fetchers *fetcherManager
 
 	producerIDs *producerstate.IDAllocator
 
@@ -84,6 +85,7 @@ func New(cfg *config.Broker, opts Options) (*Server, error) {
 		conns:    make(map[net.Conn]struct{}),
 	}
 	s.sessions = newFetchSessions(1000)
+	s.fetchers = newFetcherManager(s)
 	if err := s.open(); err != nil {
 		s.Close()
 		return nil, err
@@ -143,6 +145,7 @@ func (s *Server) open() error {
 	s.goTracked(s.watchMetadata)
 	s.goTracked(s.flushLoop)
 	s.goTracked(s.retentionLoop)
+	s.goTracked(s.isrLoop)
 	if s.cfg.LogCleanerEnable {
 		s.startCleaner()
 	}

@@ -131,7 +131,7 @@ func (mw markerWriter) WriteMarkers(ctx context.Context, markers []txn.Marker) [
 // (moving the last stable offset, recording an aborted transaction), and
 // waits until the marker is committed.
 func (s *Server) writeMarker(ctx context.Context, topic string, partition int32, m producerstate.Marker) error {
-	p := s.parts.get(topic, partition)
+	p := s.leaderPartition(topic, partition)
 	if p == nil {
 		if t, ok := s.meta.Image().Topic(topic); !ok || int(partition) >= len(t.Partitions) {
 			return fmt.Errorf("marker for %s-%d: %w", topic, partition, txn.ErrPartitionDeleted)
