@@ -27,6 +27,7 @@ type replicaState struct {
 	lastFetchLeaderLEO   int64     // the leader's log end offset at that fetch
 	lastCaughtUp         time.Time // when it last had everything the leader had
 	pendingISRChangeSent bool
+	lastISRAttempt       time.Time // when its last ISR change was asked for
 }
 
 // assignment is a partition's replicas, ISR and epochs from the metadata
@@ -133,9 +134,14 @@ func (s *Server) followerFetched(p *partition, replica int32, offset int64) erro
 	}
 	f.leo, f.lastFetch, f.lastFetchLeaderLEO = offset, now, leo
 	p.maybeAdvanceHighWatermarkLocked()
-	join := !slices.Contains(a.isr, replica) && offset >= p.hw.Load() && !f.pendingISRChangeSent
+	// A fenced broker (restarting, not yet heartbeating) cannot join the
+	// ISR: the controller would refuse it. A refused change is asked again
+	// no sooner than isrRetry.
+	join := !slices.Contains(a.isr, replica) && offset >= p.hw.Load() && !f.pendingISRChangeSent &&
+		now.Sub(f.lastISRAttempt) >= isrRetry && s.brokerEligible(replica)
 	if join {
 		f.pendingISRChangeSent = true
+		f.lastISRAttempt = now
 	}
 	p.mu.Unlock()
 	if join {
@@ -144,6 +150,16 @@ func (s *Server) followerFetched(p *partition, replica int32, offset int64) erro
 		s.goTracked(func() { s.alterISR(p, a, newISR) })
 	}
 	return nil
+}
+
+// isrRetry spaces out ISR changes the controller refused.
+const isrRetry = 500 * time.Millisecond
+
+// brokerEligible reports whether a broker may be in an ISR: registered and
+// not fenced.
+func (s *Server) brokerEligible(id int32) bool {
+	b, ok := s.meta.Image().Broker(id)
+	return ok && !b.Fenced
 }
 
 // alterISR asks the controller for a new ISR and, when it agrees, applies
@@ -160,7 +176,7 @@ func (s *Server) alterISR(p *partition, a *assignment, newISR []int32) {
 	p.mu.Unlock()
 	if err != nil {
 		if s.ctx.Err() == nil {
-			s.log.Info("ISR change refused", "topic", p.topic, "partition", p.index, "isr", newISR, "err", err)
+			s.log.Debug("ISR change refused", "topic", p.topic, "partition", p.index, "isr", newISR, "err", err)
 		}
 		return
 	}

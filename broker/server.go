@@ -13,6 +13,7 @@ import (
 	"os"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gregorbroker/gregor/broker/producerstate"
@@ -43,7 +44,10 @@ type Server struct {
 
 	versions *protocol.Versions
 	meta     *raftmeta.Node
-	ctrl     *raftmeta.Controller
+	ctrl     raftmeta.ControllerAPI
+	quorum   *raftmeta.TCPTransport // nil on a single node
+	ctrlLn   net.Listener           // the controller listener, when this node is a controller in a quorum
+	epoch    atomic.Int64           // this broker's epoch from its registration
 	logs     *storage.Manager
 	parts    partitionTable
 	sessions *fetchSessions
@@ -120,18 +124,9 @@ func (s *Server) open() error {
 	if err != nil {
 		return fmt.Errorf("open log dirs: %w", err)
 	}
-	s.meta, err = raftmeta.Start(raftmeta.Config{
-		NodeID:    uint64(s.cfg.NodeID),
-		Voters:    voterIDs(s.cfg),
-		Dir:       s.cfg.LogDirs[0],
-		FS:        s.fs,
-		Logger:    s.log,
-		ClusterID: clusterID,
-	})
-	if err != nil {
-		return fmt.Errorf("start metadata log: %w", err)
+	if err := s.startMetadata(clusterID); err != nil {
+		return err
 	}
-	s.ctrl = s.meta.Controller()
 	s.startProducerIDs()
 	if err := s.startGroupCoordinator(); err != nil {
 		return err
@@ -179,8 +174,9 @@ func (s *Server) register() error {
 		rec.Listeners = append(rec.Listeners, raftmeta.Listener{Name: l.Name, Host: l.Host, Port: int32(l.Port), SecurityProtocol: 0})
 	}
 	for {
-		_, err := s.ctrl.RegisterBroker(ctx, rec)
+		epoch, err := s.ctrl.RegisterBroker(ctx, rec)
 		if err == nil {
+			s.epoch.Store(epoch)
 			return nil
 		}
 		if ctx.Err() != nil {
@@ -246,6 +242,10 @@ func (s *Server) Start() error {
 	}
 	if err := s.register(); err != nil {
 		return err
+	}
+	if s.inQuorum() {
+		s.goTracked(s.heartbeatLoop)
+		s.waitUnfenced(15 * time.Second)
 	}
 	for i, ln := range s.listeners {
 		name := listeners[i].Name
@@ -324,6 +324,7 @@ func (s *Server) Close() error {
 		nc.Close()
 	}
 	s.mu.Unlock()
+	s.controlledShutdown()
 	s.stop()
 	s.wg.Wait()
 	var errs []error
@@ -341,6 +342,12 @@ func (s *Server) Close() error {
 	}
 	if s.meta != nil {
 		errs = append(errs, s.meta.Close())
+	}
+	if s.quorum != nil {
+		errs = append(errs, s.quorum.Close())
+	}
+	if s.fetchers != nil {
+		s.fetchers.close()
 	}
 	if s.logs != nil {
 		errs = append(errs, s.logs.Close())

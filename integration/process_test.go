@@ -41,12 +41,13 @@ func TestMain(m *testing.M) {
 
 // process is a running gregor.
 type process struct {
-	t      *testing.T
-	cmd    *exec.Cmd
-	addr   string
-	done   chan struct{}
-	mu     sync.Mutex
-	output strings.Builder
+	t       *testing.T
+	cmd     *exec.Cmd
+	addr    string
+	done    chan struct{}
+	started chan string
+	mu      sync.Mutex
+	output  strings.Builder
 }
 
 var startedRE = regexp.MustCompile(`msg="gregor started" addr=(\S+)`)
@@ -73,16 +74,24 @@ func startGregor(t *testing.T, dir string, port int, extra ...string) *process {
 // startGregorArgs runs gregor with args and waits for its start-up line.
 func startGregorArgs(t *testing.T, args ...string) *process {
 	t.Helper()
+	p := launchGregor(t, args...)
+	p.waitStarted()
+	return p
+}
+
+// launchGregor starts gregor without waiting: the nodes of a cluster start
+// only once a quorum of them is up.
+func launchGregor(t *testing.T, args ...string) *process {
+	t.Helper()
 	cmd := exec.Command(gregorBin, args...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &process{t: t, cmd: cmd, done: make(chan struct{})}
+	p := &process{t: t, cmd: cmd, done: make(chan struct{}), started: make(chan string, 1)}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	started := make(chan string, 1)
 	go func() {
 		sc := bufio.NewScanner(stderr)
 		for sc.Scan() {
@@ -92,7 +101,7 @@ func startGregorArgs(t *testing.T, args ...string) *process {
 			p.mu.Unlock()
 			if m := startedRE.FindStringSubmatch(line); m != nil {
 				select {
-				case started <- m[1]:
+				case p.started <- m[1]:
 				default:
 				}
 			}
@@ -103,17 +112,22 @@ func startGregorArgs(t *testing.T, args ...string) *process {
 	t.Cleanup(func() {
 		p.kill()
 		if t.Failed() {
-			t.Logf("gregor output:\n%s", p.log())
+			t.Logf("gregor %v output:\n%s", args, p.log())
 		}
 	})
-	select {
-	case p.addr = <-started:
-	case <-p.done:
-		t.Fatalf("gregor exited before starting:\n%s", p.log())
-	case <-time.After(30 * time.Second):
-		t.Fatalf("gregor did not start:\n%s", p.log())
-	}
 	return p
+}
+
+// waitStarted waits for the start-up line and takes the address from it.
+func (p *process) waitStarted() {
+	p.t.Helper()
+	select {
+	case p.addr = <-p.started:
+	case <-p.done:
+		p.t.Fatalf("gregor exited before starting:\n%s", p.log())
+	case <-time.After(60 * time.Second):
+		p.t.Fatalf("gregor did not start:\n%s", p.log())
+	}
 }
 
 func (p *process) log() string {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -21,7 +22,7 @@ type ackedRecord struct {
 
 func newClient(t *testing.T, addr string, opts ...kgo.Opt) *kgo.Client {
 	t.Helper()
-	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(addr)}, opts...)...)
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(strings.Split(addr, ",")...)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,15 +42,26 @@ func createTopic(t *testing.T, addr, topic string, partitions int32) {
 // readAll consumes every partition of topic from the start up to its end
 // offsets at the time of the call.
 func readAll(t *testing.T, addr, topic string) map[int32][]*kgo.Record {
+	return readAllFrom(t, []string{addr}, topic)
+}
+
+// readAllFrom is readAll with several seed brokers.
+func readAllFrom(t *testing.T, seeds []string, topic string) map[int32][]*kgo.Record {
 	t.Helper()
-	adm := kadm.NewClient(newClient(t, addr))
+	addr := seeds[0]
+	adm := kadm.NewClient(newClient(t, strings.Join(seeds, ",")))
 	ends, err := adm.ListEndOffsets(testContext(t, 30*time.Second), topic)
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := 0
 	ends.Each(func(o kadm.ListedOffset) { want += int(o.Offset) })
-	cl := newClient(t, addr, kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	_ = addr
+	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
 	out := make(map[int32][]*kgo.Record)
 	got := 0
 	ctx := testContext(t, 60*time.Second)

@@ -1,0 +1,172 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// cluster is three gregor processes, each broker and controller, as
+// docker-compose.yml runs them.
+type cluster struct {
+	t         *testing.T
+	dirs      [3]string
+	ports     [3]int
+	ctrl      [3]int
+	procs     [3]*process
+	clusterID string
+}
+
+func newCluster(t *testing.T) *cluster {
+	c := &cluster{t: t, clusterID: "MkU3OEVBNTcwNTJENDM2Qg"}
+	for i := range 3 {
+		c.dirs[i] = t.TempDir()
+		c.ports[i], c.ctrl[i] = freePort(t), freePort(t)
+	}
+	for i := range 3 {
+		c.procs[i] = launchGregor(t, c.args(i)...)
+	}
+	for i := range 3 {
+		c.procs[i].waitStarted()
+	}
+	return c
+}
+
+func (c *cluster) args(i int) []string {
+	var voters []string
+	for j := range 3 {
+		voters = append(voters, fmt.Sprintf("%d@127.0.0.1:%d", j+1, c.ctrl[j]))
+	}
+	o := func(kv string) []string { return []string{"--override", kv} }
+	var a []string
+	for _, kv := range []string{
+		fmt.Sprintf("node.id=%d", i+1),
+		"process.roles=broker,controller",
+		"controller.quorum.voters=" + strings.Join(voters, ","),
+		fmt.Sprintf("listeners=PLAINTEXT://127.0.0.1:%d,CONTROLLER://127.0.0.1:%d", c.ports[i], c.ctrl[i]),
+		fmt.Sprintf("advertised.listeners=PLAINTEXT://127.0.0.1:%d", c.ports[i]),
+		"log.dirs=" + c.dirs[i],
+		"cluster.id=" + c.clusterID,
+		"default.replication.factor=3",
+		"min.insync.replicas=2",
+		"offsets.topic.replication.factor=3",
+		"transaction.state.log.replication.factor=3",
+		"transaction.state.log.min.isr=2",
+		"replica.lag.time.max.ms=3000",
+		"broker.session.timeout.ms=3000",
+		"broker.heartbeat.interval.ms=500",
+	} {
+		a = append(a, o(kv)...)
+	}
+	return append([]string{"serve"}, a...)
+}
+
+func (c *cluster) start(i int) {
+	c.t.Helper()
+	c.procs[i] = startGregorArgs(c.t, c.args(i)...)
+}
+
+func (c *cluster) seeds() []string {
+	var s []string
+	for i := range 3 {
+		s = append(s, fmt.Sprintf("127.0.0.1:%d", c.ports[i]))
+	}
+	return s
+}
+
+// TestClusterKeepsAckedRecordsThroughBrokerLoss: a three-node cluster,
+// a topic with replication factor 3 and min.insync.replicas 2, idempotent
+// acks=all producers; one broker is killed with SIGKILL mid-stream and
+// restarted. Every acknowledged record is read back once, in order.
+func TestClusterKeepsAckedRecordsThroughBrokerLoss(t *testing.T) {
+	if testing.Short() {
+		t.Skip("multi-process cluster test")
+	}
+	c := newCluster(t)
+	adm := kadm.NewClient(newClient(t, strings.Join(c.seeds(), ",")))
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	var err error
+	for try := 0; try < 50; try++ {
+		var resp kadm.CreateTopicResponse
+		resp, err = adm.CreateTopic(ctx, 3, 3, nil, "replicated")
+		if err == nil && resp.Err == nil {
+			break
+		}
+		if err == nil {
+			err = resp.Err
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if err != nil {
+		t.Fatalf("create replicated topic: %v", err)
+	}
+
+	h := newHistory()
+	pctx, pcancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	for w := 0; w < 2; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			name := fmt.Sprintf("producer-%d", w)
+			cl, err := kgo.NewClient(kgo.SeedBrokers(c.seeds()...), kgo.DefaultProduceTopic("replicated"),
+				kgo.RecordRetries(1<<30), kgo.RetryBackoffFn(func(int) time.Duration { return 50 * time.Millisecond }))
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			defer cl.Close()
+			for seq := 0; pctx.Err() == nil; seq++ {
+				cl.Produce(pctx, &kgo.Record{Key: []byte(fmt.Sprint(seq % 10)), Value: recordValue(name, seq)}, func(r *kgo.Record, err error) {
+					if err == nil {
+						_, s, _ := parseValue(r.Value)
+						h.ack(name, s, r.Partition, r.Offset)
+					}
+				})
+				if seq%100 == 99 {
+					time.Sleep(5 * time.Millisecond)
+				}
+			}
+		}()
+	}
+	time.Sleep(2 * time.Second)
+	before := h.count()
+	c.procs[1].kill()
+	// acks=all stalls until the dead broker leaves the ISR
+	// (replica.lag.time.max.ms) and its partitions get new leaders
+	// (broker.session.timeout.ms); then records flow again.
+	deadline := time.Now().Add(30 * time.Second)
+	for h.count() < before+5000 && time.Now().Before(deadline) {
+		time.Sleep(100 * time.Millisecond)
+	}
+	time.Sleep(time.Second)
+	during := h.count()
+	c.start(1)
+	time.Sleep(2 * time.Second)
+	pcancel()
+	wg.Wait()
+	if during <= before {
+		t.Fatalf("no record acknowledged while broker 2 was down (%d before, %d during)", before, during)
+	}
+
+	var log []readRecord
+	for part, recs := range readAllFrom(t, c.seeds(), "replicated") {
+		for _, r := range recs {
+			log = append(log, readRecord{part, r.Offset, r.Value})
+		}
+	}
+	if problems := h.check(log); len(problems) > 0 {
+		if len(problems) > 20 {
+			problems = problems[:20]
+		}
+		t.Fatalf("history check failed:\n%s", strings.Join(problems, "\n"))
+	}
+	t.Logf("%d acknowledged (%d before the kill, %d while broker 2 was down), all read back once, in order", h.count(), before, during-before)
+}
