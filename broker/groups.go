@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/gregorbroker/gregor/broker/group"
+	"github.com/gregorbroker/gregor/broker/producerstate"
 	"github.com/gregorbroker/gregor/protocol"
 	"github.com/gregorbroker/gregor/raftmeta"
 )
@@ -78,6 +79,22 @@ type internalStore struct {
 // Append writes non-transactional coordinator records.
 func (st internalStore) Append(ctx context.Context, partition int32, records []group.Record) error {
 	return st.s.appendInternal(ctx, st.topic, partition, records, -1, -1, false)
+}
+
+// AppendTxn writes a transactional offset commit: a transactional batch
+// with the producer's id and epoch, pending until its marker.
+func (st internalStore) AppendTxn(ctx context.Context, partition int32, txn group.TxnAppend, records []group.Record) error {
+	return st.s.appendInternal(ctx, st.topic, partition, records, txn.ProducerID, txn.ProducerEpoch, true)
+}
+
+// AppendMarker writes a transaction marker to a partition of the group
+// coordinator's topic, for the coordinator, which orders it behind the
+// commits it is still writing there.
+func (st internalStore) AppendMarker(ctx context.Context, partition int32, m group.TxnMarker) error {
+	return st.s.writeMarkerLocal(ctx, st.topic, partition, producerstate.Marker{
+		ProducerID: m.ProducerID, ProducerEpoch: m.ProducerEpoch, CoordinatorEpoch: m.CoordinatorEpoch,
+		Commit: m.Commit, TransactionVersion: m.TransactionVersion,
+	})
 }
 
 // appendInternal writes records to a partition of an internal topic this
@@ -189,7 +206,8 @@ func (l *partitionLoader) reconcile(img *raftmeta.Image) {
 }
 
 // readPartition yields every record of a partition from its start to its
-// high watermark at the time of the call, skipping control batches.
+// high watermark at the time of the call, control records and the
+// producer fields of transactional batches included.
 func readPartition(ctx context.Context, p *partition) iter.Seq2[group.Record, error] {
 	return func(yield func(group.Record, error) bool) {
 		end := p.highWatermark()
@@ -216,15 +234,14 @@ func readPartition(ctx context.Context, p *partition) iter.Seq2[group.Record, er
 				}
 				data = rest
 				off = h.LastOffset() + 1
-				if h.IsControl() {
-					continue
-				}
 				stop := false
 				err = protocol.DecodeBatch(batch, 64<<20, func(h *protocol.BatchHeader, r protocol.Record) error {
 					if h.BaseOffset+int64(r.OffsetDelta) < p.log.LogStartOffset() {
 						return nil
 					}
-					if !yield(group.Record{Key: r.Key, Value: r.Value}, nil) {
+					rec := group.Record{Key: r.Key, Value: r.Value, Transactional: h.IsTransactional(), Control: h.IsControl(),
+						ProducerID: h.ProducerID, ProducerEpoch: h.ProducerEpoch}
+					if !yield(rec, nil) {
 						stop = true
 						return errStopIteration
 					}

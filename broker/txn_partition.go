@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"sort"
 
+	"github.com/twmb/franz-go/pkg/kerr"
+
 	"github.com/gregorbroker/gregor/broker/producerstate"
 	"github.com/gregorbroker/gregor/protocol"
 )
@@ -169,6 +171,12 @@ func (s *Server) appendTransactional(p *partition, batch []byte, nowMs int64) (i
 	st, err := s.txnStateLocked(p)
 	if err != nil {
 		return 0, err
+	}
+	if h.ProducerID < 0 {
+		return 0, fmt.Errorf("%w: transactional batch without a producer id", kerr.InvalidProducerIDMapping)
+	}
+	if cur, ok := st.Producer(h.ProducerID); ok && h.ProducerEpoch < cur.Epoch {
+		return 0, fmt.Errorf("%w: epoch %d is older than %d", kerr.InvalidProducerEpoch, h.ProducerEpoch, cur.Epoch)
 	}
 	// Known before it is published, as in appendIdempotent.
 	first := p.log.LogEndOffset()

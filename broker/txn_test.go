@@ -8,6 +8,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/gregorbroker/gregor/config"
 )
 
 func readAllIsolation(t *testing.T, addr, topic string, iso kgo.IsolationLevel, want int) []*kgo.Record {
@@ -105,5 +107,71 @@ func TestTransactions(t *testing.T) {
 	}
 	if d, ok := txs["tx-producer"]; !ok || d.Err != nil || d.State != "CompleteCommit" {
 		t.Fatalf("describe transactions: %+v", txs)
+	}
+}
+
+// TestExactlyOnceReadProcessWrite: franz-go's GroupTransactSession
+// consumes a topic in a group and produces to another in transactions
+// that carry the group's offsets (AddOffsetsToTxn, TxnOffsetCommit). A
+// committed round moves both the output and the committed offsets; an
+// aborted round moves neither.
+func TestExactlyOnceReadProcessWrite(t *testing.T) {
+	ts := startServer(t, "", func(c *config.Broker) { c.GroupInitialRebalanceDelayMs = 0 })
+	adm := ts.admin(t)
+	createTopic(t, adm, "eos-in", 1, nil)
+	createTopic(t, adm, "eos-out", 1, nil)
+	prod := ts.client(t, kgo.DefaultProduceTopic("eos-in"))
+	produceAll(t, prod, keyedRecords("eos-in", 100, "in"))
+	ctx := testContext(t)
+
+	sess, err := kgo.NewGroupTransactSession(kgo.SeedBrokers(ts.addr), kgo.TransactionalID("eos"),
+		kgo.ConsumerGroup("eos-group"), kgo.ConsumeTopics("eos-in"), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.DefaultProduceTopic("eos-out"), kgo.FetchMaxWait(100*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sess.Close()
+	round := func(n int, commit bool) {
+		if err := sess.Begin(); err != nil {
+			t.Fatal(err)
+		}
+		got := 0
+		for got < n {
+			fs := sess.PollFetches(ctx)
+			if ctx.Err() != nil {
+				t.Fatalf("polled %d of %d records", got, n)
+			}
+			fs.EachRecord(func(r *kgo.Record) {
+				got++
+				sess.Produce(ctx, &kgo.Record{Key: r.Key, Value: append([]byte("out:"), r.Value...)}, nil)
+			})
+		}
+		committed, err := sess.End(ctx, kgo.TransactionEndTry(commit))
+		if err != nil || committed != commit {
+			t.Fatalf("end (commit=%v): committed=%v err=%v", commit, committed, err)
+		}
+	}
+	groupOffset := func() int64 {
+		offs, err := adm.FetchOffsets(ctx, "eos-group")
+		if err != nil {
+			t.Fatal(err)
+		}
+		o, _ := offs.Lookup("eos-in", 0)
+		return o.At
+	}
+	round(100, true)
+	if got := readAllIsolation(t, ts.addr, "eos-out", kgo.ReadCommitted(), 100); len(got) != 100 {
+		t.Fatalf("output after a committed round: %d records, want 100", len(got))
+	}
+	if off := groupOffset(); off != 100 {
+		t.Fatalf("group offset %d after a committed round, want 100", off)
+	}
+	produceAll(t, prod, keyedRecords("eos-in", 50, "in2"))
+	round(50, false)
+	if got := readAllIsolation(t, ts.addr, "eos-out", kgo.ReadCommitted(), 100); len(got) != 100 {
+		t.Fatalf("output after an aborted round: %d records, want 100", len(got))
+	}
+	if off := groupOffset(); off != 100 {
+		t.Fatalf("group offset %d after an aborted round, want still 100", off)
 	}
 }

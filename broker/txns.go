@@ -126,11 +126,25 @@ func (mw markerWriter) WriteMarkers(ctx context.Context, markers []txn.Marker) [
 	return out
 }
 
-// writeMarker appends a commit or abort control batch for a producer to a
+// writeMarker writes a transaction marker to a partition this node leads.
+// Markers for __consumer_offsets go through the group coordinator, which
+// writes them in order with its pending commits and then makes the
+// producer's offsets visible or drops them.
+func (s *Server) writeMarker(ctx context.Context, topic string, partition int32, m producerstate.Marker) error {
+	if topic == offsetsTopic {
+		return s.groups.coord.CompleteTransaction(ctx, partition, group.TxnMarker{
+			ProducerID: m.ProducerID, ProducerEpoch: m.ProducerEpoch, CoordinatorEpoch: m.CoordinatorEpoch,
+			Commit: m.Commit, TransactionVersion: m.TransactionVersion,
+		})
+	}
+	return s.writeMarkerLocal(ctx, topic, partition, m)
+}
+
+// writeMarkerLocal appends a commit or abort control batch for a producer to a
 // partition this node leads, completes the producer's transaction there
 // (moving the last stable offset, recording an aborted transaction), and
 // waits until the marker is committed.
-func (s *Server) writeMarker(ctx context.Context, topic string, partition int32, m producerstate.Marker) error {
+func (s *Server) writeMarkerLocal(ctx context.Context, topic string, partition int32, m producerstate.Marker) error {
 	p := s.leaderPartition(topic, partition)
 	if p == nil {
 		if t, ok := s.meta.Image().Topic(topic); !ok || int(partition) >= len(t.Partitions) {

@@ -143,7 +143,7 @@ func (m *machine) deleteGroups(ids []string, reply func([]kmsg.DeleteGroupsRespo
 				continue
 			}
 			recs := byPartition[p.id]
-			recs = append(recs, offsetsTombstones(id, &cg.offsetStore)...)
+			recs = append(recs, offsetsTombstones(id, &cg.offsetStore, p.txns)...)
 			recs = append(recs, consumerTombstones(cg)...)
 			byPartition[p.id] = recs
 			members[p.id] = append(members[p.id], i)
@@ -160,7 +160,7 @@ func (m *machine) deleteGroups(ids []string, reply func([]kmsg.DeleteGroupsRespo
 			continue
 		}
 		recs := byPartition[p.id]
-		recs = append(recs, offsetsTombstones(id, &g.offsetStore)...)
+		recs = append(recs, offsetsTombstones(id, &g.offsetStore, p.txns)...)
 		recs = append(recs, groupTombstone(id))
 		byPartition[p.id] = recs
 		members[p.id] = append(members[p.id], i)
@@ -193,22 +193,26 @@ func (m *machine) deleteGroups(ids []string, reply func([]kmsg.DeleteGroupsRespo
 }
 
 // offsetsTombstones deletes every offset of a group, commits still in
-// flight included, or they would outlive the group in the log.
-func offsetsTombstones(group string, s *offsetStore) []Record {
+// flight and offsets pending in open transactions included, or they would
+// outlive the group in the log, as Kafka's deleteAllOffsets. The commits in
+// flight are forgotten: the tombstones follow them in the log.
+func offsetsTombstones(group string, s *offsetStore, txns *txnOffsets) []Record {
 	var recs []Record
 	seen := make(map[tp]bool, len(s.offsets)+len(s.inflight))
 	for _, k := range sortedTPs(s.offsets) {
 		seen[k] = true
 		recs = append(recs, offsetTombstone(group, k))
 	}
-	pending := make(map[tp]offsetValue)
+	pending := txns.pendingOf(group)
 	for k := range s.inflight {
-		if !seen[k] {
-			pending[k] = offsetValue{}
-		}
+		pending[k] = offsetValue{}
 	}
 	for _, k := range sortedTPs(pending) {
-		recs = append(recs, offsetTombstone(group, k))
+		if !seen[k] {
+			recs = append(recs, offsetTombstone(group, k))
+		}
 	}
+	clear(s.inflight)
+	txns.removeGroup(group)
 	return recs
 }

@@ -19,6 +19,25 @@ func (s *nopStore) Append(_ context.Context, _ int32, recs []Record) error {
 	return nil
 }
 
+// AppendTxn implements TxnStore.
+func (s *nopStore) AppendTxn(_ context.Context, _ int32, _ TxnAppend, recs []Record) error {
+	s.records.Add(int64(len(recs)))
+	return nil
+}
+
+// AppendMarker implements TxnStore.
+func (s *nopStore) AppendMarker(context.Context, int32, TxnMarker) error {
+	s.records.Add(1)
+	return nil
+}
+
+// nopPlainStore is a Store without transactions.
+type nopPlainStore struct{ inner nopStore }
+
+func (s *nopPlainStore) Append(ctx context.Context, p int32, recs []Record) error {
+	return s.inner.Append(ctx, p, recs)
+}
+
 func benchCoordinator(b *testing.B) *Coordinator {
 	cfg := DefaultConfig()
 	cfg.Logger = slog.New(slog.DiscardHandler)
@@ -85,6 +104,29 @@ func BenchmarkOffsetCommitGroups(b *testing.B) {
 			}
 		}
 	})
+}
+
+// BenchmarkTxnOffsetCommit is one transaction's offsets (12 partitions)
+// committed with TxnOffsetCommit and then its COMMIT marker, as a
+// consume-transform-produce loop does per transaction.
+func BenchmarkTxnOffsetCommit(b *testing.B) {
+	c := benchCoordinator(b)
+	offsets := make(map[tp]int64)
+	for p := range 12 {
+		offsets[tp{"events", int32(p)}] = 1000
+	}
+	req := txnCommitRequest(4, "bench", 1, offsets)
+	partition := c.PartitionFor("bench")
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		if resp := c.TxnOffsetCommit(ctx, req); resp.Topics[0].Partitions[0].ErrorCode != 0 {
+			b.Fatal(resp.Topics[0].Partitions[0].ErrorCode)
+		}
+		if err := c.CompleteTransaction(ctx, partition, TxnMarker{ProducerID: 1, Commit: true}); err != nil {
+			b.Fatal(err)
+		}
+	}
 }
 
 // BenchmarkHeartbeat is a stable member's heartbeat.

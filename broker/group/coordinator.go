@@ -147,9 +147,11 @@ func (c *Coordinator) failCode() int16 {
 
 // Load replays a __consumer_offsets partition the broker now leads and then
 // serves its groups. Requests for its groups answer
-// COORDINATOR_LOAD_IN_PROGRESS meanwhile. Records are decoded on the
-// caller's goroutine; a record that does not decode fails the load and
-// leaves the partition unserved.
+// COORDINATOR_LOAD_IN_PROGRESS meanwhile. The records come in log order,
+// those of transactional batches and the control records of markers
+// included (see Record). Records are decoded on the caller's goroutine; a
+// record that does not decode fails the load and leaves the partition
+// unserved.
 func (c *Coordinator) Load(ctx context.Context, partition int32, records iter.Seq2[Record, error]) error {
 	if partition < 0 || partition >= c.cfg.OffsetsTopicPartitions {
 		return fmt.Errorf("load __consumer_offsets-%d: partition out of range [0, %d)", partition, c.cfg.OffsetsTopicPartitions)

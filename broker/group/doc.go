@@ -1,8 +1,8 @@
 // Package group is Kafka's group coordinator: the classic group protocol
 // (JoinGroup, SyncGroup, Heartbeat, LeaveGroup), committed offsets
-// (OffsetCommit, OffsetFetch, OffsetDelete) and group administration
-// (ListGroups, DescribeGroups, DeleteGroups), persisted as records in
-// __consumer_offsets with Kafka's key and value schemas.
+// (OffsetCommit, OffsetFetch, OffsetDelete, TxnOffsetCommit) and group
+// administration (ListGroups, DescribeGroups, DeleteGroups), persisted as
+// records in __consumer_offsets with Kafka's key and value schemas.
 //
 // Layout:
 //
@@ -16,6 +16,14 @@
 //     the effects interface, and answers through reply callbacks.
 //   - classic_group.go: a classic group and its members.
 //   - records.go, load.go: the record schemas and the replay of a partition.
+//   - txn.go, txn_state.go: transactional offset commits (TxnOffsetCommit)
+//     and the markers that end them (CompleteTransaction), after Kafka's
+//     OffsetMetadataManager: offsets written in a transactional batch stay
+//     pending per producer, invisible to OffsetFetch (UNSTABLE_OFFSET_COMMIT
+//     with RequireStable), until the producer's COMMIT marker makes them
+//     the committed offsets (unless a later commit of the partition exists)
+//     or its ABORT marker drops them. The coordinator writes the markers of
+//     its partitions itself, behind its own appends, as Kafka 4's does.
 //   - consumer*.go, assignor_*.go: KIP-848 consumer groups
 //     (ConsumerGroupHeartbeat, ConsumerGroupDescribe): member and group
 //     epochs, server-side assignors (uniform, range), incremental

@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // fakeClock is a Clock whose time moves only when a test advances it.
@@ -112,6 +114,35 @@ type heldAppend struct {
 func newMemStore() *memStore { return &memStore{parts: make(map[int32][]Record)} }
 
 func (s *memStore) Append(ctx context.Context, partition int32, recs []Record) error {
+	return s.write(ctx, partition, slices.Clone(recs))
+}
+
+// AppendTxn implements TxnStore: the records keep their batch's producer.
+func (s *memStore) AppendTxn(ctx context.Context, partition int32, txn TxnAppend, recs []Record) error {
+	out := make([]Record, len(recs))
+	for i, r := range recs {
+		out[i] = Record{Key: r.Key, Value: r.Value, Transactional: true, ProducerID: txn.ProducerID, ProducerEpoch: txn.ProducerEpoch}
+	}
+	return s.write(ctx, partition, out)
+}
+
+// AppendMarker implements TxnStore with the control record Kafka writes.
+func (s *memStore) AppendMarker(ctx context.Context, partition int32, m TxnMarker) error {
+	return s.write(ctx, partition, []Record{markerRecord(m.ProducerID, m.ProducerEpoch, m.CoordinatorEpoch, m.Commit)})
+}
+
+// markerRecord is an end transaction marker as a load yields it.
+func markerRecord(producerID int64, producerEpoch int16, coordinatorEpoch int32, commit bool) Record {
+	typ := kmsg.ControlRecordKeyTypeAbort
+	if commit {
+		typ = kmsg.ControlRecordKeyTypeCommit
+	}
+	key := (&kmsg.ControlRecordKey{Version: 0, Type: typ}).AppendTo(nil)
+	value := (&kmsg.EndTxnMarker{Version: 0, CoordinatorEpoch: coordinatorEpoch}).AppendTo(nil)
+	return Record{Key: key, Value: value, Control: true, Transactional: true, ProducerID: producerID, ProducerEpoch: producerEpoch}
+}
+
+func (s *memStore) write(ctx context.Context, partition int32, recs []Record) error {
 	s.mu.Lock()
 	var h *heldAppend
 	if s.hold {
@@ -138,7 +169,7 @@ func (s *memStore) Append(ctx context.Context, partition int32, recs []Record) e
 	if s.failWith != nil {
 		return s.failWith
 	}
-	s.parts[partition] = append(s.parts[partition], slices.Clone(recs)...)
+	s.parts[partition] = append(s.parts[partition], recs...)
 	return nil
 }
 

@@ -13,29 +13,53 @@ import (
 type loadedPartition struct {
 	classic   map[string]*classicGroup
 	consumers map[string]*consumerGroup
+	// txns holds the transactional offsets whose marker was not replayed.
+	txns *txnOffsets
+	// records counts the records replayed so far; it is the order of the
+	// record being replayed.
+	records int64
 }
 
 // replay rebuilds the groups of a partition from its records, in log order,
 // as Kafka's GroupCoordinatorShard.replay: offset commits and tombstones,
-// classic group metadata and tombstones, and the consumer group records.
-// Record types Gregor does not know (share groups) are skipped, as Kafka
-// skips unknown types. A record that does not decode fails the load.
+// classic group metadata and tombstones, the consumer group records, and
+// transactions: offset commits of transactional batches stay pending until
+// their producer's COMMIT or ABORT marker. Record types Gregor does not
+// know (share groups) are skipped, as Kafka skips unknown types. A record
+// that does not decode fails the load.
 func replay(partition int32, records iter.Seq2[Record, error], nowMs int64, log *slog.Logger) (*loadedPartition, error) {
-	lp := &loadedPartition{classic: make(map[string]*classicGroup), consumers: make(map[string]*consumerGroup)}
-	n := 0
+	lp := &loadedPartition{classic: make(map[string]*classicGroup), consumers: make(map[string]*consumerGroup), txns: newTxnOffsets()}
 	for r, err := range records {
 		if err != nil {
-			return nil, fmt.Errorf("read __consumer_offsets-%d record %d: %w", partition, n, err)
+			return nil, fmt.Errorf("read __consumer_offsets-%d record %d: %w", partition, lp.records, err)
 		}
 		if err := replayOne(lp, partition, r, nowMs, log); err != nil {
-			return nil, fmt.Errorf("replay __consumer_offsets-%d record %d: %w", partition, n, err)
+			return nil, fmt.Errorf("replay __consumer_offsets-%d record %d: %w", partition, lp.records, err)
 		}
-		n++
+		lp.records++
 	}
 	return lp, nil
 }
 
+// replayMarker applies a control record: COMMIT and ABORT markers end
+// their producer's transaction, as CoordinatorLoaderImpl hands them to
+// replayEndTransactionMarker; other control types are skipped.
+func replayMarker(lp *loadedPartition, partition int32, r Record, nowMs int64) error {
+	var k kmsg.ControlRecordKey
+	if err := k.ReadFrom(r.Key); err != nil {
+		return fmt.Errorf("decode control record key of producer %d: %w", r.ProducerID, err)
+	}
+	switch k.Type {
+	case kmsg.ControlRecordKeyTypeCommit, kmsg.ControlRecordKeyTypeAbort:
+		lp.txns.applyMarker(lp.classic, lp.consumers, partition, r.ProducerID, k.Type == kmsg.ControlRecordKeyTypeCommit, nowMs)
+	}
+	return nil
+}
+
 func replayOne(lp *loadedPartition, partition int32, r Record, nowMs int64, log *slog.Logger) error {
+	if r.Control {
+		return replayMarker(lp, partition, r, nowMs)
+	}
 	groups := lp.classic
 	version, ok := keyVersion(r.Key)
 	if !ok {
@@ -48,6 +72,22 @@ func replayOne(lp *loadedPartition, partition int32, r Record, nowMs int64, log 
 			return fmt.Errorf("decode offset commit key: %w", err)
 		}
 		t := tp{k.Topic, k.Partition}
+		if r.Value == nil {
+			// A tombstone also deletes the partition's offsets pending in
+			// open transactions.
+			lp.txns.remove(k.Group, t)
+		} else if r.Transactional {
+			o, err := decodeOffsetValue(r.Value)
+			if err != nil {
+				return fmt.Errorf("decode offset commit value of %s %s-%d: %w", k.Group, k.Topic, k.Partition, err)
+			}
+			o.order = lp.records
+			// The group exists from the transactional commit on, as in
+			// Kafka; the offset waits for its marker.
+			groupOffsets(lp.classic, lp.consumers, partition, k.Group, nowMs)
+			lp.txns.put(r.ProducerID, k.Group, t, o)
+			return nil
+		}
 		if cg := lp.consumers[k.Group]; cg != nil {
 			if r.Value == nil {
 				delete(cg.offsets, t)
@@ -57,6 +97,7 @@ func replayOne(lp *loadedPartition, partition int32, r Record, nowMs int64, log 
 			if err != nil {
 				return fmt.Errorf("decode offset commit value of %s %s-%d: %w", k.Group, k.Topic, k.Partition, err)
 			}
+			o.order = lp.records
 			cg.offsets[t] = o
 			return nil
 		}
@@ -70,6 +111,7 @@ func replayOne(lp *loadedPartition, partition int32, r Record, nowMs int64, log 
 		if err != nil {
 			return fmt.Errorf("decode offset commit value of %s %s-%d: %w", k.Group, k.Topic, k.Partition, err)
 		}
+		o.order = lp.records
 		g := groups[k.Group]
 		if g == nil {
 			// Offsets without group metadata belong to a simple group.

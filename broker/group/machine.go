@@ -29,13 +29,18 @@ type timerKey struct {
 // effects is everything the state machine asks of the goroutine that owns
 // it. None of it blocks: timers call fn later on the owner's goroutine, and
 // append hands records to the Store and calls done on the owner's goroutine
-// once they are durable or failed. Appends to one partition complete in the
-// order they were issued; an append of no records completes after every
-// append issued before it on the partition, which makes it a barrier.
+// once they are durable or failed. Appends to one partition (plain,
+// transactional and markers alike) reach the log and complete in the order
+// they were issued; an append of no records completes after every append
+// issued before it on the partition, which makes it a barrier.
 type effects interface {
 	schedule(k timerKey, d time.Duration, fn func())
 	cancel(k timerKey)
 	append(partition int32, recs []Record, done func(error))
+	// appendTxn writes recs as one transactional batch of a producer.
+	appendTxn(partition int32, txn TxnAppend, recs []Record, done func(error))
+	// appendMarker writes a transaction marker.
+	appendMarker(partition int32, marker TxnMarker, done func(error))
 }
 
 // ClientInfo is what the coordinator needs from a request's connection.
@@ -58,6 +63,18 @@ type partitionState struct {
 	// consumers holds the KIP-848 consumer groups. A group id is in at
 	// most one of the two maps.
 	consumers map[string]*consumerGroup
+	// txns holds the offsets of transactions not ended yet, by producer.
+	txns *txnOffsets
+	// nextOrder is the order (offsetValue.order) of the next offset
+	// record appended: appends reach the log in the order they are issued.
+	nextOrder int64
+}
+
+// takeOrder returns the order of an offset record about to be appended.
+func (p *partitionState) takeOrder() int64 {
+	o := p.nextOrder
+	p.nextOrder++
+	return o
 }
 
 // machine is the state of one shard: the groups and offsets of the
@@ -184,7 +201,7 @@ func (m *machine) beginLoad(partition int32) uint64 {
 		m.unload(partition)
 	}
 	m.loadTokens++
-	m.partitions[partition] = &partitionState{id: partition, loading: true, loadToken: m.loadTokens, groups: map[string]*classicGroup{}, consumers: map[string]*consumerGroup{}}
+	m.partitions[partition] = &partitionState{id: partition, loading: true, loadToken: m.loadTokens, groups: map[string]*classicGroup{}, consumers: map[string]*consumerGroup{}, txns: newTxnOffsets()}
 	return m.loadTokens
 }
 
@@ -199,6 +216,8 @@ func (m *machine) finishLoad(partition int32, token uint64, loaded *loadedPartit
 	p.loading = false
 	p.groups = loaded.classic
 	p.consumers = loaded.consumers
+	p.txns = loaded.txns
+	p.nextOrder = loaded.records
 	for _, g := range p.consumers {
 		m.consumerGroupLoaded(g)
 	}

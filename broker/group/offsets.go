@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"slices"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -85,9 +86,8 @@ func (m *machine) offsetCommit(req *kmsg.OffsetCommitRequest, reply func(*kmsg.O
 		}
 	}
 	m.writeOffsets(p, req.Group, &g.offsetStore, func() bool { return !g.is(stateDead) }, req, reply, func() {
-		if created && m.current(g) && g.isSimple() && len(g.offsets) == 0 && len(g.inflight) == 0 {
-			delete(p.groups, g.id)
-			g.transitionTo(stateDead, m.nowMs())
+		if created {
+			m.dropIfUnused(p, g)
 		}
 	})
 }
@@ -123,7 +123,7 @@ func (m *machine) writeOffsets(p *partitionState, group string, g *offsetStore, 
 				leaderEpoch = -1
 			}
 			k := tp{t.Topic, pt.Partition}
-			v := offsetValue{offset: pt.Offset, leaderEpoch: leaderEpoch, metadata: md, commitTimestamp: now, expireTimestamp: expire}
+			v := offsetValue{offset: pt.Offset, leaderEpoch: leaderEpoch, metadata: md, commitTimestamp: now, expireTimestamp: expire, order: p.takeOrder()}
 			ic := g.inflight[k]
 			if ic == nil {
 				ic = &inflightCommit{}
@@ -206,7 +206,9 @@ type fetchResult struct {
 
 // offsetFetch answers one group of an OffsetFetch; nil topics means all
 // committed partitions. With requireStable the answer waits for the commits
-// in flight on the partition, as Kafka's write-path fetch does.
+// in flight on the partition, as Kafka's write-path fetch does, and
+// partitions with offsets pending in an open transaction answer
+// UNSTABLE_OFFSET_COMMIT; without it they show their last committed offset.
 func (m *machine) offsetFetch(group string, topics []fetchTopic, member *fetchMember, requireStable bool, reply func(fetchResult)) {
 	p, code := m.partitionOf(group)
 	if code != 0 {
@@ -214,10 +216,10 @@ func (m *machine) offsetFetch(group string, topics []fetchTopic, member *fetchMe
 		return
 	}
 	if !requireStable {
-		reply(m.readOffsets(group, topics, member))
+		reply(m.readOffsets(group, topics, member, false))
 		return
 	}
-	m.fx.append(p.id, nil, func(error) { reply(m.readOffsets(group, topics, member)) })
+	m.fx.append(p.id, nil, func(error) { reply(m.readOffsets(group, topics, member, true)) })
 }
 
 // fetchMember is the member an OffsetFetch v9+ comes from.
@@ -266,7 +268,7 @@ func validateConsumerOffsetFetch(g *consumerGroup, f *fetchMember) int16 {
 	return 0
 }
 
-func (m *machine) readOffsets(group string, topics []fetchTopic, member *fetchMember) fetchResult {
+func (m *machine) readOffsets(group string, topics []fetchTopic, member *fetchMember, requireStable bool) fetchResult {
 	p, code := m.partitionOf(group)
 	if code != 0 {
 		return fetchResult{code: code}
@@ -280,8 +282,9 @@ func (m *machine) readOffsets(group string, topics []fetchTopic, member *fetchMe
 	} else if g := p.groups[group]; g != nil {
 		offsets = g.offsets
 	}
+	unstable := func(k tp) bool { return requireStable && p.txns.hasPending(group, k) }
 	if topics == nil {
-		return fetchResult{topics: allOffsets(offsets)}
+		return fetchResult{topics: allOffsets(offsets, unstable)}
 	}
 	out := make([]kmsg.OffsetFetchResponseGroupTopic, 0, len(topics))
 	for _, t := range topics {
@@ -293,7 +296,9 @@ func (m *machine) readOffsets(group string, topics []fetchTopic, member *fetchMe
 			rp.Offset = -1
 			rp.LeaderEpoch = -1
 			md := ""
-			if o, ok := offsets[tp{t.topic, part}]; ok {
+			if unstable(tp{t.topic, part}) {
+				rp.ErrorCode = kerr.UnstableOffsetCommit.Code
+			} else if o, ok := offsets[tp{t.topic, part}]; ok {
 				rp.Offset = o.offset
 				rp.LeaderEpoch = o.leaderEpoch
 				md = o.metadata
@@ -307,8 +312,9 @@ func (m *machine) readOffsets(group string, topics []fetchTopic, member *fetchMe
 }
 
 // allOffsets lists a group's committed offsets sorted by topic and
-// partition.
-func allOffsets(offsets map[tp]offsetValue) []kmsg.OffsetFetchResponseGroupTopic {
+// partition; unstable ones (pending in a transaction, for a stable fetch)
+// show UNSTABLE_OFFSET_COMMIT instead.
+func allOffsets(offsets map[tp]offsetValue, unstable func(tp) bool) []kmsg.OffsetFetchResponseGroupTopic {
 	out := []kmsg.OffsetFetchResponseGroupTopic{}
 	for _, k := range sortedTPs(offsets) {
 		o := offsets[k]
@@ -322,6 +328,10 @@ func allOffsets(offsets map[tp]offsetValue) []kmsg.OffsetFetchResponseGroupTopic
 		rp.Offset = o.offset
 		rp.LeaderEpoch = o.leaderEpoch
 		md := o.metadata
+		if unstable(k) {
+			rp.Offset, rp.LeaderEpoch, md = -1, -1, ""
+			rp.ErrorCode = kerr.UnstableOffsetCommit.Code
+		}
 		rp.Metadata = &md
 		last := &out[len(out)-1]
 		last.Partitions = append(last.Partitions, rp)
@@ -387,10 +397,11 @@ func (m *machine) offsetDelete(req *kmsg.OffsetDeleteRequest, reply func(*kmsg.O
 			}
 			k := tp{t.Topic, pt.Partition}
 			_, committed := g.offsets[k]
-			if committed || g.inflight[k] != nil {
+			if committed || g.inflight[k] != nil || p.txns.hasPending(req.Group, k) {
 				recs = append(recs, offsetTombstone(req.Group, k))
 				delete(g.offsets, k)
 				delete(g.inflight, k)
+				p.txns.remove(req.Group, k)
 			}
 		}
 		resp.Topics = append(resp.Topics, rt)
@@ -416,9 +427,9 @@ func (m *machine) offsetDelete(req *kmsg.OffsetDeleteRequest, reply func(*kmsg.O
 // retention after the group became empty; a stable consumer group's offsets
 // of topics it no longer reads expire retention after their commit; a simple
 // group's, retention after their commit.
-func (m *machine) expireOffsets(g *classicGroup, nowMs int64, recs *[]Record) bool {
+func (m *machine) expireOffsets(g *classicGroup, txns *txnOffsets, nowMs int64, recs *[]Record) bool {
 	if len(g.offsets) == 0 {
-		return len(g.inflight) == 0
+		return len(g.inflight) == 0 && !txns.hasOpen(g.id)
 	}
 	var base func(o offsetValue) int64
 	switch {
@@ -436,7 +447,9 @@ func (m *machine) expireOffsets(g *classicGroup, nowMs int64, recs *[]Record) bo
 	default:
 		return false
 	}
-	all := len(g.inflight) == 0
+	// A group with an open transaction stays, and so does an offset the
+	// transaction may replace.
+	all := len(g.inflight) == 0 && !txns.hasOpen(g.id)
 	for _, k := range sortedTPs(g.offsets) {
 		if g.isSubscribedToTopic(k.topic) {
 			all = false
@@ -447,7 +460,7 @@ func (m *machine) expireOffsets(g *classicGroup, nowMs int64, recs *[]Record) bo
 		if o.expireTimestamp >= 0 {
 			expired = nowMs >= o.expireTimestamp
 		}
-		if !expired || g.inflight[k] != nil {
+		if !expired || g.inflight[k] != nil || txns.hasPending(g.id, k) {
 			all = false
 			continue
 		}
@@ -473,14 +486,14 @@ func (m *machine) sweepExpired() {
 		slices.Sort(ids)
 		for _, id := range ids {
 			g := p.groups[id]
-			if m.expireOffsets(g, now, &recs) && g.is(stateEmpty) {
+			if m.expireOffsets(g, p.txns, now, &recs) && g.is(stateEmpty) {
 				recs = append(recs, groupTombstone(g.id))
 				m.deleteGroup(p, g)
 			}
 		}
 		for _, id := range sortedKeys(p.consumers) {
 			g := p.consumers[id]
-			if m.expireConsumerOffsets(g, now, &recs) && g.state() == cgEmpty {
+			if m.expireConsumerOffsets(g, p.txns, now, &recs) && g.state() == cgEmpty {
 				recs = append(recs, consumerTombstones(g)...)
 				m.deleteConsumerGroup(p, g)
 			}
@@ -500,8 +513,8 @@ func (m *machine) sweepExpired() {
 // expireConsumerOffsets is expireOffsets for a consumer group, whose
 // offsets expire retention after their commit unless a member subscribes
 // to their topic (ConsumerGroup.offsetExpirationCondition).
-func (m *machine) expireConsumerOffsets(g *consumerGroup, nowMs int64, recs *[]Record) bool {
-	all := len(g.inflight) == 0
+func (m *machine) expireConsumerOffsets(g *consumerGroup, txns *txnOffsets, nowMs int64, recs *[]Record) bool {
+	all := len(g.inflight) == 0 && !txns.hasOpen(g.id)
 	for _, k := range sortedTPs(g.offsets) {
 		if g.isSubscribedToTopic(k.topic) {
 			all = false
@@ -512,7 +525,7 @@ func (m *machine) expireConsumerOffsets(g *consumerGroup, nowMs int64, recs *[]R
 		if o.expireTimestamp >= 0 {
 			expired = nowMs >= o.expireTimestamp
 		}
-		if !expired || g.inflight[k] != nil {
+		if !expired || g.inflight[k] != nil || txns.hasPending(g.id, k) {
 			all = false
 			continue
 		}

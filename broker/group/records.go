@@ -12,16 +12,36 @@ import (
 // Record is one __consumer_offsets record: a key and a value in Kafka's
 // coordinator schemas, each prefixed by its int16 version. A nil Value is a
 // tombstone.
+//
+// The records the coordinator hands to a Store carry only Key and Value.
+// The records a Load replays also say which batch they came from, so that
+// transactional offset commits are rebuilt exactly: the zero values mean a
+// record of an ordinary (non-transactional, non-control) batch.
 type Record struct {
 	Key   []byte
 	Value []byte
+
+	// Transactional is set for a record of a transactional data batch:
+	// an offset commit in it stays pending until a marker of ProducerID
+	// commits or aborts it.
+	Transactional bool
+	// Control is set for a record of a control batch: Key and Value are
+	// the control record's (kmsg.ControlRecordKey, then for markers
+	// kmsg.EndTxnMarker). COMMIT and ABORT markers end ProducerID's
+	// transaction; other control types are skipped.
+	Control bool
+	// ProducerID and ProducerEpoch are the batch header's; they matter
+	// only when Transactional or Control is set.
+	ProducerID    int64
+	ProducerEpoch int16
 }
 
 // Store appends records to a __consumer_offsets partition. Append returns
 // once the records are durable (acks=all in Kafka's terms) or have failed;
 // errors that wrap a *kerr.Error are mapped to the client error Kafka
 // answers (NOT_LEADER_OR_FOLLOWER becomes NOT_COORDINATOR, and so on).
-// Appends to one partition are issued one at a time, in order.
+// Appends to one partition are issued one at a time, in order. A Store
+// that also implements TxnStore serves transactional offset commits.
 type Store interface {
 	Append(ctx context.Context, partition int32, records []Record) error
 }
@@ -91,6 +111,11 @@ type offsetValue struct {
 	metadata        string
 	commitTimestamp int64
 	expireTimestamp int64 // -1 when the commit carried no retention time
+	// order is the record's place in the partition's log: its index in the
+	// replay, or a counter continuing it for records appended since. A
+	// committed transaction's offset replaces a committed offset only if
+	// it was written after it, as Kafka compares record offsets.
+	order int64
 }
 
 func offsetCommitKey(group string, t tp) []byte {

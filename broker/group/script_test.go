@@ -306,7 +306,7 @@ func (s *script) exec(a args, out *strings.Builder) {
 	case "state":
 		out.WriteString(s.state(a.str("g", "g1")))
 	default:
-		if !s.execConsumer(a, out) {
+		if !s.execConsumer(a, out) && !s.execTxn(a, out) {
 			s.t.Fatalf("unknown command %q", a.name)
 		}
 	}
@@ -719,6 +719,12 @@ func (s *script) records(a args) string {
 }
 
 func describeRecord(r Record) string {
+	if r.Control {
+		return describeMarker(r)
+	}
+	if r.Transactional {
+		return fmt.Sprintf("txn(pid=%d epoch=%d) %s", r.ProducerID, r.ProducerEpoch, describeRecord(Record{Key: r.Key, Value: r.Value}))
+	}
 	v, _ := keyVersion(r.Key)
 	switch v {
 	case offsetCommitKeyV0, offsetCommitKeyVersion:

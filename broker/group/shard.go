@@ -2,9 +2,12 @@ package group
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"sync"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
 )
 
 // maxAppendBytes bounds how many queued appends of one partition are merged
@@ -54,7 +57,13 @@ type appendQueue struct {
 type pendingAppend struct {
 	recs []Record
 	done func(error)
+	// A transactional append or a marker goes to the Store on its own;
+	// plain appends (both nil) are merged.
+	txn    *TxnAppend
+	marker *TxnMarker
 }
+
+func (a *pendingAppend) plain() bool { return a.txn == nil && a.marker == nil }
 
 func newShard(idx int, cfg Config, log *slog.Logger, store Store, clock Clock, newID func() string) *shard {
 	ctx, cancel := context.WithCancel(context.Background())
@@ -160,12 +169,26 @@ func (s *shard) cancel(k timerKey) {
 
 // append implements effects.
 func (s *shard) append(partition int32, recs []Record, done func(error)) {
+	s.enqueue(partition, pendingAppend{recs: recs, done: done})
+}
+
+// appendTxn implements effects.
+func (s *shard) appendTxn(partition int32, txn TxnAppend, recs []Record, done func(error)) {
+	s.enqueue(partition, pendingAppend{recs: recs, done: done, txn: &txn})
+}
+
+// appendMarker implements effects.
+func (s *shard) appendMarker(partition int32, marker TxnMarker, done func(error)) {
+	s.enqueue(partition, pendingAppend{done: done, marker: &marker})
+}
+
+func (s *shard) enqueue(partition int32, a pendingAppend) {
 	q := s.queues[partition]
 	if q == nil {
 		q = &appendQueue{}
 		s.queues[partition] = q
 	}
-	q.pending = append(q.pending, pendingAppend{recs: recs, done: done})
+	q.pending = append(q.pending, a)
 	if !q.inflight {
 		s.flush(partition, q)
 	}
@@ -176,9 +199,20 @@ func (s *shard) append(partition int32, recs []Record, done func(error)) {
 // they issue queue behind the ones already waiting.
 func (s *shard) flush(partition int32, q *appendQueue) {
 	for !q.inflight && len(q.pending) > 0 {
+		if first := q.pending[0]; !first.plain() {
+			q.pending = q.pending[1:]
+			q.inflight = true
+			s.wg.Add(1)
+			go func() {
+				defer s.wg.Done()
+				err := s.writeTxn(partition, &first)
+				s.post(context.Background(), func() { s.completeAppend(partition, q, []pendingAppend{first}, err) })
+			}()
+			return
+		}
 		n, size := 0, 0
 		var recs []Record
-		for n < len(q.pending) && (n == 0 || size+recordsSize(q.pending[n].recs) <= maxAppendBytes) {
+		for n < len(q.pending) && q.pending[n].plain() && (n == 0 || size+recordsSize(q.pending[n].recs) <= maxAppendBytes) {
 			size += recordsSize(q.pending[n].recs)
 			recs = append(recs, q.pending[n].recs...)
 			n++
@@ -202,6 +236,19 @@ func (s *shard) flush(partition int32, q *appendQueue) {
 	if !q.inflight && s.queues[partition] == q {
 		delete(s.queues, partition)
 	}
+}
+
+// writeTxn hands a transactional append or a marker to the Store, which
+// must implement TxnStore.
+func (s *shard) writeTxn(partition int32, a *pendingAppend) error {
+	ts, ok := s.store.(TxnStore)
+	if !ok {
+		return fmt.Errorf("write transactional records to __consumer_offsets-%d: the store does not support transactions: %w", partition, kerr.UnsupportedVersion)
+	}
+	if a.marker != nil {
+		return ts.AppendMarker(s.ctx, partition, *a.marker)
+	}
+	return ts.AppendTxn(s.ctx, partition, *a.txn, a.recs)
 }
 
 func (s *shard) completeAppend(partition int32, q *appendQueue, batch []pendingAppend, err error) {

@@ -1,0 +1,166 @@
+package group
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// execTxn runs the transaction commands of the scripts:
+//
+//	txn-commit g= pid= epoch= [v=] [member=] [gen=] [instance=] [meta=] t/0=5 ...
+//	end-txn g= pid= [epoch=] commit=true|false
+//
+// txn-commit is a TxnOffsetCommit; end-txn is the marker the broker hands
+// to CompleteTransaction for the group's partition.
+func (s *script) execTxn(a args, out *strings.Builder) bool {
+	switch a.name {
+	case "txn-commit":
+		s.txnCommit(a)
+	case "end-txn":
+		group := a.str("g", "g1")
+		partition := PartitionFor(group, s.h.cfg.OffsetsTopicPartitions)
+		marker := TxnMarker{
+			ProducerID:    a.int("pid", 1),
+			ProducerEpoch: int16(a.int("epoch", 0)),
+			Commit:        a.str("commit", "true") == "true",
+		}
+		r := &asyncReq{label: a.str("as", "end-txn"), fresh: true}
+		s.mu.Lock()
+		s.waiting = append(s.waiting, r)
+		s.mu.Unlock()
+		sh := s.h.c.shardOf(partition)
+		sh.post(context.Background(), func() {
+			sh.m.completeTransaction(partition, marker, func(err error) {
+				s.mu.Lock()
+				defer s.mu.Unlock()
+				r.done, r.answer = true, "ok"
+				if err != nil {
+					r.answer = "error: " + err.Error()
+				}
+			})
+		})
+	case "load-control":
+		// Append a raw control record to a partition, as another writer
+		// might have left it.
+		p := int32(a.int("p", 0))
+		key := (&kmsg.ControlRecordKey{Version: 0, Type: kmsg.ControlRecordKeyType(a.int("type", 0))}).AppendTo(nil)
+		if slices.Contains(a.pos, "bad") {
+			key = key[:1]
+		}
+		s.h.store.mu.Lock()
+		s.h.store.parts[p] = append(s.h.store.parts[p], Record{Key: key, Control: true, Transactional: true, ProducerID: 9})
+		s.h.store.mu.Unlock()
+	case "pending":
+		out.WriteString(s.pending(a.str("g", "g1")))
+	default:
+		return false
+	}
+	return true
+}
+
+func (s *script) txnCommit(a args) {
+	req := kmsg.NewPtrTxnOffsetCommitRequest()
+	req.Version = int16(a.int("v", 4))
+	req.TransactionalID = a.str("txn", "tx")
+	req.Group = a.str("g", "g1")
+	req.ProducerID = a.int("pid", 1)
+	req.ProducerEpoch = int16(a.int("epoch", 0))
+	if req.Version >= 3 {
+		req.MemberID = a.str("member", "")
+		req.Generation = int32(a.int("gen", -1))
+		req.InstanceID = a.optStr("instance")
+	}
+	md := a.optStr("meta")
+	if n := a.int("metasize", -1); n >= 0 {
+		big := strings.Repeat("x", int(n))
+		md = &big
+	}
+	for _, pos := range a.pos {
+		tpStr, off, _ := strings.Cut(pos, "=")
+		topic, p, _ := strings.Cut(tpStr, "/")
+		pn, _ := strconv.Atoi(p)
+		o, _ := strconv.ParseInt(off, 10, 64)
+		i := slices.IndexFunc(req.Topics, func(t kmsg.TxnOffsetCommitRequestTopic) bool { return t.Topic == topic })
+		if i < 0 {
+			rt := kmsg.NewTxnOffsetCommitRequestTopic()
+			rt.Topic = topic
+			req.Topics = append(req.Topics, rt)
+			i = len(req.Topics) - 1
+		}
+		rp := kmsg.NewTxnOffsetCommitRequestTopicPartition()
+		rp.Partition = int32(pn)
+		rp.Offset = o
+		if req.Version >= 2 {
+			rp.LeaderEpoch = int32(a.int("lepoch", -1))
+		}
+		rp.Metadata = md
+		req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)
+	}
+	s.submit(a.str("as", "txn-commit"), req.Group, func(m *machine, done func(string)) {
+		m.txnOffsetCommit(req, func(r *kmsg.TxnOffsetCommitResponse) { done(fmtTxnCommit(r)) })
+	})
+}
+
+func fmtTxnCommit(r *kmsg.TxnOffsetCommitResponse) string {
+	var parts []string
+	for _, t := range r.Topics {
+		for _, p := range t.Partitions {
+			parts = append(parts, fmt.Sprintf("%s/%d=%s", t.Topic, p.Partition, errName(p.ErrorCode)))
+		}
+	}
+	return strings.Join(parts, " ")
+}
+
+// pending prints a group's offsets pending in open transactions, by
+// producer, and whether a transaction is open for it.
+func (s *script) pending(group string) string {
+	partition := PartitionFor(group, s.h.cfg.OffsetsTopicPartitions)
+	sh := s.h.c.shardOf(partition)
+	ch := make(chan string, 1)
+	sh.post(context.Background(), func() {
+		p := sh.m.partitions[partition]
+		if p == nil {
+			ch <- "partition not loaded\n"
+			return
+		}
+		var b strings.Builder
+		var producers []int64
+		for pid := range p.txns.open[group] {
+			producers = append(producers, pid)
+		}
+		slices.Sort(producers)
+		for _, pid := range producers {
+			offsets := p.txns.pending[pid][group]
+			fmt.Fprintf(&b, "pid=%d:", pid)
+			for _, k := range sortedTPs(offsets) {
+				fmt.Fprintf(&b, " %s/%d=%d", k.topic, k.partition, offsets[k].offset)
+			}
+			b.WriteString("\n")
+		}
+		if b.Len() == 0 {
+			b.WriteString("no open transactions\n")
+		}
+		ch <- b.String()
+	})
+	return <-ch
+}
+
+func describeMarker(r Record) string {
+	var k kmsg.ControlRecordKey
+	if err := k.ReadFrom(r.Key); err != nil {
+		return "bad control key: " + err.Error()
+	}
+	kind := fmt.Sprintf("control type %d", k.Type)
+	switch k.Type {
+	case kmsg.ControlRecordKeyTypeCommit:
+		kind = "COMMIT"
+	case kmsg.ControlRecordKeyTypeAbort:
+		kind = "ABORT"
+	}
+	return fmt.Sprintf("marker %s pid=%d epoch=%d", kind, r.ProducerID, r.ProducerEpoch)
+}
