@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"fmt"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -15,19 +16,19 @@ import (
 // cluster is three gregor processes, each broker and controller, as
 // docker-compose.yml runs them.
 type cluster struct {
-	t         *testing.T
-	dirs      [3]string
-	ports     [3]int
-	ctrl      [3]int
-	procs     [3]*process
-	clusterID string
+	t        *testing.T
+	dirs     [3]string
+	ports    [3]int // EXTERNAL: clients
+	internal [3]int // PLAINTEXT: replication
+	ctrl     [3]int // CONTROLLER: the metadata quorum
+	procs    [3]*process
 }
 
 func newCluster(t *testing.T) *cluster {
-	c := &cluster{t: t, clusterID: "MkU3OEVBNTcwNTJENDM2Qg"}
+	c := &cluster{t: t}
 	for i := range 3 {
 		c.dirs[i] = t.TempDir()
-		c.ports[i], c.ctrl[i] = freePort(t), freePort(t)
+		c.ports[i], c.internal[i], c.ctrl[i] = freePort(t), freePort(t), freePort(t)
 	}
 	for i := range 3 {
 		c.procs[i] = launchGregor(t, c.args(i)...)
@@ -45,26 +46,41 @@ func (c *cluster) args(i int) []string {
 	}
 	o := func(kv string) []string { return []string{"--override", kv} }
 	var a []string
-	for _, kv := range []string{
-		fmt.Sprintf("node.id=%d", i+1),
+	for _, kv := range append(clusterProperties(i+1, strings.Join(voters, ","),
+		fmt.Sprintf("PLAINTEXT://127.0.0.1:%d,EXTERNAL://127.0.0.1:%d,CONTROLLER://127.0.0.1:%d", c.internal[i], c.ports[i], c.ctrl[i]),
+		fmt.Sprintf("PLAINTEXT://127.0.0.1:%d,EXTERNAL://127.0.0.1:%d", c.internal[i], c.ports[i]),
+		c.dirs[i]),
+		// Shorter than Kafka's defaults, so the test sees a failover in
+		// seconds.
+		"replica.lag.time.max.ms=3000",
+		"broker.session.timeout.ms=3000",
+		"broker.heartbeat.interval.ms=500",
+	) {
+		a = append(a, o(kv)...)
+	}
+	return append([]string{"serve"}, a...)
+}
+
+// clusterProperties are the settings of node id in docker-compose.yml,
+// with its addresses and data dir: TestComposeMatchesClusterTest checks
+// that the compose file says the same.
+func clusterProperties(id int, voters, listeners, advertised, dir string) []string {
+	return []string{
+		fmt.Sprintf("node.id=%d", id),
 		"process.roles=broker,controller",
-		"controller.quorum.voters=" + strings.Join(voters, ","),
-		fmt.Sprintf("listeners=PLAINTEXT://127.0.0.1:%d,CONTROLLER://127.0.0.1:%d", c.ports[i], c.ctrl[i]),
-		fmt.Sprintf("advertised.listeners=PLAINTEXT://127.0.0.1:%d", c.ports[i]),
-		"log.dirs=" + c.dirs[i],
-		"cluster.id=" + c.clusterID,
+		"controller.quorum.voters=" + voters,
+		"listeners=" + listeners,
+		"advertised.listeners=" + advertised,
+		"listener.security.protocol.map=PLAINTEXT:PLAINTEXT,EXTERNAL:PLAINTEXT,CONTROLLER:PLAINTEXT",
+		"inter.broker.listener.name=PLAINTEXT",
+		"log.dirs=" + dir,
+		"cluster.id=MkU3OEVBNTcwNTJENDM2Qg",
 		"default.replication.factor=3",
 		"min.insync.replicas=2",
 		"offsets.topic.replication.factor=3",
 		"transaction.state.log.replication.factor=3",
 		"transaction.state.log.min.isr=2",
-		"replica.lag.time.max.ms=3000",
-		"broker.session.timeout.ms=3000",
-		"broker.heartbeat.interval.ms=500",
-	} {
-		a = append(a, o(kv)...)
 	}
-	return append([]string{"serve"}, a...)
 }
 
 func (c *cluster) start(i int) {
@@ -169,4 +185,34 @@ func TestClusterKeepsAckedRecordsThroughBrokerLoss(t *testing.T) {
 		t.Fatalf("history check failed:\n%s", strings.Join(problems, "\n"))
 	}
 	t.Logf("%d acknowledged (%d before the kill, %d while broker 2 was down), all read back once, in order", h.count(), before, during-before)
+}
+
+// TestComposeMatchesClusterTest: docker-compose.yml runs the cluster that
+// TestClusterKeepsAckedRecordsThroughBrokerLoss runs as processes: the
+// same properties, with the compose network's addresses.
+func TestComposeMatchesClusterTest(t *testing.T) {
+	data, err := os.ReadFile("../docker-compose.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	compose := string(data)
+	for id := 1; id <= 3; id++ {
+		ext := 9090 + 2*id
+		want := clusterProperties(id, "1@gregor1:9093,2@gregor2:9093,3@gregor3:9093",
+			fmt.Sprintf("PLAINTEXT://0.0.0.0:19092,EXTERNAL://0.0.0.0:%d,CONTROLLER://0.0.0.0:9093", ext),
+			fmt.Sprintf("PLAINTEXT://gregor%d:19092,EXTERNAL://localhost:%d", id, ext), "/data")
+		start := strings.Index(compose, fmt.Sprintf("  gregor%d:\n", id))
+		if start < 0 {
+			t.Fatalf("docker-compose.yml has no service gregor%d", id)
+		}
+		service := compose[start+1:]
+		if end := strings.Index(service, "\n  gregor"); end >= 0 {
+			service = service[:end]
+		}
+		for _, kv := range want {
+			if !strings.Contains(service, `"`+kv+`"`) {
+				t.Errorf("gregor%d in docker-compose.yml lacks %s", id, kv)
+			}
+		}
+	}
 }
