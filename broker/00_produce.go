@@ -230,7 +230,10 @@ func (s *Server) appendIdempotent(p *partition, batch []byte, h *protocol.BatchH
 		return res, err
 	}
 	res.firstOffset, res.lastOffset = last-int64(h.LastOffsetDelta), last
-	return res, nil
+	p.mu.Unlock()
+	err = s.durable(p, last)
+	p.mu.Lock() // for the deferred unlock
+	return res, err
 }
 
 // topicCodecs maps a topic's compression.type to the codec the broker

@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"strconv"
 	"sync"
+	"sync/atomic"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
@@ -273,14 +274,21 @@ func (s *Server) ensureOffsetsTopic(ctx context.Context) (*raftmeta.Image, error
 }
 
 // appendLocal appends an already validated batch to a partition this node
-// leads and returns the offset of its last record.
+// leads and returns the offset of its last record, once the flush policy
+// is satisfied.
 func (s *Server) appendLocal(p *partition, batch []byte, nowMs int64) (int64, error) {
 	p.mu.Lock()
-	defer p.mu.Unlock()
-	return s.appendLocked(p, batch, nowMs)
+	last, err := s.appendLocked(p, batch, nowMs)
+	p.mu.Unlock()
+	if err != nil {
+		return 0, err
+	}
+	return last, s.durable(p, last)
 }
 
-// appendLocked is appendLocal for a caller that holds p.mu.
+// appendLocked is appendLocal for a caller that holds p.mu, without the
+// flush: the caller calls durable after it lets go of p.mu, so that an
+// fsync never holds the partition and concurrent appends share fsyncs.
 func (s *Server) appendLocked(p *partition, batch []byte, nowMs int64) (int64, error) {
 	epoch := p.leaderEpoch.Load()
 	if epoch != p.appendedEpoch {
@@ -289,12 +297,38 @@ func (s *Server) appendLocked(p *partition, batch []byte, nowMs int64) (int64, e
 		}
 		p.appendedEpoch = epoch
 	}
-	ar, err := p.log.Append(batch, epoch, nowMs)
+	ar, flush, err := p.log.AppendDeferFlush(batch, epoch, nowMs)
 	if err != nil {
 		return 0, fmt.Errorf("%w: append %s-%d: %v", kerr.KafkaStorageError, p.topic, p.index, err)
 	}
+	if flush {
+		storeMax(&p.flushTarget, ar.LastOffset+1)
+	}
 	p.advanceHighWatermarkLocked()
 	return ar.LastOffset, nil
+}
+
+// durable makes the append that ended at last durable when the flush
+// policy (flush.messages, flush.ms) asked for it: group commit, since a
+// flush covers every append before it and later callers find their
+// offsets covered.
+func (s *Server) durable(p *partition, last int64) error {
+	if p.flushTarget.Load() <= last {
+		return nil
+	}
+	if err := p.log.FlushTo(last + 1); err != nil {
+		return fmt.Errorf("%w: flush %s-%d: %v", kerr.KafkaStorageError, p.topic, p.index, err)
+	}
+	return nil
+}
+
+func storeMax(v *atomic.Int64, n int64) {
+	for {
+		cur := v.Load()
+		if n <= cur || v.CompareAndSwap(cur, n) {
+			return
+		}
+	}
 }
 
 // waitHighWatermark waits until the partition's high watermark reaches

@@ -41,6 +41,7 @@ type partition struct {
 	// for, so appends check it once per epoch. Guarded by mu.
 	appendedEpoch int32
 	hw            atomic.Int64
+	flushTarget   atomic.Int64 // the end of the last append the flush policy wants durable
 	leaderEpoch   atomic.Int32
 	cfg           atomic.Pointer[config.Topic]
 

@@ -181,5 +181,12 @@ func (s *Server) appendTransactional(p *partition, batch []byte, nowMs int64) (i
 	// Known before it is published, as in appendIdempotent.
 	first := p.log.LogEndOffset()
 	st.Replay(batchProducerInfo(&h), first, first+int64(h.LastOffsetDelta), h.MaxTimestamp)
-	return s.appendLocked(p, batch, nowMs)
+	last, err := s.appendLocked(p, batch, nowMs)
+	if err != nil {
+		return 0, err
+	}
+	p.mu.Unlock()
+	err = s.durable(p, last)
+	p.mu.Lock() // for the deferred unlock
+	return last, err
 }

@@ -183,6 +183,9 @@ func (s *Server) writeMarkerLocal(ctx context.Context, topic string, partition i
 		p.updateLastStableOffsetLocked()
 	}
 	p.mu.Unlock()
+	if err == nil {
+		err = s.durable(p, offset)
+	}
 	if err != nil {
 		return fmt.Errorf("marker for %s-%d: %w", topic, partition, err)
 	}

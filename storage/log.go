@@ -164,18 +164,38 @@ func storeMax(v *atomic.Int64, x int64) {
 // Flush returns it. If the bytes were written but the policy fsync failed,
 // the result is returned along with the error.
 func (l *Log) Append(batches []byte, leaderEpoch int32, now int64) (AppendResult, error) {
-	res, flush, err := l.append(batches, leaderEpoch, now)
+	res, flush, err := l.AppendDeferFlush(batches, leaderEpoch, now)
 	if err != nil {
 		return AppendResult{}, err
 	}
 	if flush {
-		if err := l.Flush(); err != nil {
+		if err := l.FlushTo(res.LastOffset + 1); err != nil {
 			return res, err
 		}
 		// flush.ms counts on the caller's clock.
 		l.lastFlushMs.Store(now)
 	}
 	return res, nil
+}
+
+// AppendDeferFlush is Append without the policy fsync: it reports whether
+// flush.messages or flush.ms asks for one, and the caller calls FlushTo
+// (outside its own locks) before it acknowledges the batch. Concurrent
+// appenders then share fsyncs: group commit.
+func (l *Log) AppendDeferFlush(batches []byte, leaderEpoch int32, now int64) (AppendResult, bool, error) {
+	return l.append(batches, leaderEpoch, now)
+}
+
+// FlushTo makes everything below offset durable. When a flush that
+// started after offset was written has already covered it, it returns at
+// once: callers waiting on the same fsync share it.
+func (l *Log) FlushTo(offset int64) error {
+	l.flushMu.Lock()
+	defer l.flushMu.Unlock()
+	if l.rp.Load() >= offset {
+		return l.Err()
+	}
+	return l.flushLocked()
 }
 
 func (l *Log) append(batches []byte, leaderEpoch int32, now int64) (res AppendResult, flush bool, err error) {
