@@ -131,6 +131,9 @@ func (s *Server) partitionMissingCode(topic string, partition int32) int16 {
 	if !ok || partition < 0 || int(partition) >= len(t.Partitions) {
 		return kerr.UnknownTopicOrPartition.Code
 	}
+	if p := s.parts.get(topic, partition); p != nil && s.dirOffline(p) {
+		return kerr.KafkaStorageError.Code
+	}
 	return kerr.NotLeaderForPartition.Code
 }
 

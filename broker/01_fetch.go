@@ -228,6 +228,9 @@ func (s *Server) readFetch(plan *fetchPlan) ([]kmsg.FetchResponseTopicPartition,
 			rp.ErrorCode = kerr.OffsetOutOfRange.Code
 		case err != nil:
 			s.log.Error("fetch read", "topic", fp.topic, "partition", fp.partition, "offset", fp.fetchOffset, "err", err)
+			if !errors.Is(err, storage.ErrClosed) { // a log deleted meanwhile is no disk failure
+				s.storageFailed(p, err)
+			}
 			rp.ErrorCode = kerr.KafkaStorageError.Code
 		default:
 			if len(rr.Data) > 0 {

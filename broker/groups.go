@@ -293,12 +293,14 @@ func (s *Server) appendLocked(p *partition, batch []byte, nowMs int64) (int64, e
 	epoch := p.leaderEpoch.Load()
 	if epoch != p.appendedEpoch {
 		if err := s.noteLeaderEpochLocked(p, epoch); err != nil {
+			s.storageFailed(p, err)
 			return 0, fmt.Errorf("%w: %v", kerr.KafkaStorageError, err)
 		}
 		p.appendedEpoch = epoch
 	}
 	ar, flush, err := p.log.AppendDeferFlush(batch, epoch, nowMs)
 	if err != nil {
+		s.storageFailed(p, err)
 		return 0, fmt.Errorf("%w: append %s-%d: %v", kerr.KafkaStorageError, p.topic, p.index, err)
 	}
 	if flush {
@@ -317,6 +319,7 @@ func (s *Server) durable(p *partition, last int64) error {
 		return nil
 	}
 	if err := p.log.FlushTo(last + 1); err != nil {
+		s.storageFailed(p, err)
 		return fmt.Errorf("%w: flush %s-%d: %v", kerr.KafkaStorageError, p.topic, p.index, err)
 	}
 	return nil

@@ -55,6 +55,8 @@ type Server struct {
 	txns     *txnCoordinator
 	fetchers *fetcherManager
 
+	offlineDirs sync.Map // log dir → true once a disk error took it offline
+
 	producerIDs *producerstate.IDAllocator
 
 	reconcileMu sync.Mutex
