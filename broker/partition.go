@@ -54,11 +54,15 @@ func newPartition(self int32, topic string, index int32, id [16]byte, log *stora
 	p.cfg.Store(&cfg)
 	p.leaderEpoch.Store(epoch)
 	p.appendedEpoch = -1
-	// Until replication says otherwise, the log is taken as committed up to
-	// its recovery point... as Kafka starts a replica's high watermark from
-	// its checkpoint: the whole log for a single replica (applyAssignment
-	// raises it for a leader; a follower learns it from the leader).
-	p.hw.Store(log.LogEndOffset())
+	// A replica's high watermark starts where the last
+	// replication-offset-checkpoint left it (else at the log start), as in
+	// Kafka; applyAssignment raises it at once for a leader that is its
+	// own ISR, and replication for the others.
+	if hw, ok := log.CheckpointedHighWatermark(); ok {
+		p.hw.Store(hw)
+	} else {
+		p.hw.Store(log.LogStartOffset())
+	}
 	p.lso.Store(p.hw.Load())
 	log.SetHighWatermark(p.hw.Load())
 	return p

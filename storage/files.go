@@ -23,6 +23,7 @@ const (
 	metaPropertiesFile     = "meta.properties"
 	recoveryPointFile      = "recovery-point-offset-checkpoint"
 	logStartOffsetFile     = "log-start-offset-checkpoint"
+	replicationOffsetFile  = "replication-offset-checkpoint"
 	cleanerCheckpointFile  = "cleaner-offset-checkpoint"
 	cleanShutdownFile      = ".kafka_cleanshutdown"
 	partitionMetadataFile  = "partition.metadata"

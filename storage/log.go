@@ -76,6 +76,7 @@ type Log struct {
 	lso         atomic.Int64
 	rp          atomic.Int64
 	hw          atomic.Int64 // -1 until SetHighWatermark
+	ckptHW      atomic.Int64 // the high watermark of the last checkpoint read at start, -1 if none
 	unstable    atomic.Int64 // first unstable offset; -1 for none
 	cfg         atomic.Pointer[LogConfig]
 	closed      atomic.Bool

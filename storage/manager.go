@@ -251,6 +251,14 @@ func (m *Manager) loadDir(d string) error {
 	if err != nil {
 		return err
 	}
+	hws, err := readCheckpoint(m.fsys, filepath.Join(d, replicationOffsetFile))
+	if err != nil {
+		// Only a hint for the broker's starting high watermark: without
+		// it the broker starts from the log start and replication raises
+		// it.
+		m.logger.Warn("ignoring unreadable replication offset checkpoint", "dir", d, "err", err)
+		hws = map[TopicPartition]int64{}
+	}
 	cleaned, err := readCheckpoint(m.fsys, filepath.Join(d, cleanerCheckpointFile))
 	if err != nil {
 		// Kafka too treats an unreadable cleaner checkpoint as lost:
@@ -301,6 +309,9 @@ func (m *Manager) loadDir(d string) error {
 		l, err := m.loadLog(d, tp, rp, lsos[tp], clean)
 		if err != nil {
 			return fmt.Errorf("load %s: %w", tp, err)
+		}
+		if hw, ok := hws[tp]; ok {
+			l.ckptHW.Store(min(hw, l.LogEndOffset()))
 		}
 		m.logs[tp] = l
 	}
@@ -438,6 +449,7 @@ func (m *Manager) newLog(parent string, tp TopicPartition, segs []*segment, cfg 
 	}
 	l.truncateCleanerCkpt = m.truncateCleanerCheckpoint
 	l.hw.Store(-1)
+	l.ckptHW.Store(-1)
 	l.unstable.Store(-1)
 	l.segs.Store(&segs)
 	l.SetConfig(cfg)
@@ -547,8 +559,9 @@ func deleteDirName(tp TopicPartition) string {
 	return topic + suffix
 }
 
-// Checkpoint writes each log dir's recovery-point-offset-checkpoint and
-// log-start-offset-checkpoint atomically. Like Kafka, the log start offset
+// Checkpoint writes each log dir's recovery-point-offset-checkpoint,
+// log-start-offset-checkpoint and replication-offset-checkpoint (the high
+// watermarks the broker set) atomically. Like Kafka, the log start offset
 // file lists only logs whose start offset is above their first segment's
 // base offset.
 func (m *Manager) Checkpoint() error {
@@ -562,9 +575,12 @@ func (m *Manager) Checkpoint() error {
 	m.mu.RUnlock()
 	var errs []error
 	for _, d := range m.dirs {
-		var rps, lsos []checkpointEntry
+		var rps, lsos, hws []checkpointEntry
 		for _, l := range byDir[d] {
 			rps = append(rps, checkpointEntry{tp: l.tp, offset: l.RecoveryPoint()})
+			if hw := l.hw.Load(); hw >= 0 {
+				hws = append(hws, checkpointEntry{tp: l.tp, offset: hw})
+			}
 			if lso := l.LogStartOffset(); lso > l.segments()[0].base {
 				lsos = append(lsos, checkpointEntry{tp: l.tp, offset: lso})
 			}
@@ -573,6 +589,9 @@ func (m *Manager) Checkpoint() error {
 			errs = append(errs, fmt.Errorf("checkpoint %s: %w", d, err))
 		}
 		if err := vfs.WriteFileAtomic(m.fsys, filepath.Join(d, logStartOffsetFile), encodeCheckpoint(lsos)); err != nil {
+			errs = append(errs, fmt.Errorf("checkpoint %s: %w", d, err))
+		}
+		if err := vfs.WriteFileAtomic(m.fsys, filepath.Join(d, replicationOffsetFile), encodeCheckpoint(hws)); err != nil {
 			errs = append(errs, fmt.Errorf("checkpoint %s: %w", d, err))
 		}
 	}

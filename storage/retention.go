@@ -17,6 +17,15 @@ import (
 // committed at once (a single replica).
 func (l *Log) SetHighWatermark(hw int64) { l.hw.Store(max(hw, 0)) }
 
+// CheckpointedHighWatermark is the high watermark the
+// replication-offset-checkpoint held for this log when it was loaded (at
+// most its log end), and whether there was one: where a replica's high
+// watermark starts after a restart, as in Kafka.
+func (l *Log) CheckpointedHighWatermark() (int64, bool) {
+	hw := l.ckptHW.Load()
+	return hw, hw >= 0
+}
+
 // SetFirstUnstableOffset tells the log the first offset of its earliest
 // open transaction, or -1 when none is open (the broker's producer state,
 // Kafka's firstUnstableOffset). The cleaner never cleans at or past it.
