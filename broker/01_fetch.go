@@ -226,11 +226,16 @@ func (s *Server) readFetch(plan *fetchPlan) ([]kmsg.FetchResponseTopicPartition,
 		switch {
 		case errors.Is(err, storage.ErrOffsetOutOfRange):
 			rp.ErrorCode = kerr.OffsetOutOfRange.Code
+		case err != nil && (errors.Is(err, storage.ErrClosed) || s.parts.get(fp.topic, fp.partition) != p):
+			// The topic was deleted (or recreated) while this fetch read
+			// it: not a disk failure.
+			rp.ErrorCode = s.partitionMissingCode(fp.topic, fp.partition)
+			if rp.ErrorCode == kerr.NotLeaderForPartition.Code {
+				rp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+			}
 		case err != nil:
 			s.log.Error("fetch read", "topic", fp.topic, "partition", fp.partition, "offset", fp.fetchOffset, "err", err)
-			if !errors.Is(err, storage.ErrClosed) { // a log deleted meanwhile is no disk failure
-				s.storageFailed(p, err)
-			}
+			s.storageFailed(p, err)
 			rp.ErrorCode = kerr.KafkaStorageError.Code
 		default:
 			if len(rr.Data) > 0 {

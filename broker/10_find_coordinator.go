@@ -59,7 +59,9 @@ func (s *Server) findCoordinator(keyType int8, key, listener string) kmsg.FindCo
 		c.ErrorMessage = &msg
 		return c
 	}
-	if key == "" || (keyType != coordinatorGroup && keyType != coordinatorTxn) {
+	// Kafka finds a coordinator for the empty group id (partition 0), whose
+	// offsets old clients still commit and fetch.
+	if key == "" && keyType != coordinatorGroup || keyType != coordinatorGroup && keyType != coordinatorTxn {
 		return fail(kerr.InvalidRequest)
 	}
 	ctx, cancel := context.WithTimeout(s.ctx, 10*time.Second)

@@ -76,13 +76,13 @@ func handleCreateTopics(s *Server, r *request) (result, error) {
 			for _, a := range t.ReplicaAssignment {
 				spec.Assignments[a.Partition] = a.Replicas
 			}
-			spec.NumPartitions = int32(len(t.ReplicaAssignment))
-			spec.ReplicationFactor = int16(len(t.ReplicaAssignment[0].Replicas))
+			// The controller takes partitions and replication factor from
+			// the assignment; both stay -1, as Kafka requires.
 		}
-		if spec.NumPartitions == -1 {
+		if spec.NumPartitions == -1 && spec.Assignments == nil {
 			spec.NumPartitions = s.cfg.NumPartitions
 		}
-		if spec.ReplicationFactor == -1 {
+		if spec.ReplicationFactor == -1 && spec.Assignments == nil {
 			spec.ReplicationFactor = s.cfg.DefaultReplicationFactor
 		}
 		slots[i].index = len(specs)

@@ -119,6 +119,11 @@ func (s *Server) appendInternal(ctx context.Context, topic string, partition int
 	if err != nil {
 		return fmt.Errorf("append %s-%d: %w", topic, partition, err)
 	}
+	// The log's limit holds for the coordinators too, as Kafka's runtime
+	// checks it: a group record with oversized member metadata fails.
+	if maxBytes := p.cfg.Load().MaxMessageBytes; len(batch) > int(maxBytes) {
+		return fmt.Errorf("append %s-%d: batch of %d bytes over max.message.bytes %d: %w", topic, partition, len(batch), maxBytes, kerr.MessageTooLarge)
+	}
 	var last int64
 	if transactional {
 		last, err = s.appendTransactional(p, batch, now)

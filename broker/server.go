@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -195,15 +196,22 @@ func (s *Server) register() error {
 // configured advertised.listeners, else the client listeners as bound (so
 // a port 0 in the configuration advertises the port the system chose).
 func (s *Server) advertised() []config.Listener {
-	if len(s.cfg.AdvertisedListeners) > 0 {
-		return s.cfg.AdvertisedListeners
-	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := s.clientListeners()
-	for i := range out {
+	bound := make(map[string]int)
+	for i, l := range s.clientListeners() {
 		if i < len(s.listeners) {
-			out[i].Port = s.listeners[i].Addr().(*net.TCPAddr).Port
+			bound[l.Name] = s.listeners[i].Addr().(*net.TCPAddr).Port
+		}
+	}
+	out := slices.Clone(s.cfg.AdvertisedListeners)
+	if len(out) == 0 {
+		out = s.clientListeners()
+	}
+	for i := range out {
+		// Port 0 asks the system for a port: advertise the one it gave.
+		if p, ok := bound[out[i].Name]; ok && out[i].Port == 0 {
+			out[i].Port = p
 		}
 	}
 	return out
