@@ -5,7 +5,7 @@ GOFLAGS ?=
 VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X main.version=$(VERSION)
 
-.PHONY: run build test test-short compat-deps fuzz bench vet soak
+.PHONY: run build test test-short compat-deps compat compat-peers fuzz bench vet soak
 
 run:
 	$(GO) run -ldflags "$(LDFLAGS)" ./cmd/gregor serve
@@ -17,7 +17,7 @@ build:
 # subprocess broker tests, real clients (compat) and brief fuzzing.
 test: vet
 	$(GO) test -race -count=1 -timeout 12m ./...
-	cd compat && $(GO) test -race -count=1 -timeout 10m ./...
+	cd compat && $(GO) test -race -count=1 -short -timeout 10m ./...
 	$(MAKE) fuzz FUZZTIME=5s
 
 vet:
@@ -41,6 +41,28 @@ compat-deps:
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing; fi
 	@cd compat/node && if ! cmp -s package-lock.json node_modules/.gregor-installed-lock 2>/dev/null; then \
 		npm ci --no-audit --no-fund --loglevel=error && cp package-lock.json node_modules/.gregor-installed-lock; fi
+
+# The compatibility suite: every client's scenarios against real gregor
+# processes, one line per (client, scenario) in compat/out/results.tsv,
+# then docs/compatibility.md regenerated from the run. Fails when a
+# scenario that passes in compat/expected.txt does not pass now;
+# UPDATE=1 records this run as the new expected table.
+COMPAT_TIMEOUT ?= 20m
+compat: compat-deps
+	@mkdir -p compat/out
+	@cd compat && status=0; \
+	$(GO) test -count=1 -timeout $(COMPAT_TIMEOUT) -run '^(TestClients|TestAPIVersions)$$' . \
+		-args -compat.results=out/results.tsv -compat.versions=out/gregor-versions.tsv $(if $(UPDATE),-compat.update) || status=$$?; \
+	if [ -f out/results.tsv ]; then column -t -s "$$(printf '\t')" out/results.tsv | cut -c1-220; fi; \
+	$(GO) run ./cmd/compatdoc -rev "$(VERSION)" && echo "wrote docs/compatibility.md"; \
+	exit $$status
+
+# Other projects' own test suites (franz-go pkg/kgo, segmentio/kafka-go)
+# against gregor, bounded (about 15 minutes); fails only when a test that
+# passes in compat/peers-expected.txt does not pass now. UPDATE=1 records
+# this run. Needs localhost:9092 free (kafka-go's tests expect it).
+compat-peers:
+	cd compat && $(GO) run ./cmd/peers $(if $(UPDATE),-update)
 
 FUZZTIME ?= 20s
 fuzz:
