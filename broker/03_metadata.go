@@ -17,8 +17,11 @@ import (
 // asks for every topic. Unknown topics are created when the request allows
 // it (v4+, always before v4) and auto.create.topics.enable is on, with
 // num.partitions and default.replication.factor; the creation commits
-// before the answer, which says LEADER_NOT_AVAILABLE for the new topic, as
-// Kafka's does, so clients ask again and find its partitions. Topics can be asked for by
+// before the answer, so the answer already carries the new topic's
+// partitions. Kafka answers LEADER_NOT_AVAILABLE there and clients ask
+// again; answering at once spares them the round (kafka-go's Writer would
+// fail its first write), at the cost of one kafka-go peer test that expects
+// Kafka's answer (docs/compatibility.md). Topics can be asked for by
 // id from v10 on; an unknown id answers UNKNOWN_TOPIC_ID.
 func init() { register(3, 0, 13, handleMetadata) }
 
@@ -31,7 +34,6 @@ func handleMetadata(s *Server, r *request) (result, error) {
 	autoCreate := s.cfg.AutoCreateTopicsEnable && (req.Version < 4 || req.AllowAutoTopicCreation)
 
 	img := s.meta.Image()
-	var created map[string]bool
 	if !allTopics && autoCreate {
 		var missing []string
 		for _, t := range req.Topics {
@@ -43,7 +45,7 @@ func handleMetadata(s *Server, r *request) (result, error) {
 			}
 		}
 		if len(missing) > 0 {
-			img, created = s.autoCreateTopics(missing)
+			img = s.autoCreateTopics(missing)
 		}
 	}
 
@@ -69,18 +71,8 @@ func handleMetadata(s *Server, r *request) (result, error) {
 		} else {
 			t, ok = img.TopicByID(rt.TopicID)
 		}
-		if ok && !created[t.Name] {
-			resp.Topics = append(resp.Topics, s.metadataTopic(img, t, req.IncludeTopicAuthorizedOperations))
-			continue
-		}
 		if ok {
-			// Just created: Kafka answers LEADER_NOT_AVAILABLE and no
-			// partitions, and clients ask again; some (kafka-go) rely on it.
-			mt := kmsg.NewMetadataResponseTopic()
-			mt.Topic, mt.TopicID = &t.Name, t.ID
-			mt.ErrorCode = kerr.LeaderNotAvailable.Code
-			mt.AuthorizedOperations = authorizedOpsNotRequested
-			resp.Topics = append(resp.Topics, mt)
+			resp.Topics = append(resp.Topics, s.metadataTopic(img, t, req.IncludeTopicAuthorizedOperations))
 			continue
 		}
 		mt := kmsg.NewMetadataResponseTopic()
@@ -101,10 +93,8 @@ func handleMetadata(s *Server, r *request) (result, error) {
 }
 
 // autoCreateTopics creates topics with the broker defaults, as a Metadata
-// request with auto-creation does, and returns the image that holds them
-// and the names it created.
-func (s *Server) autoCreateTopics(names []string) (*raftmeta.Image, map[string]bool) {
-	created := make(map[string]bool)
+// request with auto-creation does, and returns the image that holds them.
+func (s *Server) autoCreateTopics(names []string) *raftmeta.Image {
 	ctx, cancel := context.WithTimeout(s.ctx, 10*time.Second)
 	defer cancel()
 	specs := make([]raftmeta.CreateTopic, len(names))
@@ -119,7 +109,6 @@ func (s *Server) autoCreateTopics(names []string) (*raftmeta.Image, map[string]b
 		if res.Err != nil && errCode(res.Err) != kerr.TopicAlreadyExists.Code {
 			s.log.Warn("auto-create topic", "topic", res.Name, "err", res.Err)
 		} else if res.Err == nil {
-			created[res.Name] = true
 			s.log.Info("auto-created topic", "topic", res.Name, "partitions", res.NumPartitions)
 		}
 	}
@@ -127,7 +116,7 @@ func (s *Server) autoCreateTopics(names []string) (*raftmeta.Image, map[string]b
 	if err := s.reconcile(img); err != nil {
 		s.log.Error("apply metadata", "err", err)
 	}
-	return img, created
+	return img
 }
 
 func (s *Server) controllerID(img *raftmeta.Image) int32 {
