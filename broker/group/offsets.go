@@ -355,6 +355,13 @@ func sortedTPs(offsets map[tp]offsetValue) []tp {
 // their tombstones.
 func (m *machine) offsetDelete(req *kmsg.OffsetDeleteRequest, reply func(*kmsg.OffsetDeleteResponse)) {
 	resp := kmsg.NewPtrOffsetDeleteResponse()
+	if req.Group == "" {
+		// Kafka keeps commits and fetches of the empty group id for old
+		// clients, but refuses to delete its offsets.
+		resp.ErrorCode = errInvalidGroupID
+		reply(resp)
+		return
+	}
 	p, code := m.partitionOf(req.Group)
 	if code != 0 {
 		resp.ErrorCode = code
