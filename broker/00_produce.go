@@ -164,6 +164,9 @@ func (s *Server) appendProduced(p *partition, records []byte, now time.Time) (ap
 	if err != nil {
 		return res, batchError(err)
 	}
+	if info.NullKeys > 0 && cfg.Compact() {
+		return res, fmt.Errorf("%w: compacted topic cannot accept a record without a key", kerr.InvalidRecord)
+	}
 	if info.Header.IsTransactional() && info.Header.ProducerID < 0 {
 		return res, fmt.Errorf("%w: transactional batch without a producer id", kerr.InvalidRecord)
 	}

@@ -1,10 +1,12 @@
 package broker
 
 import (
+	"errors"
 	"fmt"
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/gregorbroker/gregor/config"
@@ -112,5 +114,19 @@ func consumeExactlyAtLeast(t *testing.T, addr, topic string) []*kgo.Record {
 		if done {
 			return out
 		}
+	}
+}
+
+// TestCompactedTopicRefusesKeylessRecords: as Kafka, INVALID_RECORD.
+func TestCompactedTopicRefusesKeylessRecords(t *testing.T) {
+	ts := startServer(t, "")
+	createTopic(t, ts.admin(t), "keyed-only", 1, map[string]*string{"cleanup.policy": strp("compact")})
+	cl := ts.client(t, kgo.DefaultProduceTopic("keyed-only"), kgo.DisableIdempotentWrite(), kgo.RecordRetries(0))
+	err := cl.ProduceSync(testContext(t), &kgo.Record{Value: []byte("no key")}).FirstErr()
+	if !errors.Is(err, kerr.InvalidRecord) {
+		t.Fatalf("keyless record on a compacted topic: %v", err)
+	}
+	if err := cl.ProduceSync(testContext(t), &kgo.Record{Key: []byte("k"), Value: []byte("v")}).FirstErr(); err != nil {
+		t.Fatalf("keyed record: %v", err)
 	}
 }
