@@ -70,9 +70,6 @@ func newProxy(target string, seed uint64) (*proxy, error) {
 // addr is the proxy's host:port, the address gregor should advertise.
 func (p *proxy) addr() string { return p.ln.Addr().String() }
 
-// port is the proxy's port.
-func (p *proxy) port() int { return p.ln.Addr().(*net.TCPAddr).Port }
-
 // setRandomCuts makes every connection accepted from now on die after a
 // random number of bytes in one of the two directions: each direction
 // gets a budget uniform in [1, 2*mean] and the first one spent cuts the
