@@ -10,6 +10,7 @@ import (
 	"net"
 	"runtime/debug"
 	"sync"
+	"syscall"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -77,7 +78,12 @@ func (c *conn) readLoop() {
 		// records of a produce request) past this iteration.
 		frame, err := protocol.ReadFrame(r, maxSize, nil)
 		if err != nil {
-			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && c.ctx.Err() == nil {
+			switch {
+			case errors.Is(err, io.EOF), errors.Is(err, net.ErrClosed), c.ctx.Err() != nil:
+			case errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, syscall.ECONNRESET):
+				// The client went away mid-frame: its business, not bad input.
+				c.log.Debug("connection closed by the client", "err", err)
+			default:
 				c.log.Warn("closing connection: bad frame", "err", err)
 			}
 			return
