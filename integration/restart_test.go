@@ -48,7 +48,6 @@ func readAll(t *testing.T, addr, topic string) map[int32][]*kgo.Record {
 // readAllFrom is readAll with several seed brokers.
 func readAllFrom(t *testing.T, seeds []string, topic string) map[int32][]*kgo.Record {
 	t.Helper()
-	addr := seeds[0]
 	adm := kadm.NewClient(newClient(t, strings.Join(seeds, ",")))
 	ends, err := adm.ListEndOffsets(testContext(t, 30*time.Second), topic)
 	if err != nil {
@@ -56,7 +55,6 @@ func readAllFrom(t *testing.T, seeds []string, topic string) map[int32][]*kgo.Re
 	}
 	want := 0
 	ends.Each(func(o kadm.ListedOffset) { want += int(o.Offset) })
-	_ = addr
 	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	if err != nil {
 		t.Fatal(err)
