@@ -5,10 +5,16 @@ GOFLAGS ?=
 VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X main.version=$(VERSION)
 
-.PHONY: run build test test-short compat-deps compat compat-peers fuzz bench vet soak
+.PHONY: run cluster build test test-short compat-deps compat compat-peers fuzz bench vet soak
 
 run:
 	$(GO) run -ldflags "$(LDFLAGS)" ./cmd/gregor serve
+
+# The three nodes of docker-compose.yml as local processes on loopback
+# ports (clients on :9092, :9094, :9096), data in ./data/cluster;
+# Ctrl-C stops them.
+cluster: build
+	scripts/cluster.sh
 
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o bin/gregor ./cmd/gregor

@@ -335,7 +335,13 @@ func (s *Server) Close() error {
 	}
 	s.mu.Unlock()
 	s.controlledShutdown()
+	// The quorum's listener goes only after the controlled shutdown,
+	// which may need this node's vote; its Serve loop is one of the
+	// goroutines waited for below.
 	s.stop()
+	if s.ctrlLn != nil {
+		s.ctrlLn.Close()
+	}
 	s.wg.Wait()
 	var errs []error
 	if s.txns != nil {

@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# Starts the three-node cluster of docker-compose.yml as local processes:
+# each node broker and controller, clients on localhost:9092, :9094 and
+# :9096, replication on :19092/:19094/:19096, the metadata quorum on
+# :19093/:19095/:19097, data in ./data/cluster/nodeN, logs beside it.
+# Ctrl-C (or SIGTERM) stops the three nodes cleanly.
+#
+#   scripts/cluster.sh             run the cluster (make cluster)
+#   scripts/cluster.sh --print N   print node N's serve arguments, one per line
+#
+# Environment: GREGOR_BIN (default bin/gregor), GREGOR_CLUSTER_DIR (default
+# ./data/cluster), GREGOR_CLUSTER_HOST (default 127.0.0.1),
+# GREGOR_CLUSTER_PORT (first client port, default 9092; node N uses
+# PORT+2(N-1) for clients, +10000 for replication, +10001 for the quorum).
+# integration/cluster_script_test.go runs this script on free ports.
+set -euo pipefail
+
+bin=${GREGOR_BIN:-bin/gregor}
+dir=${GREGOR_CLUSTER_DIR:-./data/cluster}
+host=${GREGOR_CLUSTER_HOST:-127.0.0.1}
+base=${GREGOR_CLUSTER_PORT:-9092}
+
+client_port() { echo $((base + 2 * ($1 - 1))); }
+internal_port() { echo $((base + 10000 + 2 * ($1 - 1))); }
+controller_port() { echo $((base + 10001 + 2 * ($1 - 1))); }
+
+# node_args N prints the serve arguments of node N: the properties of
+# docker-compose.yml with loopback addresses and a data dir of its own.
+node_args() {
+	local n=$1 voters="" i
+	for i in 1 2 3; do
+		voters+="${voters:+,}$i@$host:$(controller_port "$i")"
+	done
+	local props=(
+		"node.id=$n"
+		"process.roles=broker,controller"
+		"controller.quorum.voters=$voters"
+		"listeners=PLAINTEXT://$host:$(internal_port "$n"),EXTERNAL://$host:$(client_port "$n"),CONTROLLER://$host:$(controller_port "$n")"
+		"advertised.listeners=PLAINTEXT://$host:$(internal_port "$n"),EXTERNAL://$host:$(client_port "$n")"
+		"listener.security.protocol.map=PLAINTEXT:PLAINTEXT,EXTERNAL:PLAINTEXT,CONTROLLER:PLAINTEXT"
+		"inter.broker.listener.name=PLAINTEXT"
+		"log.dirs=$dir/node$n"
+		"cluster.id=MkU3OEVBNTcwNTJENDM2Qg"
+		"default.replication.factor=3"
+		"min.insync.replicas=2"
+		"offsets.topic.replication.factor=3"
+		"transaction.state.log.replication.factor=3"
+		"transaction.state.log.min.isr=2"
+	)
+	echo serve
+	local p
+	for p in "${props[@]}"; do
+		printf -- '--override\n%s\n' "$p"
+	done
+}
+
+if [[ ${1:-} == --print ]]; then
+	node_args "${2:?usage: cluster.sh --print N}"
+	exit 0
+fi
+
+if [[ ! -x $bin ]]; then
+	echo "cluster.sh: $bin not found; run make build (make cluster does)" >&2
+	exit 1
+fi
+
+mkdir -p "$dir"
+pids=()
+stop() {
+	trap - INT TERM EXIT
+	if ((${#pids[@]})); then
+		kill -TERM "${pids[@]}" 2>/dev/null || true
+		wait "${pids[@]}" 2>/dev/null || true
+	fi
+	echo "cluster stopped"
+}
+trap 'stop; exit 0' INT TERM
+trap stop EXIT
+
+for n in 1 2 3; do
+	mapfile -t args < <(node_args "$n")
+	"$bin" "${args[@]}" >"$dir/node$n.log" 2>&1 &
+	pids+=($!)
+	echo "node $n: pid $!, clients on $host:$(client_port "$n"), data in $dir/node$n, log in $dir/node$n.log"
+done
+echo "bootstrap servers: $host:$(client_port 1),$host:$(client_port 2),$host:$(client_port 3) (Ctrl-C stops the cluster)"
+
+# Any node exiting on its own stops the others: a half cluster that looks
+# alive would mislead whoever runs this.
+wait -n "${pids[@]}" || true
+echo "a node exited; see its log in $dir" >&2
+exit 1
