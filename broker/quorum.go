@@ -136,11 +136,16 @@ func (s *Server) heartbeat(shutdown bool) error {
 }
 
 // waitUnfenced waits until the controller has unfenced this broker, so
-// clients are not told about a broker that cannot lead yet.
+// clients are not told about a broker that cannot lead yet. It waits for
+// the unfencing of this registration (its epoch) in the local image: after
+// a restart the image replayed from disk still holds the previous
+// registration, unfenced, and the metadata from before the crash, which
+// must not be served (Kafka's brokers likewise wait for their initial
+// unfencing before they take requests).
 func (s *Server) waitUnfenced(timeout time.Duration) {
 	deadline := time.Now().Add(timeout)
 	for time.Now().Before(deadline) {
-		if b, ok := s.meta.Image().Broker(s.cfg.NodeID); ok && !b.Fenced {
+		if b, ok := s.meta.Image().Broker(s.cfg.NodeID); ok && b.Epoch == s.epoch.Load() && !b.Fenced {
 			return
 		}
 		if err := s.heartbeat(false); err != nil && s.ctx.Err() == nil {

@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -27,7 +28,11 @@ type replicaState struct {
 	lastFetchLeaderLEO   int64     // the leader's log end offset at that fetch
 	lastCaughtUp         time.Time // when it last had everything the leader had
 	pendingISRChangeSent bool
-	lastISRAttempt       time.Time // when its last ISR change was asked for
+	// joining says an AlterPartition adding this follower to the ISR may
+	// have committed: the high watermark counts it until an answer or a
+	// newer partition epoch settles it (Kafka's maximal ISR, KIP-497).
+	joining        bool
+	lastISRAttempt time.Time // when its last ISR change was asked for
 }
 
 // assignment is a partition's replicas, ISR and epochs from the metadata
@@ -54,14 +59,40 @@ func (s *Server) applyAssignment(p *partition, pi raftmeta.PartitionImage) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	prev := p.assign.Load()
+	if prev != nil && pi.PartitionEpoch < prev.partitionEpoch {
+		// An image older than the controller's answer to an ISR change
+		// (alterISR applies that at once) must not undo it: after a
+		// reassignment moved the leadership away, it would make this node
+		// lead again.
+		return
+	}
 	a := &assignment{replicas: pi.Replicas, isr: pi.ISR, leader: pi.Leader, leaderEpoch: pi.LeaderEpoch, partitionEpoch: pi.PartitionEpoch}
 	p.assign.Store(a)
 	p.leaderEpoch.Store(pi.LeaderEpoch)
+	now := s.now()
 	if prev != nil && prev.leaderEpoch == pi.LeaderEpoch && prev.leader == pi.Leader {
+		if pi.PartitionEpoch > prev.partitionEpoch {
+			// Every ISR change in flight was made at an older epoch: it
+			// committed (and pi shows it) or can no longer commit.
+			for _, f := range p.followers {
+				f.joining = false
+			}
+		}
+		// A reassignment adds replicas without a new leader epoch: the
+		// leader starts tracking them (and forgets removed ones) now.
+		for _, r := range pi.Replicas {
+			if r != s.cfg.NodeID && p.followers[r] == nil {
+				p.followers[r] = &replicaState{leo: -1, lastCaughtUp: now}
+			}
+		}
+		for r := range p.followers {
+			if !slices.Contains(pi.Replicas, r) {
+				delete(p.followers, r)
+			}
+		}
 		p.maybeAdvanceHighWatermarkLocked()
 		return
 	}
-	now := s.now()
 	p.followers = make(map[int32]*replicaState)
 	for _, r := range pi.Replicas {
 		if r != s.cfg.NodeID {
@@ -94,6 +125,15 @@ func (p *partition) maybeAdvanceHighWatermarkLocked() {
 			return // an ISR member we have not heard from yet holds it
 		}
 		hw = min(hw, f.leo)
+	}
+	// A follower whose joining the ISR may have committed counts as a
+	// member (Kafka's maximal ISR, KIP-497): the controller may make it
+	// the leader, when that completes a reassignment, before this node
+	// hears of it, so nothing it lacks may be committed meanwhile.
+	for r, f := range p.followers {
+		if f.joining && !slices.Contains(a.isr, r) {
+			hw = min(hw, f.leo)
+		}
 	}
 	if hw > p.hw.Load() {
 		p.setHighWatermarkLocked(hw)
@@ -141,6 +181,7 @@ func (s *Server) followerFetched(p *partition, replica int32, offset int64) erro
 		now.Sub(f.lastISRAttempt) >= isrRetry && s.brokerEligible(replica)
 	if join {
 		f.pendingISRChangeSent = true
+		f.joining = true
 		f.lastISRAttempt = now
 	}
 	p.mu.Unlock()
@@ -169,19 +210,34 @@ func (s *Server) alterISR(p *partition, a *assignment, newISR []int32) {
 	ctx, cancel := context.WithTimeout(s.ctx, 10*time.Second)
 	defer cancel()
 	pi, err := s.ctrl.AlterPartition(ctx, p.topicID, p.index, a.leaderEpoch, a.partitionEpoch, newISR)
+	if err == nil {
+		// Applied at once, so the high watermark never counts the old
+		// ISR alone (applying a newer epoch settles joiners). It may name
+		// another leader (a completed reassignment removed this node, as
+		// Kafka's NEW_LEADER_ELECTED): this node then stops leading at
+		// once rather than when the metadata log reaches it.
+		s.log.Info("ISR changed", "topic", p.topic, "partition", p.index, "isr", pi.ISR, "leader", pi.Leader, "partition_epoch", pi.PartitionEpoch)
+		s.applyAssignment(p, pi)
+	}
+	// Only a refusal of a request whose epochs were the controller's
+	// settles it: then no earlier request committed either. After a
+	// timeout, a lost controller or a stale epoch an earlier change may
+	// have committed, so the joiners keep counting until the metadata
+	// log shows a newer partition epoch.
+	refused := errors.Is(err, kerr.IneligibleReplica) || errors.Is(err, kerr.InvalidRequest) ||
+		errors.Is(err, kerr.UnknownTopicID) || errors.Is(err, kerr.UnknownTopicOrPartition)
 	p.mu.Lock()
-	for _, f := range p.followers {
+	for r, f := range p.followers {
 		f.pendingISRChangeSent = false
-	}
-	p.mu.Unlock()
-	if err != nil {
-		if s.ctx.Err() == nil {
-			s.log.Debug("ISR change refused", "topic", p.topic, "partition", p.index, "isr", newISR, "err", err)
+		if refused && slices.Contains(newISR, r) && !slices.Contains(a.isr, r) {
+			f.joining = false
 		}
-		return
 	}
-	s.log.Info("ISR changed", "topic", p.topic, "partition", p.index, "isr", pi.ISR, "partition_epoch", pi.PartitionEpoch)
-	s.applyAssignment(p, pi)
+	p.maybeAdvanceHighWatermarkLocked()
+	p.mu.Unlock()
+	if err != nil && s.ctx.Err() == nil {
+		s.log.Debug("ISR change refused", "topic", p.topic, "partition", p.index, "isr", newISR, "err", err)
+	}
 }
 
 // isrLoop shrinks the ISR of the partitions this node leads: a follower

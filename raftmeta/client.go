@@ -22,6 +22,8 @@ type ControllerAPI interface {
 	AllocateProducerIDs(ctx context.Context, brokerID int32) (first, count int64, err error)
 	AlterPartition(ctx context.Context, topicID [16]byte, partition, leaderEpoch, partitionEpoch int32, newISR []int32) (PartitionImage, error)
 	ElectLeaders(ctx context.Context, typ ElectionType, topics []TopicPartitions) ([]ElectLeadersTopicResult, error)
+	AlterPartitionReassignments(ctx context.Context, topics []ReassignTopic, allowRFChange bool) ([]ReassignTopicResult, error)
+	ListPartitionReassignments(ctx context.Context, topics []TopicPartitions) ([]OngoingTopicReassignments, error)
 	BrokerHeartbeat(ctx context.Context, hb BrokerHeartbeat) (BrokerHeartbeatResult, error)
 	DescribeQuorum(ctx context.Context) (QuorumInfo, error)
 }
@@ -333,6 +335,52 @@ func (c *ControllerClient) ElectLeaders(ctx context.Context, typ ElectionType, t
 		rpcElectLeaders, encodeElectLeadersReq(typ, topics),
 		func(b []byte) (bool, error) {
 			r, rerr, err := decodeElectLeadersResp(b)
+			if err == nil {
+				res, out = r, rerr
+			}
+			return isNotController(out), err
+		})
+	if err != nil {
+		return nil, err
+	}
+	return res, out
+}
+
+// AlterPartitionReassignments implements ControllerAPI.
+func (c *ControllerClient) AlterPartitionReassignments(ctx context.Context, topics []ReassignTopic, allowRFChange bool) ([]ReassignTopicResult, error) {
+	var res []ReassignTopicResult
+	var out error
+	err := c.call(ctx,
+		func(ctrl *Controller) bool {
+			res, out = ctrl.AlterPartitionReassignments(ctx, topics, allowRFChange)
+			return isNotController(out)
+		},
+		rpcAlterReassignments, encodeAlterReassignmentsReq(topics, allowRFChange),
+		func(b []byte) (bool, error) {
+			r, rerr, err := decodeAlterReassignmentsResp(b)
+			if err == nil {
+				res, out = r, rerr
+			}
+			return isNotController(out), err
+		})
+	if err != nil {
+		return nil, err
+	}
+	return res, out
+}
+
+// ListPartitionReassignments implements ControllerAPI.
+func (c *ControllerClient) ListPartitionReassignments(ctx context.Context, topics []TopicPartitions) ([]OngoingTopicReassignments, error) {
+	var res []OngoingTopicReassignments
+	var out error
+	err := c.call(ctx,
+		func(ctrl *Controller) bool {
+			res, out = ctrl.ListPartitionReassignments(ctx, topics)
+			return isNotController(out)
+		},
+		rpcListReassignments, encodeListReassignmentsReq(topics),
+		func(b []byte) (bool, error) {
+			r, rerr, err := decodeListReassignmentsResp(b)
 			if err == nil {
 				res, out = r, rerr
 			}

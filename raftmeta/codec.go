@@ -67,6 +67,9 @@ func (e *encoder) int32s(v []int32) {
 type decoder struct {
 	buf []byte
 	err error
+	// version is the version of the record being decoded, for fields
+	// added in later versions (see latestVersion).
+	version uint64
 }
 
 func (d *decoder) fail(format string, args ...any) {

@@ -39,13 +39,24 @@ type TopicImage struct {
 }
 
 // PartitionImage is one partition's replica assignment and leadership.
+// During a reassignment Replicas holds the target replicas followed by
+// the ones being removed; AddingReplicas and RemovingReplicas (nil when
+// no reassignment is in progress) say which are which.
 type PartitionImage struct {
-	Partition      int32
-	Replicas       []int32
-	ISR            []int32
-	Leader         int32
-	LeaderEpoch    int32
-	PartitionEpoch int32
+	Partition        int32
+	Replicas         []int32
+	ISR              []int32
+	Leader           int32
+	LeaderEpoch      int32
+	PartitionEpoch   int32
+	AddingReplicas   []int32
+	RemovingReplicas []int32
+}
+
+// Reassigning reports whether a reassignment of the partition is in
+// progress.
+func (p *PartitionImage) Reassigning() bool {
+	return len(p.AddingReplicas) > 0 || len(p.RemovingReplicas) > 0
 }
 
 // BrokerImage is a registered broker.
@@ -343,6 +354,33 @@ func validatePartition(replicas, isr []int32, leader int32) error {
 	return nil
 }
 
+// validateReassignment checks a partition's reassignment state: adding and
+// removing replicas are distinct replicas and no replica is both.
+func validateReassignment(replicas, adding, removing []int32) error {
+	for _, set := range [][]int32{adding, removing} {
+		for i, r := range set {
+			if !slices.Contains(replicas, r) || slices.Contains(set[:i], r) {
+				return fmt.Errorf("reassignment set %v is not drawn from replicas %v", set, replicas)
+			}
+		}
+	}
+	for _, r := range adding {
+		if slices.Contains(removing, r) {
+			return fmt.Errorf("replica %d is both being added and removed", r)
+		}
+	}
+	return nil
+}
+
+// nonEmpty returns a copy of v, or nil for an empty v, so that an image
+// holds nil for "no reassignment" however a record spelled it.
+func nonEmpty(v []int32) []int32 {
+	if len(v) == 0 {
+		return nil
+	}
+	return slices.Clone(v)
+}
+
 func (b *imageBuilder) applyPartition(r *PartitionRecord) error {
 	t, err := b.topicW(r.TopicID)
 	if err != nil {
@@ -354,13 +392,18 @@ func (b *imageBuilder) applyPartition(r *PartitionRecord) error {
 	if err := validatePartition(r.Replicas, r.ISR, r.Leader); err != nil {
 		return fmt.Errorf("partition %s-%d: %w", t.Name, r.Partition, err)
 	}
+	if err := validateReassignment(r.Replicas, r.AddingReplicas, r.RemovingReplicas); err != nil {
+		return fmt.Errorf("partition %s-%d: %w", t.Name, r.Partition, err)
+	}
 	p := PartitionImage{
-		Partition:      r.Partition,
-		Replicas:       slices.Clone(r.Replicas),
-		ISR:            slices.Clone(r.ISR),
-		Leader:         r.Leader,
-		LeaderEpoch:    r.LeaderEpoch,
-		PartitionEpoch: r.PartitionEpoch,
+		Partition:        r.Partition,
+		Replicas:         slices.Clone(r.Replicas),
+		ISR:              slices.Clone(r.ISR),
+		Leader:           r.Leader,
+		LeaderEpoch:      r.LeaderEpoch,
+		PartitionEpoch:   r.PartitionEpoch,
+		AddingReplicas:   nonEmpty(r.AddingReplicas),
+		RemovingReplicas: nonEmpty(r.RemovingReplicas),
 	}
 	if p.ISR == nil {
 		p.ISR = []int32{}
@@ -388,16 +431,23 @@ func (b *imageBuilder) applyPartitionChange(r *PartitionChangeRecord) error {
 	if r.ISR != nil {
 		p.ISR = slices.Clone(r.ISR)
 	}
+	if r.AddingReplicas != nil {
+		p.AddingReplicas = nonEmpty(r.AddingReplicas)
+	}
+	if r.RemovingReplicas != nil {
+		p.RemovingReplicas = nonEmpty(r.RemovingReplicas)
+	}
 	if r.Leader != NoLeaderChange {
 		if r.Leader < NoLeader {
 			return fmt.Errorf("partition %s-%d: invalid leader %d", t.Name, r.Partition, r.Leader)
 		}
-		if r.Leader != p.Leader {
-			p.LeaderEpoch++
-		}
+		p.LeaderEpoch++
 		p.Leader = r.Leader
 	}
 	if err := validatePartition(p.Replicas, p.ISR, p.Leader); err != nil {
+		return fmt.Errorf("partition %s-%d: %w", t.Name, r.Partition, err)
+	}
+	if err := validateReassignment(p.Replicas, p.AddingReplicas, p.RemovingReplicas); err != nil {
 		return fmt.Errorf("partition %s-%d: %w", t.Name, r.Partition, err)
 	}
 	p.PartitionEpoch++

@@ -42,13 +42,15 @@ func (img *Image) Records() []Record {
 		recs = appendConfigRecords(recs, ResourceTopic, t.Name, t.Configs)
 		for _, p := range t.Partitions {
 			recs = append(recs, &PartitionRecord{
-				TopicID:        t.ID,
-				Partition:      p.Partition,
-				Replicas:       p.Replicas,
-				ISR:            p.ISR,
-				Leader:         p.Leader,
-				LeaderEpoch:    p.LeaderEpoch,
-				PartitionEpoch: p.PartitionEpoch,
+				TopicID:          t.ID,
+				Partition:        p.Partition,
+				Replicas:         p.Replicas,
+				ISR:              p.ISR,
+				Leader:           p.Leader,
+				LeaderEpoch:      p.LeaderEpoch,
+				PartitionEpoch:   p.PartitionEpoch,
+				AddingReplicas:   p.AddingReplicas,
+				RemovingReplicas: p.RemovingReplicas,
 			})
 		}
 	}

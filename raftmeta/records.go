@@ -62,9 +62,19 @@ const (
 	NoLeaderChange int32 = -2
 )
 
-// recordVersion is the version written for every record type. Decode rejects
-// a higher version rather than misreading fields it does not know.
-const recordVersion = 0
+// latestVersion is the version written for records of type t. Decode reads
+// every version up to it and rejects a higher one rather than misreading
+// fields it does not know. Version 1 of PartitionRecord and
+// PartitionChangeRecord added the adding and removing replicas of a
+// reassignment (Kafka's fields of the same names).
+func latestVersion(t RecordType) uint64 {
+	switch t {
+	case TypePartition, TypePartitionChange:
+		return 1
+	default:
+		return 0
+	}
+}
 
 // Record is one metadata record. The set is closed: only the types in this
 // package implement it.
@@ -82,26 +92,35 @@ type TopicRecord struct {
 }
 
 // PartitionRecord creates a partition or replaces all of its state.
+// AddingReplicas and RemovingReplicas (version 1) describe a reassignment
+// in progress: both are subsets of Replicas, and empty when none is.
 type PartitionRecord struct {
-	TopicID        [16]byte
-	Partition      int32
-	Replicas       []int32
-	ISR            []int32
-	Leader         int32
-	LeaderEpoch    int32
-	PartitionEpoch int32
+	TopicID          [16]byte
+	Partition        int32
+	Replicas         []int32
+	ISR              []int32
+	Leader           int32
+	LeaderEpoch      int32
+	PartitionEpoch   int32
+	AddingReplicas   []int32
+	RemovingReplicas []int32
 }
 
-// PartitionChangeRecord changes a partition's leader, ISR or replicas. A nil
-// slice keeps the current value; Leader NoLeaderChange keeps the leader.
-// Applying it bumps the partition epoch, and the leader epoch when the
-// leader changes, as Kafka's PartitionRegistration.merge does.
+// PartitionChangeRecord changes a partition's leader, ISR, replicas or
+// reassignment. A nil slice keeps the current value (an empty one clears
+// AddingReplicas or RemovingReplicas); Leader NoLeaderChange keeps the
+// leader. Applying it bumps the partition epoch, and the leader epoch
+// whenever Leader is set, even to the current leader, as Kafka's
+// PartitionRegistration.merge does: a reassignment that drops replicas
+// sets it so that the removed replicas are fenced.
 type PartitionChangeRecord struct {
-	TopicID   [16]byte
-	Partition int32
-	Leader    int32
-	ISR       []int32
-	Replicas  []int32
+	TopicID          [16]byte
+	Partition        int32
+	Leader           int32
+	ISR              []int32
+	Replicas         []int32
+	AddingReplicas   []int32
+	RemovingReplicas []int32
 }
 
 // RemoveTopicRecord deletes a topic, its partitions and its configs.
@@ -204,6 +223,8 @@ func (r *PartitionRecord) encode(e *encoder) {
 	e.int32(r.Leader)
 	e.int32(r.LeaderEpoch)
 	e.int32(r.PartitionEpoch)
+	e.int32s(r.AddingReplicas)
+	e.int32s(r.RemovingReplicas)
 }
 
 func (r *PartitionRecord) decode(d *decoder) {
@@ -214,6 +235,10 @@ func (r *PartitionRecord) decode(d *decoder) {
 	r.Leader = d.int32()
 	r.LeaderEpoch = d.int32()
 	r.PartitionEpoch = d.int32()
+	if d.version >= 1 {
+		r.AddingReplicas = d.int32s()
+		r.RemovingReplicas = d.int32s()
+	}
 }
 
 func (r *PartitionChangeRecord) encode(e *encoder) {
@@ -222,6 +247,8 @@ func (r *PartitionChangeRecord) encode(e *encoder) {
 	e.int32(r.Leader)
 	e.int32s(r.ISR)
 	e.int32s(r.Replicas)
+	e.int32s(r.AddingReplicas)
+	e.int32s(r.RemovingReplicas)
 }
 
 func (r *PartitionChangeRecord) decode(d *decoder) {
@@ -230,6 +257,10 @@ func (r *PartitionChangeRecord) decode(d *decoder) {
 	r.Leader = d.int32()
 	r.ISR = d.int32s()
 	r.Replicas = d.int32s()
+	if d.version >= 1 {
+		r.AddingReplicas = d.int32s()
+		r.RemovingReplicas = d.int32s()
+	}
 }
 
 func (r *RemoveTopicRecord) encode(e *encoder) { e.uuid(r.TopicID) }
@@ -348,7 +379,7 @@ func newRecord(t RecordType) Record {
 func AppendRecord(b []byte, r Record) []byte {
 	e := encoder{buf: b}
 	e.uvarint(uint64(r.Type()))
-	e.uvarint(recordVersion)
+	e.uvarint(latestVersion(r.Type()))
 	r.encode(&e)
 	return e.buf
 }
@@ -374,9 +405,10 @@ func DecodeRecord(b []byte) (Record, error) {
 	if r == nil {
 		return nil, fmt.Errorf("decode record: unknown type %d", typ)
 	}
-	if ver != recordVersion {
+	if ver > latestVersion(r.Type()) {
 		return nil, fmt.Errorf("decode %s: unsupported version %d", r.Type(), ver)
 	}
+	d.version = ver
 	r.decode(&d)
 	if d.err != nil {
 		return nil, fmt.Errorf("decode %s: %w", r.Type(), d.err)

@@ -30,19 +30,63 @@ const (
 )
 
 // partitionChange works out the PartitionChangeRecord that moves one
-// partition to a target ISR with a leader elected as Kafka elects it
-// (without eligible leader replicas or reassignment, which Gregor does not
-// have).
+// partition to a target ISR (and, for a reassignment, target replicas)
+// with a leader elected as Kafka's PartitionChangeBuilder elects it,
+// without eligible leader replicas, which Gregor does not have.
 type partitionChange struct {
 	topicID    [16]byte
 	p          PartitionImage
 	targetISR  []int32
 	election   electionKind
 	acceptable func(int32) bool
+
+	// The replicas and reassignment sets to move to; nil keeps the
+	// partition's own (setTargets fills them).
+	targetReplicas []int32
+	targetAdding   []int32
+	targetRemoving []int32
+}
+
+func (b *partitionChange) setTargets() {
+	if b.targetReplicas == nil {
+		b.targetReplicas = b.p.Replicas
+	}
+	if b.targetAdding == nil {
+		b.targetAdding = b.p.AddingReplicas
+	}
+	if b.targetRemoving == nil {
+		b.targetRemoving = b.p.RemovingReplicas
+	}
+}
+
+// completeReassignment finishes a reassignment once the target ISR allows
+// it, as Kafka's PartitionReassignmentReplicas.maybeCompleteReassignment
+// does: without the replicas being removed, the ISR must stay non-empty
+// and hold every remaining replica (so every added one has caught up).
+// The replicas then become the target and the removed ones leave the ISR.
+func (b *partitionChange) completeReassignment() {
+	if len(b.targetAdding) == 0 && len(b.targetRemoving) == 0 {
+		return
+	}
+	removed := func(r int32) bool { return slices.Contains(b.targetRemoving, r) }
+	isr := slices.DeleteFunc(slices.Clone(b.targetISR), removed)
+	replicas := slices.DeleteFunc(slices.Clone(b.targetReplicas), removed)
+	if len(isr) == 0 || len(replicas) == 0 {
+		return
+	}
+	for _, r := range replicas {
+		if !slices.Contains(isr, r) {
+			return
+		}
+	}
+	b.targetISR, b.targetReplicas = isr, replicas
+	b.targetAdding, b.targetRemoving = []int32{}, []int32{}
 }
 
 // build returns the record, or nil when nothing would change.
 func (b partitionChange) build() *PartitionChangeRecord {
+	b.setTargets()
+	b.completeReassignment()
 	rec := &PartitionChangeRecord{TopicID: b.topicID, Partition: b.p.Partition, Leader: NoLeaderChange}
 	leader, unclean := b.elect()
 	if leader != b.p.Leader {
@@ -52,6 +96,10 @@ func (b partitionChange) build() *PartitionChangeRecord {
 			// is all there is.
 			rec.ISR = []int32{leader}
 		}
+	} else if slices.ContainsFunc(b.p.Replicas, func(r int32) bool { return !slices.Contains(b.targetReplicas, r) }) {
+		// Replicas are leaving: a new leader epoch fences them, as
+		// Kafka's triggerLeaderEpochBumpForReplicaReassignmentIfNeeded.
+		rec.Leader = leader
 	}
 	// An empty target ISR is not written: the last member stays as a
 	// placeholder (with no leader) so that it leads again, without an
@@ -59,7 +107,17 @@ func (b partitionChange) build() *PartitionChangeRecord {
 	if rec.ISR == nil && len(b.targetISR) > 0 && !slices.Equal(b.targetISR, b.p.ISR) {
 		rec.ISR = slices.Clone(b.targetISR)
 	}
-	if rec.Leader == NoLeaderChange && rec.ISR == nil {
+	if !slices.Equal(b.targetReplicas, b.p.Replicas) {
+		rec.Replicas = slices.Clone(b.targetReplicas)
+	}
+	if !slices.Equal(b.targetAdding, b.p.AddingReplicas) {
+		rec.AddingReplicas = append([]int32{}, b.targetAdding...)
+	}
+	if !slices.Equal(b.targetRemoving, b.p.RemovingReplicas) {
+		rec.RemovingReplicas = append([]int32{}, b.targetRemoving...)
+	}
+	if rec.Leader == NoLeaderChange && rec.ISR == nil && rec.Replicas == nil &&
+		rec.AddingReplicas == nil && rec.RemovingReplicas == nil {
 		return nil
 	}
 	return rec
@@ -70,7 +128,7 @@ func (b partitionChange) valid(r int32) bool {
 }
 
 func (b partitionChange) elect() (leader int32, unclean bool) {
-	replicas := b.p.Replicas
+	replicas := b.targetReplicas
 	if b.election == electPreferred && len(replicas) > 0 && b.valid(replicas[0]) {
 		return replicas[0], false
 	}
@@ -250,10 +308,21 @@ func (c *Controller) alterPartition(topicID [16]byte, partition, leaderEpoch, pa
 	if len(ineligible) > 0 {
 		return PartitionImage{}, apiError(kerr.IneligibleReplica, "The new ISR of %s-%d holds ineligible replicas: %s.", t.Name, partition, strings.Join(ineligible, ", "))
 	}
-	if slices.Equal(newISR, p.ISR) {
+	// The builder also completes a reassignment whose last added replica
+	// this change brings into the ISR, which may move the leadership away
+	// from the caller (Kafka answers NEW_LEADER_ELECTED then; Gregor's
+	// caller sees the new leader in the partition it gets back).
+	election := electOnline
+	if c.uncleanEnabled(img, t) {
+		election = electUnclean
+	}
+	b := partitionChange{topicID: topicID, p: p, targetISR: newISR, election: election,
+		acceptable: func(r int32) bool { return c.activeBroker(img, r) }}
+	rec := b.build()
+	if rec == nil {
 		return clonePartition(p), nil
 	}
-	next, err := c.proposeImage([]Record{&PartitionChangeRecord{TopicID: topicID, Partition: partition, Leader: NoLeaderChange, ISR: newISR}})
+	next, err := c.proposeImage([]Record{rec})
 	if err != nil {
 		return PartitionImage{}, err
 	}
@@ -261,13 +330,21 @@ func (c *Controller) alterPartition(topicID [16]byte, partition, leaderEpoch, pa
 	if !ok || int(partition) >= len(nt.Partitions) {
 		return PartitionImage{}, apiError(kerr.UnknownTopicOrPartition, "The topic was deleted while its ISR changed.")
 	}
-	c.log.Debug("changed ISR", "topic", t.Name, "partition", partition, "isr", newISR)
-	return clonePartition(nt.Partitions[partition]), nil
+	np := nt.Partitions[partition]
+	if p.Reassigning() && !np.Reassigning() {
+		c.log.Info("completed partition reassignment", "topic", t.Name, "partition", partition,
+			"replicas", np.Replicas, "isr", np.ISR, "leader", np.Leader)
+	} else {
+		c.log.Debug("changed ISR", "topic", t.Name, "partition", partition, "isr", np.ISR)
+	}
+	return clonePartition(np), nil
 }
 
 func clonePartition(p PartitionImage) PartitionImage {
 	p.Replicas = slices.Clone(p.Replicas)
 	p.ISR = slices.Clone(p.ISR)
+	p.AddingReplicas = slices.Clone(p.AddingReplicas)
+	p.RemovingReplicas = slices.Clone(p.RemovingReplicas)
 	return p
 }
 

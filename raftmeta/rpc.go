@@ -303,6 +303,20 @@ func dispatchRPC(ctx context.Context, n *Node, from uint64, api byte, body []byt
 		}
 		res, err := c.ElectLeaders(ctx, typ, topics)
 		return encodeElectLeadersResp(res, err), nil
+	case rpcAlterReassignments:
+		topics, allow, err := decodeAlterReassignmentsReq(body)
+		if err != nil {
+			return bad(err)
+		}
+		res, err := c.AlterPartitionReassignments(ctx, topics, allow)
+		return encodeAlterReassignmentsResp(res, err), nil
+	case rpcListReassignments:
+		topics, err := decodeListReassignmentsReq(body)
+		if err != nil {
+			return bad(err)
+		}
+		res, err := c.ListPartitionReassignments(ctx, topics)
+		return encodeListReassignmentsResp(res, err), nil
 	case rpcBrokerHeartbeat:
 		hb, err := decodeHeartbeatReq(body)
 		if err != nil {

@@ -22,6 +22,8 @@ const (
 	rpcBrokerHeartbeat     byte = 9
 	rpcDescribeQuorum      byte = 10
 	rpcAddLearner          byte = 11
+	rpcAlterReassignments  byte = 12
+	rpcListReassignments   byte = 13
 )
 
 // apiErr writes err as a Kafka error code and message.
@@ -76,16 +78,20 @@ func (e *encoder) partitionImage(p PartitionImage) {
 	e.int32(p.Leader)
 	e.int32(p.LeaderEpoch)
 	e.int32(p.PartitionEpoch)
+	e.int32s(p.AddingReplicas)
+	e.int32s(p.RemovingReplicas)
 }
 
 func (d *decoder) partitionImage() PartitionImage {
 	return PartitionImage{
-		Partition:      d.int32(),
-		Replicas:       d.int32s(),
-		ISR:            d.int32s(),
-		Leader:         d.int32(),
-		LeaderEpoch:    d.int32(),
-		PartitionEpoch: d.int32(),
+		Partition:        d.int32(),
+		Replicas:         d.int32s(),
+		ISR:              d.int32s(),
+		Leader:           d.int32(),
+		LeaderEpoch:      d.int32(),
+		PartitionEpoch:   d.int32(),
+		AddingReplicas:   nonEmpty(d.int32s()),
+		RemovingReplicas: nonEmpty(d.int32s()),
 	}
 }
 
@@ -528,4 +534,143 @@ func decodeQuorumResp(b []byte) (QuorumInfo, error, error) {
 	q.Observers = d.replicas()
 	err := d.apiErr()
 	return q, err, d.finish("DescribeQuorum response")
+}
+
+func encodeAlterReassignmentsReq(topics []ReassignTopic, allowRFChange bool) []byte {
+	e := encoder{}
+	e.bool(allowRFChange)
+	e.uvarint(uint64(len(topics)))
+	for _, t := range topics {
+		e.string(t.Topic)
+		e.uvarint(uint64(len(t.Partitions)))
+		for _, p := range t.Partitions {
+			e.int32(p.Partition)
+			e.int32s(p.Replicas) // nil, a cancel, stays nil
+		}
+	}
+	return e.buf
+}
+
+func decodeAlterReassignmentsReq(b []byte) ([]ReassignTopic, bool, error) {
+	d := decoder{buf: b}
+	allow := d.bool()
+	n := d.count(2)
+	topics := make([]ReassignTopic, 0, n)
+	for i := 0; i < n && d.err == nil; i++ {
+		t := ReassignTopic{Topic: d.string()}
+		np := d.count(2)
+		t.Partitions = make([]ReassignPartition, 0, np)
+		for j := 0; j < np && d.err == nil; j++ {
+			t.Partitions = append(t.Partitions, ReassignPartition{Partition: d.int32(), Replicas: d.int32s()})
+		}
+		topics = append(topics, t)
+	}
+	return topics, allow, d.finish("AlterPartitionReassignments request")
+}
+
+func encodeAlterReassignmentsResp(res []ReassignTopicResult, err error) []byte {
+	e := encoder{}
+	e.apiErr(err)
+	e.uvarint(uint64(len(res)))
+	for _, t := range res {
+		e.string(t.Topic)
+		e.uvarint(uint64(len(t.Partitions)))
+		for _, p := range t.Partitions {
+			e.int32(p.Partition)
+			e.apiErr(p.Err)
+		}
+	}
+	return e.buf
+}
+
+func decodeAlterReassignmentsResp(b []byte) ([]ReassignTopicResult, error, error) {
+	d := decoder{buf: b}
+	callErr := d.apiErr()
+	n := d.count(2)
+	res := make([]ReassignTopicResult, 0, n)
+	for i := 0; i < n && d.err == nil; i++ {
+		t := ReassignTopicResult{Topic: d.string()}
+		np := d.count(2)
+		t.Partitions = make([]ReassignPartitionResult, 0, np)
+		for j := 0; j < np && d.err == nil; j++ {
+			t.Partitions = append(t.Partitions, ReassignPartitionResult{Partition: d.int32(), Err: d.apiErr()})
+		}
+		res = append(res, t)
+	}
+	if callErr != nil {
+		res = nil
+	}
+	return res, callErr, d.finish("AlterPartitionReassignments response")
+}
+
+// encodeListReassignmentsReq writes the topics to list, -1 for all.
+func encodeListReassignmentsReq(topics []TopicPartitions) []byte {
+	e := encoder{}
+	if topics == nil {
+		e.varint(-1)
+		return e.buf
+	}
+	e.varint(int64(len(topics)))
+	for _, t := range topics {
+		e.string(t.Topic)
+		e.int32s(t.Partitions)
+	}
+	return e.buf
+}
+
+func decodeListReassignmentsReq(b []byte) ([]TopicPartitions, error) {
+	d := decoder{buf: b}
+	n := d.varint()
+	var topics []TopicPartitions
+	switch {
+	case d.err != nil || n == -1:
+	case n < 0 || n > int64(len(d.buf)/2):
+		d.fail("bad topic count %d", n)
+	default:
+		topics = make([]TopicPartitions, 0, n)
+		for i := int64(0); i < n && d.err == nil; i++ {
+			topics = append(topics, TopicPartitions{Topic: d.string(), Partitions: d.int32s()})
+		}
+	}
+	return topics, d.finish("ListPartitionReassignments request")
+}
+
+func encodeListReassignmentsResp(res []OngoingTopicReassignments, err error) []byte {
+	e := encoder{}
+	e.apiErr(err)
+	e.uvarint(uint64(len(res)))
+	for _, t := range res {
+		e.string(t.Topic)
+		e.uvarint(uint64(len(t.Partitions)))
+		for _, p := range t.Partitions {
+			e.int32(p.Partition)
+			e.int32s(p.Replicas)
+			e.int32s(p.AddingReplicas)
+			e.int32s(p.RemovingReplicas)
+		}
+	}
+	return e.buf
+}
+
+func decodeListReassignmentsResp(b []byte) ([]OngoingTopicReassignments, error, error) {
+	d := decoder{buf: b}
+	callErr := d.apiErr()
+	n := d.count(2)
+	res := make([]OngoingTopicReassignments, 0, n)
+	for i := 0; i < n && d.err == nil; i++ {
+		t := OngoingTopicReassignments{Topic: d.string()}
+		// A partition takes at least four bytes: its index and three arrays.
+		np := d.count(4)
+		t.Partitions = make([]OngoingReassignment, 0, np)
+		for j := 0; j < np && d.err == nil; j++ {
+			t.Partitions = append(t.Partitions, OngoingReassignment{
+				Partition: d.int32(), Replicas: d.int32s(), AddingReplicas: d.int32s(), RemovingReplicas: d.int32s(),
+			})
+		}
+		res = append(res, t)
+	}
+	if callErr != nil {
+		res = nil
+	}
+	return res, callErr, d.finish("ListPartitionReassignments response")
 }

@@ -1,0 +1,69 @@
+package broker
+
+import (
+	"context"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/gregorbroker/gregor/raftmeta"
+)
+
+// AlterPartitionReassignments (key 45), versions 0-1: moves partitions to
+// new replicas (KIP-455), done by the active controller. Replicas that are
+// added fetch from the leader; when the last of them joins the ISR the
+// controller drops the replicas being removed, moving the leadership if
+// its holder leaves, and those brokers delete their copies. Null replicas
+// cancel a reassignment in progress (NO_REASSIGNMENT_IN_PROGRESS when there
+// is none). v1 carries AllowReplicationFactorChange (KIP-860): false
+// answers INVALID_REPLICATION_FACTOR for a target of another size. Errors
+// are per partition (UNKNOWN_TOPIC_OR_PARTITION, INVALID_REPLICA_ASSIGNMENT
+// for an empty, duplicated or unregistered replica); NOT_CONTROLLER or
+// REQUEST_TIMED_OUT fail the whole request.
+func init() { register(45, 0, 1, handleAlterPartitionReassignments) }
+
+func handleAlterPartitionReassignments(s *Server, r *request) (result, error) {
+	req := r.req.(*kmsg.AlterPartitionAssignmentsRequest)
+	return result{wait: func() kmsg.Response {
+		resp := req.ResponseKind().(*kmsg.AlterPartitionAssignmentsResponse)
+		// v0 cannot forbid a change of replication factor.
+		allow := req.Version < 1 || req.AllowReplicationFactorChange
+		resp.AllowReplicationFactorChange = allow
+		if len(req.Topics) == 0 {
+			return resp
+		}
+		timeout := time.Duration(req.TimeoutMillis) * time.Millisecond
+		if timeout <= 0 {
+			timeout = 60 * time.Second
+		}
+		ctx, cancel := context.WithTimeout(r.conn.ctx, timeout)
+		defer cancel()
+		topics := make([]raftmeta.ReassignTopic, 0, len(req.Topics))
+		for _, t := range req.Topics {
+			rt := raftmeta.ReassignTopic{Topic: t.Topic, Partitions: make([]raftmeta.ReassignPartition, 0, len(t.Partitions))}
+			for _, p := range t.Partitions {
+				rt.Partitions = append(rt.Partitions, raftmeta.ReassignPartition{Partition: p.Partition, Replicas: p.Replicas})
+			}
+			topics = append(topics, rt)
+		}
+		results, err := s.ctrl.AlterPartitionReassignments(ctx, topics, allow)
+		if err != nil {
+			resp.ErrorCode = errCode(err)
+			resp.ErrorMessage = raftmeta.ErrorMessage(err)
+			return resp
+		}
+		for _, tr := range results {
+			rt := kmsg.NewAlterPartitionAssignmentsResponseTopic()
+			rt.Topic = tr.Topic
+			for _, pr := range tr.Partitions {
+				rp := kmsg.NewAlterPartitionAssignmentsResponseTopicPartition()
+				rp.Partition = pr.Partition
+				rp.ErrorCode = errCode(pr.Err)
+				rp.ErrorMessage = raftmeta.ErrorMessage(pr.Err)
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			resp.Topics = append(resp.Topics, rt)
+		}
+		return resp
+	}}, nil
+}
