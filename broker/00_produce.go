@@ -68,6 +68,7 @@ func handleProduce(s *Server, r *request) (result, error) {
 					sp.ErrorCode = kerr.NotEnoughReplicas.Code
 					break
 				}
+				demotions := p.demotions.Load()
 				res, err := s.appendProduced(p, rp.Records, now)
 				if err != nil {
 					sp.ErrorCode = errCode(err)
@@ -82,7 +83,7 @@ func handleProduce(s *Server, r *request) (result, error) {
 				sp.LogAppendTime = res.logAppendTime
 				sp.LogStartOffset = p.log.LogStartOffset()
 				if req.Acks == -1 {
-					waits = append(waits, hwWait{p: p, offset: res.lastOffset + 1, topicIdx: len(resp.Topics), idx: len(st.Partitions)})
+					waits = append(waits, hwWait{p: p, offset: res.lastOffset + 1, demotions: demotions, topicIdx: len(resp.Topics), idx: len(st.Partitions)})
 				}
 			}
 			st.Partitions = append(st.Partitions, sp)
@@ -109,6 +110,7 @@ func handleProduce(s *Server, r *request) (result, error) {
 			return resp
 		}}, nil
 	}
+	markDeposed(resp, waits)
 	return respond(resp)
 }
 
@@ -201,6 +203,11 @@ func (s *Server) appendIdempotent(p *partition, batch []byte, h *protocol.BatchH
 	bi := batchProducerInfo(h)
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	// Before the producer state: a follower's must not learn a batch
+	// that appendLocked then refuses.
+	if err := p.leaderLocked(); err != nil {
+		return res, err
+	}
 	var st *producerstate.State
 	var err error
 	if h.IsTransactional() {
@@ -305,20 +312,43 @@ func batchError(err error) error {
 
 // hwWait is one acks=all partition waiting for the high watermark.
 type hwWait struct {
-	p        *partition
-	offset   int64 // the high watermark that covers the batch
-	topicIdx int   // where the partition's answer is in the response
-	idx      int
+	p         *partition
+	offset    int64 // the high watermark that covers the batch
+	demotions int64 // p.demotions before the append
+	topicIdx  int   // where the partition's answer is in the response
+	idx       int
 }
 
+// deposed reports whether this node stopped leading the partition after
+// the append.
+func (w hwWait) deposed() bool { return w.p.demotions.Load() != w.demotions }
+
+// pendingWaits are the waits still open: neither covered by the high
+// watermark nor deposed.
 func pendingWaits(ws []hwWait) []hwWait {
 	var out []hwWait
 	for _, w := range ws {
-		if w.p.highWatermark() < w.offset {
+		if w.p.highWatermark() < w.offset && !w.deposed() {
 			out = append(out, w)
 		}
 	}
 	return out
+}
+
+// markDeposed answers NOT_LEADER_OR_FOLLOWER for each partition whose
+// leader stepped down after the append, whatever its high watermark says
+// (see partition.demotions); called after the high watermarks were read,
+// so a covered batch was covered while this node still led. The client
+// retries; an idempotent batch that did survive is answered with its
+// offsets by the new leader.
+func markDeposed(resp *kmsg.ProduceResponse, ws []hwWait) {
+	for _, w := range ws {
+		if w.deposed() {
+			sp := &resp.Topics[w.topicIdx].Partitions[w.idx]
+			sp.ErrorCode = kerr.NotLeaderForPartition.Code
+			sp.BaseOffset, sp.LogAppendTime, sp.LogStartOffset = -1, -1, -1
+		}
+	}
 }
 
 // awaitHighWatermarks waits until every pending partition's high
@@ -339,6 +369,7 @@ func (s *Server) awaitHighWatermarks(resp *kmsg.ProduceResponse, ws []hwWait, ti
 					resp.Topics[w.topicIdx].Partitions[w.idx].ErrorCode = kerr.NotEnoughReplicasAfterAppend.Code
 				}
 			}
+			markDeposed(resp, ws)
 			return
 		}
 		select {
@@ -347,6 +378,7 @@ func (s *Server) awaitHighWatermarks(resp *kmsg.ProduceResponse, ws []hwWait, ti
 			for _, w := range pendingWaits(ws) {
 				resp.Topics[w.topicIdx].Partitions[w.idx].ErrorCode = kerr.RequestTimedOut.Code
 			}
+			markDeposed(resp, ws)
 			return
 		case <-s.ctx.Done():
 			return

@@ -295,6 +295,9 @@ func (s *Server) appendLocal(p *partition, batch []byte, nowMs int64) (int64, er
 // flush: the caller calls durable after it lets go of p.mu, so that an
 // fsync never holds the partition and concurrent appends share fsyncs.
 func (s *Server) appendLocked(p *partition, batch []byte, nowMs int64) (int64, error) {
+	if err := p.leaderLocked(); err != nil {
+		return 0, err
+	}
 	epoch := p.leaderEpoch.Load()
 	if epoch != p.appendedEpoch {
 		if err := s.noteLeaderEpochLocked(p, epoch); err != nil {
@@ -340,20 +343,31 @@ func storeMax(v *atomic.Int64, n int64) {
 }
 
 // waitHighWatermark waits until the partition's high watermark reaches
-// offset.
+// offset. A leader that steps down meanwhile answers NOT_LEADER_OR_FOLLOWER
+// (see partition.demotions): the write may be gone.
 func (p *partition) waitHighWatermark(ctx context.Context, offset int64) error {
-	if p.highWatermark() >= offset {
+	demotions := p.demotions.Load()
+	deposed := func() error {
+		if p.demotions.Load() != demotions || !p.isLeader(p.self) {
+			return fmt.Errorf("wait for high watermark %d of %s-%d: %w", offset, p.topic, p.index, kerr.NotLeaderForPartition)
+		}
 		return nil
+	}
+	if p.highWatermark() >= offset {
+		return deposed()
 	}
 	wake := make(chan struct{}, 1)
 	p.addWaiter(wake)
 	defer p.removeWaiter(wake)
 	for p.highWatermark() < offset {
+		if err := deposed(); err != nil {
+			return err
+		}
 		select {
 		case <-wake:
 		case <-ctx.Done():
 			return fmt.Errorf("wait for high watermark %d of %s-%d: %w", offset, p.topic, p.index, kerr.RequestTimedOut)
 		}
 	}
-	return nil
+	return deposed()
 }

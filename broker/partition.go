@@ -1,8 +1,11 @@
 package broker
 
 import (
+	"fmt"
 	"sync"
 	"sync/atomic"
+
+	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/gregorbroker/gregor/broker/producerstate"
 	"github.com/gregorbroker/gregor/config"
@@ -45,6 +48,14 @@ type partition struct {
 	leaderEpoch   atomic.Int32
 	cfg           atomic.Pointer[config.Topic]
 
+	// demotions counts the times this node stopped leading the
+	// partition (applyAssignment, under mu). An acks=all produce or a
+	// coordinator write notes it before its append and is answered
+	// NOT_LEADER_OR_FOLLOWER if it moved: as a follower the node may have
+	// truncated the batch and then taken a new leader's high watermark
+	// past it, so that high watermark says nothing about the batch.
+	demotions atomic.Int64
+
 	waitMu  sync.Mutex
 	waiters map[chan struct{}]struct{}
 }
@@ -66,6 +77,19 @@ func newPartition(self int32, topic string, index int32, id [16]byte, log *stora
 	p.lso.Store(p.hw.Load())
 	log.SetHighWatermark(p.hw.Load())
 	return p
+}
+
+// leaderLocked is NOT_LEADER_OR_FOLLOWER unless this node leads the
+// partition. Appends check it under mu, which applyAssignment holds to
+// change leadership: a produce that passed the lock-free check in
+// leaderPartition must not land in a log that has meanwhile become a
+// follower's, where the fetcher appends the new leader's batches at the
+// same offsets.
+func (p *partition) leaderLocked() error {
+	if a := p.assign.Load(); a != nil && a.leader != p.self {
+		return fmt.Errorf("%w: %s-%d is led by %d now", kerr.NotLeaderForPartition, p.topic, p.index, a.leader)
+	}
+	return nil
 }
 
 // highWatermark is the offset below which records are committed and

@@ -69,6 +69,13 @@ func (s *Server) applyAssignment(p *partition, pi raftmeta.PartitionImage) {
 	a := &assignment{replicas: pi.Replicas, isr: pi.ISR, leader: pi.Leader, leaderEpoch: pi.LeaderEpoch, partitionEpoch: pi.PartitionEpoch}
 	p.assign.Store(a)
 	p.leaderEpoch.Store(pi.LeaderEpoch)
+	if prev != nil && prev.leader == s.cfg.NodeID && pi.Leader != s.cfg.NodeID {
+		// Produces waiting for followers answer NOT_LEADER_OR_FOLLOWER
+		// now, as Kafka completes its delayed produces when a leader
+		// becomes a follower (see partition.demotions).
+		p.demotions.Add(1)
+		defer p.wakeWaiters()
+	}
 	now := s.now()
 	if prev != nil && prev.leaderEpoch == pi.LeaderEpoch && prev.leader == pi.Leader {
 		if pi.PartitionEpoch > prev.partitionEpoch {

@@ -14,9 +14,15 @@ import (
 //
 // Values are "producer:sequence" with sequences counting up from 0 per
 // producer, so the checker needs nothing but the values.
+//
+// It also records what consumers read while the test ran: a consumer must
+// never have seen a record that the cluster later truncated, so every
+// record consumed must still be in the final log at the same offset.
 type history struct {
-	mu    sync.Mutex
-	acked map[string]map[int]ackedAt // producer → sequence → where it landed
+	mu       sync.Mutex
+	acked    map[string]map[int]ackedAt // producer → sequence → where it landed
+	consumed map[ackedAt]string         // partition/offset → the value a consumer read there
+	reread   []string                   // one offset consumed with two different values
 }
 
 type ackedAt struct {
@@ -25,7 +31,7 @@ type ackedAt struct {
 }
 
 func newHistory() *history {
-	return &history{acked: make(map[string]map[int]ackedAt)}
+	return &history{acked: make(map[string]map[int]ackedAt), consumed: make(map[ackedAt]string)}
 }
 
 func recordValue(producer string, seq int) []byte {
@@ -52,6 +58,18 @@ func (h *history) ack(producer string, seq int, partition int32, offset int64) {
 		h.acked[producer] = m
 	}
 	m[seq] = ackedAt{partition, offset}
+}
+
+// consume notes that a consumer read value at partition/offset.
+func (h *history) consume(partition int32, offset int64, value []byte) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	at := ackedAt{partition, offset}
+	if prev, ok := h.consumed[at]; ok && prev != string(value) {
+		h.reread = append(h.reread, fmt.Sprintf("consumers read %d/%d as %q and as %q", partition, offset, prev, value))
+		return
+	}
+	h.consumed[at] = string(value)
 }
 
 func (h *history) count() int {
@@ -108,6 +126,19 @@ func (h *history) check(log []readRecord) []string {
 				problems = append(problems, fmt.Sprintf("%s: sequence %d after %d in partition %d (reordered)", prod, seq, last, p))
 			}
 			lastSeq[prod][p] = seq
+		}
+	}
+	problems = append(problems, h.reread...)
+	final := make(map[ackedAt]string, len(log))
+	for _, r := range log {
+		final[ackedAt{r.partition, r.offset}] = string(r.value)
+	}
+	for at, v := range h.consumed {
+		switch got, ok := final[at]; {
+		case !ok:
+			problems = append(problems, fmt.Sprintf("consumers read %q at %d/%d, gone from the log (truncated)", v, at.partition, at.offset))
+		case got != v:
+			problems = append(problems, fmt.Sprintf("consumers read %q at %d/%d, the log now has %q there", v, at.partition, at.offset, got))
 		}
 	}
 	for prod, m := range h.acked {
