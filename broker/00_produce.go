@@ -32,12 +32,15 @@ import (
 // Batches carrying a producer id are checked against the partition's
 // producer state (producers.go); transactional ones also keep the last
 // stable offset below their transaction until its marker
-// (txn_partition.go).
+// (txn_partition.go). A transactional batch that would start a
+// transaction on its partition is first checked with (or, from v12,
+// added by) the transaction coordinator: KIP-890, txn_verify.go.
 func init() { register(0, 0, 13, handleProduce) }
 
 func handleProduce(s *Server, r *request) (result, error) {
 	req := r.req.(*kmsg.ProduceRequest)
 	resp := req.ResponseKind().(*kmsg.ProduceResponse)
+	ver := s.verifyProduce(r.conn.ctx, req)
 	now := s.now()
 	var waits []hwWait
 	for i := range req.Topics {
@@ -59,6 +62,13 @@ func handleProduce(s *Server, r *request) (result, error) {
 			case topicErr != nil:
 				sp.ErrorCode = topicErr.Code
 			default:
+				if code, msg := ver.failure(name, rp.Partition); code != 0 {
+					sp.ErrorCode = code
+					if msg != "" {
+						sp.ErrorMessage = &msg
+					}
+					break
+				}
 				p := s.leaderPartition(name, rp.Partition)
 				if p == nil {
 					sp.ErrorCode = s.partitionMissingCode(name, rp.Partition)
@@ -69,7 +79,7 @@ func handleProduce(s *Server, r *request) (result, error) {
 					break
 				}
 				demotions := p.demotions.Load()
-				res, err := s.appendProduced(p, rp.Records, now)
+				res, err := s.appendProduced(p, rp.Records, now, ver.guard(name, rp.Partition))
 				if err != nil {
 					sp.ErrorCode = errCode(err)
 					msg := err.Error()
@@ -145,8 +155,8 @@ type appendResult struct {
 }
 
 // appendProduced validates one partition's records as Kafka's LogValidator
-// does and appends them.
-func (s *Server) appendProduced(p *partition, records []byte, now time.Time) (appendResult, error) {
+// does and appends them. guard is the partition's KIP-890 verification.
+func (s *Server) appendProduced(p *partition, records []byte, now time.Time, guard producerstate.Guard) (appendResult, error) {
 	res := appendResult{firstOffset: -1, logAppendTime: -1}
 	cfg := p.cfg.Load()
 	if len(records) > int(cfg.MaxMessageBytes)+protocol.BatchHeaderSize {
@@ -191,15 +201,16 @@ func (s *Server) appendProduced(p *partition, records []byte, now time.Time) (ap
 		res.lastOffset = last
 		return res, nil
 	}
-	return s.appendIdempotent(p, batch, &info.Header, nowMs, res)
+	return s.appendIdempotent(p, batch, &info.Header, nowMs, guard, res)
 }
 
 // appendIdempotent checks an idempotent batch's sequence against the
 // partition's producer state and appends it under one hold of the
 // partition lock, so the check and the append see the same state. A
 // duplicate of one of the producer's last five batches is answered with
-// the original offsets and nothing is written.
-func (s *Server) appendIdempotent(p *partition, batch []byte, h *protocol.BatchHeader, nowMs int64, res appendResult) (appendResult, error) {
+// the original offsets and nothing is written. A transactional batch must
+// pass its KIP-890 verification (guard).
+func (s *Server) appendIdempotent(p *partition, batch []byte, h *protocol.BatchHeader, nowMs int64, guard producerstate.Guard, res appendResult) (appendResult, error) {
 	bi := batchProducerInfo(h)
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -227,6 +238,9 @@ func (s *Server) appendIdempotent(p *partition, batch []byte, h *protocol.BatchH
 	if dup != nil {
 		res.firstOffset, res.lastOffset = dup.FirstOffset, dup.LastOffset
 		return res, nil
+	}
+	if err := st.CheckVerified(bi, guard, s.cfg.TransactionPartitionVerificationEnable); err != nil {
+		return res, err
 	}
 	// The state learns the batch before the append publishes it, so the
 	// last stable offset never passes an open transaction's first batch,

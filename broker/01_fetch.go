@@ -24,7 +24,9 @@ import (
 // Topics are named by id from v13. Fetch sessions (KIP-227) are in
 // fetch_session.go. read_committed fetches stop at the last stable offset
 // and list the aborted transactions in the range returned, so clients
-// skip their records (txn_partition.go).
+// skip their records (txn_partition.go). Records go from the segment files
+// to the socket without a copy where the connection allows it
+// (fetch_zerocopy.go).
 func init() { register(1, 4, 18, handleFetch) }
 
 // fetchPlan is one fetch's resolved partitions: the session's (for
@@ -37,6 +39,7 @@ type fetchPlan struct {
 	incremental bool
 	parts       []*fetchSessionPart
 	errs        []fetchPartError // partitions the request named that cannot be read
+	zeroCopy    bool             // read records as file slices for sendfile
 }
 
 type fetchPartError struct {
@@ -52,6 +55,7 @@ func handleFetch(s *Server, r *request) (result, error) {
 	plan, code := s.planFetch(req)
 	if plan != nil {
 		plan.ctx = r.conn.ctx
+		plan.zeroCopy = !s.copyFetch && r.conn.raw != nil
 	}
 	if code != 0 {
 		resp.ErrorCode = code
@@ -62,11 +66,12 @@ func handleFetch(s *Server, r *request) (result, error) {
 		// session at a time, and a second one must not interleave.
 		plan.session.mu.Lock()
 	}
-	out, bytes := s.readFetch(plan)
+	out := s.readFetch(plan)
 	wait := time.Duration(req.MaxWaitMillis) * time.Millisecond
-	if bytes >= int(req.MinBytes) || wait <= 0 || len(plan.errs) > 0 || hasErrors(out) {
+	if out.bytes >= int(req.MinBytes) || wait <= 0 || len(plan.errs) > 0 || hasErrors(out.parts) {
 		return respond(s.finishFetch(plan, out))
 	}
+	out.release()
 	return result{wait: func() kmsg.Response {
 		out := s.longPoll(plan, wait)
 		return s.finishFetch(plan, out)
@@ -160,9 +165,11 @@ func (s *Server) planFetch(req *kmsg.FetchRequest) (*fetchPlan, int16) {
 	return plan, 0
 }
 
-// readFetch reads every planned partition once. It returns the answer's
-// topics (by partition, in plan order) and the bytes of records found.
-func (s *Server) readFetch(plan *fetchPlan) ([]kmsg.FetchResponseTopicPartition, int) {
+// readFetch reads every planned partition once: the answer's partitions in
+// plan order, with file slices for records read for sendfile, and the
+// bytes of records found. The caller releases the slices or passes them
+// on to finishFetch.
+func (s *Server) readFetch(plan *fetchPlan) fetchRead {
 	req := plan.req
 	remaining := int(req.MaxBytes)
 	if req.Version < 3 || remaining <= 0 {
@@ -171,6 +178,10 @@ func (s *Server) readFetch(plan *fetchPlan) ([]kmsg.FetchResponseTopicPartition,
 	minOne := true
 	total := 0
 	out := make([]kmsg.FetchResponseTopicPartition, len(plan.parts))
+	var slices []*storage.FileSlice
+	if plan.zeroCopy {
+		slices = make([]*storage.FileSlice, len(plan.parts))
+	}
 	for i, fp := range plan.parts {
 		rp := kmsg.NewFetchResponseTopicPartition()
 		rp.Partition = fp.partition
@@ -222,7 +233,11 @@ func (s *Server) readFetch(plan *fetchPlan) ([]kmsg.FetchResponseTopicPartition,
 			out[i] = rp
 			continue
 		}
-		rr, err := p.log.Read(fp.fetchOffset, int32(max(limit, 0)), maxOffset, minOne)
+		read := p.log.Read
+		if plan.zeroCopy {
+			read = p.log.ReadSlice
+		}
+		rr, err := read(fp.fetchOffset, int32(max(limit, 0)), maxOffset, minOne)
 		switch {
 		case errors.Is(err, storage.ErrOffsetOutOfRange):
 			rp.ErrorCode = kerr.OffsetOutOfRange.Code
@@ -238,19 +253,43 @@ func (s *Server) readFetch(plan *fetchPlan) ([]kmsg.FetchResponseTopicPartition,
 			s.storageFailed(p, err)
 			rp.ErrorCode = kerr.KafkaStorageError.Code
 		default:
-			if len(rr.Data) > 0 {
+			n, last := len(rr.Data), int64(-1)
+			if rr.Slice != nil {
+				slices[i] = rr.Slice
+				n, last = int(rr.Slice.Len()), rr.Slice.LastOffset()
+			} else if n > 0 {
 				rp.RecordBatches = rr.Data
-				if readCommitted {
-					rp.AbortedTransactions = abortedFor(s.abortedIn(p, fp.fetchOffset, lastOffsetOf(rr.Data)+1))
+				last = lastOffsetOf(rr.Data)
+			}
+			if n > 0 && readCommitted {
+				aborted, err := s.abortedIn(p, fp.fetchOffset, last+1)
+				if err != nil {
+					// Records without their aborted transactions would show
+					// a consumer aborted data: answer none.
+					s.log.Error("fetch: aborted transactions", "topic", fp.topic, "partition", fp.partition, "offset", fp.fetchOffset, "err", err)
+					rp.ErrorCode = kerr.KafkaStorageError.Code
+					if errors.Is(err, storage.ErrOffsetOutOfRange) {
+						rp.ErrorCode = kerr.OffsetOutOfRange.Code
+					}
+					rp.RecordBatches = []byte{}
+					if rr.Slice != nil {
+						rr.Slice.Release()
+						slices[i] = nil
+					}
+					out[i] = rp
+					continue
 				}
+				rp.AbortedTransactions = abortedFor(aborted)
+			}
+			if n > 0 {
 				minOne = false
-				remaining -= len(rr.Data)
-				total += len(rr.Data)
+				remaining -= n
+				total += n
 			}
 		}
 		out[i] = rp
 	}
-	return out, total
+	return fetchRead{parts: out, slices: slices, bytes: total}
 }
 
 // checkLeaderEpoch compares a client's idea of the leader epoch with ours
@@ -276,7 +315,7 @@ func hasErrors(parts []kmsg.FetchResponseTopicPartition) bool {
 
 // longPoll waits for appends to the plan's partitions until MinBytes are
 // there or the wait ends, then reads again.
-func (s *Server) longPoll(plan *fetchPlan, wait time.Duration) []kmsg.FetchResponseTopicPartition {
+func (s *Server) longPoll(plan *fetchPlan, wait time.Duration) fetchRead {
 	wake := make(chan struct{}, 1)
 	for _, fp := range plan.parts {
 		if p := s.parts.get(fp.topic, fp.partition); p != nil {
@@ -289,15 +328,16 @@ func (s *Server) longPoll(plan *fetchPlan, wait time.Duration) []kmsg.FetchRespo
 	for {
 		// Read after registering, so an append between the first read and
 		// the registration is not missed.
-		out, bytes := s.readFetch(plan)
-		if bytes >= int(plan.req.MinBytes) || hasErrors(out) {
+		out := s.readFetch(plan)
+		if out.bytes >= int(plan.req.MinBytes) || hasErrors(out.parts) {
 			return out
 		}
 		select {
 		case <-wake:
+			out.release()
 		case <-timer.C:
-			out, _ := s.readFetch(plan)
-			return out
+			out.release()
+			return s.readFetch(plan)
 		case <-plan.ctx.Done():
 			return out
 		}
@@ -306,8 +346,9 @@ func (s *Server) longPoll(plan *fetchPlan, wait time.Duration) []kmsg.FetchRespo
 
 // finishFetch builds the response from the partitions read: all of them
 // for a full fetch, only those with news for an incremental one. It updates
-// the session and releases it.
-func (s *Server) finishFetch(plan *fetchPlan, parts []kmsg.FetchResponseTopicPartition) *kmsg.FetchResponse {
+// the session and releases it. Records in file slices make it a
+// zeroCopyFetch, which the connection's writer sends.
+func (s *Server) finishFetch(plan *fetchPlan, read fetchRead) kmsg.Response {
 	req := plan.req
 	resp := req.ResponseKind().(*kmsg.FetchResponse)
 	if sess := plan.session; sess != nil {
@@ -319,17 +360,25 @@ func (s *Server) finishFetch(plan *fetchPlan, parts []kmsg.FetchResponseTopicPar
 		}
 	}
 	var cur *kmsg.FetchResponseTopic
-	add := func(topic string, id [16]byte, rp kmsg.FetchResponseTopicPartition) {
+	var files []fileRecords
+	add := func(topic string, id [16]byte, rp kmsg.FetchResponseTopicPartition, slice *storage.FileSlice) {
 		if cur == nil || cur.Topic != topic || cur.TopicID != id {
 			resp.Topics = append(resp.Topics, kmsg.NewFetchResponseTopic())
 			cur = &resp.Topics[len(resp.Topics)-1]
 			cur.Topic, cur.TopicID = topic, id
 		}
+		if slice != nil {
+			files = append(files, fileRecords{topic: len(resp.Topics) - 1, partition: len(cur.Partitions), slice: slice})
+		}
 		cur.Partitions = append(cur.Partitions, rp)
 	}
 	for i, fp := range plan.parts {
-		rp := parts[i]
-		changed := len(rp.RecordBatches) > 0 || rp.ErrorCode != 0 ||
+		rp := read.parts[i]
+		var slice *storage.FileSlice
+		if read.slices != nil {
+			slice = read.slices[i]
+		}
+		changed := len(rp.RecordBatches) > 0 || slice != nil || rp.ErrorCode != 0 ||
 			rp.HighWatermark != fp.sentHW || rp.LastStableOffset != fp.sentLSO || rp.LogStartOffset != fp.sentLogStart
 		if plan.incremental && !changed {
 			continue
@@ -337,7 +386,7 @@ func (s *Server) finishFetch(plan *fetchPlan, parts []kmsg.FetchResponseTopicPar
 		if plan.session != nil {
 			fp.sentHW, fp.sentLSO, fp.sentLogStart = rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset
 		}
-		add(fp.topic, fp.topicID, rp)
+		add(fp.topic, fp.topicID, rp, slice)
 	}
 	for _, pe := range plan.errs {
 		rp := kmsg.NewFetchResponseTopicPartition()
@@ -346,7 +395,10 @@ func (s *Server) finishFetch(plan *fetchPlan, parts []kmsg.FetchResponseTopicPar
 		rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = -1, -1, -1
 		rp.PreferredReadReplica = -1
 		rp.RecordBatches = []byte{}
-		add(pe.topic, pe.topicID, rp)
+		add(pe.topic, pe.topicID, rp, nil)
+	}
+	if len(files) > 0 {
+		return &zeroCopyFetch{FetchResponse: resp, records: files}
 	}
 	return resp
 }

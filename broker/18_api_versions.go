@@ -12,8 +12,12 @@ import "github.com/twmb/franz-go/pkg/kmsg"
 //
 // v3+ carries the finalized features of KIP-584. Gregor advertises only
 // features it really implements, since clients pick protocols from them:
-// group.version 1 (the KIP-848 consumer group protocol). Not
-// transaction.version: transactions do not exist yet.
+// group.version 1 (the KIP-848 consumer group protocol) and
+// transaction.version 2 (KIP-890 part 2: producers skip
+// AddPartitionsToTxn and AddOffsetsToTxn, and every EndTxn bumps the
+// epoch), both finalized at their highest level as on a new Kafka 4
+// cluster. As Kafka (KAFKA-17492), a v3 answer leaves out the supported
+// features whose minimum is 0, which older clients fail to parse.
 func init() { register(18, 0, 4, handleApiVersions) }
 
 func handleApiVersions(s *Server, r *request) (result, error) {
@@ -22,15 +26,34 @@ func handleApiVersions(s *Server, r *request) (result, error) {
 	return respond(resp)
 }
 
+// unsupportedApiVersionsResponse answers an ApiVersions of a version this
+// build does not serve, as Kafka does since KIP-511: the v0 form with
+// UNSUPPORTED_VERSION and, of the table, only ApiVersions' own range, so
+// the client retries at the highest version both know (and learns the
+// features then).
+func (s *Server) unsupportedApiVersionsResponse() *kmsg.ApiVersionsResponse {
+	resp := kmsg.NewPtrApiVersionsResponse()
+	resp.SetVersion(0)
+	resp.ErrorCode = errUnsupportedVersion
+	for _, k := range s.versions.Keys() {
+		if k.ApiKey == apiKeyApiVersions {
+			resp.ApiKeys = append(resp.ApiKeys, k)
+		}
+	}
+	return resp
+}
+
 func (s *Server) apiVersionsResponse(version int16) *kmsg.ApiVersionsResponse {
 	resp := kmsg.NewPtrApiVersionsResponse()
 	resp.SetVersion(version)
 	resp.ApiKeys = s.versions.Keys()
 	if version >= 3 {
 		for _, f := range features {
-			sf := kmsg.NewApiVersionsResponseSupportedFeature()
-			sf.Name, sf.MinVersion, sf.MaxVersion = f.name, f.min, f.max
-			resp.SupportedFeatures = append(resp.SupportedFeatures, sf)
+			if version >= 4 || f.min > 0 {
+				sf := kmsg.NewApiVersionsResponseSupportedFeature()
+				sf.Name, sf.MinVersion, sf.MaxVersion = f.name, f.min, f.max
+				resp.SupportedFeatures = append(resp.SupportedFeatures, sf)
+			}
 			ff := kmsg.NewApiVersionsResponseFinalizedFeature()
 			ff.Name, ff.MinVersionLevel, ff.MaxVersionLevel = f.name, f.level, f.level
 			resp.FinalizedFeatures = append(resp.FinalizedFeatures, ff)
@@ -42,6 +65,11 @@ func (s *Server) apiVersionsResponse(version int16) *kmsg.ApiVersionsResponse {
 	return resp
 }
 
+// transactionVersion is the transaction.version level the cluster runs
+// at; the transaction coordinator uses it for the transactions it ends
+// itself (timeouts, fencing) and for the format of its records.
+const transactionVersion = 2
+
 // features are the KIP-584 features this build implements, with the
 // level it runs at.
 var features = []struct {
@@ -50,4 +78,5 @@ var features = []struct {
 	level    int16
 }{
 	{"group.version", 0, 1, 1},
+	{"transaction.version", 0, 2, transactionVersion},
 }

@@ -34,6 +34,9 @@ type conn struct {
 	slots    chan *slot
 	ctx      context.Context
 	cancel   context.CancelFunc
+	// raw is the socket's RawConn, through which the writer sends fetched
+	// records with sendfile; nil when it cannot (fetch_zerocopy.go).
+	raw syscall.RawConn
 }
 
 // slot is the place of one request in the connection's response order.
@@ -54,6 +57,11 @@ func (s *Server) serveConn(nc net.Conn, listener string) {
 		slots:    make(chan *slot, maxInFlight),
 		ctx:      ctx,
 		cancel:   cancel,
+	}
+	if sc, ok := nc.(syscall.Conn); ok && haveSendfile {
+		if raw, err := sc.SyscallConn(); err == nil {
+			c.raw = raw
+		}
 	}
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -93,6 +101,7 @@ func (c *conn) readLoop() {
 			select {
 			case c.slots <- sl:
 			case <-c.ctx.Done():
+				c.abandon(sl)
 				return
 			}
 		}
@@ -114,10 +123,8 @@ func (c *conn) handleFrame(frame []byte) (*slot, bool) {
 	if !c.s.versions.Supports(key, version) {
 		if key == apiKeyApiVersions {
 			// Kafka answers an ApiVersions of a version it does not know in
-			// the v0 form, so that newer clients learn the table and retry.
-			resp := c.s.apiVersionsResponse(0)
-			resp.ErrorCode = errUnsupportedVersion
-			return doneSlot(corr, resp), true
+			// the v0 form, so that newer clients retry (18_api_versions.go).
+			return doneSlot(corr, c.s.unsupportedApiVersionsResponse()), true
 		}
 		c.log.Warn("closing connection: unsupported request", "api", kmsg.NameForKey(key), "key", key, "version", version)
 		return nil, false
@@ -186,6 +193,7 @@ func doneSlot(corr int32, resp kmsg.Response) *slot {
 
 func (c *conn) writeLoop() {
 	w := bufio.NewWriterSize(c.nc, 64<<10)
+	zw := &zeroCopyWriter{raw: c.raw}
 	var buf []byte
 	for sl := range c.slots {
 		select {
@@ -195,17 +203,20 @@ func (c *conn) writeLoop() {
 			// so a long poll does not hold back the answers before it.
 			if err := w.Flush(); err != nil {
 				c.nc.Close()
+				c.abandon(sl)
 				c.drain()
 				return
 			}
 			select {
 			case <-sl.done:
 			case <-c.ctx.Done():
+				c.abandon(sl)
 				c.drain()
 				return
 			}
 		}
 		if sl.closeConn {
+			releaseResponse(sl.resp)
 			c.nc.Close()
 			c.drain()
 			return
@@ -213,14 +224,29 @@ func (c *conn) writeLoop() {
 		if sl.resp == nil {
 			continue
 		}
-		if need := responseSizeHint(sl.resp); cap(buf) < need {
-			buf = make([]byte, 0, need)
-		}
-		buf = protocol.AppendResponse(buf[:0], sl.correlationID, sl.resp)
-		if _, err := w.Write(buf); err != nil {
-			c.nc.Close()
-			c.drain()
-			return
+		if z, ok := sl.resp.(*zeroCopyFetch); ok {
+			err := zw.write(w, sl.correlationID, z)
+			z.release()
+			if err != nil {
+				if errors.Is(err, errRecordsChanged) {
+					c.log.Info("closing connection: fetch interrupted", "err", err)
+				} else {
+					c.log.Debug("closing connection: fetch write failed", "err", err)
+				}
+				c.nc.Close()
+				c.drain()
+				return
+			}
+		} else {
+			if need := responseSizeHint(sl.resp); cap(buf) < need {
+				buf = make([]byte, 0, need)
+			}
+			buf = protocol.AppendResponse(buf[:0], sl.correlationID, sl.resp)
+			if _, err := w.Write(buf); err != nil {
+				c.nc.Close()
+				c.drain()
+				return
+			}
 		}
 		// Flush only when no further response is ready, so that pipelined
 		// responses share a write.
@@ -239,10 +265,26 @@ func (c *conn) writeLoop() {
 }
 
 // drain empties the slot queue after the connection failed so the reader
-// is never blocked on a full queue.
+// is never blocked on a full queue, releasing what unsent responses hold.
 func (c *conn) drain() {
 	c.cancel()
-	for range c.slots {
+	for sl := range c.slots {
+		c.abandon(sl)
+	}
+}
+
+// abandon releases what the response of a slot that will not be written
+// holds, once the response is there: a handler still waiting (a long poll,
+// which the connection's end stops) finishes on its own goroutine.
+func (c *conn) abandon(sl *slot) {
+	select {
+	case <-sl.done:
+		releaseResponse(sl.resp)
+	default:
+		c.s.goTracked(func() {
+			<-sl.done
+			releaseResponse(sl.resp)
+		})
 	}
 }
 

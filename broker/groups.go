@@ -53,6 +53,7 @@ func (s *Server) startGroupCoordinator() error {
 	cfg.ConsumerGroupSessionTimeoutMs = s.cfg.GroupConsumerSessionTimeoutMs
 	cfg.ConsumerGroupHeartbeatIntervalMs = s.cfg.GroupConsumerHeartbeatIntervalMs
 	cfg.ConsumerGroupMaxSize = s.cfg.GroupConsumerMaxSize
+	cfg.ConsumerGroupMigrationPolicy = s.cfg.GroupConsumerMigrationPolicy
 	coord, err := group.New(cfg, internalStore{s, offsetsTopic}, group.SystemClock{})
 	if err != nil {
 		return fmt.Errorf("start group coordinator: %w", err)
@@ -83,8 +84,13 @@ func (st internalStore) Append(ctx context.Context, partition int32, records []g
 }
 
 // AppendTxn writes a transactional offset commit: a transactional batch
-// with the producer's id and epoch, pending until its marker.
+// with the producer's id and epoch, pending until its marker, once the
+// transaction coordinator verified or added the partition (KIP-890,
+// txn_verify.go).
 func (st internalStore) AppendTxn(ctx context.Context, partition int32, txn group.TxnAppend, records []group.Record) error {
+	if err := st.s.verifyTxnOffsetCommit(ctx, partition, txn); err != nil {
+		return err
+	}
 	return st.s.appendInternal(ctx, st.topic, partition, records, txn.ProducerID, txn.ProducerEpoch, true)
 }
 

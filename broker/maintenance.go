@@ -8,7 +8,8 @@ import (
 
 // retentionLoop deletes old segments every log.retention.check.interval.ms
 // and removes the files of deleted segments once file.delete.delay.ms has
-// passed, as Kafka's log manager does in the background.
+// passed, as Kafka's log manager does in the background; it also expires
+// idle producers every producer.id.expiration.check.interval.ms.
 func (s *Server) retentionLoop() {
 	check := time.Duration(s.cfg.LogRetentionCheckIntervalMs) * time.Millisecond
 	if check <= 0 {
@@ -20,6 +21,12 @@ func (s *Server) retentionLoop() {
 	// scheduled; a second's granularity is Kafka's too.
 	files := time.NewTicker(time.Second)
 	defer files.Stop()
+	expiryCheck := time.Duration(s.cfg.ProducerIDExpirationCheckIntervalMs) * time.Millisecond
+	if expiryCheck <= 0 {
+		expiryCheck = 10 * time.Minute
+	}
+	expiry := time.NewTicker(expiryCheck)
+	defer expiry.Stop()
 	for {
 		select {
 		case <-s.ctx.Done():
@@ -38,6 +45,10 @@ func (s *Server) retentionLoop() {
 		case <-files.C:
 			if _, err := s.logs.RunFileDeletions(s.now()); err != nil {
 				s.log.Error("delete segment files", "err", err)
+			}
+		case <-expiry.C:
+			if n := s.expireProducers(s.now()); n > 0 {
+				s.log.Debug("expired idle producers", "producers", n)
 			}
 		}
 	}

@@ -31,14 +31,10 @@ type partition struct {
 	mu        sync.Mutex           // serializes appends; see LOCKS.md
 	producers *producerstate.State // guarded by mu; nil until first needed
 	epochs    []epochEntry         // guarded by mu; nil until first needed
-	// aborted are the partition's aborted transactions, by offset, and
-	// txnLoaded says they and producers were rebuilt from the whole log;
-	// both guarded by mu. lso is the last stable offset; txnReady says it
+	// lso is the last stable offset, from producers; txnReady says it
 	// can be read without the lock.
-	aborted   []abortedTxn
-	txnLoaded bool
-	lso       atomic.Int64
-	txnReady  atomic.Bool
+	lso      atomic.Int64
+	txnReady atomic.Bool
 
 	// appendedEpoch is the leader epoch the epoch cache was last checked
 	// for, so appends check it once per epoch. Guarded by mu.

@@ -1,6 +1,12 @@
 package broker
 
-import "path/filepath"
+import (
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+
+	"github.com/gregorbroker/gregor/raftmeta"
+)
 
 // leaderPartition is the partition if this node hosts it and leads it:
 // produce, consumer fetches, ListOffsets and the other client requests go
@@ -17,18 +23,67 @@ func (s *Server) leaderPartition(topic string, index int32) *partition {
 // A log dir whose disk failed a write or an fsync goes offline, as in
 // Kafka: every partition in it answers KAFKA_STORAGE_ERROR from then on
 // (the log's error is sticky, and nothing more is written there), while
-// partitions in the other log dirs keep serving.
+// partitions in the other log dirs keep serving. In a cluster the broker
+// tells the controller (KIP-858): each heartbeat lists the partitions it
+// holds on offline dirs, and the controller moves their leadership to
+// other in-sync replicas and keeps this broker out of their ISRs. This
+// broker stops following them too (the replica fetcher skips them). A
+// dir stays offline until the broker restarts, as in Kafka.
 
-// storageFailed takes the log dir of p offline after a disk error.
+// logDirHealth is the set of log dirs that went offline, and a signal to
+// the heartbeat loop that one more did, so the controller hears of it at
+// once, as Kafka's broker sends a heartbeat on a dir failure. The zero
+// value is ready to use.
+type logDirHealth struct {
+	dirs sync.Map    // log dir → true once a disk error took it offline
+	any  atomic.Bool // some dir is offline: heartbeats list partitions
+	once sync.Once
+	wake chan struct{} // made by changed; holds at most one signal
+}
+
+// changed is signalled each time a log dir goes offline.
+func (h *logDirHealth) changed() chan struct{} {
+	h.once.Do(func() { h.wake = make(chan struct{}, 1) })
+	return h.wake
+}
+
+// storageFailed takes the log dir of p offline after a disk error. It
+// takes no lock and does not block, so callers may hold p.mu.
 func (s *Server) storageFailed(p *partition, err error) {
 	dir := filepath.Dir(p.log.Dir())
-	if _, was := s.offlineDirs.LoadOrStore(dir, true); !was {
-		s.log.Error("log dir offline after a disk error: its partitions answer KAFKA_STORAGE_ERROR until restart",
-			"dir", dir, "topic", p.topic, "partition", p.index, "err", err)
+	if _, was := s.offlineDirs.dirs.LoadOrStore(dir, true); was {
+		return
+	}
+	s.offlineDirs.any.Store(true)
+	s.log.Error("log dir offline after a disk error: its partitions answer KAFKA_STORAGE_ERROR until restart",
+		"dir", dir, "topic", p.topic, "partition", p.index, "err", err)
+	select {
+	case s.offlineDirs.changed() <- struct{}{}:
+	default:
 	}
 }
 
 func (s *Server) dirOffline(p *partition) bool {
-	_, off := s.offlineDirs.Load(filepath.Dir(p.log.Dir()))
+	if !s.offlineDirs.any.Load() {
+		return false
+	}
+	_, off := s.offlineDirs.dirs.Load(filepath.Dir(p.log.Dir()))
 	return off
+}
+
+// offlinePartitions lists the hosted partitions whose log dir is offline,
+// for the heartbeat. It is nil while every dir is healthy.
+func (s *Server) offlinePartitions() []raftmeta.TopicIDPartition {
+	if !s.offlineDirs.any.Load() {
+		return nil
+	}
+	var out []raftmeta.TopicIDPartition
+	for _, tp := range s.parts.all() {
+		for _, p := range tp.parts {
+			if p != nil && s.dirOffline(p) {
+				out = append(out, raftmeta.TopicIDPartition{TopicID: p.topicID, Partition: p.index})
+			}
+		}
+	}
+	return out
 }

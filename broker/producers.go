@@ -8,18 +8,27 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/gregorbroker/gregor/broker/producerstate"
 	"github.com/gregorbroker/gregor/protocol"
+	"github.com/gregorbroker/gregor/storage"
 	"github.com/gregorbroker/gregor/vfs"
 )
 
-// Idempotent producers: each partition keeps Kafka's producer state (the
-// last five batches' sequences per producer id), built on the first
-// produce that carries a producer id from the newest `.snapshot` file in
-// the partition's directory plus every batch after it. A clean shutdown
-// writes a snapshot at the log end, so a restart replays nothing; after a
-// crash the batches since the last snapshot are read again, headers only.
+// Idempotent and transactional producers: each partition keeps Kafka's
+// producer state (the last five batches' sequences per producer id, and
+// the first offset of each ongoing transaction), built on first use from
+// the newest `.snapshot` file in the partition's directory plus every
+// batch after it, markers included. As in Kafka, a snapshot is written
+// each time the log rolls, named by the new segment's base offset, and at
+// clean shutdown at the log end: a restart replays at most the active
+// segment (after a crash) or nothing (after a clean stop). Snapshots below
+// the log start offset are pruned; storage deletes those of deleted
+// segments and those past a truncation. Producers idle for
+// producer.id.expiration.ms are forgotten every
+// producer.id.expiration.check.interval.ms, unless a transaction of theirs
+// is open.
 
 // startProducerIDs sets up the allocator that InitProducerId hands ids
 // from: blocks of 1,000 ids recorded in the metadata log, so ids stay
@@ -31,7 +40,8 @@ func (s *Server) startProducerIDs() {
 }
 
 // producerStateLocked returns p's producer state, loading it on first
-// use. The caller holds p.mu.
+// use, and from then on snapshots it at each roll of the log. The caller
+// holds p.mu.
 func (s *Server) producerStateLocked(p *partition) (*producerstate.State, error) {
 	if p.producers != nil {
 		return p.producers, nil
@@ -45,6 +55,8 @@ func (s *Server) producerStateLocked(p *partition) (*producerstate.State, error)
 	}
 	st.ExpireProducers(s.now().UnixMilli(), int64(s.cfg.ProducerIDExpirationMs))
 	p.producers = st
+	p.log.OnRoll(func(e storage.RollEvent) { s.producerSnapshotAtRoll(p, e) })
+	p.updateLastStableOffsetLocked()
 	return st, nil
 }
 
@@ -95,8 +107,9 @@ func (s *Server) snapshotOffsets(p *partition) ([]int64, error) {
 	return out, nil
 }
 
-// replayProducers applies the producer fields of every batch from offset
-// from to the log end.
+// replayProducers applies every batch from offset from to the log end to
+// the producer state, as Kafka's loadProducersFromRecords: producers'
+// batches, and markers, which end transactions.
 func replayProducers(p *partition, st *producerstate.State, from int64) error {
 	end := p.log.LogEndOffset()
 	for off := from; off < end; {
@@ -108,16 +121,26 @@ func replayProducers(p *partition, st *producerstate.State, from int64) error {
 			return nil
 		}
 		for data := rr.Data; len(data) > 0; {
-			_, rest, h, err := protocol.NextBatch(data)
+			batch, rest, h, err := protocol.NextBatch(data)
 			if err != nil {
 				return err
 			}
 			data = rest
 			off = h.LastOffset() + 1
-			if h.ProducerID < 0 || h.IsControl() || h.LastOffset() < from {
+			if h.ProducerID < 0 || h.LastOffset() < from {
 				continue
 			}
-			st.Replay(batchProducerInfo(&h), h.BaseOffset, h.LastOffset(), h.MaxTimestamp)
+			if !h.IsControl() {
+				st.Replay(batchProducerInfo(&h), h.BaseOffset, h.LastOffset(), h.MaxTimestamp)
+				continue
+			}
+			commit, coordEpoch, err := decodeMarker(batch)
+			if err != nil {
+				return fmt.Errorf("marker at offset %d: %w", h.BaseOffset, err)
+			}
+			st.ApplyMarker(producerstate.Marker{
+				ProducerID: h.ProducerID, ProducerEpoch: h.ProducerEpoch, CoordinatorEpoch: coordEpoch, Commit: commit,
+			}, h.BaseOffset, h.MaxTimestamp)
 		}
 	}
 	return nil
@@ -134,10 +157,69 @@ func batchProducerInfo(h *protocol.BatchHeader) producerstate.BatchInfo {
 	}
 }
 
+// producerSnapshotAtRoll writes the producer state of the records below
+// a roll's new base offset to <base>.snapshot, as Kafka's UnifiedLog.roll.
+// The log calls it holding its writer lock. Inside an append the caller
+// of the append holds p.mu, so the state is ours to read: it holds the
+// batch being appended already, which EncodeSnapshotBelow leaves out.
+// Retention's roll comes from a goroutine that holds no broker lock and
+// must not wait for p.mu (an appender may hold it while it waits for the
+// log): the snapshot is written once the lock is free, if nothing was
+// appended meanwhile.
+func (s *Server) producerSnapshotAtRoll(p *partition, e storage.RollEvent) {
+	if e.InAppend {
+		if p.producers != nil {
+			s.writeProducerSnapshot(p, e.BaseOffset, p.producers.EncodeSnapshotBelow(e.BaseOffset))
+		}
+		return
+	}
+	s.goTracked(func() {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		if p.producers != nil && p.log.LogEndOffset() == e.BaseOffset && s.ctx.Err() == nil {
+			s.writeProducerSnapshot(p, e.BaseOffset, p.producers.EncodeSnapshot())
+		}
+	})
+}
+
+// writeProducerSnapshot writes a snapshot durably and prunes those below
+// the log start offset. A failure only costs a longer replay after the
+// next restart, so it is logged, not returned.
+func (s *Server) writeProducerSnapshot(p *partition, offset int64, data []byte) {
+	name := filepath.Join(p.log.Dir(), producerstate.SnapshotFileName(offset))
+	if err := vfs.WriteFileAtomic(s.fs, name, data); err != nil {
+		s.log.Warn("write producer snapshot", "file", name, "err", err)
+		return
+	}
+	if err := s.pruneProducerSnapshots(p); err != nil {
+		s.log.Warn("prune producer snapshots", "topic", p.topic, "partition", p.index, "err", err)
+	}
+}
+
+// pruneProducerSnapshots removes the snapshots below the log start
+// offset, which no load uses (Kafka's deleteSnapshotsBefore).
+func (s *Server) pruneProducerSnapshots(p *partition) error {
+	offsets, err := s.snapshotOffsets(p)
+	if err != nil {
+		return err
+	}
+	lso := p.log.LogStartOffset()
+	var errs []error
+	for _, off := range offsets {
+		if off >= lso {
+			break
+		}
+		name := filepath.Join(p.log.Dir(), producerstate.SnapshotFileName(off))
+		if err := s.fs.Remove(name); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			errs = append(errs, fmt.Errorf("remove old producer snapshot %s: %w", name, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
 // writeProducerSnapshots writes, for every partition whose producer state
-// is loaded, a snapshot at its log end, and removes older snapshots but
-// the newest one before it. It runs at clean shutdown, after the last
-// append.
+// is loaded, a snapshot at its log end, so that the next start replays
+// nothing. It runs at clean shutdown, after the last append.
 func (s *Server) writeProducerSnapshots() error {
 	var errs []error
 	for _, tp := range s.parts.all() {
@@ -161,18 +243,32 @@ func (s *Server) writeProducerSnapshots() error {
 				errs = append(errs, fmt.Errorf("write producer snapshot %s: %w", name, err))
 				continue
 			}
-			offsets, err := s.snapshotOffsets(p)
-			if err != nil {
+			if err := s.pruneProducerSnapshots(p); err != nil {
 				errs = append(errs, err)
-				continue
-			}
-			for i := 0; i+2 < len(offsets); i++ {
-				old := filepath.Join(p.log.Dir(), producerstate.SnapshotFileName(offsets[i]))
-				if err := s.fs.Remove(old); err != nil && !errors.Is(err, fs.ErrNotExist) {
-					errs = append(errs, fmt.Errorf("remove old producer snapshot %s: %w", old, err))
-				}
 			}
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// expireProducers forgets the producers idle for producer.id.expiration.ms
+// in every partition whose producer state is loaded, as Kafka's
+// PeriodicProducerExpirationCheck (retentionLoop runs it every
+// producer.id.expiration.check.interval.ms); a producer with a
+// transaction open stays. It returns how many went.
+func (s *Server) expireProducers(now time.Time) int {
+	n := 0
+	for _, tp := range s.parts.all() {
+		for _, p := range tp.parts {
+			if p == nil {
+				continue
+			}
+			p.mu.Lock()
+			if p.producers != nil {
+				n += p.producers.ExpireProducers(now.UnixMilli(), int64(s.cfg.ProducerIDExpirationMs))
+			}
+			p.mu.Unlock()
+		}
+	}
+	return n
 }

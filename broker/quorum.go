@@ -96,7 +96,7 @@ func (s *Server) listenController() error {
 // heartbeatLoop keeps this broker registered and unfenced: every
 // broker.heartbeat.interval.ms it tells the active controller how far it
 // has applied the metadata log, and registers again when the controller
-// no longer knows its epoch.
+// no longer knows its epoch. A log dir going offline sends one at once.
 func (s *Server) heartbeatLoop() {
 	interval := time.Duration(s.cfg.BrokerHeartbeatIntervalMs) * time.Millisecond
 	if interval <= 0 {
@@ -112,6 +112,7 @@ func (s *Server) heartbeatLoop() {
 		case <-s.ctx.Done():
 			return
 		case <-t.C:
+		case <-s.offlineDirs.changed():
 		}
 	}
 }
@@ -122,6 +123,7 @@ func (s *Server) heartbeat(shutdown bool) error {
 	res, err := s.ctrl.BrokerHeartbeat(ctx, raftmeta.BrokerHeartbeat{
 		BrokerID: s.cfg.NodeID, BrokerEpoch: s.epoch.Load(),
 		CurrentMetadataOffset: int64(s.meta.Image().Offset()), WantShutdown: shutdown,
+		OfflinePartitions: s.offlinePartitions(),
 	})
 	if errors.Is(err, kerr.StaleBrokerEpoch) || errors.Is(err, kerr.BrokerIDNotRegistered) {
 		return s.register()

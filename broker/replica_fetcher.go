@@ -165,7 +165,12 @@ func (f *replicaFetcher) run() {
 		f.mu.Lock()
 		parts := make(map[*partition]*followState, len(f.parts))
 		for p, st := range f.parts {
-			parts[p] = st
+			// A partition on an offline log dir is no longer followed
+			// (produce_helpers.go): the controller moves it off this
+			// broker, and its errors would hold up the others.
+			if !f.s.dirOffline(p) {
+				parts[p] = st
+			}
 		}
 		f.mu.Unlock()
 		if len(parts) == 0 {
@@ -179,6 +184,7 @@ func (f *replicaFetcher) run() {
 			if f.ctx.Err() == nil {
 				f.s.log.Warn("replica truncation", "leader", f.leader, "err", err)
 			}
+			f.noteDiskFailures(parts)
 			f.sleep(backoff)
 			continue
 		}
@@ -186,7 +192,18 @@ func (f *replicaFetcher) run() {
 			if f.ctx.Err() == nil {
 				f.s.log.Warn("replica fetch", "leader", f.leader, "err", err)
 			}
+			f.noteDiskFailures(parts)
 			f.sleep(backoff)
+		}
+	}
+}
+
+// noteDiskFailures takes offline the log dir of each followed partition
+// whose log a failed write made unusable, as a leader's append does.
+func (f *replicaFetcher) noteDiskFailures(parts map[*partition]*followState) {
+	for p := range parts {
+		if err := p.log.Err(); err != nil {
+			f.s.storageFailed(p, err)
 		}
 	}
 }
@@ -282,7 +299,7 @@ func (s *Server) truncateFollower(p *partition, offset int64) error {
 			return err
 		}
 	}
-	p.producers, p.txnLoaded = nil, false
+	p.producers = nil
 	if p.hw.Load() > leo {
 		p.hw.Store(leo)
 	}
@@ -371,7 +388,7 @@ func (s *Server) applyFetched(p *partition, st *followState, rp *kmsg.FetchRespo
 			if err := p.log.TruncateFullyAndStartAt(start); err != nil {
 				return err
 			}
-			p.epochs, p.producers, p.txnLoaded = []epochEntry{}, nil, false
+			p.epochs, p.producers = []epochEntry{}, nil
 			return s.writeEpochsLocked(p)
 		}
 		st.truncated = false // ahead of the leader: truncate again
@@ -397,7 +414,7 @@ func (s *Server) applyFetched(p *partition, st *followState, rp *kmsg.FetchRespo
 		if err := s.noteFetchedEpochsLocked(p, rp.RecordBatches); err != nil {
 			return err
 		}
-		p.producers, p.txnLoaded = nil, false
+		p.producers = nil
 	}
 	if rp.LogStartOffset > p.log.LogStartOffset() {
 		if err := p.log.IncrementLogStartOffset(min(rp.LogStartOffset, p.log.LogEndOffset())); err != nil {

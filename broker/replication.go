@@ -109,7 +109,7 @@ func (s *Server) applyAssignment(p *partition, pi raftmeta.PartitionImage) {
 		}
 	}
 	if pi.Leader != s.cfg.NodeID {
-		p.producers, p.txnLoaded = nil, false
+		p.producers = nil
 		p.txnReady.Store(false)
 	}
 	p.maybeAdvanceHighWatermarkLocked()

@@ -30,6 +30,10 @@ type Options struct {
 	Logger *slog.Logger
 	FS     vfs.FS           // default vfs.Default
 	Now    func() time.Time // default time.Now
+	// CopyFetch sends fetched records through a buffer in user space
+	// even where sendfile could send them from the segment file (for
+	// benchmarks that compare the two).
+	CopyFetch bool
 }
 
 // Server is one Gregor node: the broker and, in combined mode, the
@@ -55,12 +59,18 @@ type Server struct {
 	groups   *groupCoordinator
 	txns     *txnCoordinator
 	fetchers *fetcherManager
+	// addSender asks transaction coordinators to verify or add partitions
+	// (KIP-890, txn_add_sender.go).
+	addSender *addPartitionsSender
 
-	offlineDirs sync.Map // log dir → true once a disk error took it offline
+	offlineDirs logDirHealth // log dirs a disk error took offline (produce_helpers.go)
 
 	producerIDs *producerstate.IDAllocator
 
 	reconcileMu sync.Mutex
+
+	// copyFetch turns the zero-copy fetch path off (Options.CopyFetch).
+	copyFetch bool
 
 	mu        sync.Mutex // guards listeners and conns
 	listeners []net.Listener
@@ -91,8 +101,10 @@ func New(cfg *config.Broker, opts Options) (*Server, error) {
 		versions: &supportedVersions,
 		conns:    make(map[net.Conn]struct{}),
 	}
+	s.copyFetch = opts.CopyFetch
 	s.sessions = newFetchSessions(1000)
 	s.fetchers = newFetcherManager(s)
+	s.addSender = newAddPartitionsSender(s)
 	if err := s.open(); err != nil {
 		s.Close()
 		return nil, err
@@ -123,6 +135,9 @@ func (s *Server) open() error {
 			return protocol.Decompress(c, b, int(s.cfg.SocketRequestMaxBytes))
 		},
 		Compress: protocol.Compress,
+		// The transaction index is rebuilt from the producer snapshots'
+		// ongoing transactions (producers.go).
+		ProducerSnapshotTxns: producerstate.OngoingTransactions,
 	})
 	if err != nil {
 		return fmt.Errorf("open log dirs: %w", err)
@@ -343,6 +358,7 @@ func (s *Server) Close() error {
 		s.ctrlLn.Close()
 	}
 	s.wg.Wait()
+	s.addSender.close()
 	var errs []error
 	if s.txns != nil {
 		s.txns.coord.Close()

@@ -3,7 +3,6 @@ package broker
 import (
 	"encoding/binary"
 	"fmt"
-	"sort"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
@@ -12,11 +11,10 @@ import (
 )
 
 // A partition's transactional state: the last stable offset (LSO), below
-// which every transaction is decided, and the aborted transactions that
-// read_committed fetches must tell consumers to skip. Both come from the
-// producer state, rebuilt from the whole log (control batches included)
-// the first time a partition needs them, then kept up to date by appends
-// and markers.
+// which every transaction is decided, from the ongoing transactions of its
+// producer state (producers.go); and the aborted transactions that
+// read_committed fetches must tell consumers to skip, which the log's
+// transaction indexes (.txnindex, storage) answer for the range fetched.
 
 // abortedTxn is an aborted transaction's range of offsets in a partition.
 type abortedTxn struct {
@@ -25,70 +23,11 @@ type abortedTxn struct {
 	LastOffset  int64
 }
 
-// txnStateLocked makes sure the partition's producer state and aborted
-// transactions reflect the whole log. The caller holds p.mu.
+// txnStateLocked returns the partition's producer state, loading it (and
+// with it the ongoing transactions that bound the LSO) on first use. The
+// caller holds p.mu.
 func (s *Server) txnStateLocked(p *partition) (*producerstate.State, error) {
-	if p.txnLoaded {
-		return p.producers, nil
-	}
-	st := producerstate.New()
-	var aborted []abortedTxn
-	err := scanBatches(p, p.log.LogStartOffset(), func(h *protocol.BatchHeader, batch []byte) error {
-		if h.ProducerID < 0 {
-			return nil
-		}
-		if !h.IsControl() {
-			st.Replay(batchProducerInfo(h), h.BaseOffset, h.LastOffset(), h.MaxTimestamp)
-			return nil
-		}
-		commit, coordEpoch, err := decodeMarker(batch)
-		if err != nil {
-			return err
-		}
-		m := producerstate.Marker{ProducerID: h.ProducerID, ProducerEpoch: h.ProducerEpoch, CoordinatorEpoch: coordEpoch, Commit: commit}
-		if done, ok := st.ApplyMarker(m, h.BaseOffset, h.MaxTimestamp); ok && done.Aborted {
-			aborted = append(aborted, abortedTxn{done.ProducerID, done.FirstOffset, done.LastOffset})
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("rebuild transactions of %s-%d: %w", p.topic, p.index, err)
-	}
-	st.ExpireProducers(s.now().UnixMilli(), int64(s.cfg.ProducerIDExpirationMs))
-	p.producers = st
-	p.aborted = aborted
-	p.txnLoaded = true
-	p.updateLastStableOffsetLocked()
-	return st, nil
-}
-
-// scanBatches calls fn for every batch from offset from to the log end.
-func scanBatches(p *partition, from int64, fn func(h *protocol.BatchHeader, batch []byte) error) error {
-	end := p.log.LogEndOffset()
-	for off := from; off < end; {
-		rr, err := p.log.Read(off, 1<<20, end, true)
-		if err != nil {
-			return err
-		}
-		if len(rr.Data) == 0 {
-			return nil
-		}
-		for data := rr.Data; len(data) > 0; {
-			batch, rest, h, err := protocol.NextBatch(data)
-			if err != nil {
-				return err
-			}
-			data = rest
-			off = h.LastOffset() + 1
-			if h.LastOffset() < from {
-				continue
-			}
-			if err := fn(&h, batch); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
+	return s.producerStateLocked(p)
 }
 
 // decodeMarker reads a control batch's marker: commit or abort, and the
@@ -144,18 +83,18 @@ func (s *Server) lastStableOffset(p *partition) (int64, error) {
 }
 
 // abortedIn lists the aborted transactions that overlap [from, to), which
-// a read_committed fetch returns with the records.
-func (s *Server) abortedIn(p *partition, from, to int64) []abortedTxn {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	i := sort.Search(len(p.aborted), func(i int) bool { return p.aborted[i].LastOffset >= from })
-	var out []abortedTxn
-	for ; i < len(p.aborted); i++ {
-		if p.aborted[i].FirstOffset < to {
-			out = append(out, p.aborted[i])
-		}
+// a read_committed fetch returns with the records, from the log's
+// transaction indexes.
+func (s *Server) abortedIn(p *partition, from, to int64) ([]abortedTxn, error) {
+	txns, err := p.log.CollectAbortedTxns(from, to)
+	if err != nil {
+		return nil, err
 	}
-	return out
+	out := make([]abortedTxn, len(txns))
+	for i, t := range txns {
+		out[i] = abortedTxn{ProducerID: t.ProducerID, FirstOffset: t.FirstOffset, LastOffset: t.LastOffset}
+	}
+	return out, nil
 }
 
 // appendTransactional appends a transactional batch (a producer's, or the
@@ -180,7 +119,7 @@ func (s *Server) appendTransactional(p *partition, batch []byte, nowMs int64) (i
 	}
 	// Known before it is published, as in appendIdempotent.
 	first := p.log.LogEndOffset()
-	st.Replay(batchProducerInfo(&h), first, first+int64(h.LastOffsetDelta), h.MaxTimestamp)
+	st.Update(batchProducerInfo(&h), first, first+int64(h.LastOffsetDelta), h.MaxTimestamp)
 	last, err := s.appendLocked(p, batch, nowMs)
 	if err != nil {
 		return 0, err

@@ -41,9 +41,8 @@ func (s *Server) startTxnCoordinator() error {
 	cfg.TransactionalIDExpirationMs = int64(s.cfg.TransactionalIDExpirationMs)
 	cfg.AbortTimedOutTransactionCleanupIntervalMs = int64(s.cfg.TransactionAbortTimedOutTransactionCleanupIntervalMs)
 	cfg.RemoveExpiredTransactionalIDCleanupIntervalMs = int64(s.cfg.TransactionRemoveExpiredTransactionCleanupIntervalMs)
-	// transaction.version is not advertised: clients add partitions
-	// themselves (AddPartitionsToTxn), and EndTxn bumps no epoch.
-	cfg.TransactionVersion = 0
+	// The finalized transaction.version (18_api_versions.go).
+	cfg.TransactionVersion = transactionVersion
 	cfg.Logger = s.log.With("component", "transactions")
 	coord, err := txn.New(cfg, txn.Deps{
 		Store:   internalStore{s, txnStateTopic},
@@ -142,7 +141,7 @@ func (s *Server) writeMarker(ctx context.Context, topic string, partition int32,
 
 // writeMarkerLocal appends a commit or abort control batch for a producer to a
 // partition this node leads, completes the producer's transaction there
-// (moving the last stable offset, recording an aborted transaction), and
+// (moving the last stable offset; the log indexes an aborted one), and
 // waits until the marker is committed.
 func (s *Server) writeMarkerLocal(ctx context.Context, topic string, partition int32, m producerstate.Marker) error {
 	p := s.leaderPartition(topic, partition)
@@ -177,9 +176,9 @@ func (s *Server) writeMarkerLocal(ctx context.Context, topic string, partition i
 		offset, err = s.appendLocked(p, batch, now)
 	}
 	if err == nil {
-		if done, ok := st.ApplyMarker(m, offset, now); ok && done.Aborted {
-			p.aborted = append(p.aborted, abortedTxn{ProducerID: done.ProducerID, FirstOffset: done.FirstOffset, LastOffset: done.LastOffset})
-		}
+		// The log indexed an aborted transaction as it appended the
+		// marker (storage's .txnindex).
+		st.ApplyMarker(m, offset, now)
 		p.updateLastStableOffsetLocked()
 	}
 	p.mu.Unlock()

@@ -138,6 +138,7 @@ type Broker struct {
 	GroupConsumerMinHeartbeatIntervalMs int32
 	GroupConsumerMaxHeartbeatIntervalMs int32
 	GroupConsumerMaxSize                int32
+	GroupConsumerMigrationPolicy        string
 	OffsetsTopicNumPartitions           int32
 	OffsetsTopicReplicationFactor       int16
 	OffsetsTopicSegmentBytes            int32

@@ -3,6 +3,7 @@ package config
 import (
 	"math"
 	"strconv"
+	"strings"
 )
 
 // brokerKey describes one broker property: Kafka's name, type, default and
@@ -397,6 +398,9 @@ var brokerKeys = []brokerKey{
 	{name: "group.consumer.max.size", typ: TypeInt, dflt: maxInt, check: atLeast(1),
 		doc: "The most members of one consumer-protocol group.",
 		set: func(b *Broker, v value) { b.GroupConsumerMaxSize = int32(v.i) }},
+	{name: "group.consumer.migration.policy", typ: TypeString, dflt: "bidirectional", check: oneOfFold("disabled", "upgrade", "downgrade", "bidirectional"),
+		doc: "Which online conversions between classic and consumer-protocol groups are allowed: disabled, upgrade, downgrade or bidirectional.",
+		set: func(b *Broker, v value) { b.GroupConsumerMigrationPolicy = strings.ToLower(v.s) }},
 	{name: "offsets.topic.num.partitions", typ: TypeInt, dflt: "50", check: atLeast(1),
 		doc: "The partitions of __consumer_offsets; do not change it once the topic exists.",
 		set: func(b *Broker, v value) { b.OffsetsTopicNumPartitions = int32(v.i) }},

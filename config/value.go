@@ -233,6 +233,18 @@ func oneOf(valid ...string) validator {
 	}
 }
 
+// oneOfFold is Kafka's CaseInsensitiveValidString.
+func oneOfFold(valid ...string) validator {
+	return func(name, raw string, v value) error {
+		for _, ok := range valid {
+			if strings.EqualFold(v.s, ok) {
+				return nil
+			}
+		}
+		return invalid(name, raw, "String must be one of (case insensitive): %s", strings.Join(valid, ", "))
+	}
+}
+
 // listOf is Kafka's ValidList: no empty or duplicate elements and, when
 // valid is not empty, every element one of valid. nonEmpty rejects the
 // empty list.

@@ -50,6 +50,10 @@ type Controller struct {
 	lastContact  map[int32]time.Time // last heartbeat (or registration) per broker
 	shuttingDown map[int32]bool      // brokers in controlled shutdown
 	nextBalance  time.Time           // next preferred-leader and unclean check
+
+	// offline are the partitions each broker reported on offline log
+	// dirs (offline_dirs.go); kept across terms, made when first needed.
+	offline map[int32]*offlineReplicas
 }
 
 // ControllerConfig holds the settings of the active controller.

@@ -2,6 +2,7 @@ package raftmeta
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -25,6 +26,12 @@ type BrokerHeartbeat struct {
 	// broker's leaderships away and answers ShouldShutdown once none is
 	// left.
 	WantShutdown bool
+	// OfflinePartitions are the partitions this broker holds on log dirs
+	// that have gone offline after a disk error (KIP-858's
+	// OfflineLogDirs, by partition: see offline_dirs.go). Every heartbeat
+	// carries the whole list; the controller moves their leadership and
+	// ISR membership to other replicas.
+	OfflinePartitions []TopicIDPartition
 }
 
 // BrokerHeartbeatResult is the controller's answer to a heartbeat.
@@ -53,7 +60,10 @@ func (c *Controller) periodicInterval() time.Duration {
 // activate resets the controller's soft state when its node has become the
 // active controller in a new term: every broker gets a full session from
 // now, as Kafka's BrokerHeartbeatManager gives on activation, and
-// controlled shutdowns are learnt again from the next heartbeats.
+// controlled shutdowns are learnt again from the next heartbeats. The
+// offline log dirs brokers reported are kept: they belong to broker
+// epochs, which a new term does not change, and the next heartbeats
+// repeat them anyway.
 func (c *Controller) activate() {
 	term := c.node.activeTerm.Load()
 	if term == c.term {
@@ -130,6 +140,7 @@ func (c *Controller) fence(id int32) error {
 // BrokerHeartbeatManager does. It fails with BROKER_ID_NOT_REGISTERED for
 // an unknown broker and STALE_BROKER_EPOCH for an old registration.
 func (c *Controller) BrokerHeartbeat(ctx context.Context, hb BrokerHeartbeat) (BrokerHeartbeatResult, error) {
+	hb.OfflinePartitions = slices.Clone(hb.OfflinePartitions)
 	var res BrokerHeartbeatResult
 	var out error
 	if err := c.do(ctx, func() { res, out = c.brokerHeartbeat(hb) }); err != nil {
@@ -152,6 +163,14 @@ func (c *Controller) brokerHeartbeat(hb BrokerHeartbeat) (BrokerHeartbeatResult,
 		return BrokerHeartbeatResult{}, apiError(kerr.StaleBrokerEpoch, "Expected broker epoch %d, but got broker epoch %d", b.Epoch, hb.BrokerEpoch)
 	}
 	c.lastContact[hb.BrokerID] = c.cfg.Now()
+	// Partitions on offline log dirs move first, so that an unfencing
+	// below elects no leader on them. Repeated lists change nothing.
+	if offline := c.noteOffline(img, b, hb.OfflinePartitions); len(offline) > 0 {
+		if err := c.proposeChunked(c.removeOffline(img, b.ID, offline)); err != nil {
+			return BrokerHeartbeatResult{}, err
+		}
+		img = c.node.Image()
+	}
 	// The broker's epoch is at or below the index of its registration
 	// entry, so reaching it means the broker has read its registration.
 	caughtUp := hb.CurrentMetadataOffset >= b.Epoch

@@ -160,7 +160,7 @@ func (c *Controller) planReassignment(img *Image, topic string, target ReassignP
 	}
 	p := t.Partitions[target.Partition]
 	b := partitionChange{topicID: t.ID, p: p, targetISR: p.ISR, election: electOnline,
-		acceptable: func(r int32) bool { return c.activeBroker(img, r) }}
+		acceptable: c.onlineFor(img, t.ID, target.Partition, func(r int32) bool { return c.activeBroker(img, r) })}
 	if target.Replicas == nil {
 		if !p.Reassigning() {
 			return nil, apiError(kerr.NoReassignmentInProgress, "No partition reassignment is in progress.")

@@ -186,7 +186,7 @@ func (c *Controller) removeFromISRs(img *Image, id int32) []Record {
 			if !slices.Contains(p.ISR, id) && p.Leader != id {
 				continue
 			}
-			b := partitionChange{topicID: t.ID, p: p, election: election, acceptable: acceptable,
+			b := partitionChange{topicID: t.ID, p: p, election: election, acceptable: c.onlineFor(img, t.ID, p.Partition, acceptable),
 				targetISR: slices.DeleteFunc(slices.Clone(p.ISR), func(r int32) bool { return r == id })}
 			if rec := b.build(); rec != nil {
 				recs = append(recs, rec)
@@ -211,7 +211,7 @@ func (c *Controller) electLeaderless(img *Image, id int32) []Record {
 			if p.Leader != NoLeader {
 				continue
 			}
-			b := partitionChange{topicID: t.ID, p: p, election: election, acceptable: acceptable, targetISR: p.ISR}
+			b := partitionChange{topicID: t.ID, p: p, election: election, acceptable: c.onlineFor(img, t.ID, p.Partition, acceptable), targetISR: p.ISR}
 			if rec := b.build(); rec != nil {
 				recs = append(recs, rec)
 			}
@@ -252,7 +252,8 @@ func (c *Controller) proposeChunked(recs []Record) error {
 // behind), a lower leader epoch FENCED_LEADER_EPOCH and a lower partition
 // epoch INVALID_UPDATE_VERSION. The new ISR must be drawn from the
 // replicas and hold the leader (INVALID_REQUEST), and every member must be
-// registered, unfenced and not shutting down (INELIGIBLE_REPLICA).
+// registered, unfenced, not shutting down and not holding the partition on
+// a log dir it reported offline (INELIGIBLE_REPLICA).
 func (c *Controller) AlterPartition(ctx context.Context, topicID [16]byte, partition, leaderEpoch, partitionEpoch int32, newISR []int32) (PartitionImage, error) {
 	newISR = slices.Clone(newISR)
 	var p PartitionImage
@@ -303,6 +304,8 @@ func (c *Controller) alterPartition(topicID [16]byte, partition, leaderEpoch, pa
 			ineligible = append(ineligible, strconv.Itoa(int(r))+" (shutting down)")
 		case b.Fenced:
 			ineligible = append(ineligible, strconv.Itoa(int(r))+" (fenced)")
+		case c.replicaOffline(img, topicID, partition, r):
+			ineligible = append(ineligible, strconv.Itoa(int(r))+" (log dir offline)")
 		}
 	}
 	if len(ineligible) > 0 {
@@ -317,7 +320,7 @@ func (c *Controller) alterPartition(topicID [16]byte, partition, leaderEpoch, pa
 		election = electUnclean
 	}
 	b := partitionChange{topicID: topicID, p: p, targetISR: newISR, election: election,
-		acceptable: func(r int32) bool { return c.activeBroker(img, r) }}
+		acceptable: c.onlineFor(img, topicID, partition, func(r int32) bool { return c.activeBroker(img, r) })}
 	rec := b.build()
 	if rec == nil {
 		return clonePartition(p), nil
@@ -458,7 +461,7 @@ func (c *Controller) electOne(img *Image, typ ElectionType, topic string, partit
 		return nil, &Error{Code: kerr.ElectionNotNeeded}
 	}
 	b := partitionChange{topicID: t.ID, p: p, targetISR: p.ISR, election: electPreferred,
-		acceptable: func(r int32) bool { return c.activeBroker(img, r) }}
+		acceptable: c.onlineFor(img, t.ID, partition, func(r int32) bool { return c.activeBroker(img, r) })}
 	if typ == ElectUnclean {
 		b.election = electUnclean
 	}
@@ -508,7 +511,7 @@ func (c *Controller) rebalance() {
 			if n.elsewhere*100 <= pct*n.preferred {
 				continue
 			}
-			b := partitionChange{topicID: t.ID, p: p, targetISR: p.ISR, election: electPreferred, acceptable: acceptable}
+			b := partitionChange{topicID: t.ID, p: p, targetISR: p.ISR, election: electPreferred, acceptable: c.onlineFor(img, t.ID, p.Partition, acceptable)}
 			if rec := b.build(); rec != nil && rec.Leader == p.Replicas[0] {
 				recs = append(recs, rec)
 			}
@@ -538,7 +541,7 @@ func (c *Controller) electUncleanLeaders() {
 			if p.Leader != NoLeader {
 				continue
 			}
-			b := partitionChange{topicID: t.ID, p: p, targetISR: p.ISR, election: electUnclean, acceptable: acceptable}
+			b := partitionChange{topicID: t.ID, p: p, targetISR: p.ISR, election: electUnclean, acceptable: c.onlineFor(img, t.ID, p.Partition, acceptable)}
 			if rec := b.build(); rec != nil {
 				recs = append(recs, rec)
 			}

@@ -465,6 +465,12 @@ func decodeElectLeadersResp(b []byte) ([]ElectLeadersTopicResult, error, error) 
 	return res, callErr, d.finish("ElectLeaders response")
 }
 
+// encodeHeartbeatReq writes a heartbeat. The offline partitions, added
+// after the first version, follow the other fields and are left out when
+// there are none, so a healthy broker's heartbeat is byte for byte what a
+// controller from before them reads. Such a controller refuses (as
+// trailing bytes) only a heartbeat that lists some, which it could not
+// act on anyway.
 func encodeHeartbeatReq(hb BrokerHeartbeat) []byte {
 	e := encoder{}
 	e.int32(hb.BrokerID)
@@ -472,12 +478,27 @@ func encodeHeartbeatReq(hb BrokerHeartbeat) []byte {
 	e.int64(hb.CurrentMetadataOffset)
 	e.bool(hb.WantFence)
 	e.bool(hb.WantShutdown)
+	if len(hb.OfflinePartitions) > 0 {
+		e.uvarint(uint64(len(hb.OfflinePartitions)))
+		for _, tp := range hb.OfflinePartitions {
+			e.uuid(tp.TopicID)
+			e.int32(tp.Partition)
+		}
+	}
 	return e.buf
 }
 
 func decodeHeartbeatReq(b []byte) (BrokerHeartbeat, error) {
 	d := decoder{buf: b}
 	hb := BrokerHeartbeat{BrokerID: d.int32(), BrokerEpoch: d.int64(), CurrentMetadataOffset: d.int64(), WantFence: d.bool(), WantShutdown: d.bool()}
+	if d.err == nil && len(d.buf) > 0 {
+		// A topic ID and a partition take at least 17 bytes.
+		n := d.count(17)
+		hb.OfflinePartitions = make([]TopicIDPartition, 0, n)
+		for i := 0; i < n && d.err == nil; i++ {
+			hb.OfflinePartitions = append(hb.OfflinePartitions, TopicIDPartition{TopicID: d.uuid(), Partition: d.int32()})
+		}
+	}
 	return hb, d.finish("BrokerHeartbeat request")
 }
 

@@ -23,6 +23,10 @@ type cleaning struct {
 	res      CleanResult
 	lastRecs map[int64]LastRecord
 	aborted  []abortedTxn
+	// The transaction index entries of the segments being cleaned, by
+	// marker offset, and those the cleaned segment keeps.
+	srcTxns  map[int64]AbortedTxn
+	destTxns []AbortedTxn
 }
 
 // cleanLog is Kafka's Cleaner.doClean. It maps the latest offset of every
@@ -359,6 +363,9 @@ func (cl *cleaning) cleanSegments(group []*segment, tracker *txnTracker, roundEn
 		}
 	}()
 	w := &segmentWriter{seg: dest, cfg: cl.cfg, throttle: cl.c.throttle.maybeThrottle, buf: make([]byte, 0, cl.c.cfg.IOBufferSize)}
+	if err := cl.loadGroupTxns(group); err != nil {
+		return err
+	}
 	for _, s := range group {
 		if err := cl.cleanInto(s, w, tracker, roundEnd); err != nil {
 			return err
@@ -373,6 +380,9 @@ func (cl *cleaning) cleanSegments(group []*segment, tracker *txnTracker, roundEn
 	dest.mu.Lock()
 	dest.addFinalTimeEntryLocked()
 	err = dest.rewriteIndexFilesLocked()
+	if err == nil {
+		err = dest.replaceTxnIndexLocked(cl.destTxns)
+	}
 	dest.mu.Unlock()
 	if err != nil {
 		return err
@@ -477,8 +487,17 @@ func (cl *cleaning) cleanInto(src *segment, w *segmentWriter, tracker *txnTracke
 		// Kafka's checkBatchRetention.
 		var canDiscard, discardRecords bool
 		if h.IsControl() {
-			canDiscard = tracker.onControlBatch(&h, controlType(cl.recs))
+			typ := controlType(cl.recs)
+			canDiscard = tracker.onControlBatch(&h, typ)
 			discardRecords = canDiscard && hasDeleteHorizon(&h) && h.FirstTimestamp <= cl.nowMs
+			if typ == controlAbort && !canDiscard {
+				// The marker stays because batches of its transaction
+				// were seen, and so does its index entry (Kafka's
+				// CleanedTransactionMetadata.onControlBatchRead).
+				if t, ok := cl.srcTxns[h.LastOffset()]; ok && t.ProducerID == h.ProducerID {
+					cl.destTxns = append(cl.destTxns, t)
+				}
+			}
 		} else {
 			canDiscard = tracker.onBatch(&h)
 			discardRecords = canDiscard
@@ -637,5 +656,21 @@ func (w *segmentWriter) write(b []byte) error {
 	w.written += int64(len(b))
 	w.seg.size.Store(w.written)
 	w.throttle(len(b))
+	return nil
+}
+
+// loadGroupTxns gathers the transaction index entries of the segments a
+// cleaning rewrites into one, for the entries the cleaned segment keeps.
+func (cl *cleaning) loadGroupTxns(group []*segment) error {
+	cl.srcTxns, cl.destTxns = map[int64]AbortedTxn{}, nil
+	for _, s := range group {
+		entries, err := s.txnEntries()
+		if err != nil {
+			return fmt.Errorf("segment %d: %w", s.base, err)
+		}
+		for _, t := range entries {
+			cl.srcTxns[t.LastOffset] = t
+		}
+	}
 	return nil
 }

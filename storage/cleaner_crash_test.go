@@ -254,7 +254,7 @@ func TestSwapRecovery(t *testing.T) {
 			files: func(t *testing.T, fsys vfs.FS, seg map[int64][]byte) {
 				write(t, fsys, segFile(0, logSuffix+swapFileSuffix), seg[3])
 				for _, base := range []int64{0, 3} {
-					for _, ext := range segmentExts {
+					for _, ext := range []string{logSuffix, indexSuffix, timeIndexSuffix} {
 						if err := fsys.Rename(segFile(base, ext), segFile(base, ext)+deletedFileSuffix); err != nil {
 							t.Fatal(err)
 						}

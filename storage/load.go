@@ -29,7 +29,7 @@ func (m *Manager) loadLog(parent string, tp TopicPartition, rpCkpt, lsoCkpt int6
 	if err != nil {
 		return nil, err
 	}
-	files := map[string]map[int64]bool{logSuffix: {}, indexSuffix: {}, timeIndexSuffix: {}}
+	files := map[string]map[int64]bool{logSuffix: {}, indexSuffix: {}, timeIndexSuffix: {}, txnIndexSuffix: {}}
 	var topicID [16]byte
 	for _, e := range ents {
 		name := e.Name()
@@ -45,7 +45,7 @@ func (m *Manager) loadLog(parent string, tp TopicPartition, rpCkpt, lsoCkpt int6
 		}
 	}
 	// Index files without a .log are orphans of a deleted segment.
-	for _, ext := range []string{indexSuffix, timeIndexSuffix} {
+	for _, ext := range []string{indexSuffix, timeIndexSuffix, txnIndexSuffix} {
 		for base := range files[ext] {
 			if !files[logSuffix][base] {
 				if err := m.fsys.Remove(segmentPath(dir, base, ext)); err != nil {
@@ -94,6 +94,7 @@ func (m *Manager) loadLog(parent string, tp TopicPartition, rpCkpt, lsoCkpt int6
 		recoverFrom = max(sort.Search(len(segs), func(i int) bool { return segs[i].base > rpCkpt })-1, 0)
 	}
 	activeRecovered := false
+	var txns *txnRebuild // follows transactions through recovered segments
 	for i := 0; i < len(segs); i++ {
 		s := segs[i]
 		missing := !files[indexSuffix][s.base] || !files[timeIndexSuffix][s.base]
@@ -109,7 +110,13 @@ func (m *Manager) loadLog(parent string, tp TopicPartition, rpCkpt, lsoCkpt int6
 			continue
 		}
 		m.recoveredSegments.Add(1)
-		cut, reason, err := s.recover(cfg, &m.recoveredBatches)
+		if txns == nil {
+			if txns, err = l.newTxnRebuild(segs, i); err != nil {
+				closeAll()
+				return nil, err
+			}
+		}
+		cut, reason, err := s.recover(cfg, &m.recoveredBatches, txns)
 		if err != nil {
 			closeAll()
 			return nil, err
@@ -143,11 +150,28 @@ func (m *Manager) loadLog(parent string, tp TopicPartition, rpCkpt, lsoCkpt int6
 		}
 		l.logger.Warn("active segment did not end cleanly; recovering it", "segment", active.base, "reason", err)
 		m.recoveredSegments.Add(1)
-		if _, _, err := active.recover(cfg, &m.recoveredBatches); err != nil {
+		if txns, err = l.newTxnRebuild(segs, len(segs)-1); err != nil {
+			closeAll()
+			return nil, err
+		}
+		if _, _, err := active.recover(cfg, &m.recoveredBatches, txns); err != nil {
 			closeAll()
 			return nil, err
 		}
 		dirDirty = true
+	}
+	leo := active.nextOffset
+	if txns != nil {
+		// Recovery followed the transactions to the log end.
+		l.txnOpen = txns.open
+		// Producer snapshots past a cut tail describe records that are
+		// gone, as Kafka's truncateAndReload drops them.
+		removed, err := l.removeProducerSnapshots(func(off int64) bool { return off > leo })
+		if err != nil {
+			closeAll()
+			return nil, err
+		}
+		dirDirty = dirDirty || removed
 	}
 	if dirDirty {
 		if err := m.fsys.SyncDir(dir); err != nil {
@@ -156,7 +180,6 @@ func (m *Manager) loadLog(parent string, tp TopicPartition, rpCkpt, lsoCkpt int6
 		}
 	}
 
-	leo := active.nextOffset
 	l.segs.Store(&segs)
 	l.leo.Store(leo)
 	l.lso.Store(min(max(lsoCkpt, segs[0].base), leo))

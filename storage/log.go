@@ -49,7 +49,10 @@ type AppendResult struct {
 // ReadResult is what Read returns: whole batches, and the log's bounds at
 // the time of the read.
 type ReadResult struct {
-	Data           []byte
+	Data []byte
+	// Slice, from ReadSlice only, holds the batches in the segment file
+	// instead of Data; the caller must Release it.
+	Slice          *FileSlice
 	LogStartOffset int64
 	LogEndOffset   int64
 }
@@ -106,6 +109,15 @@ type Log struct {
 	dirDirty bool       // directory entries changed since the last SyncDir
 	topicID  [16]byte
 	infos    []batchInfo // scratch for Append
+
+	// txnOpen is the first offset of each producer's ongoing transaction
+	// as of the log end, which the transaction index is built from; nil
+	// until an append needs it (txnindex.go). Guarded by mu.
+	txnOpen map[int64]int64
+	// snapshotTxns decodes a producer-state snapshot's ongoing
+	// transactions (ManagerConfig.ProducerSnapshotTxns); nil if none.
+	snapshotTxns func([]byte) (map[int64]int64, error)
+	rollHook     func(RollEvent) // see OnRoll; guarded by mu
 }
 
 // LogStartOffset is the first offset a reader may ask for.
@@ -244,11 +256,17 @@ func (l *Log) append(batches []byte, leaderEpoch int32, now int64) (res AppendRe
 // failure is sticky.
 func (l *Log) writeLocked(batches []byte, infos []batchInfo, res AppendResult, rollBase, now int64, cfg *LogConfig) (flush bool, err error) {
 	seg := l.active()
+	txns := hasTxnBatches(infos)
+	if txns {
+		if err := l.ensureTxnTrackerLocked(); err != nil {
+			return false, err
+		}
+	}
 	// An empty segment is rolled too if the offsets do not fit it, which
 	// a follower's batches after a gap left by compaction may not.
 	if l.shouldRollLocked(seg, int64(len(batches)), res.MaxTimestamp, res.LastOffset, now, cfg) ||
 		res.LastOffset-seg.base > math.MaxInt32 {
-		if seg, err = l.rollAtLocked(rollBase, now); err != nil {
+		if seg, err = l.rollAtLocked(rollBase, now, true); err != nil {
 			l.err = fmt.Errorf("roll %s: %w", l.tp, err)
 			return false, l.err
 		}
@@ -275,6 +293,14 @@ func (l *Log) writeLocked(batches []byte, infos []batchInfo, res AppendResult, r
 		}
 	}
 	seg.mu.Unlock()
+	if txns {
+		// Before the batches are published, so that a reader who sees
+		// an ABORT marker finds its index entry.
+		if err := l.trackAppendedTxnsLocked(seg, batches, infos, pos); err != nil {
+			l.err = fmt.Errorf("append %s: transaction index: %w", l.tp, err)
+			return false, l.err
+		}
+	}
 	seg.nextOffset = res.LastOffset + 1
 	l.leo.Store(res.LastOffset + 1)
 
@@ -345,13 +371,14 @@ func (l *Log) shouldRollLocked(seg *segment, appendBytes, maxTs, lastOffset, now
 // doing it inline keeps the recovery point exact at the cost of one fsync
 // per roll on the producer's path.)
 func (l *Log) rollLocked(now int64) (*segment, error) {
-	return l.rollAtLocked(l.leo.Load(), now)
+	return l.rollAtLocked(l.leo.Load(), now, false)
 }
 
 // rollAtLocked rolls to a new segment whose base offset is base: the log
 // end offset, or a follower's next batch past a gap (Kafka rolls at the
-// appended batches' first offset).
-func (l *Log) rollAtLocked(base, now int64) (*segment, error) {
+// appended batches' first offset). inAppend says an append rolls, for the
+// roll hook.
+func (l *Log) rollAtLocked(base, now int64, inAppend bool) (*segment, error) {
 	old := l.active()
 	old.mu.Lock()
 	old.addFinalTimeEntryLocked()
@@ -376,6 +403,9 @@ func (l *Log) rollAtLocked(base, now int64) (*segment, error) {
 	l.segs.Store(&segs)
 	storeMax(&l.rp, base)
 	l.logger.Debug("rolled segment", "partition", l.tp.String(), "base_offset", base)
+	if l.rollHook != nil {
+		l.rollHook(RollEvent{BaseOffset: base, InAppend: inAppend})
+	}
 	return seg, nil
 }
 
@@ -391,13 +421,30 @@ func (l *Log) rollAtLocked(base, now int64) (*segment, error) {
 // file.delete.delay.ms, or by a cleaning), or that overlapped a
 // truncation, starts again on the current segments.
 func (l *Log) Read(offset int64, maxBytes int32, maxOffset int64, minOneBatch bool) (ReadResult, error) {
+	return l.readRetrying(offset, maxBytes, maxOffset, minOneBatch, false)
+}
+
+// ReadSlice is Read for a caller that sends the batches to a socket.
+// Where the segment's .log is an operating-system file, it returns the
+// batches as a FileSlice of that file (sendfile can then send them without
+// a copy through user space) and Data is nil; on any other filesystem it
+// reads Data as Read does. A returned Slice must be released.
+func (l *Log) ReadSlice(offset int64, maxBytes int32, maxOffset int64, minOneBatch bool) (ReadResult, error) {
+	return l.readRetrying(offset, maxBytes, maxOffset, minOneBatch, true)
+}
+
+func (l *Log) readRetrying(offset int64, maxBytes int32, maxOffset int64, minOneBatch, slice bool) (ReadResult, error) {
 	for attempt := 0; ; attempt++ {
 		gen := l.truncations.Load()
-		res, retry, err := l.read(offset, maxBytes, maxOffset, minOneBatch)
+		res, retry, err := l.read(offset, maxBytes, maxOffset, minOneBatch, slice, gen)
 		// A truncation during the read may have shown it the log end
 		// offset of one log and the segments of another.
 		if !retry && l.truncations.Load() == gen {
 			return res, err
+		}
+		if res.Slice != nil {
+			res.Slice.Release()
+			res.Slice = nil
 		}
 		if attempt == maxReadAttempts-1 {
 			return res, fmt.Errorf("read %s at %d: segments keep changing under the read", l.tp, offset)
@@ -409,7 +456,7 @@ func (l *Log) Read(offset int64, maxBytes int32, maxOffset int64, minOneBatch bo
 // under it; each retry sees the segments of a later deletion or cleaning.
 const maxReadAttempts = 8
 
-func (l *Log) read(offset int64, maxBytes int32, maxOffset int64, minOneBatch bool) (res ReadResult, retry bool, err error) {
+func (l *Log) read(offset int64, maxBytes int32, maxOffset int64, minOneBatch, slice bool, gen int64) (res ReadResult, retry bool, err error) {
 	leo := l.leo.Load()
 	// Segments first, then the start offset: deletion raises the start
 	// offset before it drops segments, so the check below sees at least
@@ -435,6 +482,21 @@ func (l *Log) read(offset int64, maxBytes int32, maxOffset int64, minOneBatch bo
 				return res, false, fmt.Errorf("read %s: %w", l.tp, ErrClosed)
 			}
 			return res, true, nil
+		}
+		if f := vfs.OSFile(s.log); slice && f != nil {
+			pos, size, last, found, err := s.readRange(offset, maxBytes, limit, minOneBatch, cfg, l.logger)
+			if err == nil && size > 0 {
+				s.pinSendLocked()
+				res.Slice = &FileSlice{l: l, seg: s, file: f, pos: pos, size: size, lastOffset: last, gen: gen}
+			}
+			s.release()
+			if err != nil {
+				return res, false, fmt.Errorf("read %s at %d: %w", l.tp, offset, err)
+			}
+			if found {
+				return res, false, nil
+			}
+			continue
 		}
 		data, found, err := s.read(offset, maxBytes, limit, minOneBatch, cfg, l.logger)
 		s.release()
@@ -509,7 +571,11 @@ func (l *Log) flushLocked() error {
 	}
 	target := l.leo.Load()
 	segs := l.segments()
-	var toSync []*segment
+	type syncing struct {
+		seg   *segment
+		files []vfs.File
+	}
+	var toSync []syncing
 	for i, s := range segs {
 		if s.unsynced {
 			if err := s.persistIndexesLocked(); err != nil {
@@ -517,7 +583,7 @@ func (l *Log) flushLocked() error {
 				l.mu.Unlock()
 				return l.err
 			}
-			toSync = append(toSync, s)
+			toSync = append(toSync, syncing{s, s.openFilesLocked()})
 			s.unsynced = false
 		} else if i < len(segs)-1 {
 			// Rolled and synced: nothing writes its indexes again.
@@ -533,11 +599,11 @@ func (l *Log) flushLocked() error {
 	for _, s := range toSync {
 		// A segment deleted meanwhile (file.delete.delay.ms of 0) has
 		// nothing left to make durable.
-		if !s.acquire() {
+		if !s.seg.acquire() {
 			continue
 		}
-		err := s.syncFiles()
-		s.release()
+		err := syncAll(s.files)
+		s.seg.release()
 		if err != nil {
 			return l.setErr(fmt.Errorf("flush %s: %w", l.tp, err))
 		}

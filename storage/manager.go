@@ -45,6 +45,13 @@ type ManagerConfig struct {
 	// recovery needs (index.interval.bytes, segment.index.bytes) before
 	// the broker calls GetOrCreateLog or SetConfig. nil: DefaultLogConfig.
 	TopicConfig func(topic string) LogConfig
+	// ProducerSnapshotTxns decodes a producer-state snapshot file
+	// (<offset>.snapshot, which the broker writes) into the first offset
+	// of each producer's ongoing transaction, so that the transaction
+	// index is rebuilt from the snapshot nearest below the offsets it
+	// needs rather than from the start of the log. nil: always from the
+	// start.
+	ProducerSnapshotTxns func(snapshot []byte) (map[int64]int64, error)
 }
 
 // Manager owns the log dirs: their meta.properties, checkpoint files,
@@ -59,6 +66,7 @@ type Manager struct {
 	decompress func(protocol.Codec, []byte) ([]byte, error)
 	compress   func(protocol.Codec, []byte, []byte) ([]byte, error)
 	topicCfg   func(string) LogConfig
+	snapTxns   func([]byte) (map[int64]int64, error)
 	dirIDs     map[string][16]byte
 	deleter    *fileDeleter
 
@@ -104,6 +112,7 @@ func OpenManager(cfg ManagerConfig) (*Manager, error) {
 		decompress:  cfg.Decompress,
 		compress:    cfg.Compress,
 		topicCfg:    cfg.TopicConfig,
+		snapTxns:    cfg.ProducerSnapshotTxns,
 		dirIDs:      map[string][16]byte{},
 		logs:        map[TopicPartition]*Log{},
 		deleter:     &fileDeleter{},
@@ -446,6 +455,8 @@ func (m *Manager) newLog(parent string, tp TopicPartition, segs []*segment, cfg 
 		decompress: m.decompress,
 		compress:   m.compress,
 		deleter:    m.deleter,
+
+		snapshotTxns: m.snapTxns,
 	}
 	l.truncateCleanerCkpt = m.truncateCleanerCheckpoint
 	l.hw.Store(-1)

@@ -18,8 +18,10 @@ import (
 // offsets rise, truncates the .log after the last good batch, rebuilds both
 // indexes from what survived and fsyncs everything (the data may have been
 // read from a page cache that a later power loss would still drop). It
+// rebuilds the transaction index too, following the transactions through
+// txns (Kafka's LogSegment.recover with its ProducerStateManager). It
 // returns how many bytes it cut off.
-func (s *segment) recover(cfg *LogConfig, batches *atomic.Int64) (truncated int64, reason error, err error) {
+func (s *segment) recover(cfg *LogConfig, batches *atomic.Int64, txns *txnRebuild) (truncated int64, reason error, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	st, err := s.log.Stat()
@@ -44,6 +46,7 @@ func (s *segment) recover(cfg *LogConfig, batches *atomic.Int64) (truncated int6
 			break
 		}
 		batches.Add(1)
+		txns.track(&b, buf[:b.Size()])
 		info := infoOf(&b, valid)
 		s.indexBatchLocked(info, cfg, &bytesSince)
 		next = b.LastOffset() + 1
@@ -60,6 +63,9 @@ func (s *segment) recover(cfg *LogConfig, batches *atomic.Int64) (truncated int6
 	s.size.Store(valid)
 	s.addFinalTimeEntryLocked()
 	if err := s.rewriteIndexFilesLocked(); err != nil {
+		return 0, reason, fmt.Errorf("recover segment %d: %w", s.base, err)
+	}
+	if err := s.replaceTxnIndexLocked(txns.take()); err != nil {
 		return 0, reason, fmt.Errorf("recover segment %d: %w", s.base, err)
 	}
 	s.loaded = true

@@ -214,6 +214,13 @@ func (l *Log) deleteSegmentsLocked(n int, nowMs int64, cfg *LogConfig) error {
 			return l.err
 		}
 	}
+	// The producer snapshots of the deleted segments go with them, as
+	// Kafka's deleteProducerSnapshots.
+	first := rest[0].base
+	if _, err := l.removeProducerSnapshots(func(off int64) bool { return off < first }); err != nil {
+		l.err = fmt.Errorf("delete segments %s: %w", l.tp, err)
+		return l.err
+	}
 	if err := l.fsys.SyncDir(l.dir); err != nil {
 		l.err = fmt.Errorf("delete segments %s: sync dir: %w", l.tp, err)
 		return l.err

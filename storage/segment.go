@@ -32,7 +32,7 @@ const (
 )
 
 // segmentExts are a segment's files, in the order Kafka renames them.
-var segmentExts = []string{logSuffix, indexSuffix, timeIndexSuffix}
+var segmentExts = []string{logSuffix, indexSuffix, timeIndexSuffix, txnIndexSuffix}
 
 // Whether a segment holds transactional or control batches, which the
 // cleaner must scan for; unknown until a scan or an append tells.
@@ -75,6 +75,14 @@ type segment struct {
 	fileMu sync.RWMutex
 	gone   bool
 
+	// sends counts the FileSlices of this segment not yet released: their
+	// bytes are read after the read that found them returned. A segment
+	// closed for good while some are out keeps its .log open for them,
+	// and the last Release closes it; logClosed makes the close happen
+	// once.
+	sends     atomic.Int32
+	logClosed atomic.Bool
+
 	txn          atomic.Int32 // txnUnknown, txnNone or txnSome
 	rollJitterMs int64        // subtracted from segment.ms for this segment
 
@@ -86,7 +94,7 @@ type segment struct {
 	maxTsOffset int64 // last offset of the batch that has it
 
 	// Writer state, touched only under Log.mu.
-	idxFile, timeFile vfs.File // open once this process writes the indexes
+	idxFile, timeFile vfs.File // open from the first write of entries until the segment is rolled and flushed
 	offPersisted      int      // .index entries already written to the file
 	timePersisted     int      // .timeindex entries already written to the file
 	nextOffset        int64    // offset the next batch in this segment gets
@@ -95,6 +103,14 @@ type segment struct {
 	rollTsKnown       bool
 	created           int64 // ms; for segment.ms when batches carry no timestamp
 	unsynced          bool  // written since the last fsync
+
+	// The transaction index (txnindex.go): txnIdx and txnLoaded are
+	// guarded by mu, loaded on first use; txnFile and txnPersisted are
+	// writer state, as idxFile and offPersisted.
+	txnIdx       []AbortedTxn
+	txnLoaded    bool
+	txnFile      vfs.File
+	txnPersisted int
 }
 
 // createSegment creates the three empty files of a new segment. The caller
@@ -106,7 +122,7 @@ func createSegment(fsys vfs.FS, dir string, base, now int64) (*segment, error) {
 // createSegmentFiles creates a segment whose file names end in suffix
 // (the cleaner's .cleaned files).
 func createSegmentFiles(fsys vfs.FS, dir string, base, now int64, suffix string) (*segment, error) {
-	s := &segment{fsys: fsys, dir: dir, base: base, loaded: true, nextOffset: base, fileSuffix: suffix,
+	s := &segment{fsys: fsys, dir: dir, base: base, loaded: true, txnLoaded: true, nextOffset: base, fileSuffix: suffix,
 		maxTs: noTimestamp, maxTsOffset: base, created: now, rollTs: noTimestamp, rollTsKnown: true}
 	s.txn.Store(txnNone)
 	var err error
@@ -114,13 +130,18 @@ func createSegmentFiles(fsys vfs.FS, dir string, base, now int64, suffix string)
 	if s.log, err = fsys.OpenFile(s.path(logSuffix), flags, 0o644); err != nil {
 		return nil, fmt.Errorf("create segment %d: %w", base, err)
 	}
-	if s.idxFile, err = fsys.OpenFile(s.path(indexSuffix), flags, 0o644); err != nil {
-		s.close()
-		return nil, fmt.Errorf("create segment %d: %w", base, err)
-	}
-	if s.timeFile, err = fsys.OpenFile(s.path(timeIndexSuffix), flags, 0o644); err != nil {
-		s.close()
-		return nil, fmt.Errorf("create segment %d: %w", base, err)
+	// The index files are created empty, as Kafka creates them, but not
+	// held open: an idle partition then costs one file descriptor, and
+	// persistIndexesLocked opens them when it has entries to write.
+	for _, ext := range []string{indexSuffix, timeIndexSuffix} {
+		f, err := fsys.OpenFile(s.path(ext), flags, 0o644)
+		if err == nil {
+			err = f.Close()
+		}
+		if err != nil {
+			s.close()
+			return nil, fmt.Errorf("create segment %d: %w", base, err)
+		}
 	}
 	return s, nil
 }
@@ -174,7 +195,29 @@ func (s *segment) closeForGood() error {
 		return nil
 	}
 	s.gone = true
+	if s.sends.Load() > 0 {
+		return s.closeIndexFiles()
+	}
 	return s.close()
+}
+
+// pinSendLocked keeps the .log open for a FileSlice until unpinSend. The
+// caller holds the segment acquired.
+func (s *segment) pinSendLocked() { s.sends.Add(1) }
+
+// unpinSend releases a FileSlice's pin; the last one out of a segment
+// closed for good closes its .log. (A failed close of a file only read
+// from loses nothing, so its error is dropped.)
+func (s *segment) unpinSend() {
+	if s.sends.Add(-1) > 0 {
+		return
+	}
+	s.fileMu.RLock()
+	gone := s.gone
+	s.fileMu.RUnlock()
+	if gone {
+		s.closeLog()
+	}
 }
 
 // openSegment opens an existing segment's .log. Its indexes load on first
@@ -352,6 +395,9 @@ func (s *segment) rewriteIndexFilesLocked() error {
 // the index files. Entries live in memory first: a crash loses only what
 // recovery rebuilds anyway, and the hot path makes no index syscalls.
 func (s *segment) persistIndexesLocked() error {
+	if err := s.persistTxnIndexLocked(); err != nil {
+		return err
+	}
 	s.mu.RLock()
 	offNew := s.offIdx[s.offPersisted:]
 	timeNew := s.timeIdx[s.timePersisted:]
@@ -407,12 +453,25 @@ func (s *segment) openIndexFiles() error {
 	return nil
 }
 
-// syncFiles fsyncs the segment's open files.
-func (s *segment) syncFiles() error {
-	for _, f := range []vfs.File{s.log, s.idxFile, s.timeFile} {
-		if f == nil {
-			continue
+// syncFiles fsyncs the segment's open files. The caller holds Log.mu.
+func (s *segment) syncFiles() error { return syncAll(s.openFilesLocked()) }
+
+// openFilesLocked lists the segment's open files, for a caller that syncs
+// them after it lets go of Log.mu: a roll may open index files meanwhile.
+// The caller holds Log.mu.
+func (s *segment) openFilesLocked() []vfs.File {
+	var out []vfs.File
+	for _, f := range []vfs.File{s.log, s.idxFile, s.timeFile, s.txnFile} {
+		if f != nil {
+			out = append(out, f)
 		}
+	}
+	return out
+}
+
+// syncAll fsyncs files.
+func syncAll(files []vfs.File) error {
+	for _, f := range files {
 		if err := f.Sync(); err != nil {
 			return fmt.Errorf("fsync %s: %w", f.Name(), err)
 		}
@@ -423,7 +482,7 @@ func (s *segment) syncFiles() error {
 // closeIndexFiles closes the index files once nothing will write them.
 func (s *segment) closeIndexFiles() error {
 	var errs []error
-	for _, f := range []*vfs.File{&s.idxFile, &s.timeFile} {
+	for _, f := range []*vfs.File{&s.idxFile, &s.timeFile, &s.txnFile} {
 		if *f != nil {
 			if err := (*f).Close(); err != nil {
 				errs = append(errs, err)
@@ -436,13 +495,18 @@ func (s *segment) closeIndexFiles() error {
 
 // close closes all of the segment's files.
 func (s *segment) close() error {
-	err := s.closeIndexFiles()
-	if s.log != nil {
-		if cerr := s.log.Close(); cerr != nil && !errors.Is(cerr, fs.ErrClosed) {
-			err = errors.Join(err, cerr)
-		}
+	return errors.Join(s.closeIndexFiles(), s.closeLog())
+}
+
+// closeLog closes the .log, once.
+func (s *segment) closeLog() error {
+	if s.log == nil || !s.logClosed.CompareAndSwap(false, true) {
+		return nil
 	}
-	return err
+	if err := s.log.Close(); err != nil && !errors.Is(err, fs.ErrClosed) {
+		return err
+	}
+	return nil
 }
 
 // remove deletes the segment's files; the caller syncs the directory.

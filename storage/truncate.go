@@ -144,6 +144,20 @@ func (l *Log) truncateToMaint(offset int64) (bool, error) {
 	if err != nil {
 		return false, fmt.Errorf("truncate %s to %d: %w", l.tp, offset, err)
 	}
+	// Producer snapshots past the new end describe records about to go
+	// (Kafka's truncateAndReload); a stale one must never be read as the
+	// state of the records that will take their place.
+	removed, err := l.removeProducerSnapshots(func(off int64) bool { return off > plan.end })
+	if err != nil {
+		l.err = fmt.Errorf("truncate %s to %d: %w", l.tp, offset, err)
+		return false, l.err
+	}
+	if removed && len(doomed) == 0 {
+		if err := l.fsys.SyncDir(l.dir); err != nil {
+			l.err = fmt.Errorf("truncate %s: sync dir: %w", l.tp, err)
+			return false, l.err
+		}
+	}
 	if err := l.renameDeletedLocked(doomed); err != nil {
 		return false, err
 	}
@@ -163,6 +177,7 @@ func (l *Log) truncateToMaint(offset int64) (bool, error) {
 	l.leo.Store(plan.end)
 	storeMin(&l.rp, plan.end)
 	storeMin(&l.hw, plan.end) // -1, not set, stays
+	l.txnOpen = nil           // followed again from a snapshot when needed
 	l.truncations.Add(1)
 	if len(doomed) > 0 {
 		l.deleter.schedule(l, doomed, now+cfg.FileDeleteDelayMs)
@@ -184,6 +199,11 @@ func (l *Log) truncateFullyLocked(offset, now int64) error {
 			l.err = fmt.Errorf("truncate %s fully: delete segment %d: %w", l.tp, old[i].base, err)
 			return l.err
 		}
+	}
+	// No producer state survives, as Kafka's truncateFullyAndStartAt.
+	if _, err := l.removeProducerSnapshots(func(int64) bool { return true }); err != nil {
+		l.err = fmt.Errorf("truncate %s fully: %w", l.tp, err)
+		return l.err
 	}
 	seg, err := createSegment(l.fsys, l.dir, offset, now)
 	if err != nil {
@@ -207,6 +227,7 @@ func (l *Log) truncateFullyLocked(offset, now int64) error {
 	if l.hw.Load() >= 0 {
 		l.hw.Store(offset)
 	}
+	l.txnOpen = map[int64]int64{}
 	l.truncations.Add(1)
 	seg.fileMu.Unlock()
 	l.deleter.schedule(l, old, now+cfg.FileDeleteDelayMs)
@@ -346,6 +367,9 @@ func (s *segment) planTruncationLocked(offset int64, cfg *LogConfig, logger *slo
 // synced: an index entry must never point past the end of its .log. The
 // caller holds Log.mu and fileMu.
 func (s *segment) applyTruncationLocked(p segmentTruncation, now int64) error {
+	if err := s.truncateTxnIndexLocked(p.end); err != nil {
+		return fmt.Errorf("segment %d: %w", s.base, err)
+	}
 	s.mu.Lock()
 	s.offIdx = s.offIdx[:p.offEntries]
 	s.timeIdx = s.timeIdx[:p.timeEntries]
@@ -365,7 +389,10 @@ func (s *segment) applyTruncationLocked(p segmentTruncation, now int64) error {
 	if err := s.persistIndexesLocked(); err != nil {
 		return fmt.Errorf("segment %d: %w", s.base, err)
 	}
-	for _, f := range []vfs.File{s.idxFile, s.timeFile} {
+	for _, f := range []vfs.File{s.idxFile, s.timeFile, s.txnFile} {
+		if f == nil {
+			continue // no transaction index
+		}
 		if err := f.Sync(); err != nil {
 			return fmt.Errorf("fsync %s: %w", f.Name(), err)
 		}

@@ -30,6 +30,29 @@ type File interface {
 	Name() string
 }
 
+// OSFiler is implemented by a File that wraps an operating-system file
+// and may hand it out, so that its bytes can go to a socket with sendfile
+// instead of through a buffer. Files that must see every read (Faulty's,
+// MemFS's) do not implement it.
+type OSFiler interface {
+	// OSFile returns the underlying file, or nil if there is none.
+	OSFile() *os.File
+}
+
+// OSFile returns the operating-system file behind f, or nil when f is not
+// one (an in-memory file, or a wrapper that must see every read). The
+// caller must not close it, move its file offset, or use it after f is
+// closed.
+func OSFile(f File) *os.File {
+	switch f := f.(type) {
+	case *os.File:
+		return f
+	case OSFiler:
+		return f.OSFile()
+	}
+	return nil
+}
+
 // FS is a filesystem. Paths are OS paths.
 type FS interface {
 	// Create creates or truncates the named file for reading and writing.

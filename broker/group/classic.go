@@ -53,9 +53,9 @@ func (m *machine) joinGroup(ci ClientInfo, req *kmsg.JoinGroupRequest, reply fun
 	unknown := req.MemberID == ""
 	if cg := p.consumers[req.Group]; cg != nil {
 		if cg.state() != cgEmpty {
-			// Kafka 4 would admit the member into the consumer group
-			// through the classic protocol; Gregor does not.
-			reply(joinError(errInconsistentGroupProtocol, req.MemberID))
+			// The consumer group serves the member through the classic
+			// protocol.
+			m.classicJoinConsumerGroup(p, cg, ci, req, reply)
 			return
 		}
 		if !unknown {
@@ -501,6 +501,10 @@ func (m *machine) syncGroup(req *kmsg.SyncGroupRequest, reply func(*kmsg.SyncGro
 		reply(syncError(code))
 		return
 	}
+	if cg := p.consumers[req.Group]; cg != nil {
+		m.classicSyncConsumerGroup(p, cg, req, reply)
+		return
+	}
 	g := p.groups[req.Group]
 	switch {
 	case g == nil || g.is(stateEmpty):
@@ -637,6 +641,9 @@ func (m *machine) heartbeat(req *kmsg.HeartbeatRequest) int16 {
 	case code != 0:
 		return code
 	}
+	if cg := p.consumers[req.Group]; cg != nil {
+		return m.classicHeartbeatConsumerGroup(cg, req)
+	}
 	g := p.groups[req.Group]
 	if g == nil {
 		return errUnknownMemberID
@@ -755,20 +762,31 @@ func (m *machine) leaveOne(g *classicGroup, id kmsg.LeaveGroupRequestMember) int
 // with no member id) removes one; other identities answer
 // UNKNOWN_MEMBER_ID as the classic protocol knows no such member.
 func (m *machine) leaveConsumerGroup(p *partitionState, g *consumerGroup, identities []kmsg.LeaveGroupRequestMember, resp *kmsg.LeaveGroupResponse, reply func(*kmsg.LeaveGroupResponse)) {
+	// classicGroupLeaveToConsumerGroup: classic members leave; a member
+	// named by instance id alone is removed by an administrator. Leaving
+	// this way never downgrades the group.
 	op := &consumerOp{p: p, g: g}
 	for _, id := range identities {
 		code := errUnknownMemberID
-		if id.InstanceID != nil {
-			mem := g.staticMember(id.InstanceID)
+		var mem *consumerMember
+		if id.InstanceID == nil {
+			if mem = g.members[id.MemberID]; mem != nil && !mem.usesClassicProtocol() {
+				mem = nil
+			}
+		} else {
+			mem = g.staticMember(id.InstanceID)
 			switch {
 			case mem == nil:
 			case id.MemberID != "" && id.MemberID != mem.id:
-				code = errFencedInstanceID
-			case id.MemberID == "":
-				m.log.Info("static member removed from the consumer group by LeaveGroup", "group", g.id, "member", mem.id, "instance", *id.InstanceID)
-				m.fenceConsumerMember(op, mem)
-				code = 0
+				code, mem = errFencedInstanceID, nil
+			case id.MemberID != "" && !mem.usesClassicProtocol():
+				mem = nil
 			}
+		}
+		if mem != nil {
+			m.log.Info("member left the consumer group by LeaveGroup", "group", g.id, "member", mem.id)
+			m.removeConsumerMember(op, mem)
+			code = 0
 		}
 		resp.Members = append(resp.Members, leaveResult(id, code))
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"strings"
 	"time"
 )
 
@@ -50,6 +51,11 @@ type Config struct {
 	// assignors members may ask for, among "uniform" and "range"; the
 	// first is the default.
 	ConsumerGroupAssignors []string
+	// ConsumerGroupMigrationPolicy is group.consumer.migration.policy:
+	// "bidirectional" (the default), "upgrade", "downgrade" or "disabled",
+	// which online conversions between a live classic group and a
+	// consumer group are allowed. Empty groups convert either way.
+	ConsumerGroupMigrationPolicy string
 	// Topics is the broker's view of the topics, which consumer groups
 	// assign. Nil means no topics exist. Call Coordinator.TopicsChanged
 	// after the view changes.
@@ -92,6 +98,7 @@ func DefaultConfig() Config {
 		ConsumerGroupHeartbeatIntervalMs: 5000,
 		ConsumerGroupMaxSize:             math.MaxInt32,
 		ConsumerGroupAssignors:           []string{uniformAssignorName, rangeAssignorName},
+		ConsumerGroupMigrationPolicy:     MigrationBidirectional,
 	}
 }
 
@@ -123,6 +130,11 @@ func (c Config) validate() error {
 		return fmt.Errorf("group.consumer.max.size %d must be positive", c.ConsumerGroupMaxSize)
 	case len(c.ConsumerGroupAssignors) == 0:
 		return fmt.Errorf("group.consumer.assignors must name at least one assignor")
+	}
+	switch strings.ToLower(c.ConsumerGroupMigrationPolicy) {
+	case MigrationDisabled, MigrationUpgrade, MigrationDowngrade, MigrationBidirectional:
+	default:
+		return fmt.Errorf("group.consumer.migration.policy %q must be one of disabled, upgrade, downgrade, bidirectional", c.ConsumerGroupMigrationPolicy)
 	}
 	for _, name := range c.ConsumerGroupAssignors {
 		if assignorByName(name) == nil {

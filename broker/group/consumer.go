@@ -68,12 +68,20 @@ func (m *machine) consumerGroupHeartbeat(ci ClientInfo, req *kmsg.ConsumerGroupH
 	})
 }
 
-// validateHeartbeat is throwIfConsumerGroupHeartbeatRequestIsInvalid.
+// validateHeartbeat is throwIfConsumerGroupHeartbeatRequestIsInvalid, with
+// its checks in Kafka's order so that a request with several faults gets
+// Kafka's answer. An invalid regex is found later, as in Kafka, once the
+// group and the member are known (checkRegex).
 func (m *machine) validateHeartbeat(req *kmsg.ConsumerGroupHeartbeatRequest) *hbError {
 	invalid := func(msg string) *hbError { return &hbError{code: errInvalidRequest, msg: msg} }
+	// Kafka's throwIfEmptyString: null passes, blank (after trim) fails.
 	blank := func(s *string) bool { return s != nil && strings.TrimSpace(*s) == "" }
 	switch {
-	case strings.TrimSpace(req.Group) == "":
+	case (req.Version >= 1 || req.MemberEpoch > 0 || req.MemberEpoch == leaveEpoch) && blank(&req.MemberID):
+		// From v1 the client generates its member id; before, only a
+		// member that has one (epoch > 0) or leaves must send it.
+		return invalid("MemberId can't be empty.")
+	case blank(&req.Group):
 		return invalid("GroupId can't be empty.")
 	case blank(req.InstanceID):
 		return invalid("InstanceId can't be empty.")
@@ -83,9 +91,6 @@ func (m *machine) validateHeartbeat(req *kmsg.ConsumerGroupHeartbeatRequest) *hb
 		req.SubscribedTopicRegex != nil && len(*req.SubscribedTopicRegex) > math.MaxInt16:
 		// They go into record keys, whose strings have int16 lengths.
 		return invalid("GroupId, MemberId, InstanceId and SubscribedTopicRegex must be at most 32767 bytes.")
-	case req.Version >= 1 && strings.TrimSpace(req.MemberID) == "":
-		// From v1 the client generates its member id.
-		return invalid("MemberId can't be empty.")
 	}
 	switch {
 	case req.MemberEpoch == joinEpoch:
@@ -95,6 +100,8 @@ func (m *machine) validateHeartbeat(req *kmsg.ConsumerGroupHeartbeatRequest) *hb
 		if req.Topics == nil || len(req.Topics) > 0 {
 			return invalid("TopicPartitions must be empty when (re-)joining.")
 		}
+		// An empty list of names or an empty regex is accepted: the
+		// member is in the group, subscribed to nothing.
 		if req.SubscribedTopicNames == nil && req.SubscribedTopicRegex == nil {
 			return invalid("Either SubscribedTopicNames or SubscribedTopicRegex must be non-null when (re-)joining.")
 		}
@@ -102,27 +109,26 @@ func (m *machine) validateHeartbeat(req *kmsg.ConsumerGroupHeartbeatRequest) *hb
 		if req.InstanceID == nil {
 			return invalid("InstanceId can't be null.")
 		}
-		if strings.TrimSpace(req.MemberID) == "" {
-			return invalid("MemberId can't be empty.")
-		}
 	case req.MemberEpoch < staticLeaveEpoch:
 		return invalid("MemberEpoch is invalid.")
-	default:
-		if strings.TrimSpace(req.MemberID) == "" {
-			return invalid("MemberId can't be empty.")
-		}
 	}
 	if req.RebalanceTimeoutMillis < -1 {
+		// Kafka takes any value here; a negative timeout would arm a
+		// timer that fires at once, so Gregor refuses it.
 		return invalid("RebalanceTimeoutMs is invalid.")
 	}
 	if req.ServerAssignor != nil && !slices.Contains(m.cfg.ConsumerGroupAssignors, *req.ServerAssignor) {
 		return &hbError{code: errUnsupportedAssignor, msg: fmt.Sprintf("ServerAssignor %s is not supported. Supported assignors: %s.",
 			*req.ServerAssignor, strings.Join(m.cfg.ConsumerGroupAssignors, ", "))}
 	}
-	if req.SubscribedTopicRegex != nil && *req.SubscribedTopicRegex != "" {
-		if _, err := compileTopicRegex(*req.SubscribedTopicRegex); err != nil {
-			return &hbError{code: errInvalidRegularExpression, msg: fmt.Sprintf("SubscribedTopicRegex `%s` is not a valid regular expression: %v.", *req.SubscribedTopicRegex, err)}
-		}
+	return nil
+}
+
+// checkRegex is throwIfRegularExpressionIsInvalid, which Kafka applies when
+// a member's regex changes, after the group and member checks.
+func checkRegex(expr string) *hbError {
+	if _, err := compileTopicRegex(expr); err != nil {
+		return &hbError{code: errInvalidRegularExpression, msg: fmt.Sprintf("SubscribedTopicRegex `%s` is not a valid regular expression: %v.", expr, err)}
 	}
 	return nil
 }
@@ -142,9 +148,12 @@ type consumerOp struct {
 	// snap is the group before the change; nil when the op created it.
 	snap *consumerGroup
 	// replaced is the empty classic group a new consumer group took the
-	// place of.
+	// place of; upgraded the live one it was converted from.
 	replaced *classicGroup
-	seq      uint64
+	upgraded *classicGroup
+	// downgraded is the classic group the consumer group became.
+	downgraded *classicGroup
+	seq        uint64
 }
 
 // begin snapshots the group before its first change in an op.
@@ -179,6 +188,12 @@ func (m *machine) finishConsumerOp(op *consumerOp, done func(error)) {
 
 func (m *machine) undoConsumerOp(op *consumerOp) {
 	g := op.g
+	if op.downgraded != nil {
+		if g.seq == op.seq {
+			m.undoDowngrade(op)
+		}
+		return
+	}
 	if !m.currentConsumer(g) || g.seq != op.seq {
 		return
 	}
@@ -192,9 +207,16 @@ func (m *machine) undoConsumerOp(op *consumerOp) {
 	// it replaced, with the offsets.
 	delete(op.p.consumers, g.id)
 	g.dead = true
+	if c := op.upgraded; c != nil {
+		m.restoreUpgraded(op.p, c, g)
+		return
+	}
 	if c := op.replaced; c != nil {
 		c.offsetStore = g.offsetStore
 		c.state = stateEmpty
+		// Its timers went with it: ids handed out with
+		// MEMBER_ID_REQUIRED would never expire.
+		clear(c.pendingJoin)
 		op.p.groups[g.id] = c
 	}
 }
@@ -210,16 +232,29 @@ func (m *machine) consumerHeartbeat(p *partitionState, ci ClientInfo, req *kmsg.
 	joining := req.MemberEpoch == joinEpoch
 	op := &consumerOp{p: p, g: p.consumers[req.Group]}
 	if op.g == nil {
-		if c := p.groups[req.Group]; c != nil {
-			if !joining || !c.is(stateEmpty) || len(c.pendingJoin) > 0 {
-				// Gregor does not convert a live classic group.
-				return nil, nil, &hbError{code: errGroupIDNotFound, msg: fmt.Sprintf("Group %s is not a consumer group.", req.Group)}
-			}
-			op.replaced = c
-		} else if !joining {
+		// Kafka's getOrMaybeCreateConsumerGroup: an empty classic group
+		// gives way whatever group.consumer.migration.policy says; a live
+		// one is converted by an online upgrade if the policy allows.
+		c := p.groups[req.Group]
+		switch {
+		case c == nil && !joining:
 			return nil, nil, &hbError{code: errGroupIDNotFound, msg: fmt.Sprintf("Consumer group %s not found.", req.Group)}
+		case c == nil:
+			op.g = newConsumerGroup(req.Group, p.id)
+		case joining && c.is(stateEmpty):
+			op.replaced = c
+			op.g = newConsumerGroup(req.Group, p.id)
+		case joining && m.canUpgrade(c):
+			g, err := m.fromClassicGroup(c)
+			if err != nil {
+				m.log.Warn("cannot upgrade the classic group to a consumer group", "group", c.id, "err", err)
+				return nil, nil, &hbError{code: errGroupIDNotFound, msg: fmt.Sprintf("Cannot upgrade the classic group %s to consumer group because the embedded consumer protocol is malformed.", req.Group)}
+			}
+			op.upgraded = c
+			op.g = g
+		default:
+			return nil, nil, &hbError{code: errGroupIDNotFound, msg: fmt.Sprintf("Group %s is not a consumer group.", req.Group)}
 		}
-		op.g = newConsumerGroup(req.Group, p.id)
 	}
 	g := op.g
 	memberID := req.MemberID
@@ -282,6 +317,11 @@ func (m *machine) consumerHeartbeat(p *partitionState, ci ClientInfo, req *kmsg.
 	if base.state == memberUnknownState && (owned == nil || owned.size() > 0) {
 		return nil, nil, &hbError{code: errFencedMemberEpoch, msg: "The consumer group member is in a unknown state. The member must abandon all its partitions and rejoin."}
 	}
+	if req.SubscribedTopicRegex != nil && *req.SubscribedTopicRegex != "" && *req.SubscribedTopicRegex != base.regex {
+		if e := checkRegex(*req.SubscribedTopicRegex); e != nil {
+			return nil, nil, e
+		}
+	}
 
 	// From here on the request is valid: change the group, snapshotting it
 	// before the first change that matters, which most heartbeats never
@@ -292,6 +332,9 @@ func (m *machine) consumerHeartbeat(p *partitionState, ci ClientInfo, req *kmsg.
 			op.recs = append(op.recs, groupTombstone(c.id))
 			m.deleteGroup(p, c)
 			g.offsetStore = c.offsetStore
+		}
+		if op.upgraded != nil {
+			m.installUpgrade(op)
 		}
 		p.consumers[g.id] = g
 	}
@@ -333,7 +376,37 @@ func (m *machine) consumerHeartbeat(p *partitionState, ci ClientInfo, req *kmsg.
 		updated.regex = *req.SubscribedTopicRegex
 	}
 	updated.clientID, updated.clientHost = ci.ClientID, ci.ClientHost
+	updated.classic = nil // a classic member speaking this protocol now uses it
 
+	next, code := m.updateConsumerMember(op, old, updated, owned)
+	if code != 0 {
+		// Only a member in an unknown state fails here, and that was
+		// checked above.
+		return op, nil, &hbError{code: code}
+	}
+	m.scheduleConsumerSession(g, next.id)
+
+	r := kmsg.NewPtrConsumerGroupHeartbeatResponse()
+	id := next.id
+	r.MemberID = &id
+	r.MemberEpoch = next.epoch
+	r.HeartbeatIntervalMillis = m.cfg.ConsumerGroupHeartbeatIntervalMs
+	full := joining || (req.RebalanceTimeoutMillis != -1 && (req.SubscribedTopicNames != nil || req.SubscribedTopicRegex != nil) && req.Topics != nil)
+	if full || old == nil || !next.assigned.equal(old.assigned) {
+		r.Assignment = heartbeatAssignment(next.assigned)
+	}
+	return op, r, nil
+}
+
+// updateConsumerMember is the heart of a heartbeat or a classic member's
+// join, as the three steps of Kafka's consumerGroupHeartbeat: (1) store the
+// member, bumping the group epoch if its subscription or the subscribed
+// topics changed, (2) compute a new target assignment if the epoch moved
+// past it, (3) move the member towards its target. owned is what the
+// member reports it owns; nil when it did not say. It returns the member
+// as it is now, or an error code for a member in an unknown state.
+func (m *machine) updateConsumerMember(op *consumerOp, old, updated *consumerMember, owned tpSet) (*consumerMember, int16) {
+	g := op.g
 	// 1. The member and the group epoch.
 	bump := g.epoch == 0
 	if old == nil || !updated.sameSubscription(old) {
@@ -374,9 +447,7 @@ func (m *machine) consumerHeartbeat(p *partitionState, ci ClientInfo, req *kmsg.
 		var code int16
 		next, code = reconcile(g, updated, g.assignmentEpoch, g.target[updated.id], owned)
 		if code != 0 {
-			// Only a member in an unknown state fails here, and that was
-			// checked above.
-			return op, nil, &hbError{code: code}
+			return nil, code
 		}
 	}
 	if !next.sameAssignment(updated) {
@@ -389,18 +460,7 @@ func (m *machine) consumerHeartbeat(p *partitionState, ci ClientInfo, req *kmsg.
 			m.fx.cancel(consumerRebalanceKey(g, next.id))
 		}
 	}
-	m.scheduleConsumerSession(g, next.id)
-
-	r := kmsg.NewPtrConsumerGroupHeartbeatResponse()
-	id := next.id
-	r.MemberID = &id
-	r.MemberEpoch = next.epoch
-	r.HeartbeatIntervalMillis = m.cfg.ConsumerGroupHeartbeatIntervalMs
-	full := joining || (req.RebalanceTimeoutMillis != -1 && (req.SubscribedTopicNames != nil || req.SubscribedTopicRegex != nil) && req.Topics != nil)
-	if full || old == nil || !next.assigned.equal(old.assigned) {
-		r.Assignment = heartbeatAssignment(next.assigned)
-	}
-	return op, r, nil
+	return next, 0
 }
 
 // checkMemberEpoch is throwIfConsumerGroupMemberEpochIsInvalid: a member
@@ -524,8 +584,10 @@ func (m *machine) updateRegexes(op *consumerOp, old, updated *consumerMember) bo
 }
 
 // resolveRegex matches a regex against the topics and records the result
-// if it changed, reporting whether it did. Internal topics never match, as
-// with the classic consumer's pattern subscriptions.
+// if it changed, reporting whether it did. As Kafka's TopicRegexResolver,
+// every topic in the metadata is a candidate, internal ones included: the
+// classic consumer's exclude.internal.topics is a client-side filter, and
+// a KIP-848 client that wants it sends topic names instead of a regex.
 func (m *machine) resolveRegex(op *consumerOp, expr string) bool {
 	g := op.g
 	re, err := compileTopicRegex(expr)
@@ -537,7 +599,7 @@ func (m *machine) resolveRegex(op *consumerOp, expr string) bool {
 	topics := []string{}
 	if re != nil {
 		for name := range m.topics {
-			if !isInternalTopic(name) && re.MatchString(name) {
+			if re.MatchString(name) {
 				topics = append(topics, name)
 			}
 		}
@@ -552,14 +614,6 @@ func (m *machine) resolveRegex(op *consumerOp, expr string) bool {
 	g.regexes[expr] = res
 	op.recs = append(op.recs, cgRegexRecord(g.id, expr, res))
 	return true
-}
-
-func isInternalTopic(name string) bool {
-	switch name {
-	case "__consumer_offsets", "__transaction_state", "__share_group_state":
-		return true
-	}
-	return false
 }
 
 // computeTargetAssignment runs the group's assignor over its members and
@@ -659,8 +713,19 @@ func (m *machine) consumerLeave(p *partitionState, req *kmsg.ConsumerGroupHeartb
 }
 
 // fenceConsumerMember removes a member and bumps the group epoch so that
-// the others take over its partitions, as consumerGroupFenceMember.
+// the others take over its partitions, as consumerGroupFenceMember; when
+// it was the last member not speaking the classic protocol, the group
+// becomes a classic group instead (online downgrade).
 func (m *machine) fenceConsumerMember(op *consumerOp, mem *consumerMember) {
+	if m.canDowngrade(op.g, mem.id) {
+		m.downgrade(op, mem.id)
+		return
+	}
+	m.removeConsumerMember(op, mem)
+}
+
+// removeConsumerMember removes a member and bumps the group epoch.
+func (m *machine) removeConsumerMember(op *consumerOp, mem *consumerMember) {
 	g := op.g
 	op.begin()
 	op.recs = append(op.recs, memberTombstones(g.id, mem.id)...)
@@ -707,8 +772,15 @@ func consumerRebalanceKey(g *consumerGroup, id string) timerKey {
 	return timerKey{kind: timerConsumerRebalance, group: g.id, member: id}
 }
 
+// scheduleConsumerSession (re)starts a member's session: a classic member
+// keeps the session timeout it joined with, as Kafka's
+// classicProtocolSessionTimeout.
 func (m *machine) scheduleConsumerSession(g *consumerGroup, id string) {
-	m.fx.schedule(consumerSessionKey(g, id), ms(int64(m.cfg.ConsumerGroupSessionTimeoutMs)), func() {
+	timeout := m.cfg.ConsumerGroupSessionTimeoutMs
+	if mem := g.members[id]; mem != nil && mem.classic != nil {
+		timeout = mem.classic.sessionTimeoutMs
+	}
+	m.fx.schedule(consumerSessionKey(g, id), ms(int64(timeout)), func() {
 		m.expireConsumerMember(g, id, anyEpoch, "the member session expired")
 	})
 }
@@ -728,6 +800,8 @@ func (m *machine) scheduleConsumerRebalance(g *consumerGroup, mem *consumerMembe
 func (m *machine) cancelConsumerMemberTimers(g *consumerGroup, id string) {
 	m.fx.cancel(consumerSessionKey(g, id))
 	m.fx.cancel(consumerRebalanceKey(g, id))
+	m.cancelConsumerJoin(g, id)
+	m.fx.cancel(consumerSyncKey(g, id))
 }
 
 func (m *machine) cancelConsumerTimers(g *consumerGroup) {

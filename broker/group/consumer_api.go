@@ -133,6 +133,9 @@ func (m *machine) consumerGroupDescribe(id string, version int16) kmsg.ConsumerG
 		dm.TargetAssignment = m.describeAssignment(g.target[mid])
 		if version >= 1 {
 			dm.MemberType = 1 // a consumer protocol member
+			if mem.usesClassicProtocol() {
+				dm.MemberType = 0
+			}
 		}
 		d.Members = append(d.Members, dm)
 	}

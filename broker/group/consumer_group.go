@@ -1,6 +1,7 @@
 package group
 
 import (
+	"bytes"
 	"maps"
 	"slices"
 )
@@ -47,6 +48,10 @@ type consumerMember struct {
 	regex              string   // "" when none
 	rebalanceTimeoutMs int32
 	serverAssignor     string // "" when none
+	// classic is set for a member that speaks the classic protocol
+	// (JoinGroup, SyncGroup, Heartbeat) inside the consumer group; it is
+	// replaced whole, never changed in place.
+	classic *classicMeta
 
 	epoch         int32
 	previousEpoch int32
@@ -54,6 +59,24 @@ type consumerMember struct {
 	assigned      tpSet // partitions the member owns (or may own)
 	revoking      tpSet // partitions it must give up first
 }
+
+// classicMeta is ConsumerGroupMemberMetadataValue.ClassicMemberMetadata:
+// what a classic member joined with.
+type classicMeta struct {
+	sessionTimeoutMs int32
+	protocols        []protocol // in the member's order of preference
+}
+
+func (c *classicMeta) equal(o *classicMeta) bool {
+	if c == nil || o == nil {
+		return c == nil && o == nil
+	}
+	return c.sessionTimeoutMs == o.sessionTimeoutMs && slices.EqualFunc(c.protocols, o.protocols, func(a, b protocol) bool {
+		return a.name == b.name && bytes.Equal(a.metadata, b.metadata)
+	})
+}
+
+func (m *consumerMember) usesClassicProtocol() bool { return m.classic != nil }
 
 func (m *consumerMember) clone() *consumerMember {
 	c := *m
@@ -69,7 +92,8 @@ func (m *consumerMember) sameSubscription(o *consumerMember) bool {
 	return eqOpt(m.instanceID, o.instanceID) && eqOpt(m.rackID, o.rackID) &&
 		m.clientID == o.clientID && m.clientHost == o.clientHost &&
 		slices.Equal(m.topicNames, o.topicNames) && m.regex == o.regex &&
-		m.rebalanceTimeoutMs == o.rebalanceTimeoutMs && m.serverAssignor == o.serverAssignor
+		m.rebalanceTimeoutMs == o.rebalanceTimeoutMs && m.serverAssignor == o.serverAssignor &&
+		m.classic.equal(o.classic)
 }
 
 // sameAssignment reports whether the fields a ConsumerGroupCurrentMember
@@ -141,6 +165,10 @@ type consumerGroup struct {
 	// of that member, as Kafka's currentPartitionEpoch.
 	owners map[topicID]map[int32]int32
 
+	// joinDeadlines marks the classic members told to rejoin whose
+	// deadline runs (scheduleConsumerJoinIfAbsent).
+	joinDeadlines map[string]bool
+
 	// refresh is set when topic metadata changed: the next heartbeat
 	// recomputes the subscription metadata and resolves the regexes.
 	refresh bool
@@ -162,6 +190,8 @@ func newConsumerGroup(id string, partition int32) *consumerGroup {
 		regexes:      make(map[string]resolvedRegex),
 		owners:       make(map[topicID]map[int32]int32),
 		offsetStore:  newOffsetStore(),
+
+		joinDeadlines: make(map[string]bool),
 	}
 }
 

@@ -71,6 +71,7 @@ func replayConsumer(lp *loadedPartition, partition int32, version int16, r Recor
 		m.regex = deref(s.regex)
 		m.rebalanceTimeoutMs = s.rebalanceTimeoutMs
 		m.serverAssignor = deref(s.serverAssignor)
+		m.classic = s.classic
 		if old := g.members[m.id]; old != nil && old.instanceID != nil && !eqOpt(old.instanceID, m.instanceID) {
 			delete(g.static, *old.instanceID)
 		}

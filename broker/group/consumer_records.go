@@ -392,6 +392,7 @@ type memberSubscription struct {
 	regex              *string
 	rebalanceTimeoutMs int32
 	serverAssignor     *string
+	classic            *classicMeta
 }
 
 func cgMemberRecord(group string, m *consumerMember) Record {
@@ -404,8 +405,86 @@ func cgMemberRecord(group string, m *consumerMember) Record {
 	e.cnstr(optString(m.regex))
 	e.i32(m.rebalanceTimeoutMs)
 	e.cnstr(optString(m.serverAssignor))
-	e.noTags()
+	if m.classic == nil {
+		e.noTags()
+	} else {
+		// ClassicMemberMetadata is tagged field 0, a nullable struct:
+		// its size counts the presence byte (1) in front of it.
+		body := &encoder{}
+		body.i32(m.classic.sessionTimeoutMs)
+		body.carray(len(m.classic.protocols))
+		for _, p := range m.classic.protocols {
+			body.cstr(p.name)
+			body.cbytes(p.metadata)
+			body.noTags()
+		}
+		body.noTags()
+		e.uvarint(1) // one tagged field
+		e.uvarint(0) // tag 0
+		e.uvarint(uint64(len(body.b)) + 1)
+		e.uvarint(1) // present
+		e.b = append(e.b, body.b...)
+	}
 	return Record{Key: key(cgMemberMetadataKeyVersion, group, m.id), Value: e.b}
+}
+
+// cbytes is compact bytes: uvarint length+1 and the bytes.
+func (e *encoder) cbytes(b []byte) {
+	e.uvarint(uint64(len(b)) + 1)
+	e.b = append(e.b, b...)
+}
+
+// cbytes reads compact (non-null) bytes.
+func (d *decoder) cbytes() []byte {
+	n := d.uvarint()
+	if d.err != nil {
+		return nil
+	}
+	if n == 0 {
+		d.fail(errors.New("null bytes in a non-nullable field"))
+		return nil
+	}
+	if n-1 > uint64(len(d.b)) {
+		d.fail(errShortRecord)
+		return nil
+	}
+	return slices.Clone(d.take(int(n - 1)))
+}
+
+// memberTags reads a member record's tagged fields, keeping
+// ClassicMemberMetadata (tag 0) and skipping the others.
+func (d *decoder) memberTags() *classicMeta {
+	var out *classicMeta
+	n := d.uvarint()
+	for i := uint64(0); i < n && d.err == nil; i++ {
+		tag := d.uvarint()
+		size := d.uvarint()
+		if size > uint64(len(d.b)) {
+			d.fail(errShortRecord)
+			return nil
+		}
+		body := d.take(int(size))
+		if tag != 0 || d.err != nil {
+			continue
+		}
+		bd := &decoder{b: body}
+		if present := bd.uvarint(); present == 0 || bd.err != nil {
+			continue // null
+		}
+		c := &classicMeta{sessionTimeoutMs: bd.i32()}
+		np := bd.carray(3)
+		for range np {
+			c.protocols = append(c.protocols, protocol{name: bd.cstr(), metadata: bd.cbytes()})
+			bd.tags()
+		}
+		bd.tags()
+		if err := bd.done(); err != nil {
+			d.fail(fmt.Errorf("ClassicMemberMetadata: %w", err))
+			return nil
+		}
+		out = c
+	}
+	return out
 }
 
 func decodeCGMember(b []byte) (memberSubscription, error) {
@@ -420,7 +499,7 @@ func decodeCGMember(b []byte) (memberSubscription, error) {
 	}
 	s.rebalanceTimeoutMs = d.i32()
 	s.serverAssignor = d.cnstr()
-	d.tags() // ClassicMemberMetadata (tag 0): classic members are not admitted
+	s.classic = d.memberTags()
 	return s, d.done()
 }
 

@@ -281,6 +281,9 @@ func (s *script) cgState(id string) string {
 			if mem.instanceID != nil {
 				inst = " instance=" + *mem.instanceID
 			}
+			if mem.classic != nil {
+				inst += " " + showClassic(mem.classic)
+			}
 			fmt.Fprintf(&b, "  %s%s %s epoch=%d prev=%d assigned=[%s] revoking=[%s] target=[%s]\n",
 				mid, inst, mem.state, mem.epoch, mem.previousEpoch, s.h.showSet(mem.assigned), s.h.showSet(mem.revoking), s.h.showSet(g.target[mid]))
 		}
@@ -365,6 +368,9 @@ func describeConsumerRecord(r Record) string {
 		if sub.instanceID != nil {
 			body += " instance=" + *sub.instanceID
 		}
+		if c := sub.classic; c != nil {
+			body += " " + showClassic(c)
+		}
 	case cgTargetMemberKeyVersion:
 		t, _ := decodeCGTargetMember(r.Value)
 		body = show(t)
@@ -376,4 +382,13 @@ func describeConsumerRecord(r Record) string {
 		body = "topics=" + strings.Join(res.topics, ",")
 	}
 	return head(kind) + " " + body
+}
+
+// showClassic prints a classic member's metadata.
+func showClassic(c *classicMeta) string {
+	var names []string
+	for _, p := range c.protocols {
+		names = append(names, p.name)
+	}
+	return fmt.Sprintf("classic(session=%d protocols=%s)", c.sessionTimeoutMs, strings.Join(names, ","))
 }

@@ -28,15 +28,20 @@
 //     (ConsumerGroupHeartbeat, ConsumerGroupDescribe): member and group
 //     epochs, server-side assignors (uniform, range), incremental
 //     reconciliation (revoke before assign), regex subscriptions, and their
-//     records (key versions 3-8 and 16).
+//     records (key versions 3-8 and 16); consumer_classic.go the online
+//     migration between classic and consumer groups.
 //
 // Behaviour follows Apache Kafka 4's GroupMetadataManager,
 // OffsetMetadataManager, ConsumerGroup and CurrentAssignmentBuilder. A group
 // id is either a classic or a consumer group: a ConsumerGroupHeartbeat takes
 // over an empty classic group (keeping its offsets) and a JoinGroup an empty
-// consumer group; live groups of the other kind answer GROUP_ID_NOT_FOUND
-// and INCONSISTENT_GROUP_PROTOCOL. Kafka's online upgrade of a live classic
-// group, and classic protocol members inside a consumer group, are not
-// implemented. Consumer groups assign the topics of Config.Topics; the
-// broker calls Coordinator.TopicsChanged when they change.
+// consumer group. A live classic group of the consumer protocol is upgraded
+// to a consumer group when a KIP-848 member joins it, its members kept as
+// classic members that the consumer group serves through JoinGroup,
+// SyncGroup, Heartbeat and LeaveGroup (consumer_classic.go); when the last
+// KIP-848 member leaves such a group, it is downgraded back to a classic
+// group, as group.consumer.migration.policy allows (bidirectional by
+// default). A static classic member replacing the last KIP-848 member does
+// not downgrade the group. Consumer groups assign the topics of
+// Config.Topics; the broker calls Coordinator.TopicsChanged when they change.
 package group

@@ -17,6 +17,8 @@ const (
 	timerExpiry                             // the shard's offset retention sweep
 	timerConsumerSession                    // a consumer group member's session expiry
 	timerConsumerRebalance                  // a consumer group member's revocation deadline
+	timerConsumerJoin                       // a classic member of a consumer group told to rejoin
+	timerConsumerSync                       // a classic member of a consumer group that joined, until it syncs
 )
 
 // timerKey identifies a timer; scheduling a key again replaces its timer.

@@ -239,6 +239,12 @@ func validateConsumerOffsetCommit(g *consumerGroup, req *kmsg.OffsetCommitReques
 	switch {
 	case mem == nil:
 		return errUnknownMemberID
+	case mem.usesClassicProtocol():
+		// A classic member commits with its generation, which is its
+		// member epoch.
+		if req.Generation != mem.epoch {
+			return errIllegalGeneration
+		}
 	case req.Version < 9:
 		// Consumer protocol members must commit with member epochs.
 		return errUnsupportedVersion

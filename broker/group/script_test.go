@@ -224,6 +224,7 @@ func (s *script) exec(a args, out *strings.Builder) {
 		cfg.GroupMaxSessionTimeoutMs = int32(a.int("max-session", int64(cfg.GroupMaxSessionTimeoutMs)))
 		cfg.OffsetsRetentionMs = a.int("retention", cfg.OffsetsRetentionMs)
 		cfg.OffsetMetadataMaxBytes = int32(a.int("metadata-max", int64(cfg.OffsetMetadataMaxBytes)))
+		cfg.ConsumerGroupMigrationPolicy = a.str("migration", cfg.ConsumerGroupMigrationPolicy)
 		s.h.c.Close()
 		s.h = newHarness(s.t, cfg)
 	case "join":
@@ -441,6 +442,32 @@ func (s *script) sync(a args) {
 			req.GroupAssignment = append(req.GroupAssignment, ga)
 		}
 	}
+	// cassign=member:t1.0.1|t2.0,member2:... gives ConsumerProtocol
+	// assignments: topic t1 partitions 0 and 1, topic t2 partition 0.
+	if v := a.str("cassign", ""); v != "" {
+		for _, kv := range strings.Split(v, ",") {
+			id, as, _ := strings.Cut(kv, ":")
+			ca := kmsg.NewConsumerMemberAssignment()
+			ca.Version = 3
+			for _, t := range strings.Split(as, "|") {
+				if t == "" {
+					continue
+				}
+				parts := strings.Split(t, ".")
+				at := kmsg.NewConsumerMemberAssignmentTopic()
+				at.Topic = parts[0]
+				for _, ps := range parts[1:] {
+					n, _ := strconv.Atoi(ps)
+					at.Partitions = append(at.Partitions, int32(n))
+				}
+				ca.Topics = append(ca.Topics, at)
+			}
+			ga := kmsg.NewSyncGroupRequestGroupAssignment()
+			ga.MemberID = id
+			ga.MemberAssignment = ca.AppendTo(nil)
+			req.GroupAssignment = append(req.GroupAssignment, ga)
+		}
+	}
 	label := a.str("as", "sync "+req.MemberID)
 	s.submit(label, req.Group, func(m *machine, done func(string)) {
 		m.syncGroup(req, func(r *kmsg.SyncGroupResponse) {
@@ -452,7 +479,7 @@ func (s *script) sync(a args) {
 			if r.Protocol != nil {
 				proto = *r.Protocol
 			}
-			done(fmt.Sprintf("assignment=%q protocol=%s", r.MemberAssignment, proto))
+			done(fmt.Sprintf("assignment=%s protocol=%s", showAssignment(r.MemberAssignment), proto))
 		})
 	})
 }
@@ -812,4 +839,22 @@ func (s *script) state(id string) string {
 		ch <- b.String()
 	})
 	return <-ch + "\n"
+}
+
+// showAssignment prints a ConsumerProtocol assignment as its partitions,
+// anything else (test strings) quoted.
+func showAssignment(b []byte) string {
+	var ca kmsg.ConsumerMemberAssignment
+	if len(b) < 2 || b[0] != 0 || b[1] > 3 || ca.ReadFrom(b) != nil {
+		return fmt.Sprintf("%q", b)
+	}
+	var parts []string
+	for _, t := range ca.Topics {
+		ps := make([]string, len(t.Partitions))
+		for i, p := range t.Partitions {
+			ps[i] = strconv.Itoa(int(p))
+		}
+		parts = append(parts, t.Topic+":"+strings.Join(ps, ","))
+	}
+	return "[" + strings.Join(parts, " ") + "]"
 }

@@ -79,5 +79,6 @@ func (s *State) ApplyMarker(m Marker, offset, timestamp int64) (txn CompletedTxn
 	e.txnFirstOffset = -1
 	e.lastTimestamp = timestamp
 	delete(s.inTxn, m.ProducerID)
+	s.markerEndsVerification(m)
 	return txn, ok
 }

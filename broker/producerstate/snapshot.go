@@ -40,8 +40,51 @@ var ErrCorruptSnapshot = errors.New("corrupt producer state snapshot")
 // EncodeSnapshot serialises the state in Kafka's .snapshot format, entries
 // ordered by producer id so equal states give equal bytes.
 func (s *State) EncodeSnapshot() []byte {
-	ids := make([]int64, 0, len(s.producers))
-	for id := range s.producers {
+	return encodeSnapshot(s.producers)
+}
+
+// EncodeSnapshotBelow serialises the state of the batches below offset,
+// for the snapshot named by offset that is taken when the log rolls to a
+// segment starting there: the broker updates the state with a batch
+// before it appends it, so a roll inside that append finds the batch in
+// the state already. If the latest Update was of a batch at or above
+// offset, its producer's entry from before it is written instead. Only
+// that one batch can lie past offset: appends are serialized, and the
+// caller snapshots at the log end.
+func (s *State) EncodeSnapshotBelow(offset int64) []byte {
+	if !s.last.set || s.last.firstOffset < offset {
+		return encodeSnapshot(s.producers)
+	}
+	m := make(map[int64]*entry, len(s.producers))
+	for id, e := range s.producers {
+		m[id] = e
+	}
+	if s.last.before != nil {
+		m[s.last.producerID] = s.last.before
+	} else {
+		delete(m, s.last.producerID)
+	}
+	return encodeSnapshot(m)
+}
+
+// OngoingTransactions decodes a snapshot's ongoing transactions: the first
+// offset of each producer's open transaction. storage rebuilds the
+// transaction index from them (storage.ManagerConfig.ProducerSnapshotTxns).
+func OngoingTransactions(data []byte) (map[int64]int64, error) {
+	st, err := DecodeSnapshot(data)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[int64]int64, len(st.inTxn))
+	for id := range st.inTxn {
+		out[id] = st.producers[id].txnFirstOffset
+	}
+	return out, nil
+}
+
+func encodeSnapshot(producers map[int64]*entry) []byte {
+	ids := make([]int64, 0, len(producers))
+	for id := range producers {
 		ids = append(ids, id)
 	}
 	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
@@ -50,7 +93,7 @@ func (s *State) EncodeSnapshot() []byte {
 	binary.BigEndian.PutUint16(buf[0:], snapshotVersion)
 	binary.BigEndian.PutUint32(buf[6:], uint32(len(ids)))
 	for _, id := range ids {
-		e := s.producers[id]
+		e := producers[id]
 		lastOffset, offsetDelta := int64(-1), int32(0)
 		if b, ok := e.last(); ok {
 			lastOffset, offsetDelta = b.LastOffset, b.OffsetDelta

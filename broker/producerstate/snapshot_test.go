@@ -259,3 +259,50 @@ func checkDecode(t *testing.T, data []byte) {
 		}
 	}
 }
+
+// TestEncodeSnapshotBelow: a snapshot taken at a roll inside the append
+// of a batch (the state already holds it) leaves that batch out: its
+// producer's entry from before, or no entry for a new producer; batches
+// below the offset stay.
+func TestEncodeSnapshotBelow(t *testing.T) {
+	s := New()
+	s.Update(batch(1, 0, 0, 2), 0, 1, 10)
+	s.Update(batch(2, 0, 0, 1), 2, 2, 20) // p2's first batch, at the roll offset
+	decode := func(b []byte) *State {
+		t.Helper()
+		st, err := DecodeSnapshot(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}
+	st := decode(s.EncodeSnapshotBelow(2))
+	if _, ok := st.Producer(2); ok || st.Len() != 1 {
+		t.Fatalf("below 2: %+v, want producer 1 only", st.Producers())
+	}
+	if !bytes.Equal(s.EncodeSnapshotBelow(3), s.EncodeSnapshot()) {
+		t.Fatal("below 3 differs from the whole state, which lies below 3")
+	}
+	// p1's second batch, in a transaction, rolls at 3: the snapshot keeps
+	// its first batch and no transaction.
+	s.Update(txnBatch(1, 0, 2, 1), 3, 3, 30)
+	st = decode(s.EncodeSnapshotBelow(3))
+	bs := st.Batches(1)
+	if p, _ := st.Producer(1); len(bs) != 1 || bs[0].LastOffset != 1 || bs[0].LastSeq != 1 || p.CurrentTxnStartOffset != -1 || p.LastTimestamp != 10 {
+		t.Fatalf("below 3: producer 1 %+v batches %+v", p, bs)
+	}
+	if _, ok := st.LastStableOffsetFirst(); ok {
+		t.Fatal("below 3: a transaction is open")
+	}
+	// The whole state has p1's transaction open from 3.
+	txns, err := OngoingTransactions(s.EncodeSnapshot())
+	if err != nil || len(txns) != 1 || txns[1] != 3 {
+		t.Fatalf("ongoing transactions %v, %v; want producer 1 from 3", txns, err)
+	}
+	if txns, err := OngoingTransactions(s.EncodeSnapshotBelow(3)); err != nil || len(txns) != 0 {
+		t.Fatalf("ongoing transactions below 3: %v, %v", txns, err)
+	}
+	if _, err := OngoingTransactions([]byte{0, 1}); !errors.Is(err, ErrCorruptSnapshot) {
+		t.Fatalf("corrupt snapshot: %v", err)
+	}
+}

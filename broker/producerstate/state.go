@@ -157,6 +157,22 @@ type State struct {
 	// inTxn holds the producers with an ongoing transaction, so the first
 	// unstable offset is found without scanning every producer.
 	inTxn map[int64]struct{}
+	// verifying holds the producers whose KIP-890 verification is pending
+	// (verification.go); a transactional batch or marker ends it.
+	verifying     map[int64]*verification
+	verifySweepAt int
+	// last is the producer's state before the latest Update, which a
+	// snapshot taken while that batch is being appended leaves out.
+	last lastUpdate
+}
+
+// lastUpdate is what Update changed last: the batch's producer and first
+// offset, and a copy of the producer's entry before it (nil if new).
+type lastUpdate struct {
+	set         bool
+	producerID  int64
+	firstOffset int64
+	before      *entry
 }
 
 // New returns an empty State.
@@ -260,6 +276,13 @@ func (s *State) Check(b BatchInfo) (*Duplicate, error) {
 // append time under LogAppendTime). Only the last five batches of a
 // producer are kept, and a new epoch forgets the old epoch's batches.
 func (s *State) Update(b BatchInfo, firstOffset, lastOffset, timestamp int64) {
+	if b.ProducerID >= 0 {
+		s.last = lastUpdate{set: true, producerID: b.ProducerID, firstOffset: firstOffset}
+		if e := s.producers[b.ProducerID]; e != nil {
+			before := *e
+			s.last.before = &before
+		}
+	}
 	s.apply(b, firstOffset, lastOffset, timestamp)
 }
 
@@ -291,6 +314,11 @@ func (s *State) apply(b BatchInfo, firstOffset, lastOffset, timestamp int64) {
 	if b.IsTransactional && e.txnFirstOffset < 0 {
 		e.txnFirstOffset = firstOffset
 		s.inTxn[b.ProducerID] = struct{}{}
+	}
+	if b.IsTransactional {
+		// The transaction has a first offset now: later batches need no
+		// verification.
+		delete(s.verifying, b.ProducerID)
 	}
 }
 

@@ -4,7 +4,7 @@ package txn
 // partitions to the producer's transaction, starting one if none is open,
 // and answers once the new partition set is durable. tv is the client's
 // transaction version: 2 when a broker adds a partition on the producer's
-// behalf (AddPartitionsToTxn v5 without VerifyOnly).
+// behalf (AddPartitionsToTxn v4+ without VerifyOnly).
 func (m *machine) addPartitions(id string, pid int64, epoch int16, parts []TopicPartition, tv int16, reply func(int16)) {
 	if id == "" {
 		reply(errInvalidRequest)

@@ -97,8 +97,10 @@ func uniqueParts(topics []string, partitions [][]int32) []TopicPartition {
 // from partition leaders and batch transactions: with VerifyOnly each
 // partition answers whether it is in the open transaction (KIP-890's
 // verification); without it the partitions are added, as transaction
-// version 2 producers no longer add them themselves (v5 marks the client as
-// transaction version 2). Authorization is the broker's; a partition that
+// version 2 producers no longer add them themselves (a leader adds only
+// for such producers, so v4+ marks the client as transaction version 2,
+// as Kafka's transactionVersionForAddPartitionsToTxn). Authorization is
+// the broker's; a partition that
 // does not exist fails the transaction with UNKNOWN_TOPIC_OR_PARTITION and
 // OPERATION_NOT_ATTEMPTED for the others. PRODUCER_FENCED is
 // INVALID_PRODUCER_EPOCH before v2.
@@ -203,7 +205,7 @@ func (c *Coordinator) addOne(ctx context.Context, version int16, a addRequest) a
 		return res
 	}
 	tv := TV0
-	if version >= 5 {
+	if version >= 4 {
 		tv = TV2
 	}
 	code := call(c, ctx, c.shardFor(a.id), func(m *machine, reply func(int16)) {

@@ -1,0 +1,54 @@
+//go:build linux
+
+package broker
+
+import (
+	"os"
+	"syscall"
+)
+
+// haveSendfile says whether sendfile below works on this system.
+const haveSendfile = true
+
+// sendfile sends n bytes of f from pos to the socket behind conn with
+// sendfile(2) and an explicit offset, so that senders sharing f never
+// touch its file offset. It waits in the poller while the socket is full.
+// It returns fewer than n bytes without an error only when f ends first.
+func sendfile(conn syscall.RawConn, f *os.File, pos, n int64) (int64, error) {
+	fc, err := f.SyscallConn()
+	if err != nil {
+		return 0, err
+	}
+	var sent int64
+	var serr error
+	err = fc.Read(func(src uintptr) bool {
+		off := pos
+		werr := conn.Write(func(dst uintptr) bool {
+			for sent < n {
+				m, err := syscall.Sendfile(int(dst), int(src), &off, int(min(n-sent, 1<<30)))
+				if m > 0 {
+					sent += int64(m)
+				}
+				switch {
+				case err == syscall.EAGAIN:
+					return false // wait until the socket takes more
+				case err == syscall.EINTR:
+				case err != nil:
+					serr = err
+					return true
+				case m == 0:
+					return true // the file ended
+				}
+			}
+			return true
+		})
+		if serr == nil {
+			serr = werr
+		}
+		return true
+	})
+	if err == nil {
+		err = serr
+	}
+	return sent, err
+}
