@@ -14,8 +14,8 @@ import (
 //
 // Lists each configured log dir with the partitions it holds (all, when
 // topics are null) and their sizes in bytes; v4+ adds the dir's total and
-// usable bytes from the filesystem. A dir that cannot be read answers
-// KAFKA_STORAGE_ERROR.
+// usable bytes from the filesystem. A dir that cannot be read, or that a
+// disk error took offline, answers KAFKA_STORAGE_ERROR.
 func init() { register(35, 1, 4, handleDescribeLogDirs) }
 
 func handleDescribeLogDirs(s *Server, r *request) (result, error) {
@@ -42,6 +42,13 @@ func handleDescribeLogDirs(s *Server, r *request) (result, error) {
 		rd.Dir = abs
 		rd.TotalBytes, rd.UsableBytes = -1, -1
 		var st syscall.Statfs_t
+		if s.logs.DirOffline(dir) {
+			// As Kafka: an offline dir is listed with the error and
+			// without its partitions.
+			rd.ErrorCode = kerr.KafkaStorageError.Code
+			resp.Dirs = append(resp.Dirs, rd)
+			continue
+		}
 		if err := syscall.Statfs(dir, &st); err != nil {
 			rd.ErrorCode = kerr.KafkaStorageError.Code
 		} else {

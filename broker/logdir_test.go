@@ -10,6 +10,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/gregorbroker/gregor/vfs"
 )
@@ -44,25 +45,55 @@ func TestFailedDiskTakesLogDirOffline(t *testing.T) {
 	if d0 == d1 {
 		t.Fatalf("both partitions in %s; the test needs one per dir", d0)
 	}
-	failing.Store(d0)
+	// The metadata log lives in the first dir, which holds partition 0:
+	// fail the other one (a failed metadata dir stops the node, as in
+	// Kafka).
+	failing.Store(d1)
 	cl := ts.client(t, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.RecordRetries(1), kgo.DisableIdempotentWrite(),
 		kgo.RetryBackoffFn(func(int) time.Duration { return 10 * time.Millisecond }))
 	ctx := testContext(t)
-	err = cl.ProduceSync(ctx, &kgo.Record{Topic: "disks", Partition: 0, Value: []byte("x")}).FirstErr()
+	err = cl.ProduceSync(ctx, &kgo.Record{Topic: "disks", Partition: 1, Value: []byte("x")}).FirstErr()
 	if !errors.Is(err, kerr.KafkaStorageError) {
 		t.Fatalf("produce to the failing dir: %v", err)
 	}
-	if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "disks", Partition: 1, Value: []byte("y")}).FirstErr(); err != nil {
+	if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "disks", Partition: 0, Value: []byte("y")}).FirstErr(); err != nil {
 		t.Fatalf("produce to the healthy dir: %v", err)
 	}
 	r := doFetch(t, cl, fetchReq("disks", topicID(t, ts, "disks"), []int64{0, 0}, 0, -1))
 	for _, p := range r.Topics[0].Partitions {
 		want := int16(0)
-		if p.Partition == 0 {
+		if p.Partition == 1 {
 			want = kerr.KafkaStorageError.Code
 		}
 		if p.ErrorCode != want {
 			t.Fatalf("fetch partition %d: code %d, want %d", p.Partition, p.ErrorCode, want)
+		}
+	}
+
+	// DescribeLogDirs lists the offline dir with KAFKA_STORAGE_ERROR and
+	// without partitions, the healthy one with its partition.
+	// Straight to the broker: franz-go's sharded form of this request
+	// retries a dir's retriable error away.
+	raw, err := cl.Broker(int(cfg.NodeID)).Request(ctx, kmsg.NewPtrDescribeLogDirsRequest())
+	if err != nil {
+		t.Fatal(err)
+	}
+	dresp := raw.(*kmsg.DescribeLogDirsResponse)
+	for _, d := range dresp.Dirs {
+		offline := filepath.Clean(d.Dir) == filepath.Clean(d1)
+		switch {
+		case offline && (d.ErrorCode != kerr.KafkaStorageError.Code || len(d.Topics) != 0):
+			t.Fatalf("offline dir %s: code %d, %d topics", d.Dir, d.ErrorCode, len(d.Topics))
+		case !offline && (d.ErrorCode != 0 || len(d.Topics) != 1 || d.Topics[0].Partitions[0].Partition != 0):
+			t.Fatalf("healthy dir %s: code %d, topics %+v", d.Dir, d.ErrorCode, d.Topics)
+		}
+	}
+	// New partitions go to the healthy dir only, fewest-partitions rule
+	// notwithstanding.
+	createTopic(t, ts.admin(t), "after", 3, nil)
+	for i := range int32(3) {
+		if d := filepath.Dir(s.parts.get("after", i).log.Dir()); d != d0 {
+			t.Fatalf("new partition after-%d placed in %s, not the healthy %s", i, d, d0)
 		}
 	}
 }

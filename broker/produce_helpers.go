@@ -55,6 +55,7 @@ func (s *Server) storageFailed(p *partition, err error) {
 		return
 	}
 	s.offlineDirs.any.Store(true)
+	s.logs.SetDirOffline(dir)
 	s.log.Error("log dir offline after a disk error: its partitions answer KAFKA_STORAGE_ERROR until restart",
 		"dir", dir, "topic", p.topic, "partition", p.index, "err", err)
 	select {

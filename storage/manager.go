@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"maps"
 	"math"
 	"path/filepath"
 	"strconv"
@@ -70,9 +71,10 @@ type Manager struct {
 	dirIDs     map[string][16]byte
 	deleter    *fileDeleter
 
-	mu     sync.RWMutex
-	logs   map[TopicPartition]*Log
-	closed bool
+	mu      sync.RWMutex
+	logs    map[TopicPartition]*Log
+	offline map[string]bool // log dirs a disk error took offline (SetDirOffline)
+	closed  bool
 
 	ckptMu sync.Mutex // one checkpoint writer at a time
 
@@ -387,7 +389,11 @@ func (m *Manager) GetOrCreateLog(topic string, partition int32, topicID [16]byte
 		}
 		return l, nil
 	}
-	l, err := m.createLog(m.pickDirLocked(), tp, topicID, cfg)
+	dir := m.pickDirLocked()
+	if dir == "" {
+		return nil, fmt.Errorf("create log %s: %w", tp, ErrNoOnlineLogDir)
+	}
+	l, err := m.createLog(dir, tp, topicID, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("create log %s: %w", tp, err)
 	}
@@ -395,20 +401,57 @@ func (m *Manager) GetOrCreateLog(topic string, partition int32, topicID [16]byte
 	return l, nil
 }
 
-// pickDirLocked chooses the log dir with the fewest logs, as Kafka's
-// LogManager.nextLogDirs.
+// pickDirLocked chooses the online log dir with the fewest logs, as
+// Kafka's LogManager.nextLogDirs; "" when every dir is offline.
 func (m *Manager) pickDirLocked() string {
 	counts := map[string]int{}
 	for _, l := range m.logs {
 		counts[l.parent]++
 	}
-	best := m.dirs[0]
-	for _, d := range m.dirs[1:] {
-		if counts[d] < counts[best] {
+	best := ""
+	for _, d := range m.dirs {
+		if !m.offline[d] && (best == "" || counts[d] < counts[best]) {
 			best = d
 		}
 	}
 	return best
+}
+
+// ErrNoOnlineLogDir is the error of creating a log when every log dir is
+// offline.
+var ErrNoOnlineLogDir = errors.New("every log dir is offline")
+
+// SetDirOffline takes a log dir out of service after a disk error, as
+// Kafka's LogManager does with a failed dir: no new log is placed there,
+// and checkpoints and clean-shutdown markers are no longer written to it
+// (the next start recovers its logs from their recovery points). It stays
+// offline until the process restarts. dir is a configured log dir, or the
+// parent dir of one of the logs.
+func (m *Manager) SetDirOffline(dir string) {
+	dir = filepath.Clean(dir)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, d := range m.dirs {
+		if filepath.Clean(d) == dir {
+			if m.offline == nil {
+				m.offline = map[string]bool{}
+			}
+			m.offline[d] = true
+		}
+	}
+}
+
+// DirOffline reports whether SetDirOffline took the log dir offline.
+func (m *Manager) DirOffline(dir string) bool {
+	dir = filepath.Clean(dir)
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	for d := range m.offline {
+		if filepath.Clean(d) == dir {
+			return true
+		}
+	}
+	return false
 }
 
 func (m *Manager) createLog(parent string, tp TopicPartition, topicID [16]byte, cfg LogConfig) (*Log, error) {
@@ -583,9 +626,13 @@ func (m *Manager) Checkpoint() error {
 	for _, l := range m.logs {
 		byDir[l.parent] = append(byDir[l.parent], l)
 	}
+	offline := maps.Clone(m.offline)
 	m.mu.RUnlock()
 	var errs []error
 	for _, d := range m.dirs {
+		if offline[d] {
+			continue
+		}
 		var rps, lsos, hws []checkpointEntry
 		for _, l := range byDir[d] {
 			rps = append(rps, checkpointEntry{tp: l.tp, offset: l.RecoveryPoint()})
@@ -626,9 +673,16 @@ func (m *Manager) Close() error {
 	m.mu.Unlock()
 
 	var errs []error
+	failedDirs := map[string]bool{}
+	m.mu.RLock()
+	for d := range m.offline {
+		failedDirs[d] = true
+	}
+	m.mu.RUnlock()
 	for _, l := range logs {
 		if err := l.Close(); err != nil {
 			errs = append(errs, err)
+			failedDirs[l.parent] = true
 		}
 		// A cleaning in progress stops once it sees the log closed.
 		l.maintMu.Lock()
@@ -639,17 +693,25 @@ func (m *Manager) Close() error {
 	for _, p := range m.deleter.take(math.MaxInt64, nil) {
 		p.seg.closeForGood()
 	}
-	if err := m.Checkpoint(); err != nil {
-		errs = append(errs, err)
+	ckptErr := m.Checkpoint()
+	if ckptErr != nil {
+		errs = append(errs, ckptErr)
 	}
-	if len(errs) == 0 {
+	// A dir is marked clean only if every log in it closed and every
+	// checkpoint was written: a failed (or offline) dir does not keep
+	// the healthy ones from starting without recovery.
+	if ckptErr == nil {
 		for _, d := range m.dirs {
+			if failedDirs[d] {
+				continue
+			}
 			if err := vfs.WriteFileAtomic(m.fsys, filepath.Join(d, cleanShutdownFile), []byte(cleanShutdownContent)); err != nil {
 				errs = append(errs, fmt.Errorf("write clean shutdown marker in %s: %w", d, err))
 			}
 		}
-	} else {
-		m.logger.Error("unclean storage shutdown: logs will be recovered on the next start", "err", errors.Join(errs...))
+	}
+	if len(errs) > 0 {
+		m.logger.Error("unclean storage shutdown: the failed dirs' logs will be recovered on the next start", "err", errors.Join(errs...))
 	}
 	m.mu.Lock()
 	m.logs = map[TopicPartition]*Log{}

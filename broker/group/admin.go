@@ -84,8 +84,13 @@ func (m *machine) describeGroup(id string, version int16) kmsg.DescribeGroupsRes
 	}
 	g := p.groups[id]
 	if g == nil {
-		// A consumer group is no classic group: Kafka describes it as a
-		// missing one, with its own message from v6.
+		// A consumer group, classic members inside it or not, is no
+		// classic group: Kafka 4's describeGroups looks up classic groups
+		// only and describes it as a missing one, with its own message
+		// from v6. Tools read it with ConsumerGroupDescribe (Kafka's
+		// Admin tries that first and falls back to DescribeGroups on
+		// GROUP_ID_NOT_FOUND); describing it here in classic form would
+		// answer what Kafka does not.
 		d.State = stateDead.String()
 		if version >= 6 {
 			d.ErrorCode = errGroupIDNotFound
