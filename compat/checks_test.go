@@ -194,6 +194,10 @@ func postCheck(parent context.Context, e *env, id string) (string, error) {
 		return "", nil
 	}
 	switch id {
+	case "group.split":
+		if err := splitPostCheck(ctx, e, topic); err != nil {
+			return "", fmt.Errorf("post-check: %w", err)
+		}
 	case "producer.idempotent":
 		recs, err := e.consumeAll(ctx, topic)
 		if err != nil {

@@ -22,6 +22,11 @@
 // through cmd/peers. Under go test -short (make test) only a quick subset
 // runs, against a gregor built with the race detector when the suite is.
 //
+// One client or scenario runs with a -run pattern per level, client then
+// scenario: go test -run 'TestClients/run/^kcat$/^group.split$' . (only
+// the clients selected start gregor processes, and only what ran is
+// compared with expected.txt).
+//
 // Flags (after -args): -compat.results, -compat.versions and
 // -compat.update. Environment: GREGOR_BIN uses a prebuilt gregor;
 // COMPAT_DEBUG passes librdkafka debug contexts to the confluent-kafka

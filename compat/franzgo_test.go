@@ -44,6 +44,7 @@ func franzGo() clientImpl {
 		"topics.admin":         kgoTopicsAdmin,
 		"order.key":            kgoOrderKey,
 		"group.resume":         kgoGroupResume,
+		"group.split":          kgoGroupSplit,
 		"producer.idempotent":  kgoIdempotent,
 		"txn.read_committed":   kgoTxn,
 		"listoffsets.time":     kgoListOffsetsTime,
@@ -292,6 +293,98 @@ func kgoGroupResume(ctx context.Context, e *env) (string, error) {
 		}
 	}
 	return "", nil
+}
+
+// kgoGroupSplit runs group.split with kgo's default balancer
+// (cooperative-sticky over the classic protocol): each member tracks its
+// assignment through kgo's assigned, revoked and lost callbacks.
+func kgoGroupSplit(ctx context.Context, e *env) (string, error) {
+	topic := e.topic("group.split")
+	if err := e.createTopic(ctx, topic, splitPartitions, nil); err != nil {
+		return "", err
+	}
+	log := &lastLog{}
+	asg := &splitAssign{}
+	tally := newSplitTally()
+	var members [2]*kgo.Client
+	for m := range members {
+		track := func(fn func(int, []int32)) func(context.Context, *kgo.Client, map[string][]int32) {
+			return func(_ context.Context, _ *kgo.Client, ps map[string][]int32) { fn(m, ps[topic]) }
+		}
+		cl, err := newKgo(e.addr, log, kgo.ConsumerGroup(splitGroup(topic)), kgo.ConsumeTopics(topic),
+			kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.DisableAutoCommit(),
+			kgo.SessionTimeout(splitSessionMs*time.Millisecond),
+			kgo.OnPartitionsAssigned(track(asg.add)), kgo.OnPartitionsRevoked(track(asg.remove)), kgo.OnPartitionsLost(track(asg.remove)))
+		if err != nil {
+			return "", err
+		}
+		defer cl.Close() // leaves the group, after the pollers stopped
+		members[m] = cl
+	}
+	// Both members poll from the start: a kgo group member joins and
+	// heartbeats on its own, but rebalances complete around its polls.
+	pctx, stop := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	defer func() { stop(); wg.Wait() }()
+	errc := make(chan error, 2)
+	for m, cl := range members {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for pctx.Err() == nil {
+				fs := cl.PollRecords(pctx, 50)
+				recs := fs.Records()
+				for _, r := range recs {
+					tally.record(m, r.Partition, string(r.Value))
+				}
+				// Commit with ctx, not pctx: records processed before the
+				// stop are committed before the member leaves.
+				if len(recs) > 0 {
+					if err := cl.CommitRecords(ctx, recs...); err != nil {
+						errc <- log.wrap(fmt.Errorf("member %d commit: %w", m, err))
+						return
+					}
+					tally.commit(len(recs))
+				}
+				for _, fe := range fs.Errors() {
+					if pctx.Err() == nil {
+						errc <- log.wrap(fmt.Errorf("member %d poll partition %d: %w", m, fe.Partition, fe.Err))
+						return
+					}
+				}
+			}
+		}()
+	}
+	sets, changes, err := asg.waitSplit(ctx)
+	if err != nil {
+		return "", log.wrap(err)
+	}
+	prod, err := newKgo(e.addr, log, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		return "", err
+	}
+	defer prod.Close()
+	var recs []*kgo.Record
+	for i := 0; i < splitCount; i++ {
+		recs = append(recs, &kgo.Record{Topic: topic, Partition: int32(i % splitPartitions), Value: []byte(strconv.Itoa(i))})
+	}
+	if err := prod.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		return "", log.wrap(fmt.Errorf("produce: %w", err))
+	}
+	if err := tally.waitCommitted(ctx, errc); err != nil {
+		return "", log.wrap(err)
+	}
+	if err := asg.stillSplit(sets, changes); err != nil {
+		return "", err
+	}
+	stop()
+	wg.Wait()
+	select {
+	case err := <-errc:
+		return "", err
+	default:
+	}
+	return tally.check(sets)
 }
 
 func kgoIdempotent(ctx context.Context, e *env) (string, error) {

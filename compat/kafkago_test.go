@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/segmentio/kafka-go"
@@ -20,6 +22,7 @@ func kafkaGo() clientImpl {
 		"topics.admin": kafkaGoTopicsAdmin,
 		"order.key":    kafkaGoOrderKey,
 		"group.resume": kafkaGoGroupResume,
+		"group.split":  kafkaGoGroupSplit,
 		"producer.idempotent": func(context.Context, *env) (string, error) {
 			return "", notApplicable("kafka-go's Writer has no idempotent mode")
 		},
@@ -254,6 +257,108 @@ func kafkaGoGroupResume(ctx context.Context, e *env) (string, error) {
 		}
 	}
 	return "", nil
+}
+
+// kafkaGoGroupSplit runs group.split with two group Readers and
+// kafka-go's default balancers (range, then round-robin). A Reader does
+// not expose its assignment, so the wait for the split and the check for
+// a rebalance read the broker's DescribeGroups, the members told apart by
+// the client id each Reader's Dialer sends.
+func kafkaGoGroupSplit(ctx context.Context, e *env) (string, error) {
+	topic := e.topic("group.split")
+	if err := e.createTopic(ctx, topic, splitPartitions, nil); err != nil {
+		return "", err
+	}
+	group := splitGroup(topic)
+	tally := newSplitTally()
+	rctx, stop := context.WithCancel(ctx)
+	errc := make(chan error, 2)
+	var wg sync.WaitGroup
+	var clientIDs [2]string
+	var readers [2]*kafka.Reader
+	defer func() {
+		stop()
+		wg.Wait()
+		for _, r := range readers {
+			if r != nil {
+				r.Close() // leaves the group, once its fetcher stopped
+			}
+		}
+	}()
+	for m := range readers {
+		clientIDs[m] = fmt.Sprintf("%s-%d", group, m)
+		r := kafka.NewReader(kafka.ReaderConfig{Brokers: []string{e.addr}, GroupID: group, Topic: topic,
+			StartOffset: kafka.FirstOffset, MaxWait: 200 * time.Millisecond, HeartbeatInterval: time.Second,
+			SessionTimeout: splitSessionMs * time.Millisecond,
+			Dialer:         &kafka.Dialer{ClientID: clientIDs[m], Timeout: 10 * time.Second, DualStack: true}})
+		readers[m] = r
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				msg, err := r.FetchMessage(rctx)
+				if err != nil {
+					if rctx.Err() == nil {
+						errc <- fmt.Errorf("member %d fetch: %w", m, err)
+					}
+					return
+				}
+				tally.record(m, int32(msg.Partition), string(msg.Value))
+				// Commit with ctx, not rctx: what was processed before the
+				// stop is committed before the member leaves.
+				if err := r.CommitMessages(ctx, msg); err != nil {
+					errc <- fmt.Errorf("member %d commit: %w", m, err)
+					return
+				}
+				tally.commit(1)
+			}
+		}()
+	}
+	var sets [2][]int32
+	var ids [2]string
+	err := waitFor(ctx, "wait for both members to hold a part of the topic", func() error {
+		var err error
+		sets, ids, err = e.describeSplit(ctx, group, topic, clientIDs)
+		return err
+	})
+	if err != nil {
+		return "", err
+	}
+	w := kafkaGoWriter(e.addr, topic)
+	w.Balancer = kafka.BalancerFunc(func(msg kafka.Message, _ ...int) int {
+		i, _ := strconv.Atoi(string(msg.Value))
+		return i % splitPartitions
+	})
+	var msgs []kafka.Message
+	for i := 0; i < splitCount; i++ {
+		msgs = append(msgs, kafka.Message{Value: []byte(strconv.Itoa(i))})
+	}
+	err = w.WriteMessages(ctx, msgs...)
+	w.Close()
+	if err != nil {
+		return "", fmt.Errorf("write: %w", err)
+	}
+	if err := tally.waitCommitted(ctx, errc); err != nil {
+		return "", err
+	}
+	// The same members with the same assignment: no rebalance moved a
+	// partition while consuming.
+	endSets, endIDs, err := e.describeSplit(ctx, group, topic, clientIDs)
+	if err != nil {
+		return "", fmt.Errorf("after consuming: %w", err)
+	}
+	if endIDs != ids || !slices.Equal(endSets[0], sets[0]) || !slices.Equal(endSets[1], sets[1]) {
+		return "", fmt.Errorf("the group rebalanced while consuming: members %v with %v when the records were written, %v with %v at the end",
+			ids, sets, endIDs, endSets)
+	}
+	stop()
+	wg.Wait()
+	select {
+	case err := <-errc:
+		return "", err
+	default:
+	}
+	return tally.check(sets)
 }
 
 func kafkaGoListOffsetsTime(ctx context.Context, e *env) (string, error) {

@@ -1,6 +1,7 @@
 package compat
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -10,8 +11,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -30,6 +33,7 @@ func kcatClient() clientImpl {
 		"topics.admin":         na("kcat has no admin requests"),
 		"order.key":            kcatOrderKey,
 		"group.resume":         kcatGroupResume,
+		"group.split":          kcatGroupSplit,
 		"producer.idempotent":  kcatIdempotent,
 		"txn.read_committed":   kcatTxn,
 		"listoffsets.time":     kcatListOffsetsTime,
@@ -222,6 +226,170 @@ func kcatGroupResume(ctx context.Context, e *env) (string, error) {
 		}
 	}
 	return "", nil
+}
+
+// kcatRebalanceRE matches kcat's report of its rebalance callback:
+// "% Group G rebalanced (memberid M): assigned: t [0], t [1]".
+var kcatRebalanceRE = regexp.MustCompile(`rebalanced \(memberid [^)]*\): (assigned|revoked): (.*)$`)
+
+var kcatPartitionRE = regexp.MustCompile(`\[(\d+)\]`)
+
+// kcatMember is one `kcat -G` process of group.split. Its stdout lines
+// ("partition value", unbuffered) are tallied as they arrive; its stderr
+// reports of the rebalance callback are its own view of its assignment.
+type kcatMember struct {
+	cmd     *exec.Cmd
+	readers sync.WaitGroup
+	mu      sync.Mutex
+	tail    []string // stderr's last lines, for a failure's reason
+}
+
+func startKcatMember(ctx context.Context, e *env, m int, topic string, asg *splitAssign, tally *splitTally) (*kcatMember, error) {
+	group := splitGroup(topic)
+	cmd := exec.CommandContext(ctx, "kcat", "-b", e.addr, "-G", group, "-X", fmt.Sprintf("client.id=%s-%d", group, m),
+		"-X", "auto.offset.reset=earliest", "-X", "session.timeout.ms="+strconv.Itoa(splitSessionMs),
+		"-f", "%p %s\n", "-u", topic)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start kcat -G: %w", err)
+	}
+	k := &kcatMember{cmd: cmd}
+	k.readers.Add(2)
+	go func() {
+		defer k.readers.Done()
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			p, v, ok := strings.Cut(sc.Text(), " ")
+			part, err := strconv.Atoi(p)
+			if !ok || err != nil {
+				k.note("unexpected output line " + strconv.Quote(sc.Text()))
+				continue
+			}
+			tally.record(m, int32(part), v)
+			// Counted as committed for the wait: kcat stores the offset of
+			// what it printed and commits it (periodically and at close);
+			// the post-check reads the group's commits.
+			tally.commit(1)
+		}
+	}()
+	go func() {
+		defer k.readers.Done()
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			line := sc.Text()
+			k.note(line)
+			if r := kcatRebalanceRE.FindStringSubmatch(line); r != nil {
+				var ps []int32
+				for _, pm := range kcatPartitionRE.FindAllStringSubmatch(r[2], -1) {
+					p, _ := strconv.Atoi(pm[1])
+					ps = append(ps, int32(p))
+				}
+				if r[1] == "assigned" {
+					asg.add(m, ps)
+				} else {
+					asg.remove(m, ps)
+				}
+			}
+		}
+	}()
+	return k, nil
+}
+
+func (k *kcatMember) note(line string) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.tail = append(k.tail, line)
+	if len(k.tail) > 3 {
+		k.tail = k.tail[1:]
+	}
+}
+
+func (k *kcatMember) lastStderr() string {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return strings.Join(k.tail, " | ")
+}
+
+// stop sends SIGINT, on which kcat closes its consumer (committing and
+// leaving the group), and waits for it to exit.
+func (k *kcatMember) stop() error {
+	k.cmd.Process.Signal(syscall.SIGINT)
+	exited := make(chan error, 1)
+	go func() {
+		k.readers.Wait() // Wait only once the pipes are drained
+		exited <- k.cmd.Wait()
+	}()
+	select {
+	case err := <-exited:
+		if err != nil {
+			return fmt.Errorf("kcat -G exited with %w after SIGINT: %s", err, k.lastStderr())
+		}
+		return nil
+	case <-time.After(20 * time.Second):
+		k.cmd.Process.Kill()
+		<-exited
+		return fmt.Errorf("kcat -G did not stop within 20s of SIGINT: %s", k.lastStderr())
+	}
+}
+
+// kcatGroupSplit runs group.split as two `kcat -G` processes with
+// librdkafka's default assignors (range, roundrobin).
+func kcatGroupSplit(ctx context.Context, e *env) (string, error) {
+	topic := e.topic("group.split")
+	if err := e.createTopic(ctx, topic, splitPartitions, nil); err != nil {
+		return "", err
+	}
+	asg := &splitAssign{}
+	tally := newSplitTally()
+	var members []*kcatMember
+	stopAll := func() error {
+		var first error
+		for _, k := range members {
+			if err := k.stop(); err != nil && first == nil {
+				first = err
+			}
+		}
+		members = nil
+		return first
+	}
+	defer stopAll()
+	for m := 0; m < 2; m++ {
+		k, err := startKcatMember(ctx, e, m, topic, asg, tally)
+		if err != nil {
+			return "", err
+		}
+		members = append(members, k)
+	}
+	sets, changes, err := asg.waitSplit(ctx)
+	if err != nil {
+		return "", fmt.Errorf("%w: kcat said: %s / %s", err, members[0].lastStderr(), members[1].lastStderr())
+	}
+	for p := 0; p < splitPartitions; p++ {
+		var in bytes.Buffer
+		for i := p; i < splitCount; i += splitPartitions {
+			fmt.Fprintf(&in, "%d\n", i)
+		}
+		if _, err := kcat(ctx, in.Bytes(), "-b", e.addr, "-P", "-t", topic, "-p", strconv.Itoa(p)); err != nil {
+			return "", err
+		}
+	}
+	if err := tally.waitCommitted(ctx, nil); err != nil {
+		return "", fmt.Errorf("%w: kcat said: %s / %s", err, members[0].lastStderr(), members[1].lastStderr())
+	}
+	if err := asg.stillSplit(sets, changes); err != nil {
+		return "", err
+	}
+	if err := stopAll(); err != nil {
+		return "", err
+	}
+	return tally.check(sets)
 }
 
 func kcatIdempotent(ctx context.Context, e *env) (string, error) {

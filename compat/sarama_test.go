@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/IBM/sarama"
@@ -18,6 +19,7 @@ func saramaClient() clientImpl {
 		"topics.admin":         saramaTopicsAdmin,
 		"order.key":            saramaOrderKey,
 		"group.resume":         saramaGroupResume,
+		"group.split":          saramaGroupSplit,
 		"producer.idempotent":  saramaIdempotent,
 		"txn.read_committed":   saramaTxn,
 		"listoffsets.time":     saramaListOffsetsTime,
@@ -322,6 +324,119 @@ func saramaGroupResume(ctx context.Context, e *env) (string, error) {
 		}
 	}
 	return "", nil
+}
+
+// splitHandler is one group.split member: Setup and Cleanup bracket a
+// generation with its claims; each message is marked and committed
+// after it is processed.
+type splitHandler struct {
+	m     int
+	topic string
+	asg   *splitAssign
+	tally *splitTally
+}
+
+func (h *splitHandler) Setup(s sarama.ConsumerGroupSession) error {
+	h.asg.set(h.m, s.Claims()[h.topic])
+	return nil
+}
+
+func (h *splitHandler) Cleanup(sarama.ConsumerGroupSession) error {
+	h.asg.set(h.m, nil)
+	return nil
+}
+
+func (h *splitHandler) ConsumeClaim(s sarama.ConsumerGroupSession, c sarama.ConsumerGroupClaim) error {
+	for m := range c.Messages() {
+		h.tally.record(h.m, m.Partition, string(m.Value))
+		s.MarkMessage(m, "")
+		s.Commit() // synchronous without auto-commit; failures go to Errors()
+		h.tally.commit(1)
+	}
+	return nil
+}
+
+// saramaGroupSplit runs group.split with two sarama ConsumerGroups and
+// sarama's default range strategy.
+func saramaGroupSplit(ctx context.Context, e *env) (string, error) {
+	topic := e.topic("group.split")
+	if err := e.createTopic(ctx, topic, splitPartitions, nil); err != nil {
+		return "", err
+	}
+	cfg := saramaConfig()
+	cfg.Consumer.Offsets.Initial = sarama.OffsetOldest
+	cfg.Consumer.Offsets.AutoCommit.Enable = false
+	cfg.Consumer.Group.Session.Timeout = splitSessionMs * time.Millisecond
+	cfg.Consumer.Group.Heartbeat.Interval = time.Second
+	asg := &splitAssign{}
+	tally := newSplitTally()
+	cctx, stop := context.WithCancel(ctx)
+	errc := make(chan error, 4)
+	var wg sync.WaitGroup
+	var groups []sarama.ConsumerGroup
+	defer func() {
+		stop()
+		wg.Wait()
+		for _, g := range groups {
+			g.Close() // leaves the group, once Consume has returned
+		}
+	}()
+	for m := 0; m < 2; m++ {
+		g, err := sarama.NewConsumerGroup([]string{e.addr}, splitGroup(topic), cfg)
+		if err != nil {
+			return "", fmt.Errorf("member %d: new group: %w", m, err)
+		}
+		groups = append(groups, g)
+		h := &splitHandler{m: m, topic: topic, asg: asg, tally: tally}
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			// Consume returns at each rebalance; the member joins again.
+			for cctx.Err() == nil {
+				if err := g.Consume(cctx, []string{topic}, h); err != nil && cctx.Err() == nil {
+					errc <- fmt.Errorf("member %d consume: %w", m, err)
+					return
+				}
+			}
+		}()
+		go func() {
+			defer wg.Done()
+			select {
+			case err := <-g.Errors():
+				if cctx.Err() == nil {
+					errc <- fmt.Errorf("member %d: %w", m, err)
+				}
+			case <-cctx.Done():
+			}
+		}()
+	}
+	sets, changes, err := asg.waitSplit(ctx)
+	if err != nil {
+		return "", err
+	}
+	var msgs []*sarama.ProducerMessage
+	for i := 0; i < splitCount; i++ {
+		msgs = append(msgs, &sarama.ProducerMessage{Topic: topic, Partition: int32(i % splitPartitions), Value: sarama.StringEncoder(strconv.Itoa(i))})
+	}
+	pcfg := saramaConfig()
+	pcfg.Producer.Partitioner = sarama.NewManualPartitioner
+	if err := saramaSend(e.addr, pcfg, msgs); err != nil {
+		return "", err
+	}
+	if err := tally.waitCommitted(ctx, errc); err != nil {
+		return "", err
+	}
+	if err := asg.stillSplit(sets, changes); err != nil {
+		return "", err
+	}
+	stop()
+	wg.Wait()
+	select {
+	case err := <-errc:
+		return "", err
+	default:
+	}
+	return tally.check(sets)
 }
 
 func saramaIdempotent(ctx context.Context, e *env) (string, error) {

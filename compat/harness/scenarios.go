@@ -19,6 +19,7 @@ var Scenarios = []Scenario{
 	{"produce.zstd", "as produce.none with zstd"},
 	{"order.key", "2,000 records over 20 keys into 4 partitions: each key stays in one partition, in the order sent"},
 	{"group.resume", "a consumer group member reads half, commits and leaves; a new member of the group resumes at the commit"},
+	{"group.split", "two members of one group run at once over a 4-partition topic (the client's default assignor): once both hold partitions, 200 records are written; each member reads a non-empty set of partitions, the sets are disjoint, every record is read once, no rebalance while consuming, and the commits reach the end of every partition"},
 	{"producer.idempotent", "an idempotent producer's records are read once each, in order, from batches that carry its producer id"},
 	{"txn.read_committed", "committed, aborted, committed transactions: read_committed sees only the committed records"},
 	{"listoffsets.time", "ListOffsets by timestamp finds the first record at or after the time; earliest and latest are right"},

@@ -21,6 +21,12 @@ const BIG_TOPIC_MAX = 2 << 20
 const SMALL_TOPIC_MAX = 10000
 const TOO_LARGE_VALUE = 20000
 const TIME_BASE = 1704067200000 // 2024-01-01T00:00:00Z
+// group.split (compat/split_test.go): two members at once over a
+// 4-partition topic; SPLIT_COUNT records, value "i" to partition i % 4,
+// written once both members hold a part of the topic.
+const SPLIT_PARTITIONS = 4
+const SPLIT_COUNT = 200
+const SPLIT_SESSION_MS = 30000
 
 class Fail extends Error {}
 class NotApplicable extends Error {}
@@ -295,6 +301,110 @@ async function groupResume (a) {
   }
 }
 
+// validSplit says why two members' assignments are not yet a split of
+// the topic (both non-empty, disjoint, together every partition), or null.
+function validSplit (sets) {
+  const owner = {}
+  for (let m = 0; m < 2; m++) {
+    if (sets[m].length === 0) return `member ${m} has no partitions (assignments ${JSON.stringify(sets)})`
+    for (const p of sets[m]) {
+      if (p in owner) return `partition ${p} assigned to members ${owner[p]} and ${m} (assignments ${JSON.stringify(sets)})`
+      owner[p] = m
+    }
+  }
+  for (let p = 0; p < SPLIT_PARTITIONS; p++) {
+    if (!(p in owner)) return `partition ${p} assigned to neither member (assignments ${JSON.stringify(sets)})`
+  }
+  return null
+}
+
+// groupSplit runs two consumers of one group in this process, started
+// together, with kafkajs's default assignor (round robin). Each tracks its
+// assignment through kafkajs's events: REBALANCING drops it, GROUP_JOIN
+// brings the new one.
+async function groupSplit (a) {
+  await create(a.bootstrap, a.topic, SPLIT_PARTITIONS)
+  const group = `${a.topic}-group`
+  let parts = [new Set(), new Set()]
+  let changes = 0
+  const setParts = (m, ps) => {
+    const next = new Set(ps)
+    for (const p of parts[m]) if (!next.has(p)) changes++
+    for (const p of next) if (!parts[m].has(p)) changes++
+    parts = parts.map((s, i) => i === m ? next : s)
+  }
+  const snapshot = () => parts.map(s => [...s].sort((x, y) => x - y))
+  const seen = {}
+  const read = [{}, {}]
+  let committed = 0
+  let failure = null
+  const consumers = []
+  const startMember = async m => {
+    const consumer = client(a.bootstrap).consumer({ groupId: group, maxWaitTimeInMs: 200, sessionTimeout: SPLIT_SESSION_MS, heartbeatInterval: 1000 })
+    consumers.push(consumer)
+    consumer.on(consumer.events.GROUP_JOIN, e => setParts(m, e.payload.memberAssignment[a.topic] || []))
+    consumer.on(consumer.events.REBALANCING, () => setParts(m, []))
+    consumer.on(consumer.events.CRASH, e => { failure = failure || `member ${m} crashed: ${e.payload.error}` })
+    await consumer.connect()
+    await consumer.subscribe({ topic: a.topic, fromBeginning: true })
+    await consumer.run({
+      autoCommit: false,
+      eachMessage: async ({ partition, message }) => {
+        const v = message.value.toString()
+        seen[v] = (seen[v] || 0) + 1
+        read[m][partition] = (read[m][partition] || 0) + 1
+        await consumer.commitOffsets([{ topic: a.topic, partition, offset: String(Number(message.offset) + 1) }])
+        committed++
+      }
+    })
+  }
+  // 45 s each: the script reports its own reason within the runner's
+  // 2-minute deadline for the scenario.
+  const waitUntil = async (what, cond) => {
+    const deadline = Date.now() + 45000
+    for (let why = cond(); why !== null; why = cond()) {
+      if (failure) throw new Fail(failure)
+      if (Date.now() > deadline) throw new Fail(`${what}: still ${why} after 45s (last log: ${lastLog})`)
+      await sleep(50)
+    }
+  }
+  let sets
+  try {
+    await Promise.all([startMember(0), startMember(1)])
+    await waitUntil('wait for both members to hold a part of the topic', () => validSplit(snapshot()))
+    sets = snapshot()
+    const before = changes
+    const msgs = []
+    for (let i = 0; i < SPLIT_COUNT; i++) msgs.push({ value: String(i), partition: i % SPLIT_PARTITIONS })
+    await produce(a.bootstrap, a.topic, msgs)
+    await waitUntil('wait for every record to be processed and committed',
+      () => committed >= SPLIT_COUNT ? null : `${committed} of ${SPLIT_COUNT} processed and committed`)
+    if (changes !== before) {
+      throw new Fail(`the group rebalanced while consuming: assignments ${JSON.stringify(sets)} when the records were written, ${JSON.stringify(snapshot())} at the end (${changes - before} changes)`)
+    }
+  } finally {
+    await Promise.all(consumers.map(c => c.disconnect())) // leave the group
+  }
+  if (failure) throw new Fail(failure)
+  const note = []
+  for (let m = 0; m < 2; m++) {
+    const ps = Object.keys(read[m]).map(Number).sort((x, y) => x - y)
+    if (ps.length === 0) throw new Fail(`member ${m} read nothing (assigned ${sets[m]})`)
+    for (const p of ps) {
+      if (!sets[m].includes(p)) throw new Fail(`member ${m} read ${read[m][p]} records of partition ${p}, outside its assignment ${sets[m]}`)
+      if (read[1 - m][p]) throw new Fail(`partition ${p} read by both members (${read[0][p]} and ${read[1][p]} records) without a rebalance`)
+    }
+    note.push(`member ${m} read partitions ${ps.join(',')}`)
+  }
+  for (const v of Object.keys(seen)) {
+    if (!/^\d+$/.test(v) || Number(v) >= SPLIT_COUNT) throw new Fail(`read a record ${JSON.stringify(v)} that was not written`)
+  }
+  for (let i = 0; i < SPLIT_COUNT; i++) {
+    if (seen[String(i)] !== 1) throw new Fail(`record ${i} read ${seen[String(i)] || 0} times across the two members`)
+  }
+  return note.join('; ')
+}
+
 async function idempotent (a) {
   await create(a.bootstrap, a.topic)
   const msgs = []
@@ -479,6 +589,7 @@ const SCENARIOS = {
   'topics.admin': topicsAdmin,
   'order.key': orderKey,
   'group.resume': groupResume,
+  'group.split': groupSplit,
   'producer.idempotent': idempotent,
   'txn.read_committed': txn,
   'listoffsets.time': listOffsetsTime,

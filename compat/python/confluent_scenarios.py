@@ -211,6 +211,62 @@ def group_resume(a):
             raise Fail("record %d read %s times across the two members" % (i, seen.get(str(i).encode())))
 
 
+def group_split(a):
+    """Two Consumers of one group, one thread each (rebalance callbacks
+    run inside a consumer's poll), with librdkafka's default assignors
+    (range, roundrobin)."""
+    create(a.bootstrap, a.topic, common.SPLIT_PARTITIONS)
+    group = common.split_group(a.topic)
+    asg, tally = common.SplitAssign(), common.SplitTally()
+    stop = threading.Event()
+    errors = []
+
+    def member(m):
+        c = None
+        try:
+            c = consumer(a.bootstrap, **{"group.id": group, "client.id": "%s-%d" % (group, m),
+                                         "session.timeout.ms": common.SPLIT_SESSION_MS})
+
+            def parts(ps):
+                return [tp.partition for tp in ps if tp.topic == a.topic]
+            c.subscribe([a.topic], on_assign=lambda _, ps: asg.add(m, parts(ps)),
+                        on_revoke=lambda _, ps: asg.remove(m, parts(ps)),
+                        on_lost=lambda _, ps: asg.remove(m, parts(ps)))
+            while not stop.is_set():
+                msg = c.poll(0.2)
+                if msg is None:
+                    continue
+                if msg.error():
+                    raise Fail("consume: %s" % msg.error())
+                tally.record(m, msg.partition(), msg.value().decode())
+                c.commit(message=msg, asynchronous=False)
+                tally.commit(1)
+        except Exception as e:  # the member's failure is the scenario's
+            errors.append("member %d: %s: %s" % (m, type(e).__name__, e))
+        finally:
+            if c is not None:
+                c.close()  # leaves the group
+
+    threads = [threading.Thread(target=member, args=(m,), daemon=True) for m in range(2)]
+    for t in threads:
+        t.start()
+    try:
+        sets, changes = asg.wait_split()
+        produce_ok(a.bootstrap, [{"topic": a.topic, "partition": i % common.SPLIT_PARTITIONS, "value": str(i).encode()}
+                                 for i in range(common.SPLIT_COUNT)])
+        tally.wait_committed(errors)
+        asg.still_split(sets, changes)
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(30)
+    if any(t.is_alive() for t in threads):
+        raise Fail("a member did not stop within 30s")
+    if errors:
+        raise Fail(errors[0])
+    return tally.check(sets)
+
+
 def idempotent(a):
     create(a.bootstrap, a.topic, 1)
     produce_ok(a.bootstrap, [{"topic": a.topic, "value": str(i).encode()} for i in range(common.PRODUCE_COUNT)],
@@ -398,6 +454,7 @@ SCENARIOS = {
     "topics.admin": topics_admin,
     "order.key": order_key,
     "group.resume": group_resume,
+    "group.split": group_split,
     "producer.idempotent": idempotent,
     "txn.read_committed": txn,
     "listoffsets.time": listoffsets_time,

@@ -13,7 +13,8 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition  # noqa: E402
+from kafka import (  # noqa: E402
+    ConsumerRebalanceListener, KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition)
 from kafka.admin import ConfigResource, ConfigResourceType, NewPartitions, NewTopic  # noqa: E402
 from kafka.errors import KafkaTimeoutError, MessageSizeTooLargeError  # noqa: E402
 
@@ -198,6 +199,74 @@ def group_resume(a):
             raise Fail("record %d read %s times across the two members" % (i, seen.get(str(i).encode())))
 
 
+class SplitListener(ConsumerRebalanceListener):
+    """Tracks one group.split member's assignment through kafka-python's
+    rebalance callbacks (eager: revoke all, then assign anew)."""
+
+    def __init__(self, topic, m, asg):
+        self.topic, self.m, self.asg = topic, m, asg
+
+    def on_partitions_revoked(self, revoked):
+        self.asg.remove(self.m, [tp.partition for tp in revoked if tp.topic == self.topic])
+
+    def on_partitions_assigned(self, assigned):
+        self.asg.add(self.m, [tp.partition for tp in assigned if tp.topic == self.topic])
+
+
+def group_split(a):
+    """Two KafkaConsumers of one group, one thread each (a consumer is not
+    thread-safe; each completes its rebalances inside its own poll), with
+    kafka-python's default assignors (range, roundrobin)."""
+    create(a.bootstrap, a.topic, common.SPLIT_PARTITIONS)
+    group = common.split_group(a.topic)
+    asg, tally = common.SplitAssign(), common.SplitTally()
+    stop = threading.Event()
+    errors = []
+
+    def member(m):
+        c = None
+        try:
+            c = consumer(a.bootstrap, group_id=group, client_id="%s-%d" % (group, m),
+                         session_timeout_ms=common.SPLIT_SESSION_MS, heartbeat_interval_ms=1000,
+                         request_timeout_ms=common.SPLIT_SESSION_MS + 10000)
+            c.subscribe([a.topic], listener=SplitListener(a.topic, m, asg))
+            while not stop.is_set():
+                n = 0
+                for recs in c.poll(timeout_ms=200).values():
+                    for r in recs:
+                        tally.record(m, r.partition, r.value.decode())
+                        n += 1
+                if n:
+                    c.commit()  # the positions after what was just processed
+                    tally.commit(n)
+        except Exception as e:  # the member's failure is the scenario's
+            errors.append("member %d: %s: %s" % (m, type(e).__name__, e))
+        finally:
+            if c is not None:
+                c.close(autocommit=False)  # leaves the group
+
+    threads = [threading.Thread(target=member, args=(m,), daemon=True) for m in range(2)]
+    for t in threads:
+        t.start()
+    try:
+        sets, changes = asg.wait_split()
+        p = producer(a.bootstrap)
+        send_all(p, [{"topic": a.topic, "partition": i % common.SPLIT_PARTITIONS, "value": str(i).encode()}
+                     for i in range(common.SPLIT_COUNT)])
+        p.close()
+        tally.wait_committed(errors)
+        asg.still_split(sets, changes)
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(30)
+    if any(t.is_alive() for t in threads):
+        raise Fail("a member did not stop within 30s")
+    if errors:
+        raise Fail(errors[0])
+    return tally.check(sets)
+
+
 def idempotent(a):
     raise NotApplicable("kafka-python 2.0.2 has no idempotent producer")
 
@@ -378,6 +447,7 @@ SCENARIOS = {
     "topics.admin": topics_admin,
     "order.key": order_key,
     "group.resume": group_resume,
+    "group.split": group_split,
     "producer.idempotent": idempotent,
     "txn.read_committed": txn,
     "listoffsets.time": listoffsets_time,
