@@ -748,9 +748,7 @@ func TestKIP890VerificationOverTheNetwork(t *testing.T) {
 	if got := readAllIsolation(t, ts.addr, "net", kgo.ReadCommitted(), 2); len(got) != 2 {
 		t.Fatalf("read_committed read %d records, want 2", len(got))
 	}
-	ts.addSender.mu.Lock()
-	remote := len(ts.addSender.clients)
-	ts.addSender.mu.Unlock()
+	remote := ts.addSender.clients.count()
 	if remote != 1 {
 		t.Fatalf("%d connections to coordinators, want 1", remote)
 	}

@@ -3,8 +3,6 @@ package broker
 import (
 	"context"
 	"fmt"
-	"net"
-	"strconv"
 	"sync"
 	"time"
 
@@ -81,10 +79,11 @@ type addPartitionsSender struct {
 	// the path between brokers on one node.
 	viaNetwork bool
 
-	mu      sync.Mutex // a leaf: nothing else is taken while it is held
-	closed  bool
-	queues  map[int32]*addQueue          // by coordinator node
-	clients map[int32]*coordinatorClient // by remote coordinator node
+	mu     sync.Mutex // a leaf: nothing else is taken while it is held
+	closed bool
+	queues map[int32]*addQueue // by coordinator node
+	// clients are the connections to remote coordinator nodes.
+	clients *brokerClients
 }
 
 // addQueue is one coordinator node's pending transactions.
@@ -102,14 +101,14 @@ type pendingAdd struct {
 	done  chan map[txn.TopicPartition]int16 // buffered: answered once
 }
 
-// coordinatorClient is a connection to a remote coordinator node.
-type coordinatorClient struct {
-	addr string
-	cl   *kgo.Client
-}
-
 func newAddPartitionsSender(s *Server) *addPartitionsSender {
-	return &addPartitionsSender{s: s, queues: make(map[int32]*addQueue), clients: make(map[int32]*coordinatorClient)}
+	// The broker form exists from v4 on; an older coordinator must fail
+	// the request rather than receive a client's form.
+	var minVersions kversion.Versions
+	minVersions.SetMaxKeyVersion(int16(kmsg.AddPartitionsToTxn), 4)
+	return &addPartitionsSender{s: s, queues: make(map[int32]*addQueue),
+		clients: newBrokerClients(s, kgo.MinVersions(&minVersions),
+			kgo.ClientID(fmt.Sprintf("gregor-txn-verify-%d", s.cfg.NodeID)))}
 }
 
 // close stops sending and closes the connections to remote coordinators.
@@ -117,12 +116,8 @@ func newAddPartitionsSender(s *Server) *addPartitionsSender {
 func (a *addPartitionsSender) close() {
 	a.mu.Lock()
 	a.closed = true
-	clients := a.clients
-	a.clients = make(map[int32]*coordinatorClient)
 	a.mu.Unlock()
-	for _, c := range clients {
-		c.cl.Close()
-	}
+	a.clients.close()
 }
 
 // allCodes answers every partition with one code.
@@ -248,52 +243,15 @@ func (a *addPartitionsSender) send(node int32, req *kmsg.AddPartitionsToTxnReque
 		// AddPartitionsToTxn handler serves, with the same request.
 		return a.s.txns.coord.AddPartitionsToTxn(ctx, req), nil
 	}
-	cl, err := a.client(node)
+	b, err := a.clients.broker(node)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("AddPartitionsToTxn to coordinator %d: %w", node, err)
 	}
-	resp, err := req.RequestWith(ctx, cl.Broker(int(node)))
+	resp, err := req.RequestWith(ctx, b)
 	if err != nil {
 		return nil, fmt.Errorf("AddPartitionsToTxn to coordinator %d: %w", node, err)
 	}
 	return resp, nil
-}
-
-// client returns the connection to a remote coordinator node, made anew
-// when its inter-broker address changed.
-func (a *addPartitionsSender) client(node int32) (*kgo.Client, error) {
-	b, ok := a.s.meta.Image().Broker(node)
-	if !ok {
-		return nil, fmt.Errorf("coordinator %d is not registered", node)
-	}
-	l, ok := b.Listener(a.s.cfg.InterBrokerListenerName)
-	if !ok {
-		return nil, fmt.Errorf("coordinator %d has no %s listener", node, a.s.cfg.InterBrokerListenerName)
-	}
-	addr := net.JoinHostPort(l.Host, strconv.Itoa(int(l.Port)))
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.closed {
-		return nil, fmt.Errorf("coordinator %d: %w", node, context.Canceled)
-	}
-	if c := a.clients[node]; c != nil {
-		if c.addr == addr {
-			return c.cl, nil
-		}
-		c.cl.Close()
-		delete(a.clients, node)
-	}
-	// The broker form exists from v4 on; an older coordinator must fail
-	// the request rather than receive a client's form.
-	var minVersions kversion.Versions
-	minVersions.SetMaxKeyVersion(int16(kmsg.AddPartitionsToTxn), 4)
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.MinVersions(&minVersions),
-		kgo.ClientID(fmt.Sprintf("gregor-txn-verify-%d", a.s.cfg.NodeID)))
-	if err != nil {
-		return nil, fmt.Errorf("connect to coordinator %d at %s: %w", node, addr, err)
-	}
-	a.clients[node] = &coordinatorClient{addr: addr, cl: cl}
-	return cl, nil
 }
 
 // answerFor maps a coordinator's answer for one transaction to the error

@@ -22,8 +22,10 @@ import (
 // in __transaction_state, created on the first FindCoordinator for a
 // transactional id, and moves with the leadership of that topic's
 // partitions like the group coordinator. To end a transaction it writes
-// commit or abort markers to every partition of the transaction through
-// writeMarkers, the path WriteTxnMarkers (key 27) also serves.
+// commit or abort markers to every partition of the transaction: through
+// writeMarker, the path WriteTxnMarkers (key 27) also serves, where this
+// node leads the partition, and with WriteTxnMarkers to the leader
+// elsewhere (txn_marker_sender.go).
 
 const txnStateTopic = txn.TransactionStateTopic
 
@@ -31,6 +33,8 @@ const txnStateTopic = txn.TransactionStateTopic
 type txnCoordinator struct {
 	coord  *txn.Coordinator
 	loader *partitionLoader
+	// markers sends the coordinator's markers to the partition leaders.
+	markers *markerSender
 }
 
 func (s *Server) startTxnCoordinator() error {
@@ -44,9 +48,10 @@ func (s *Server) startTxnCoordinator() error {
 	// The finalized transaction.version (18_api_versions.go).
 	cfg.TransactionVersion = transactionVersion
 	cfg.Logger = s.log.With("component", "transactions")
+	markers := newMarkerSender(s)
 	coord, err := txn.New(cfg, txn.Deps{
 		Store:   internalStore{s, txnStateTopic},
-		Markers: markerWriter{s},
+		Markers: markerWriter{markers},
 		AllocateProducerID: func(ctx context.Context) (int64, error) {
 			id, _, err := s.producerIDs.Next(ctx)
 			return id, err
@@ -63,8 +68,15 @@ func (s *Server) startTxnCoordinator() error {
 	if err != nil {
 		return fmt.Errorf("start transaction coordinator: %w", err)
 	}
+	// The connections to other leaders go when the server stops; a
+	// marker send after that fails and the stopping coordinator drops it.
+	s.goTracked(func() {
+		<-s.ctx.Done()
+		markers.clients.close()
+	})
 	s.txns = &txnCoordinator{
-		coord: coord,
+		coord:   coord,
+		markers: markers,
 		loader: &partitionLoader{
 			s: s, topic: txnStateTopic, loaded: make(map[int32]int32),
 			load: func(ctx context.Context, partition, epoch int32, p *partition) error {
@@ -106,26 +118,19 @@ func (s *Server) ensureTxnTopic(ctx context.Context) (*raftmeta.Image, error) {
 		})
 }
 
-// markerWriter writes transaction markers to the partitions of this node.
-type markerWriter struct{ s *Server }
+// markerWriter is the coordinator's txn.MarkerWriter: it writes the
+// markers of partitions this node leads here and sends the others to
+// their leaders (txn_marker_sender.go).
+type markerWriter struct{ ms *markerSender }
 
 // WriteMarkers writes each marker to each of its partitions and answers
 // one error per partition.
 func (mw markerWriter) WriteMarkers(ctx context.Context, markers []txn.Marker) [][]error {
-	out := make([][]error, len(markers))
-	for i, m := range markers {
-		out[i] = make([]error, len(m.Partitions))
-		for j, tp := range m.Partitions {
-			out[i][j] = mw.s.writeMarker(ctx, tp.Topic, tp.Partition, producerstate.Marker{
-				ProducerID: m.ProducerID, ProducerEpoch: m.ProducerEpoch, CoordinatorEpoch: m.CoordinatorEpoch,
-				Commit: m.Commit, TransactionVersion: m.TransactionVersion,
-			})
-		}
-	}
-	return out
+	return mw.ms.writeMarkers(ctx, markers)
 }
 
-// writeMarker writes a transaction marker to a partition this node leads.
+// writeMarker writes a transaction marker to a partition this node leads,
+// for the local coordinator or a remote one's WriteTxnMarkers.
 // Markers for __consumer_offsets go through the group coordinator, which
 // writes them in order with its pending commits and then makes the
 // producer's offsets visible or drops them.
