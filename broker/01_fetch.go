@@ -34,6 +34,7 @@ func init() { register(1, 4, 18, handleFetch) }
 type fetchPlan struct {
 	ctx         context.Context // the connection's: a long poll ends with it
 	replicaID   int32           // a follower's broker id, or -1 for a consumer
+	brokerEpoch int64           // a follower's broker epoch (v15+), -1 when unknown
 	req         *kmsg.FetchRequest
 	session     *fetchSession // nil for a sessionless fetch
 	incremental bool
@@ -82,9 +83,9 @@ func handleFetch(s *Server, r *request) (result, error) {
 // epoch rules, and returns a top-level error code when the session is
 // unusable.
 func (s *Server) planFetch(req *kmsg.FetchRequest) (*fetchPlan, int16) {
-	plan := &fetchPlan{req: req, replicaID: req.ReplicaID}
+	plan := &fetchPlan{req: req, replicaID: req.ReplicaID, brokerEpoch: -1}
 	if req.Version >= 15 {
-		plan.replicaID = req.ReplicaState.ID
+		plan.replicaID, plan.brokerEpoch = req.ReplicaState.ID, req.ReplicaState.Epoch
 	}
 	now := s.now()
 	switch {
@@ -205,7 +206,7 @@ func (s *Server) readFetch(plan *fetchPlan) fetchRead {
 		// watermark, and the follower reads up to the leader's log end.
 		follower := plan.replicaID >= 0
 		if follower {
-			if err := s.followerFetched(p, plan.replicaID, fp.fetchOffset); err != nil {
+			if err := s.followerFetched(p, plan.replicaID, plan.brokerEpoch, fp.fetchOffset); err != nil {
 				rp.ErrorCode = errCode(err)
 				out[i] = rp
 				continue

@@ -16,6 +16,7 @@ import (
 	"github.com/gregorbroker/gregor/broker/producerstate"
 	"github.com/gregorbroker/gregor/protocol"
 	"github.com/gregorbroker/gregor/raftmeta"
+	"github.com/gregorbroker/gregor/storage"
 )
 
 // The group coordinator's state lives in __consumer_offsets, a compacted
@@ -313,6 +314,12 @@ func (s *Server) appendLocked(p *partition, batch []byte, nowMs int64) (int64, e
 		p.appendedEpoch = epoch
 	}
 	ar, flush, err := p.log.AppendDeferFlush(batch, epoch, nowMs)
+	if errors.Is(err, storage.ErrClosed) {
+		// The log went with its partition (deleted, or moved off this
+		// node by a reassignment) between the leadership check and the
+		// append: not a disk failure. The client looks for the leader.
+		return 0, fmt.Errorf("%w: %s-%d is no longer hosted here", kerr.NotLeaderForPartition, p.topic, p.index)
+	}
 	if err != nil {
 		s.storageFailed(p, err)
 		return 0, fmt.Errorf("%w: append %s-%d: %v", kerr.KafkaStorageError, p.topic, p.index, err)
@@ -332,7 +339,9 @@ func (s *Server) durable(p *partition, last int64) error {
 	if p.flushTarget.Load() <= last {
 		return nil
 	}
-	if err := p.log.FlushTo(last + 1); err != nil {
+	if err := p.log.FlushTo(last + 1); errors.Is(err, storage.ErrClosed) {
+		return fmt.Errorf("%w: %s-%d is no longer hosted here", kerr.NotLeaderForPartition, p.topic, p.index)
+	} else if err != nil {
 		s.storageFailed(p, err)
 		return fmt.Errorf("%w: flush %s-%d: %v", kerr.KafkaStorageError, p.topic, p.index, err)
 	}

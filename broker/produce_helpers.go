@@ -1,11 +1,13 @@
 package broker
 
 import (
+	"errors"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
 
 	"github.com/gregorbroker/gregor/raftmeta"
+	"github.com/gregorbroker/gregor/storage"
 )
 
 // leaderPartition is the partition if this node hosts it and leads it:
@@ -50,6 +52,11 @@ func (h *logDirHealth) changed() chan struct{} {
 // storageFailed takes the log dir of p offline after a disk error. It
 // takes no lock and does not block, so callers may hold p.mu.
 func (s *Server) storageFailed(p *partition, err error) {
+	if errors.Is(err, storage.ErrClosed) {
+		// A log closed because its partition was deleted or moved away
+		// says nothing about the disk.
+		return
+	}
 	dir := filepath.Dir(p.log.Dir())
 	if _, was := s.offlineDirs.dirs.LoadOrStore(dir, true); was {
 		return

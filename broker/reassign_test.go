@@ -128,13 +128,13 @@ func TestLeaderTracksAddedReplicaAndPendingISR(t *testing.T) {
 		t.Fatalf("partition %v", p)
 	}
 	a := p.assign.Load()
-	if err := ts.followerFetched(p, 2, 0); err == nil {
+	if err := ts.followerFetched(p, 2, -1, 0); err == nil {
 		t.Fatal("a fetch from a broker that is not a replica was accepted")
 	}
 	// The reassignment's first record: replica 2 added, same leader epoch.
 	ts.applyAssignment(p, raftmeta.PartitionImage{Replicas: []int32{1, 2}, ISR: []int32{1}, Leader: 1,
 		LeaderEpoch: a.leaderEpoch, PartitionEpoch: a.partitionEpoch + 1, AddingReplicas: []int32{2}})
-	if err := ts.followerFetched(p, 2, 10); err != nil {
+	if err := ts.followerFetched(p, 2, -1, 10); err != nil {
 		t.Fatalf("fetch from the added replica: %v", err)
 	}
 	// An older image does not undo the newer assignment.
@@ -151,7 +151,7 @@ func TestLeaderTracksAddedReplicaAndPendingISR(t *testing.T) {
 	if hw, leo := p.highWatermark(), p.log.LogEndOffset(); hw != 10 || leo != 15 {
 		t.Fatalf("with replica 2 joining at 10: high watermark %d, log end %d", hw, leo)
 	}
-	if err := ts.followerFetched(p, 2, 15); err != nil {
+	if err := ts.followerFetched(p, 2, -1, 15); err != nil {
 		t.Fatal(err)
 	}
 	if hw := p.highWatermark(); hw != 15 {

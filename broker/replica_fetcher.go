@@ -180,6 +180,13 @@ func (f *replicaFetcher) run() {
 			}
 			continue
 		}
+		if f.s.ownBrokerEpoch() == -1 {
+			// Not registered yet (a restart replays the image before it
+			// registers): fetches are made under this incarnation's epoch
+			// only, so that the leader never counts them for another.
+			f.sleep(max(backoff, 50*time.Millisecond))
+			continue
+		}
 		if err := f.truncate(cl, parts); err != nil {
 			if f.ctx.Err() == nil {
 				f.s.log.Warn("replica truncation", "leader", f.leader, "err", err)
@@ -312,7 +319,8 @@ func (f *replicaFetcher) fetchOnce(cl *kgo.Client, parts map[*partition]*followS
 	req := kmsg.NewPtrFetchRequest()
 	req.ReplicaID = f.s.cfg.NodeID
 	req.ReplicaState.ID = f.s.cfg.NodeID
-	req.ReplicaState.Epoch = -1
+	// The leader counts this fetch for this incarnation only (KIP-903).
+	req.ReplicaState.Epoch = f.s.ownBrokerEpoch()
 	req.MaxWaitMillis = f.s.cfg.ReplicaFetchWaitMaxMs
 	req.MinBytes = f.s.cfg.ReplicaFetchMinBytes
 	req.MaxBytes = f.s.cfg.ReplicaFetchResponseMaxBytes

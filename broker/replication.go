@@ -20,9 +20,18 @@ import (
 // the ISR; one that reaches the high watermark joins it again. ISR changes
 // go to the controller (AlterPartition), which commits them to the
 // metadata log; the leader uses the new ISR once the controller answers.
+//
+// KIP-903: each fetch names the follower's broker epoch (the epoch of its
+// current registration, which a restart renews). The leader records it,
+// refuses fetches from an incarnation older than the registered one, adds
+// a follower only when the epoch it fetched under is the registered one,
+// and names every member's epoch in its ISR changes, so that the
+// controller refuses a member whose fetches came from an earlier
+// incarnation (one that may have lost its disk since).
 
 // replicaState is what the leader knows of one follower.
 type replicaState struct {
+	brokerEpoch          int64     // the broker epoch its last fetch named, -1 if none or unknown
 	leo                  int64     // the follower's log end offset, from its last fetch
 	lastFetch            time.Time // when it last fetched
 	lastFetchLeaderLEO   int64     // the leader's log end offset at that fetch
@@ -89,7 +98,7 @@ func (s *Server) applyAssignment(p *partition, pi raftmeta.PartitionImage) {
 		// leader starts tracking them (and forgets removed ones) now.
 		for _, r := range pi.Replicas {
 			if r != s.cfg.NodeID && p.followers[r] == nil {
-				p.followers[r] = &replicaState{leo: -1, lastCaughtUp: now}
+				p.followers[r] = &replicaState{brokerEpoch: -1, leo: -1, lastCaughtUp: now}
 			}
 		}
 		for r := range p.followers {
@@ -105,7 +114,7 @@ func (s *Server) applyAssignment(p *partition, pi raftmeta.PartitionImage) {
 		if r != s.cfg.NodeID {
 			// A new leader starts its followers' clocks now, as Kafka does,
 			// so none is dropped from the ISR before it could fetch.
-			p.followers[r] = &replicaState{leo: -1, lastCaughtUp: now}
+			p.followers[r] = &replicaState{brokerEpoch: -1, leo: -1, lastCaughtUp: now}
 		}
 	}
 	if pi.Leader != s.cfg.NodeID {
@@ -156,10 +165,18 @@ func (p *partition) setHighWatermarkLocked(hw int64) {
 	p.wakeWaiters()
 }
 
-// followerFetched records a follower's fetch at offset (its log end) and
-// moves the high watermark. It returns whether the follower should join
-// the ISR.
-func (s *Server) followerFetched(p *partition, replica int32, offset int64) error {
+// followerFetched records a follower's fetch at offset (its log end),
+// made under brokerEpoch (-1 when the fetch does not say), moves the high
+// watermark, and asks the controller to add the follower to the ISR when
+// it has caught up.
+func (s *Server) followerFetched(p *partition, replica int32, brokerEpoch int64, offset int64) error {
+	if brokerEpoch != -1 {
+		// As Kafka: a fetch from an incarnation older than the registered
+		// one is stale (sent before a restart, delivered after it).
+		if b, ok := s.meta.Image().Broker(replica); ok && b.Epoch > brokerEpoch {
+			return fmt.Errorf("%w: broker %d fetched at broker epoch %d, registered at %d", kerr.NotLeaderForPartition, replica, brokerEpoch, b.Epoch)
+		}
+	}
 	p.mu.Lock()
 	a := p.assign.Load()
 	if a == nil || a.leader != s.cfg.NodeID {
@@ -173,6 +190,13 @@ func (s *Server) followerFetched(p *partition, replica int32, offset int64) erro
 	}
 	now := s.now()
 	leo := p.log.LogEndOffset()
+	if brokerEpoch != f.brokerEpoch && !f.lastFetch.IsZero() {
+		// Another incarnation: what the previous one fetched says nothing
+		// of this one's log, so it starts as if it had never fetched and
+		// has not been caught up since.
+		f.lastFetch, f.lastFetchLeaderLEO, f.lastCaughtUp = time.Time{}, 0, time.Time{}
+	}
+	f.brokerEpoch = brokerEpoch
 	switch {
 	case offset >= leo:
 		f.lastCaughtUp = now
@@ -181,20 +205,25 @@ func (s *Server) followerFetched(p *partition, replica int32, offset int64) erro
 	}
 	f.leo, f.lastFetch, f.lastFetchLeaderLEO = offset, now, leo
 	p.maybeAdvanceHighWatermarkLocked()
-	// A fenced broker (restarting, not yet heartbeating) cannot join the
+	// A fenced broker (restarting, not yet heartbeating), or one whose
+	// fetch names another registration than the image's, cannot join the
 	// ISR: the controller would refuse it. A refused change is asked again
 	// no sooner than isrRetry.
 	join := !slices.Contains(a.isr, replica) && offset >= p.hw.Load() && !f.pendingISRChangeSent &&
-		now.Sub(f.lastISRAttempt) >= isrRetry && s.brokerEligible(replica)
+		now.Sub(f.lastISRAttempt) >= isrRetry && s.brokerEligible(replica, brokerEpoch)
+	var newISR []raftmeta.ISRMember
 	if join {
 		f.pendingISRChangeSent = true
 		f.joining = true
 		f.lastISRAttempt = now
+		ids := append(slices.Clone(a.isr), replica)
+		slices.Sort(ids)
+		// The epochs are taken now, with the fetch that qualified the
+		// follower: a later fetch may come from another incarnation.
+		newISR = s.isrMembersLocked(p, ids)
 	}
 	p.mu.Unlock()
 	if join {
-		newISR := append(slices.Clone(a.isr), replica)
-		slices.Sort(newISR)
 		s.goTracked(func() { s.alterISR(p, a, newISR) })
 	}
 	return nil
@@ -203,20 +232,46 @@ func (s *Server) followerFetched(p *partition, replica int32, offset int64) erro
 // isrRetry spaces out ISR changes the controller refused.
 const isrRetry = 500 * time.Millisecond
 
-// brokerEligible reports whether a broker may be in an ISR: registered and
-// not fenced.
-func (s *Server) brokerEligible(id int32) bool {
+// brokerEligible reports whether a broker may be in an ISR: registered,
+// not fenced, and (unless epoch is -1, unknown) registered at epoch.
+func (s *Server) brokerEligible(id int32, epoch int64) bool {
 	b, ok := s.meta.Image().Broker(id)
-	return ok && !b.Fenced
+	return ok && !b.Fenced && (epoch == -1 || b.Epoch == epoch)
+}
+
+// ownBrokerEpoch is this broker's registration epoch, or -1 before it has
+// registered.
+func (s *Server) ownBrokerEpoch() int64 {
+	if e := s.epoch.Load(); e > 0 {
+		return e
+	}
+	return -1
+}
+
+// isrMembersLocked names each broker of isr with the broker epoch it is
+// known at (Kafka's NewIsrWithEpochs): this node's own, a follower's from
+// its last fetch, -1 when unknown. The caller holds p.mu.
+func (s *Server) isrMembersLocked(p *partition, isr []int32) []raftmeta.ISRMember {
+	out := make([]raftmeta.ISRMember, len(isr))
+	for i, r := range isr {
+		out[i] = raftmeta.ISRMember{ID: r, BrokerEpoch: -1}
+		switch f := p.followers[r]; {
+		case r == s.cfg.NodeID:
+			out[i].BrokerEpoch = s.ownBrokerEpoch()
+		case f != nil:
+			out[i].BrokerEpoch = f.brokerEpoch
+		}
+	}
+	return out
 }
 
 // alterISR asks the controller for a new ISR and, when it agrees, applies
 // the answer at once instead of waiting for the metadata log to reach this
 // node.
-func (s *Server) alterISR(p *partition, a *assignment, newISR []int32) {
+func (s *Server) alterISR(p *partition, a *assignment, members []raftmeta.ISRMember) {
 	ctx, cancel := context.WithTimeout(s.ctx, 10*time.Second)
 	defer cancel()
-	pi, err := s.ctrl.AlterPartition(ctx, p.topicID, p.index, a.leaderEpoch, a.partitionEpoch, newISR)
+	pi, err := s.ctrl.AlterPartition(ctx, p.topicID, p.index, a.leaderEpoch, a.partitionEpoch, members)
 	if err == nil {
 		// Applied at once, so the high watermark never counts the old
 		// ISR alone (applying a newer epoch settles joiners). It may name
@@ -236,14 +291,14 @@ func (s *Server) alterISR(p *partition, a *assignment, newISR []int32) {
 	p.mu.Lock()
 	for r, f := range p.followers {
 		f.pendingISRChangeSent = false
-		if refused && slices.Contains(newISR, r) && !slices.Contains(a.isr, r) {
+		if refused && slices.ContainsFunc(members, func(m raftmeta.ISRMember) bool { return m.ID == r }) && !slices.Contains(a.isr, r) {
 			f.joining = false
 		}
 	}
 	p.maybeAdvanceHighWatermarkLocked()
 	p.mu.Unlock()
 	if err != nil && s.ctx.Err() == nil {
-		s.log.Debug("ISR change refused", "topic", p.topic, "partition", p.index, "isr", newISR, "err", err)
+		s.log.Debug("ISR change refused", "topic", p.topic, "partition", p.index, "isr", members, "err", err)
 	}
 }
 
@@ -276,11 +331,14 @@ func (s *Server) isrLoop() {
 						}
 					}
 				}
+				var newISR []raftmeta.ISRMember
+				if len(out) > 0 {
+					newISR = s.isrMembersLocked(p, slices.DeleteFunc(slices.Clone(a.isr), func(r int32) bool { return slices.Contains(out, r) }))
+				}
 				p.mu.Unlock()
 				if len(out) == 0 {
 					continue
 				}
-				newISR := slices.DeleteFunc(slices.Clone(a.isr), func(r int32) bool { return slices.Contains(out, r) })
 				s.log.Warn("shrinking ISR: followers lag", "topic", p.topic, "partition", p.index, "lagging", out)
 				s.alterISR(p, a, newISR)
 			}

@@ -159,3 +159,32 @@ func TestFollowerRefusesLateAppend(t *testing.T) {
 		t.Fatalf("follower log end %d after a refused append, want 0", leo)
 	}
 }
+
+// TestAppendToRemovedLogIsNotADiskError: a produce that passed the
+// leadership check while its partition was being removed from this node
+// (deleted, or moved away by a reassignment) meets a closed log. That is
+// NOT_LEADER_OR_FOLLOWER for the client, not a disk error: taking the log
+// dir offline for it would take every other partition there down too.
+func TestAppendToRemovedLogIsNotADiskError(t *testing.T) {
+	ts := startServer(t, "")
+	createTopic(t, ts.admin(t), "gone", 1, nil)
+	createTopic(t, ts.admin(t), "stays", 1, nil)
+	p := ts.parts.get("gone", 0)
+	if p == nil {
+		t.Fatal("partition gone-0 is not hosted here")
+	}
+	if err := p.log.Close(); err != nil {
+		t.Fatal(err)
+	}
+	_, err := ts.appendLocal(p, testBatch(t, "gone"), time.Now().UnixMilli())
+	if !errors.Is(err, kerr.NotLeaderForPartition) {
+		t.Fatalf("append to a closed log: %v, want NOT_LEADER_OR_FOLLOWER", err)
+	}
+	if ts.dirOffline(p) {
+		t.Fatal("a closed log took its log dir offline")
+	}
+	stays := ts.parts.get("stays", 0)
+	if _, err := ts.appendLocal(stays, testBatch(t, "stays"), time.Now().UnixMilli()); err != nil {
+		t.Fatalf("append to another partition of the same dir: %v", err)
+	}
+}

@@ -20,7 +20,7 @@ type ControllerAPI interface {
 	AlterConfigs(ctx context.Context, resourceType int8, name string, set map[string]*string, validateOnly bool) error
 	RegisterBroker(ctx context.Context, reg RegisterBrokerRecord) (int64, error)
 	AllocateProducerIDs(ctx context.Context, brokerID int32) (first, count int64, err error)
-	AlterPartition(ctx context.Context, topicID [16]byte, partition, leaderEpoch, partitionEpoch int32, newISR []int32) (PartitionImage, error)
+	AlterPartition(ctx context.Context, topicID [16]byte, partition, leaderEpoch, partitionEpoch int32, newISR []ISRMember) (PartitionImage, error)
 	ElectLeaders(ctx context.Context, typ ElectionType, topics []TopicPartitions) ([]ElectLeadersTopicResult, error)
 	AlterPartitionReassignments(ctx context.Context, topics []ReassignTopic, allowRFChange bool) ([]ReassignTopicResult, error)
 	ListPartitionReassignments(ctx context.Context, topics []TopicPartitions) ([]OngoingTopicReassignments, error)
@@ -301,7 +301,7 @@ func (c *ControllerClient) AllocateProducerIDs(ctx context.Context, brokerID int
 }
 
 // AlterPartition implements ControllerAPI.
-func (c *ControllerClient) AlterPartition(ctx context.Context, topicID [16]byte, partition, leaderEpoch, partitionEpoch int32, newISR []int32) (PartitionImage, error) {
+func (c *ControllerClient) AlterPartition(ctx context.Context, topicID [16]byte, partition, leaderEpoch, partitionEpoch int32, newISR []ISRMember) (PartitionImage, error) {
 	var p PartitionImage
 	var out error
 	err := c.call(ctx,

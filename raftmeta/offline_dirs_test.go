@@ -43,7 +43,7 @@ func TestOfflineLogDirMovesLeadership(t *testing.T) {
 	uid := createAssigned(t, c, "uncl", map[int32][]int32{0: {1, 2}}, map[string]string{"unclean.leader.election.enable": "true"})
 	for _, id := range [][16]byte{sid, uid} {
 		p := part(t, n, map[[16]byte]string{sid: "solo", uid: "uncl"}[id], 0)
-		if _, err := c.AlterPartition(ctxT(t), id, 0, p.LeaderEpoch, p.PartitionEpoch, []int32{1}); err != nil {
+		if _, err := c.AlterPartition(ctxT(t), id, 0, p.LeaderEpoch, p.PartitionEpoch, isrOf(1)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -71,7 +71,7 @@ func TestOfflineLogDirMovesLeadership(t *testing.T) {
 
 	// The new leader may not add broker 1 back.
 	p := part(t, n, "d", 0)
-	if _, err := c.AlterPartition(ctxT(t), did, 0, p.LeaderEpoch, p.PartitionEpoch, []int32{2, 3, 1}); !errors.Is(err, kerr.IneligibleReplica) {
+	if _, err := c.AlterPartition(ctxT(t), did, 0, p.LeaderEpoch, p.PartitionEpoch, isrOf(2, 3, 1)); !errors.Is(err, kerr.IneligibleReplica) {
 		t.Fatalf("ISR expansion to a replica on an offline dir: %v, want INELIGIBLE_REPLICA", err)
 	}
 	// solo-0 keeps broker 1 as the last ISR member, but no election
@@ -113,7 +113,7 @@ func TestOfflineLogDirMovesLeadership(t *testing.T) {
 		t.Fatal("broker 1 still fenced after re-registering")
 	}
 	p = part(t, n, "d", 0)
-	if _, err := c.AlterPartition(ctxT(t), did, 0, p.LeaderEpoch, p.PartitionEpoch, []int32{2, 1}); err != nil {
+	if _, err := c.AlterPartition(ctxT(t), did, 0, p.LeaderEpoch, p.PartitionEpoch, isrOf(2, 1)); err != nil {
 		t.Fatalf("ISR expansion after the restart: %v", err)
 	}
 }
@@ -125,7 +125,7 @@ func TestOfflineReportBelongsToRegistration(t *testing.T) {
 	n, c, _, epochs := livenessController(t, 2)
 	sid := createAssigned(t, c, "s", map[int32][]int32{0: {1, 2}}, nil)
 	p := part(t, n, "s", 0)
-	if _, err := c.AlterPartition(ctxT(t), sid, 0, p.LeaderEpoch, p.PartitionEpoch, []int32{1}); err != nil {
+	if _, err := c.AlterPartition(ctxT(t), sid, 0, p.LeaderEpoch, p.PartitionEpoch, isrOf(1)); err != nil {
 		t.Fatal(err)
 	}
 	offlineHeartbeat(t, n, 1, epochs[1], TopicIDPartition{sid, 0})

@@ -81,7 +81,7 @@ func TestReassignCompletesWhenAddedReplicaJoinsISR(t *testing.T) {
 		t.Fatalf("repeated reassignment changed the partition: %+v", got)
 	}
 
-	p, err := c.AlterPartition(ctxT(t), id, 0, 0, 1, []int32{1, 2, 3, 4})
+	p, err := c.AlterPartition(ctxT(t), id, 0, 0, 1, isrOf(1, 2, 3, 4))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,12 +101,12 @@ func TestReassignWaitsForEveryAddedReplica(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantPartition(t, "grown", part(t, n, "t", 0), []int32{1, 3, 4}, []int32{1}, []int32{3, 4}, nil, 1, 0, 1)
-	p, err := c.AlterPartition(ctxT(t), id, 0, 0, 1, []int32{1, 4})
+	p, err := c.AlterPartition(ctxT(t), id, 0, 0, 1, isrOf(1, 4))
 	if err != nil {
 		t.Fatal(err)
 	}
 	wantPartition(t, "one caught up", p, []int32{1, 3, 4}, []int32{1, 4}, []int32{3, 4}, nil, 1, 0, 2)
-	p, err = c.AlterPartition(ctxT(t), id, 0, 0, 2, []int32{1, 4, 3})
+	p, err = c.AlterPartition(ctxT(t), id, 0, 0, 2, isrOf(1, 4, 3))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,13 +123,13 @@ func TestReassignMovesLeaderOffRemovedReplica(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantPartition(t, "grown", part(t, n, "t", 0), []int32{3, 2, 1}, []int32{1, 2}, []int32{3}, []int32{1}, 1, 0, 1)
-	p, err := c.AlterPartition(ctxT(t), id, 0, 0, 1, []int32{1, 2, 3})
+	p, err := c.AlterPartition(ctxT(t), id, 0, 0, 1, isrOf(1, 2, 3))
 	if err != nil {
 		t.Fatal(err)
 	}
 	wantPartition(t, "completed", p, []int32{3, 2}, []int32{2, 3}, nil, nil, 3, 1, 2)
 	// The old leader's next request is fenced.
-	if _, err := c.AlterPartition(ctxT(t), id, 0, 0, 2, []int32{1, 2, 3}); !errors.Is(err, kerr.FencedLeaderEpoch) {
+	if _, err := c.AlterPartition(ctxT(t), id, 0, 0, 2, isrOf(1, 2, 3)); !errors.Is(err, kerr.FencedLeaderEpoch) {
 		t.Fatalf("old leader's AlterPartition: %v", err)
 	}
 }
@@ -151,14 +151,14 @@ func TestReassignShrinkAndReorder(t *testing.T) {
 	wantPartition(t, "shrunk", part(t, n, "t", 0), []int32{3, 2}, []int32{2, 3}, nil, nil, 3, 1, 2)
 
 	// u-0 with ISR {1}: dropping 1 must wait for 2 to catch up.
-	if _, err := c.AlterPartition(ctxT(t), id, 0, 0, 0, []int32{1}); err != nil {
+	if _, err := c.AlterPartition(ctxT(t), id, 0, 0, 0, isrOf(1)); err != nil {
 		t.Fatal(err)
 	}
 	if err := reassign(t, c, "u", 0, []int32{2}, true); err != nil {
 		t.Fatal(err)
 	}
 	wantPartition(t, "waiting", part(t, n, "u", 0), []int32{2, 1}, []int32{1}, nil, []int32{1}, 1, 0, 2)
-	p, err := c.AlterPartition(ctxT(t), id, 0, 0, 2, []int32{1, 2})
+	p, err := c.AlterPartition(ctxT(t), id, 0, 0, 2, isrOf(1, 2))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -199,10 +199,10 @@ func TestReassignCancel(t *testing.T) {
 		if err := reassign(t, c, name, 0, []int32{2, 3}, true); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := c.AlterPartition(ctxT(t), id, 0, 0, 1, []int32{1}); err != nil {
+		if _, err := c.AlterPartition(ctxT(t), id, 0, 0, 1, isrOf(1)); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := c.AlterPartition(ctxT(t), id, 0, 0, 2, []int32{1, 3}); err != nil {
+		if _, err := c.AlterPartition(ctxT(t), id, 0, 0, 2, isrOf(1, 3)); err != nil {
 			t.Fatal(err)
 		}
 		wantPartition(t, name+" before fencing", part(t, n, name, 0), []int32{2, 3, 1}, []int32{1, 3}, []int32{3}, []int32{1}, 1, 0, 3)
@@ -337,7 +337,7 @@ func TestReassignSurvivesFencing(t *testing.T) {
 	fence(t, n, c, clk, epochs, 3)
 	// 2 has not joined: still in progress, with 1 leading.
 	wantPartition(t, "after fencing", part(t, n, "u", 0), []int32{1, 2, 3}, []int32{1}, []int32{2}, []int32{3}, 1, 1, 2)
-	p, err := c.AlterPartition(ctxT(t), id, 0, 1, 2, []int32{1, 2})
+	p, err := c.AlterPartition(ctxT(t), id, 0, 1, 2, isrOf(1, 2))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -517,7 +517,7 @@ func TestTCPClusterReassignForwarded(t *testing.T) {
 		t.Fatalf("a follower's own controller: %v", err)
 	}
 	// A follower's AlterPartition completes it through the same path.
-	p, err := f.client.AlterPartition(ctxT(t), res[0].ID, 0, 0, 1, []int32{1, 2, 3})
+	p, err := f.client.AlterPartition(ctxT(t), res[0].ID, 0, 0, 1, isrOf(1, 2, 3))
 	if err != nil {
 		t.Fatal(err)
 	}

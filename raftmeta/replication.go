@@ -2,6 +2,7 @@ package raftmeta
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strconv"
 	"strings"
@@ -245,6 +246,30 @@ func (c *Controller) proposeChunked(recs []Record) error {
 	return nil
 }
 
+// ISRMember is one replica of the ISR a leader asks for (Kafka's
+// AlterPartition v3 NewIsrWithEpochs): its broker id and the epoch of the
+// broker registration the leader saw it fetch under, or -1 when the leader
+// does not know it. A known epoch that is no longer the registered one
+// means the fetches that qualified the replica came from an earlier
+// incarnation of the broker (before a restart, perhaps with its disk
+// lost), so the controller refuses to add it.
+type ISRMember struct {
+	ID          int32
+	BrokerEpoch int64
+}
+
+// isrIDs returns the broker ids of an ISR, in order.
+func isrIDs(members []ISRMember) []int32 {
+	if members == nil {
+		return nil
+	}
+	ids := make([]int32, len(members))
+	for i, m := range members {
+		ids[i] = m.ID
+	}
+	return ids
+}
+
 // AlterPartition applies an ISR change asked for by a partition's leader
 // (Kafka's AlterPartition, key 56) and returns the partition as it then
 // is. The leader names the leader and partition epochs it knows: a higher
@@ -252,9 +277,10 @@ func (c *Controller) proposeChunked(recs []Record) error {
 // behind), a lower leader epoch FENCED_LEADER_EPOCH and a lower partition
 // epoch INVALID_UPDATE_VERSION. The new ISR must be drawn from the
 // replicas and hold the leader (INVALID_REQUEST), and every member must be
-// registered, unfenced, not shutting down and not holding the partition on
-// a log dir it reported offline (INELIGIBLE_REPLICA).
-func (c *Controller) AlterPartition(ctx context.Context, topicID [16]byte, partition, leaderEpoch, partitionEpoch int32, newISR []int32) (PartitionImage, error) {
+// registered, unfenced, not shutting down, at the broker epoch the leader
+// names for it unless that is -1 (KIP-903), and not holding the partition
+// on a log dir it reported offline (INELIGIBLE_REPLICA).
+func (c *Controller) AlterPartition(ctx context.Context, topicID [16]byte, partition, leaderEpoch, partitionEpoch int32, newISR []ISRMember) (PartitionImage, error) {
 	newISR = slices.Clone(newISR)
 	var p PartitionImage
 	var out error
@@ -264,7 +290,8 @@ func (c *Controller) AlterPartition(ctx context.Context, topicID [16]byte, parti
 	return p, out
 }
 
-func (c *Controller) alterPartition(topicID [16]byte, partition, leaderEpoch, partitionEpoch int32, newISR []int32) (PartitionImage, error) {
+func (c *Controller) alterPartition(topicID [16]byte, partition, leaderEpoch, partitionEpoch int32, members []ISRMember) (PartitionImage, error) {
+	newISR := isrIDs(members)
 	if !c.node.IsLeader() {
 		return PartitionImage{}, notController()
 	}
@@ -295,7 +322,8 @@ func (c *Controller) alterPartition(topicID [16]byte, partition, leaderEpoch, pa
 		return PartitionImage{}, apiError(kerr.InvalidRequest, "The ISR %v of %s-%d does not include the leader %d.", newISR, t.Name, partition, p.Leader)
 	}
 	var ineligible []string
-	for _, r := range newISR {
+	for _, m := range members {
+		r := m.ID
 		b, ok := img.Broker(r)
 		switch {
 		case !ok:
@@ -304,6 +332,10 @@ func (c *Controller) alterPartition(topicID [16]byte, partition, leaderEpoch, pa
 			ineligible = append(ineligible, strconv.Itoa(int(r))+" (shutting down)")
 		case b.Fenced:
 			ineligible = append(ineligible, strconv.Itoa(int(r))+" (fenced)")
+		case m.BrokerEpoch != -1 && m.BrokerEpoch != b.Epoch:
+			// As Kafka, every member is checked, not only the one joining,
+			// and -1 skips the check (the leader does not know the epoch).
+			ineligible = append(ineligible, fmt.Sprintf("%d (broker epoch %d, registered %d)", r, m.BrokerEpoch, b.Epoch))
 		case c.replicaOffline(img, topicID, partition, r):
 			ineligible = append(ineligible, strconv.Itoa(int(r))+" (log dir offline)")
 		}

@@ -124,7 +124,7 @@ func TestAlterPartition(t *testing.T) {
 		{"expand", id, 0, 0, 1, []int32{1, 2, 3}, nil, []int32{1, 2, 3}, 2},
 	}
 	for _, s := range steps {
-		p, err := c.AlterPartition(ctxT(t), s.topic, s.partition, s.leaderEpoch, s.pEpoch, s.isr)
+		p, err := c.AlterPartition(ctxT(t), s.topic, s.partition, s.leaderEpoch, s.pEpoch, isrOf(s.isr...))
 		if s.want != nil {
 			if !errors.Is(err, s.want) {
 				t.Fatalf("%s: got %v, want %v", s.name, err, s.want)
@@ -150,7 +150,7 @@ func TestAlterPartition(t *testing.T) {
 	if !slices.Equal(p.ISR, []int32{1, 2}) {
 		t.Fatalf("ISR after fencing 3: %v", p.ISR)
 	}
-	if _, err := c.AlterPartition(ctxT(t), id, 0, p.LeaderEpoch, p.PartitionEpoch, []int32{1, 2, 3}); !errors.Is(err, kerr.IneligibleReplica) {
+	if _, err := c.AlterPartition(ctxT(t), id, 0, p.LeaderEpoch, p.PartitionEpoch, isrOf(1, 2, 3)); !errors.Is(err, kerr.IneligibleReplica) {
 		t.Fatalf("fenced replica in ISR: %v", err)
 	}
 	// A leader change fences the old leader's epoch.
@@ -160,7 +160,7 @@ func TestAlterPartition(t *testing.T) {
 	if q := part(t, n, "t", 0); q.Leader != 2 || q.LeaderEpoch != p.LeaderEpoch+1 {
 		t.Fatalf("after fencing the leader: %+v", q)
 	}
-	if _, err := c.AlterPartition(ctxT(t), id, 0, p.LeaderEpoch, p.PartitionEpoch+1, []int32{1, 2}); !errors.Is(err, kerr.FencedLeaderEpoch) {
+	if _, err := c.AlterPartition(ctxT(t), id, 0, p.LeaderEpoch, p.PartitionEpoch+1, isrOf(1, 2)); !errors.Is(err, kerr.FencedLeaderEpoch) {
 		t.Fatalf("old leader epoch: %v", err)
 	}
 }
@@ -171,7 +171,7 @@ func TestFencingElectsFromISR(t *testing.T) {
 	createAssigned(t, c, "solo", map[int32][]int32{0: {3}}, nil)
 	uid := createAssigned(t, c, "unclean", map[int32][]int32{0: {3, 1}}, map[string]string{"unclean.leader.election.enable": "true"})
 	up := part(t, n, "unclean", 0)
-	if _, err := c.AlterPartition(ctxT(t), uid, 0, up.LeaderEpoch, up.PartitionEpoch, []int32{3}); err != nil {
+	if _, err := c.AlterPartition(ctxT(t), uid, 0, up.LeaderEpoch, up.PartitionEpoch, isrOf(3)); err != nil {
 		t.Fatal(err)
 	}
 	before := map[string]PartitionImage{}
@@ -232,7 +232,7 @@ func TestFencingElectsFromISR(t *testing.T) {
 	// leadership back to it, the preferred replica.
 	lp := part(t, n, "led", 0)
 	lid, _ := n.Image().Topic("led")
-	if _, err := c.AlterPartition(ctxT(t), lid.ID, 0, lp.LeaderEpoch, lp.PartitionEpoch, []int32{1, 2, 3}); err != nil {
+	if _, err := c.AlterPartition(ctxT(t), lid.ID, 0, lp.LeaderEpoch, lp.PartitionEpoch, isrOf(1, 2, 3)); err != nil {
 		t.Fatal(err)
 	}
 	clk.Advance(300 * time.Second)
@@ -258,7 +258,7 @@ func TestElectLeaders(t *testing.T) {
 	}
 	// Shrink b-0 to its leader, then fence it: b-0 is leaderless.
 	bp := part(t, n, "b", 0)
-	if _, err := c.AlterPartition(ctxT(t), bid, 0, bp.LeaderEpoch, bp.PartitionEpoch, []int32{3}); err != nil {
+	if _, err := c.AlterPartition(ctxT(t), bid, 0, bp.LeaderEpoch, bp.PartitionEpoch, isrOf(3)); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := c.BrokerHeartbeat(ctxT(t), BrokerHeartbeat{BrokerID: 3, BrokerEpoch: epochs[3], WantFence: true}); err != nil {
@@ -370,7 +370,7 @@ func TestBrokerHeartbeat(t *testing.T) {
 	// holds only 1, without a leader: only ISR members lead.
 	p0 := part(t, n, "t", 0)
 	tid, _ := n.Image().Topic("t")
-	if _, err := c.AlterPartition(ctxT(t), tid.ID, 0, p0.LeaderEpoch, p0.PartitionEpoch, []int32{1, 2}); err != nil {
+	if _, err := c.AlterPartition(ctxT(t), tid.ID, 0, p0.LeaderEpoch, p0.PartitionEpoch, isrOf(1, 2)); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := c.RegisterBroker(ctxT(t), RegisterBrokerRecord{BrokerID: 1, IncarnationID: [16]byte{9}}); err != nil {

@@ -364,23 +364,51 @@ type alterPartitionReq struct {
 	partition      int32
 	leaderEpoch    int32
 	partitionEpoch int32
-	newISR         []int32
+	newISR         []ISRMember
 }
 
+// encodeAlterPartitionReq writes the ISR's ids where the first format had
+// them and the members' broker epochs after, so a request of the first
+// format (without epochs) still decodes.
 func encodeAlterPartitionReq(r alterPartitionReq) []byte {
 	e := encoder{}
 	e.uuid(r.topicID)
 	e.int32(r.partition)
 	e.int32(r.leaderEpoch)
 	e.int32(r.partitionEpoch)
-	e.int32s(r.newISR)
+	e.int32s(isrIDs(r.newISR))
+	e.uvarint(uint64(len(r.newISR)))
+	for _, m := range r.newISR {
+		e.int64(m.BrokerEpoch)
+	}
 	return e.buf
 }
 
+// decodeAlterPartitionReq reads either format: a request that ends after
+// the ISR's ids names no broker epochs, which are then -1 (unknown, not
+// checked), as a Kafka AlterPartition before version 3.
 func decodeAlterPartitionReq(b []byte) (alterPartitionReq, error) {
 	d := decoder{buf: b}
-	r := alterPartitionReq{topicID: d.uuid(), partition: d.int32(), leaderEpoch: d.int32(), partitionEpoch: d.int32(), newISR: d.int32s()}
-	return r, d.finish("AlterPartition request")
+	r := alterPartitionReq{topicID: d.uuid(), partition: d.int32(), leaderEpoch: d.int32(), partitionEpoch: d.int32()}
+	ids := d.int32s()
+	if ids != nil {
+		r.newISR = make([]ISRMember, len(ids))
+		for i, id := range ids {
+			r.newISR[i] = ISRMember{ID: id, BrokerEpoch: -1}
+		}
+	}
+	if d.err == nil && len(d.buf) > 0 {
+		if n := d.count(1); d.err == nil && n != len(ids) {
+			d.fail("%d broker epochs for an ISR of %d", n, len(ids))
+		}
+		for i := range r.newISR {
+			r.newISR[i].BrokerEpoch = d.int64()
+		}
+	}
+	if err := d.finish("AlterPartition request"); err != nil {
+		return alterPartitionReq{}, err
+	}
+	return r, nil
 }
 
 func encodeAlterPartitionResp(p PartitionImage, err error) []byte {

@@ -244,7 +244,7 @@ func TestRPCCodecRoundTrip(t *testing.T) {
 		{"register broker", RegisterBrokerRecord{BrokerID: 4, IncarnationID: [16]byte{4}, Listeners: []Listener{{Name: "PLAINTEXT", Host: "h", Port: 9092}}, Rack: &rack},
 			func(v any) []byte { return encodeRegisterBrokerReq(v.(RegisterBrokerRecord)) },
 			func(b []byte) (any, error) { return decodeRegisterBrokerReq(b) }},
-		{"alter partition", alterPartitionReq{topicID: [16]byte{2}, partition: 1, leaderEpoch: 3, partitionEpoch: 4, newISR: []int32{1, 2}},
+		{"alter partition", alterPartitionReq{topicID: [16]byte{2}, partition: 1, leaderEpoch: 3, partitionEpoch: 4, newISR: []ISRMember{{ID: 1, BrokerEpoch: 12}, {ID: 2, BrokerEpoch: -1}}},
 			func(v any) []byte { return encodeAlterPartitionReq(v.(alterPartitionReq)) },
 			func(b []byte) (any, error) { return decodeAlterPartitionReq(b) }},
 		{"elect leaders", []TopicPartitions{{Topic: "a", Partitions: []int32{0, 1}}},
@@ -306,6 +306,7 @@ func FuzzRPCDecode(f *testing.F) {
 	f.Add(encodeElectLeadersResp([]ElectLeadersTopicResult{{Topic: "a", Partitions: []ElectLeadersPartitionResult{{Partition: 1}}}}, nil))
 	f.Add(encodeQuorumResp(QuorumInfo{Voters: []ReplicaInfo{{ID: 1}}}, nil))
 	f.Add(encodeHello(hello{kind: connRaft, from: 1, clusterID: "c"}))
+	f.Add(encodeAlterPartitionReq(alterPartitionReq{topicID: [16]byte{1}, newISR: []ISRMember{{ID: 1, BrokerEpoch: 3}, {ID: 2, BrokerEpoch: -1}}}))
 	f.Add([]byte{0xff, 0xff, 0xff, 0xff, 0x0f})
 	f.Fuzz(func(t *testing.T, b []byte) {
 		for _, dec := range decoders {
