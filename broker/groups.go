@@ -308,6 +308,9 @@ func (s *Server) appendLocked(p *partition, batch []byte, nowMs int64) (int64, e
 	epoch := p.leaderEpoch.Load()
 	if epoch != p.appendedEpoch {
 		if err := s.noteLeaderEpochLocked(p, epoch); err != nil {
+			if p.log.Closed() {
+				return 0, fmt.Errorf("%w: %s-%d is no longer hosted here", kerr.NotLeaderForPartition, p.topic, p.index)
+			}
 			s.storageFailed(p, err)
 			return 0, fmt.Errorf("%w: %v", kerr.KafkaStorageError, err)
 		}

@@ -52,9 +52,10 @@ func (h *logDirHealth) changed() chan struct{} {
 // storageFailed takes the log dir of p offline after a disk error. It
 // takes no lock and does not block, so callers may hold p.mu.
 func (s *Server) storageFailed(p *partition, err error) {
-	if errors.Is(err, storage.ErrClosed) {
+	if errors.Is(err, storage.ErrClosed) || p.log.Closed() {
 		// A log closed because its partition was deleted or moved away
-		// says nothing about the disk.
+		// says nothing about the disk: its files (the log's, or the
+		// leader-epoch checkpoint beside them) may already be gone.
 		return
 	}
 	dir := filepath.Dir(p.log.Dir())

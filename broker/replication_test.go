@@ -173,15 +173,24 @@ func TestAppendToRemovedLogIsNotADiskError(t *testing.T) {
 	if p == nil {
 		t.Fatal("partition gone-0 is not hosted here")
 	}
-	if err := p.log.Close(); err != nil {
+	// Deleted with its directory, and at a new leader epoch, so the
+	// append first writes the leader-epoch checkpoint into the removed
+	// directory (ENOENT), as a produce racing a DeleteTopics does.
+	if err := ts.logs.DeleteLog("gone", 0); err != nil {
 		t.Fatal(err)
 	}
+	p.leaderEpoch.Add(1)
 	_, err := ts.appendLocal(p, testBatch(t, "gone"), time.Now().UnixMilli())
+	if !errors.Is(err, kerr.NotLeaderForPartition) {
+		t.Fatalf("append to a deleted log: %v, want NOT_LEADER_OR_FOLLOWER", err)
+	}
+	p.leaderEpoch.Add(-1)
+	_, err = ts.appendLocal(p, testBatch(t, "gone"), time.Now().UnixMilli())
 	if !errors.Is(err, kerr.NotLeaderForPartition) {
 		t.Fatalf("append to a closed log: %v, want NOT_LEADER_OR_FOLLOWER", err)
 	}
 	if ts.dirOffline(p) {
-		t.Fatal("a closed log took its log dir offline")
+		t.Fatal("a removed log took its log dir offline")
 	}
 	stays := ts.parts.get("stays", 0)
 	if _, err := ts.appendLocal(stays, testBatch(t, "stays"), time.Now().UnixMilli()); err != nil {

@@ -635,6 +635,10 @@ func (l *Log) Err() error {
 	return l.err
 }
 
+// Closed reports whether the log was closed (by Close or DeleteLog): an
+// error from its files after that says nothing about the disk.
+func (l *Log) Closed() bool { return l.closed.Load() }
+
 // Close flushes the log, records the active segment's largest timestamp
 // in its time index as Kafka does, and closes the files. After a failed
 // write it closes without flushing and returns the sticky error.
