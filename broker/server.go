@@ -28,8 +28,10 @@ import (
 // Options are the parts of a Server that tests replace.
 type Options struct {
 	Logger *slog.Logger
-	FS     vfs.FS           // default vfs.Default
-	Now    func() time.Time // default time.Now
+	// FS reaches the data dirs; default vfs.Default. Whatever it is, the
+	// dirs' .lock files are taken on the real file system (dirlock.go).
+	FS  vfs.FS
+	Now func() time.Time // default time.Now
 	// CopyFetch sends fetched records through a buffer in user space
 	// even where sendfile could send them from the segment file (for
 	// benchmarks that compare the two).
@@ -64,6 +66,9 @@ type Server struct {
 	addSender *addPartitionsSender
 
 	offlineDirs logDirHealth // log dirs a disk error took offline (produce_helpers.go)
+
+	// dirLocks are the held .lock files of the data dirs (dirlock.go).
+	dirLocks []*vfs.DirLock
 
 	producerIDs *producerstate.IDAllocator
 
@@ -115,6 +120,9 @@ func New(cfg *config.Broker, opts Options) (*Server, error) {
 func (s *Server) open() error {
 	if len(s.cfg.LogDirs) == 0 {
 		return errors.New("log.dirs is empty")
+	}
+	if err := s.lockDirs(); err != nil {
+		return err
 	}
 	clusterID, err := resolveClusterID(s.fs, s.cfg)
 	if err != nil {
@@ -384,6 +392,7 @@ func (s *Server) Close() error {
 	if s.logs != nil {
 		errs = append(errs, s.logs.Close())
 	}
+	s.unlockDirs()
 	return errors.Join(errs...)
 }
 

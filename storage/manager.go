@@ -242,7 +242,8 @@ func (m *Manager) checkEmpty(d string) error {
 		return err
 	}
 	for _, e := range ents {
-		if e.Name() == "lost+found" || strings.HasSuffix(e.Name(), ".tmp") {
+		// .lock is the broker's dir lock (vfs.LockDir), taken before formatting.
+		if e.Name() == "lost+found" || e.Name() == ".lock" || strings.HasSuffix(e.Name(), ".tmp") {
 			continue
 		}
 		return fmt.Errorf("log dir %s has no %s but is not empty (found %s)", d, metaPropertiesFile, e.Name())

@@ -1,0 +1,50 @@
+package broker
+
+import (
+	"errors"
+	"path/filepath"
+	"slices"
+
+	"github.com/gregorbroker/gregor/vfs"
+)
+
+// lockDirs takes the lock of every log dir (the first of which also holds
+// the metadata log) before anything in them is read or written, as Kafka
+// locks each log dir and its metadata dir: a second process on the same
+// data would lose records the first acknowledged. On failure it releases
+// what it took, so a refused start leaves the dirs as it found them.
+func (s *Server) lockDirs() error {
+	var seen []string
+	for _, dir := range s.cfg.LogDirs {
+		clean := filepath.Clean(dir)
+		if slices.Contains(seen, clean) {
+			continue
+		}
+		seen = append(seen, clean)
+		l, err := vfs.LockDir(dir)
+		switch {
+		case errors.Is(err, vfs.ErrDirLocked):
+			s.unlockDirs()
+			return err
+		case err != nil:
+			// As Kafka: a disk error while locking is the dir's failure,
+			// not the node's; opening the dir meets it again and takes the
+			// dir offline if others remain.
+			s.log.Error("lock log dir", "dir", dir, "err", err)
+			continue
+		}
+		s.dirLocks = append(s.dirLocks, l)
+	}
+	return nil
+}
+
+// unlockDirs releases the dir locks; Close calls it last, once every file
+// in the dirs is closed.
+func (s *Server) unlockDirs() {
+	for _, l := range s.dirLocks {
+		if err := l.Unlock(); err != nil {
+			s.log.Warn("release data dir lock", "dir", l.Dir(), "err", err)
+		}
+	}
+	s.dirLocks = nil
+}
