@@ -265,7 +265,10 @@ func (b *Broker) derive(vals map[string]value, props map[string]string) error {
 	if err := b.deriveListeners(vals, props); err != nil {
 		return err
 	}
-	return b.checkRelations(props)
+	if err := b.checkRelations(props); err != nil {
+		return err
+	}
+	return b.checkServedProtocols(props)
 }
 
 func (b *Broker) deriveIdentity(vals map[string]value, props map[string]string) error {
