@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -12,7 +13,9 @@ import (
 // Topics are named by name (all versions) or, from v6, by id. The
 // deletion commits to the metadata log before the answer; the partition
 // logs are then renamed to `<topic>-<partition>.<id>-delete` and removed,
-// as Kafka does.
+// as Kafka does. With delete.topic.enable=false every topic is answered
+// TOPIC_DELETION_DISABLED (INVALID_REQUEST before v3) and nothing is
+// deleted, as Kafka's ControllerApis.deleteTopics.
 func init() { register(20, 1, 6, handleDeleteTopics) }
 
 func handleDeleteTopics(s *Server, r *request) (result, error) {
@@ -30,6 +33,9 @@ func handleDeleteTopics(s *Server, r *request) (result, error) {
 				ids = append(ids, t.TopicID)
 			}
 		}
+	}
+	if !s.cfg.DeleteTopicEnable {
+		return respond(deletionDisabled(req, resp))
 	}
 	timeout := time.Duration(req.TimeoutMillis) * time.Millisecond
 	if timeout <= 0 {
@@ -58,4 +64,28 @@ func handleDeleteTopics(s *Server, r *request) (result, error) {
 		resp.Topics = append(resp.Topics, st)
 	}
 	return respond(resp)
+}
+
+// deletionDisabled answers every topic of the request with Kafka's error
+// for delete.topic.enable=false.
+func deletionDisabled(req *kmsg.DeleteTopicsRequest, resp *kmsg.DeleteTopicsResponse) *kmsg.DeleteTopicsResponse {
+	code := kerr.TopicDeletionDisabled.Code
+	if req.Version < 3 {
+		code = kerr.InvalidRequest.Code
+	}
+	add := func(name *string, id [16]byte) {
+		st := kmsg.NewDeleteTopicsResponseTopic()
+		st.Topic, st.TopicID, st.ErrorCode = name, id, code
+		resp.Topics = append(resp.Topics, st)
+	}
+	if req.Version < 6 {
+		for _, n := range req.TopicNames {
+			add(&n, [16]byte{})
+		}
+		return resp
+	}
+	for _, t := range req.Topics {
+		add(t.Topic, t.TopicID)
+	}
+	return resp
 }
