@@ -10,6 +10,7 @@ import (
 
 	"github.com/gregorbroker/gregor/broker/producerstate"
 	"github.com/gregorbroker/gregor/protocol"
+	"github.com/gregorbroker/gregor/raftmeta"
 )
 
 // Produce (key 0), versions 0-13; v0-v2 answer UNSUPPORTED_VERSION.
@@ -40,7 +41,15 @@ func init() { register(0, 0, 13, handleProduce) }
 func handleProduce(s *Server, r *request) (result, error) {
 	req := r.req.(*kmsg.ProduceRequest)
 	resp := req.ResponseKind().(*kmsg.ProduceResponse)
-	ver := s.verifyProduce(r.conn.ctx, req)
+	chk := s.checkProduce(r, req)
+	var ver *produceVerification
+	if chk.whole == nil && validAcks(req.Acks) {
+		// Kafka verifies before it checks acks (handleProduceAppend,
+		// then appendRecords); a request refused for its acks skips
+		// the verification here, so it adds no partition to a
+		// transaction (Produce v12+) while appending nothing.
+		ver = s.verifyProduce(r.conn.ctx, req)
+	}
 	now := s.now()
 	var waits []hwWait
 	for i := range req.Topics {
@@ -48,7 +57,7 @@ func handleProduce(s *Server, r *request) (result, error) {
 		st := kmsg.NewProduceResponseTopic()
 		st.Topic = rt.Topic
 		st.TopicID = rt.TopicID
-		name, topicErr := s.produceTopicName(req.Version, rt)
+		name := chk.names[i]
 		for j := range rt.Partitions {
 			rp := &rt.Partitions[j]
 			sp := kmsg.NewProduceResponseTopicPartition()
@@ -59,8 +68,14 @@ func handleProduce(s *Server, r *request) (result, error) {
 			switch {
 			case req.Version < 3:
 				sp.ErrorCode = kerr.UnsupportedVersion.Code
-			case topicErr != nil:
-				sp.ErrorCode = topicErr.Code
+			case chk.whole != nil:
+				sp.ErrorCode = chk.whole.Code
+				sp.ErrorMessage = &chk.wholeMsg
+			case chk.codes[i][j] != 0:
+				sp.ErrorCode = chk.codes[i][j]
+				if msg := chk.msgs[i][j]; msg != "" {
+					sp.ErrorMessage = &msg
+				}
 			default:
 				if code, msg := ver.failure(name, rp.Partition); code != 0 {
 					sp.ErrorCode = code
@@ -134,6 +149,138 @@ func (s *Server) produceTopicName(version int16, rt *kmsg.ProduceRequestTopic) (
 		return "", kerr.UnknownTopicID
 	}
 	return t.Name, nil
+}
+
+// adminClientID is the client id Kafka lets append to internal topics
+// (AdminUtils.ADMIN_CLIENT_ID).
+const adminClientID = "__admin_client"
+
+// produceChecked is the outcome of the checks Kafka makes of a produce
+// request before it appends anything. whole, when set, fails every
+// partition; otherwise codes[i][j] (with msgs[i][j]) fails partition j of
+// topic i, 0 letting it append. names[i] is topic i's name.
+type produceChecked struct {
+	whole    *kerr.Error
+	wholeMsg string
+	names    []string
+	codes    [][]int16
+	msgs     [][]string
+}
+
+// checkProduce applies, in Kafka's order, the checks of
+// KafkaApis.handleProduceRequest (transactional records need a
+// transactional id; the partition must exist; ProduceRequest.validateRecords),
+// ReplicaManager.handleProduceAppend (the transactional batches of one
+// request belong to one producer), ReplicaManager.appendRecords (acks is
+// -1, 0 or 1) and appendToLocalLog (internal topics only for the admin
+// client). A partition that fails any of them appends nothing; the others
+// go on (unless the failure is of the whole request).
+func (s *Server) checkProduce(r *request, req *kmsg.ProduceRequest) produceChecked {
+	chk := produceChecked{names: make([]string, len(req.Topics)), codes: make([][]int16, len(req.Topics)), msgs: make([][]string, len(req.Topics))}
+	img := s.meta.Image()
+	producers := make(map[[2]int64]bool)
+	anyTransactional := false
+	for i := range req.Topics {
+		rt := &req.Topics[i]
+		chk.codes[i] = make([]int16, len(rt.Partitions))
+		chk.msgs[i] = make([]string, len(rt.Partitions))
+		name, topicErr := s.produceTopicName(req.Version, rt)
+		chk.names[i] = name
+		for j := range rt.Partitions {
+			rp := &rt.Partitions[j]
+			txnal, pids := transactionalBatches(rp.Records)
+			anyTransactional = anyTransactional || txnal
+			code, msg := int16(0), ""
+			switch {
+			case topicErr != nil:
+				code = topicErr.Code
+			case !partitionExists(img, name, rp.Partition):
+				code = kerr.UnknownTopicOrPartition.Code
+			default:
+				if err := validateProduceRecords(req.Version, rp.Records); err != nil {
+					code, msg = errCode(err), err.Error()
+					break
+				}
+				for _, pe := range pids {
+					producers[pe] = true
+				}
+				switch {
+				case !validAcks(req.Acks):
+					code = kerr.InvalidRequiredAcks.Code
+				case isInternalTopic(name) && (r.hdr.ClientID == nil || *r.hdr.ClientID != adminClientID):
+					code = kerr.InvalidTopicException.Code
+				}
+			}
+			chk.codes[i][j], chk.msgs[i][j] = code, msg
+		}
+	}
+	switch {
+	case anyTransactional && req.TransactionID == nil:
+		// Kafka authorizes the transactional id of a request carrying
+		// transactional records; a null one never passes.
+		chk.whole, chk.wholeMsg = kerr.TransactionalIDAuthorizationFailed, "transactional records without a transactional id"
+	case len(producers) > 1:
+		chk.whole, chk.wholeMsg = kerr.InvalidProducerIDMapping, "Transactional records contained more than one producer ID"
+	}
+	return chk
+}
+
+// validAcks is ReplicaManager.isValidRequiredAcks.
+func validAcks(acks int16) bool { return acks == -1 || acks == 0 || acks == 1 }
+
+// partitionExists reports whether the cluster's metadata has the
+// partition (Kafka's metadataCache.contains), whoever leads it.
+func partitionExists(img *raftmeta.Image, topic string, partition int32) bool {
+	t, ok := img.Topic(topic)
+	return ok && partition >= 0 && int(partition) < len(t.Partitions)
+}
+
+// transactionalBatches walks the batch headers of one partition's records
+// (as Kafka's RequestUtils.hasTransactionalRecords does every batch): it
+// reports whether any is transactional, and the (producer id, epoch) of
+// each transactional one that carries a producer id. The walk stops at
+// the first header that does not parse; the append's validation answers
+// for it.
+func transactionalBatches(records []byte) (bool, [][2]int64) {
+	txnal := false
+	var pids [][2]int64
+	for len(records) > 0 {
+		h, err := protocol.ParseBatchHeader(records)
+		if err != nil || h.Size() <= 0 || h.Size() > len(records) {
+			break
+		}
+		if h.IsTransactional() {
+			txnal = true
+			if h.ProducerID >= 0 {
+				pids = append(pids, [2]int64{h.ProducerID, int64(h.ProducerEpoch)})
+			}
+		}
+		records = records[h.Size():]
+	}
+	return txnal, pids
+}
+
+// validateProduceRecords is ProduceRequest.validateRecords for v3+: a
+// partition carries exactly one batch, of magic 2, and zstd only from v7.
+// Whether the batch itself is sound is left to the append's validation.
+func validateProduceRecords(version int16, records []byte) error {
+	if len(records) == 0 {
+		return kerrMsg(kerr.InvalidRecord, fmt.Sprintf("Produce requests with version %d must have at least one record batch per partition", version))
+	}
+	h, err := protocol.ParseBatchHeader(records)
+	switch {
+	case errors.Is(err, protocol.ErrMagic) && (h.Magic == 0 || h.Magic == 1):
+		return kerrMsg(kerr.InvalidRecord, fmt.Sprintf("Produce requests with version %d are only allowed to contain record batches with magic version 2", version))
+	case err != nil:
+		// An unknown magic or a torn header: CORRUPT_MESSAGE from the
+		// append's validation, as Kafka's batch iterator throws.
+		return nil
+	case version < 7 && h.Codec() == protocol.CodecZstd:
+		return kerrMsg(kerr.UnsupportedCompressionType, fmt.Sprintf("Produce requests with version %d are not allowed to use ZStandard compression", version))
+	case h.Size() < len(records):
+		return kerrMsg(kerr.InvalidRecord, fmt.Sprintf("Produce requests with version %d are only allowed to contain exactly one record batch per partition", version))
+	}
+	return nil
 }
 
 // partitionMissingCode is the error for a partition this node does not

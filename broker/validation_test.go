@@ -1,0 +1,234 @@
+package broker
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/gregorbroker/gregor/protocol"
+)
+
+// Kafka's request validation, API by API: each row sends one request over
+// a real socket to an in-process broker and checks the error codes of the
+// answer and, for requests that would change something, that nothing
+// changed.
+
+// exchange sends req at its version on c and decodes the answer.
+func exchange(t *testing.T, c *rawConn, req kmsg.Request) kmsg.Response {
+	t.Helper()
+	resp := req.ResponseKind()
+	resp.SetVersion(req.GetVersion())
+	body := c.request(req, 1)
+	if resp.IsFlexible() {
+		if len(body) == 0 || body[0] != 0 {
+			t.Fatalf("flexible response header with tagged fields: % x", body[:min(len(body), 8)])
+		}
+		body = body[1:] // the header's empty tagged fields
+	}
+	if err := resp.ReadFrom(body); err != nil {
+		t.Fatalf("decode %T: %v", resp, err)
+	}
+	return resp
+}
+
+// batchOf builds a batch of values with the given producer fields,
+// attributes and codec.
+func batchOf(t *testing.T, pid int64, epoch int16, attrs int16, codec protocol.Codec, values ...string) []byte {
+	t.Helper()
+	var recs []protocol.Record
+	for i, v := range values {
+		recs = append(recs, protocol.Record{OffsetDelta: int32(i), Value: []byte(v)})
+	}
+	seq := int32(-1)
+	if pid >= 0 {
+		seq = 0
+	}
+	now := time.Now().UnixMilli()
+	h := protocol.BatchHeader{FirstTimestamp: now, MaxTimestamp: now, ProducerID: pid, ProducerEpoch: epoch, BaseSequence: seq, Attributes: attrs}
+	b, err := protocol.BuildBatch(h, recs, codec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// logEnd is the log end offset of a partition this broker hosts.
+func logEnd(t *testing.T, ts *testServer, topic string, partition int32) int64 {
+	t.Helper()
+	p := ts.parts.get(topic, partition)
+	if p == nil {
+		t.Fatalf("%s-%d not hosted", topic, partition)
+	}
+	return p.log.LogEndOffset()
+}
+
+// tp names a partition in a table row.
+type tp struct {
+	topic     string
+	partition int32
+}
+
+func (p tp) String() string { return fmt.Sprintf("%s-%d", p.topic, p.partition) }
+
+// producePart is one partition's records in a produce row.
+type producePart struct {
+	tp
+	records []byte
+}
+
+func produceRequest(version, acks int16, txnID *string, parts ...producePart) *kmsg.ProduceRequest {
+	req := kmsg.NewPtrProduceRequest()
+	req.SetVersion(version)
+	req.Acks = acks
+	req.TimeoutMillis = 5000
+	req.TransactionID = txnID
+	for _, p := range parts {
+		i := slices.IndexFunc(req.Topics, func(t kmsg.ProduceRequestTopic) bool { return t.Topic == p.topic })
+		if i < 0 {
+			rt := kmsg.NewProduceRequestTopic()
+			rt.Topic = p.topic
+			req.Topics = append(req.Topics, rt)
+			i = len(req.Topics) - 1
+		}
+		rp := kmsg.NewProduceRequestTopicPartition()
+		rp.Partition = p.partition
+		rp.Records = p.records
+		req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)
+	}
+	return req
+}
+
+// TestValidateProduce mirrors KafkaApis.handleProduceRequest,
+// ProduceRequest.validateRecords and ReplicaManager.handleProduceAppend /
+// appendRecords / appendToLocalLog.
+func TestValidateProduce(t *testing.T) {
+	ts := startServer(t, "")
+	createTopic(t, ts.admin(t), "v", 2, nil)
+	if _, err := ts.ensureOffsetsTopic(testContext(t)); err != nil {
+		t.Fatal(err)
+	}
+	if err := ts.reconcile(ts.meta.Image()); err != nil {
+		t.Fatal(err)
+	}
+	txnID := "tx"
+	plain := func() []byte { return batchOf(t, -1, -1, 0, protocol.CodecNone, "a", "b") }
+	txnal := func(pid int64) []byte {
+		return batchOf(t, pid, 0, protocol.AttrTransactional, protocol.CodecNone, "t")
+	}
+	magic1 := plain()
+	magic1[16] = 1 // the magic byte
+	watched := []tp{{"v", 0}, {"v", 1}, {offsetsTopic, 0}}
+
+	for _, row := range []struct {
+		name     string
+		req      *kmsg.ProduceRequest
+		want     map[string]int16 // partition → error code
+		appended []tp             // partitions that may grow
+	}{
+		{
+			name: "acks=2 appends nothing",
+			req:  produceRequest(9, 2, nil, producePart{tp{"v", 0}, plain()}, producePart{tp{"v", 1}, plain()}),
+			want: map[string]int16{"v-0": kerr.InvalidRequiredAcks.Code, "v-1": kerr.InvalidRequiredAcks.Code},
+		},
+		{
+			name: "acks=-2",
+			req:  produceRequest(3, -2, nil, producePart{tp{"v", 0}, plain()}),
+			want: map[string]int16{"v-0": kerr.InvalidRequiredAcks.Code},
+		},
+		{
+			name: "acks=2 answers an unknown partition as unknown",
+			req:  produceRequest(9, 2, nil, producePart{tp{"v", 0}, plain()}, producePart{tp{"v", 7}, plain()}, producePart{tp{"nope", 0}, plain()}),
+			want: map[string]int16{"v-0": kerr.InvalidRequiredAcks.Code, "v-7": kerr.UnknownTopicOrPartition.Code, "nope-0": kerr.UnknownTopicOrPartition.Code},
+		},
+		{
+			name: "negative partition",
+			req:  produceRequest(9, 1, nil, producePart{tp{"v", -1}, plain()}, producePart{tp{"v", 1}, plain()}),
+			want: map[string]int16{"v--1": kerr.UnknownTopicOrPartition.Code, "v-1": 0},
+			// The valid partition of the request still appends.
+			appended: []tp{{"v", 1}},
+		},
+		{
+			name: "transactional batch without a transactional id fails the whole request",
+			req:  produceRequest(9, -1, nil, producePart{tp{"v", 0}, txnal(1000)}, producePart{tp{"v", 1}, plain()}),
+			want: map[string]int16{"v-0": kerr.TransactionalIDAuthorizationFailed.Code, "v-1": kerr.TransactionalIDAuthorizationFailed.Code},
+		},
+		{
+			name:     "transactional id with plain batches is accepted",
+			req:      produceRequest(9, 1, &txnID, producePart{tp{"v", 0}, plain()}),
+			want:     map[string]int16{"v-0": 0},
+			appended: []tp{{"v", 0}},
+		},
+		{
+			name: "transactional batches of two producers",
+			req:  produceRequest(9, -1, &txnID, producePart{tp{"v", 0}, txnal(1000)}, producePart{tp{"v", 1}, txnal(1001)}),
+			want: map[string]int16{"v-0": kerr.InvalidProducerIDMapping.Code, "v-1": kerr.InvalidProducerIDMapping.Code},
+		},
+		{
+			name: "empty records",
+			req:  produceRequest(9, 1, nil, producePart{tp{"v", 0}, []byte{}}),
+			want: map[string]int16{"v-0": kerr.InvalidRecord.Code},
+		},
+		{
+			name: "null records",
+			req:  produceRequest(9, 1, nil, producePart{tp{"v", 0}, nil}),
+			want: map[string]int16{"v-0": kerr.InvalidRecord.Code},
+		},
+		{
+			name: "two batches in one partition",
+			req:  produceRequest(9, 1, nil, producePart{tp{"v", 0}, append(plain(), plain()...)}),
+			want: map[string]int16{"v-0": kerr.InvalidRecord.Code},
+		},
+		{
+			name: "magic 1 batch",
+			req:  produceRequest(9, 1, nil, producePart{tp{"v", 0}, magic1}),
+			want: map[string]int16{"v-0": kerr.InvalidRecord.Code},
+		},
+		{
+			name: "zstd before v7",
+			req:  produceRequest(6, 1, nil, producePart{tp{"v", 0}, batchOf(t, -1, -1, 0, protocol.CodecZstd, "z")}),
+			want: map[string]int16{"v-0": kerr.UnsupportedCompressionType.Code},
+		},
+		{
+			name:     "zstd from v7",
+			req:      produceRequest(7, 1, nil, producePart{tp{"v", 1}, batchOf(t, -1, -1, 0, protocol.CodecZstd, "z")}),
+			want:     map[string]int16{"v-1": 0},
+			appended: []tp{{"v", 1}},
+		},
+		{
+			name: "internal topic from a client",
+			req:  produceRequest(9, 1, nil, producePart{tp{offsetsTopic, 0}, plain()}),
+			want: map[string]int16{offsetsTopic + "-0": kerr.InvalidTopicException.Code},
+		},
+	} {
+		t.Run(row.name, func(t *testing.T) {
+			before := make(map[tp]int64)
+			for _, p := range watched {
+				before[p] = logEnd(t, ts, p.topic, p.partition)
+			}
+			c := dialRaw(t, ts.addr)
+			resp := exchange(t, c, row.req).(*kmsg.ProduceResponse)
+			got := make(map[string]int16)
+			for _, rt := range resp.Topics {
+				for _, rp := range rt.Partitions {
+					got[tp{rt.Topic, rp.Partition}.String()] = rp.ErrorCode
+					if rp.ErrorCode != 0 && rp.BaseOffset != -1 {
+						t.Errorf("%s-%d: error %d with base offset %d", rt.Topic, rp.Partition, rp.ErrorCode, rp.BaseOffset)
+					}
+				}
+			}
+			if fmt.Sprint(got) != fmt.Sprint(row.want) {
+				t.Fatalf("error codes %v, want %v", got, row.want)
+			}
+			for _, p := range watched {
+				after := logEnd(t, ts, p.topic, p.partition)
+				if grew := after != before[p]; grew != slices.Contains(row.appended, p) {
+					t.Errorf("%s: log end %d → %d", p, before[p], after)
+				}
+			}
+		})
+	}
+}
