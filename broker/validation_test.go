@@ -232,3 +232,100 @@ func TestValidateProduce(t *testing.T) {
 		})
 	}
 }
+
+// listOffsetsPart is one partition of a ListOffsets row.
+type listOffsetsPart struct {
+	tp
+	timestamp int64
+}
+
+func listOffsetsRequest(version int16, isolation int8, parts ...listOffsetsPart) *kmsg.ListOffsetsRequest {
+	req := kmsg.NewPtrListOffsetsRequest()
+	req.SetVersion(version)
+	req.ReplicaID = -1
+	req.IsolationLevel = isolation
+	for _, p := range parts {
+		rt := kmsg.NewListOffsetsRequestTopic()
+		rt.Topic = p.topic
+		rp := kmsg.NewListOffsetsRequestTopicPartition()
+		rp.Partition = p.partition
+		rp.Timestamp = p.timestamp
+		rp.CurrentLeaderEpoch = -1
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+	}
+	return req
+}
+
+// TestValidateListOffsets mirrors ListOffsetsRequest.duplicatePartitions,
+// ReplicaManager.fetchOffset (isListOffsetsTimestampUnsupported) and
+// IsolationLevel.forId.
+func TestValidateListOffsets(t *testing.T) {
+	ts := startServer(t, "")
+	createTopic(t, ts.admin(t), "lo", 2, nil)
+	c := dialRaw(t, ts.addr)
+	for _, row := range []struct {
+		name string
+		req  *kmsg.ListOffsetsRequest
+		want string // the answers in order: topic-partition:code offset
+	}{
+		{
+			name: "a partition named twice answers once, INVALID_REQUEST",
+			req:  listOffsetsRequest(7, 0, listOffsetsPart{tp{"lo", 0}, -1}, listOffsetsPart{tp{"lo", 1}, -1}, listOffsetsPart{tp{"lo", 0}, -2}),
+			want: "lo-0:42/-1 lo-1:0/0",
+		},
+		{
+			name: "max timestamp before v7",
+			req:  listOffsetsRequest(6, 0, listOffsetsPart{tp{"lo", 0}, -3}),
+			want: "lo-0:35/-1",
+		},
+		{
+			name: "max timestamp from v7",
+			req:  listOffsetsRequest(7, 0, listOffsetsPart{tp{"lo", 0}, -3}),
+			want: "lo-0:0/-1",
+		},
+		{
+			name: "earliest local before v8",
+			req:  listOffsetsRequest(7, 0, listOffsetsPart{tp{"lo", 0}, -4}),
+			want: "lo-0:35/-1",
+		},
+		{
+			name: "latest tiered before v9",
+			req:  listOffsetsRequest(8, 0, listOffsetsPart{tp{"lo", 0}, -5}),
+			want: "lo-0:35/-1",
+		},
+		{
+			name: "unknown negative timestamp",
+			req:  listOffsetsRequest(9, 0, listOffsetsPart{tp{"lo", 0}, -7}, listOffsetsPart{tp{"lo", 1}, -2}),
+			want: "lo-0:35/-1 lo-1:0/0",
+		},
+		{
+			name: "unsupported timestamp on an unknown partition",
+			req:  listOffsetsRequest(6, 0, listOffsetsPart{tp{"nope", 0}, -3}),
+			want: "nope-0:35/-1",
+		},
+		{
+			name: "negative partition",
+			req:  listOffsetsRequest(7, 0, listOffsetsPart{tp{"lo", -1}, -1}),
+			want: "lo--1:3/-1",
+		},
+		{
+			name: "isolation level 2 fails every partition",
+			req:  listOffsetsRequest(7, 2, listOffsetsPart{tp{"lo", 0}, -1}, listOffsetsPart{tp{"lo", 1}, -1}),
+			want: "lo-0:-1/-1 lo-1:-1/-1",
+		},
+	} {
+		t.Run(row.name, func(t *testing.T) {
+			resp := exchange(t, c, row.req).(*kmsg.ListOffsetsResponse)
+			var got []string
+			for _, rt := range resp.Topics {
+				for _, rp := range rt.Partitions {
+					got = append(got, fmt.Sprintf("%s-%d:%d/%d", rt.Topic, rp.Partition, rp.ErrorCode, rp.Offset))
+				}
+			}
+			if g := fmt.Sprint(got); g != "["+row.want+"]" {
+				t.Fatalf("answers %s, want [%s]", g, row.want)
+			}
+		})
+	}
+}
