@@ -54,6 +54,11 @@ type partition struct {
 
 	waitMu  sync.Mutex
 	waiters map[chan struct{}]struct{}
+
+	// noSpaceErrors counts writes refused for a full disk, and
+	// noSpaceLoggedMs is when one was last logged (diskfull.go).
+	noSpaceErrors   atomic.Int64
+	noSpaceLoggedMs atomic.Int64
 }
 
 func newPartition(self int32, topic string, index int32, id [16]byte, log *storage.Log, cfg config.Topic, epoch int32) *partition {

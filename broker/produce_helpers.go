@@ -58,6 +58,13 @@ func (s *Server) storageFailed(p *partition, err error) {
 		// leader-epoch checkpoint beside them) may already be gone.
 		return
 	}
+	if storage.IsNoSpace(err) && p.log.Err() == nil {
+		// A full disk fails the one write and leaves the log usable
+		// (storage/nospace.go): the dir stays online and serves again
+		// once space returns.
+		s.noteNoSpace(p, err)
+		return
+	}
 	dir := filepath.Dir(p.log.Dir())
 	if _, was := s.offlineDirs.dirs.LoadOrStore(dir, true); was {
 		return

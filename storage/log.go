@@ -267,7 +267,11 @@ func (l *Log) writeLocked(batches []byte, infos []batchInfo, res AppendResult, r
 	if l.shouldRollLocked(seg, int64(len(batches)), res.MaxTimestamp, res.LastOffset, now, cfg) ||
 		res.LastOffset-seg.base > math.MaxInt32 {
 		if seg, err = l.rollAtLocked(rollBase, now, true); err != nil {
-			l.err = fmt.Errorf("roll %s: %w", l.tp, err)
+			err = fmt.Errorf("roll %s: %w", l.tp, err)
+			if transientWriteErr(err) {
+				return false, err // see nospace.go
+			}
+			l.err = err
 			return false, l.err
 		}
 	}
@@ -281,8 +285,7 @@ func (l *Log) writeLocked(batches []byte, infos []batchInfo, res AppendResult, r
 	}
 	seg.unsynced = true
 	if _, err := seg.log.WriteAt(batches, pos); err != nil {
-		l.err = fmt.Errorf("append %s: %w", l.tp, err)
-		return false, l.err
+		return false, l.failedWriteLocked(seg, pos, err)
 	}
 	seg.size.Store(pos + int64(len(batches)))
 	seg.mu.Lock()
@@ -397,7 +400,7 @@ func (l *Log) rollAtLocked(base, now int64, inAppend bool) (*segment, error) {
 	seg.rollJitterMs = l.cfg.Load().randomSegmentJitter()
 	if err := l.fsys.SyncDir(l.dir); err != nil {
 		seg.close()
-		return nil, fmt.Errorf("sync %s: %w", l.dir, err)
+		return nil, fmt.Errorf("sync %s: %w", l.dir, syncErr(err))
 	}
 	segs := append(append([]*segment(nil), l.segments()...), seg)
 	l.segs.Store(&segs)
@@ -579,9 +582,14 @@ func (l *Log) flushLocked() error {
 	for i, s := range segs {
 		if s.unsynced {
 			if err := s.persistIndexesLocked(); err != nil {
-				l.err = fmt.Errorf("flush %s: %w", l.tp, err)
+				err = fmt.Errorf("flush %s: %w", l.tp, err)
+				if !transientWriteErr(err) {
+					l.err = err
+				}
+				// Out of space: the entries stay in memory and the
+				// next flush writes them (see nospace.go).
 				l.mu.Unlock()
-				return l.err
+				return err
 			}
 			toSync = append(toSync, syncing{s, s.openFilesLocked()})
 			s.unsynced = false
@@ -610,7 +618,7 @@ func (l *Log) flushLocked() error {
 	}
 	if dirDirty {
 		if err := l.fsys.SyncDir(l.dir); err != nil {
-			return l.setErr(fmt.Errorf("flush %s: sync dir: %w", l.tp, err))
+			return l.setErr(fmt.Errorf("flush %s: sync dir: %w", l.tp, syncErr(err)))
 		}
 	}
 	storeMax(&l.rp, target)

@@ -63,7 +63,10 @@ func (s *segment) recover(cfg *LogConfig, batches *atomic.Int64, txns *txnRebuil
 	s.size.Store(valid)
 	s.addFinalTimeEntryLocked()
 	if err := s.rewriteIndexFilesLocked(); err != nil {
-		return 0, reason, fmt.Errorf("recover segment %d: %w", s.base, err)
+		if !IsNoSpace(err) {
+			return 0, reason, fmt.Errorf("recover segment %d: %w", s.base, err)
+		}
+		s.deferIndexFilesLocked()
 	}
 	if err := s.replaceTxnIndexLocked(txns.take()); err != nil {
 		return 0, reason, fmt.Errorf("recover segment %d: %w", s.base, err)

@@ -140,6 +140,11 @@ func createSegmentFiles(fsys vfs.FS, dir string, base, now int64, suffix string)
 		}
 		if err != nil {
 			s.close()
+			// Out of space, the roll is tried again later; leave no
+			// half-made segment for a restart to load meanwhile.
+			for _, ext := range []string{logSuffix, indexSuffix, timeIndexSuffix} {
+				fsys.Remove(s.path(ext))
+			}
 			return nil, fmt.Errorf("create segment %d: %w", base, err)
 		}
 	}
@@ -311,6 +316,10 @@ func (s *segment) rebuildIndexesLocked(cfg *LogConfig) error {
 	}
 	s.addFinalTimeEntryLocked()
 	if err := s.rewriteIndexFilesLocked(); err != nil {
+		if IsNoSpace(err) {
+			s.deferIndexFilesLocked()
+			return nil
+		}
 		return err
 	}
 	// A missing index file was just created.
@@ -473,7 +482,7 @@ func (s *segment) openFilesLocked() []vfs.File {
 func syncAll(files []vfs.File) error {
 	for _, f := range files {
 		if err := f.Sync(); err != nil {
-			return fmt.Errorf("fsync %s: %w", f.Name(), err)
+			return fmt.Errorf("%s: %w", f.Name(), syncErr(err))
 		}
 	}
 	return nil

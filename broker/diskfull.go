@@ -1,0 +1,30 @@
+package broker
+
+import (
+	"time"
+)
+
+// A full disk (ENOSPC, EDQUOT) fails the write that met it with
+// KAFKA_STORAGE_ERROR, as Kafka answers a produce whose append threw an
+// IOException, but unlike Kafka it does not take the log dir offline:
+// storage cuts off the partial write and keeps the log usable, so produce
+// works again as soon as space is freed, with no restart
+// (docs/faults.md). Followers retry their fetches with
+// replica.fetch.backoff.ms meanwhile.
+
+// noSpaceLogEvery bounds the log lines a partition writes while its disk
+// stays full: one per interval, with the count of failures since.
+const noSpaceLogEvery = 10 * time.Second
+
+// noteNoSpace logs (at most once per noSpaceLogEvery per partition) that
+// a write to p failed for want of space. It takes no lock.
+func (s *Server) noteNoSpace(p *partition, err error) {
+	n := p.noSpaceErrors.Add(1)
+	now := time.Now().UnixMilli()
+	last := p.noSpaceLoggedMs.Load()
+	if now-last < noSpaceLogEvery.Milliseconds() || !p.noSpaceLoggedMs.CompareAndSwap(last, now) {
+		return
+	}
+	s.log.Warn("disk full: writes to the partition fail with KAFKA_STORAGE_ERROR until space is freed",
+		"topic", p.topic, "partition", p.index, "dir", p.log.Dir(), "failures", n, "err", err)
+}
