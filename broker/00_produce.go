@@ -329,7 +329,7 @@ func (s *Server) appendProduced(p *partition, records []byte, now time.Time, gua
 	if info.Header.IsTransactional() && info.Header.ProducerID < 0 {
 		return res, fmt.Errorf("%w: transactional batch without a producer id", kerr.InvalidRecord)
 	}
-	if batch, err = recompress(batch, &info.Header, cfg.CompressionType, int(s.cfg.SocketRequestMaxBytes)); err != nil {
+	if batch, err = recompress(batch, &info.Header, cfg.CompressionType, int(s.cfg.SocketRequestMaxBytes), int(cfg.MaxMessageBytes)); err != nil {
 		return res, batchError(err)
 	}
 	nowMs := now.UnixMilli()
@@ -422,25 +422,15 @@ var topicCodecs = map[string]protocol.Codec{
 
 // recompress rewrites a batch in the topic's compression.type when that
 // names a codec other than the producer's, as Kafka's LogValidator does;
-// the producer id, sequence, timestamps and record offsets are kept.
-func recompress(batch []byte, h *protocol.BatchHeader, compressionType string, limit int) ([]byte, error) {
+// the producer id, sequence, timestamps and record offsets are kept. The
+// records stream from decoder to encoder (protocol.RecompressBatch); a
+// result over max.message.bytes is MESSAGE_TOO_LARGE, as in Kafka.
+func recompress(batch []byte, h *protocol.BatchHeader, compressionType string, limit, maxSize int) ([]byte, error) {
 	codec, ok := topicCodecs[compressionType]
 	if !ok || codec == h.Codec() {
 		return batch, nil
 	}
-	recs := make([]protocol.Record, 0, h.NumRecords)
-	err := protocol.DecodeBatch(batch, limit, func(_ *protocol.BatchHeader, r protocol.Record) error {
-		recs = append(recs, r)
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	out, err := protocol.BuildBatch(*h, recs, codec)
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
+	return protocol.RecompressBatch(batch, codec, limit, maxSize)
 }
 
 // checkTimestamps applies message.timestamp.before.max.ms and
@@ -467,6 +457,8 @@ func batchError(err error) error {
 		return fmt.Errorf("%w: %v", kerr.InvalidRecord, err)
 	case errors.Is(err, protocol.ErrMagic):
 		return fmt.Errorf("%w: %v", kerr.UnsupportedForMessageFormat, err)
+	case errors.Is(err, protocol.ErrBatchTooLarge):
+		return fmt.Errorf("%w: %v", kerr.MessageTooLarge, err)
 	}
 	return fmt.Errorf("%w: %v", kerr.CorruptMessage, err)
 }

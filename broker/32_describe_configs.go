@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"fmt"
 	"slices"
 	"strconv"
 
@@ -8,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/gregorbroker/gregor/config"
+	"github.com/gregorbroker/gregor/raftmeta"
 )
 
 // DescribeConfigs (key 32), versions 1-4 (Kafka 4's range).
@@ -16,10 +18,14 @@ import (
 // topic override (DYNAMIC_TOPIC_CONFIG), the broker property that supplies
 // its default (STATIC_BROKER_CONFIG), or Kafka's default (DEFAULT_CONFIG),
 // with synonyms when asked (v1+) and documentation (v3+). Broker resources
-// list this broker's configs; another broker's id answers INVALID_REQUEST,
-// since a node knows only its own static file (clients send a broker's
-// DescribeConfigs to that broker). Broker loggers (8) answer
-// INVALID_REQUEST.
+// list this broker's configs; the empty name asks for the cluster-wide
+// dynamic defaults, of which Gregor has none; another broker's id answers
+// INVALID_REQUEST, since a node knows only its own static file (clients
+// send a broker's DescribeConfigs to that broker). Client metrics
+// subscriptions: none exist, so each named one has no configs. Broker
+// loggers and groups answer INVALID_REQUEST (not served). The checks are
+// Kafka's ConfigHelper.handleDescribeConfigsRequest and describeConfigs:
+// a resource type Kafka does not know fails the whole request.
 func init() { register(32, 1, 4, handleDescribeConfigs) }
 
 const (
@@ -30,41 +36,34 @@ const (
 func handleDescribeConfigs(s *Server, r *request) (result, error) {
 	req := r.req.(*kmsg.DescribeConfigsRequest)
 	resp := req.ResponseKind().(*kmsg.DescribeConfigsResponse)
+	for _, rr := range req.Resources {
+		switch rr.ResourceType {
+		case resourceTopic, resourceBroker, resourceBrokerLogger, resourceClientMetrics, resourceGroup:
+			continue
+		}
+		// Kafka throws while sorting the resources by authorization:
+		// every resource answers the error.
+		for _, rr := range req.Resources {
+			sr := kmsg.NewDescribeConfigsResponseResource()
+			sr.ResourceType, sr.ResourceName = rr.ResourceType, rr.ResourceName
+			sr.ErrorCode = kerr.InvalidRequest.Code
+			msg := kerr.InvalidRequest.Description
+			sr.ErrorMessage = &msg
+			resp.Resources = append(resp.Resources, sr)
+		}
+		return respond(resp)
+	}
 	img := s.meta.Image()
 	for _, rr := range req.Resources {
 		sr := kmsg.NewDescribeConfigsResponseResource()
 		sr.ResourceType = rr.ResourceType
 		sr.ResourceName = rr.ResourceName
-		var entries []config.Entry
-		switch rr.ResourceType {
-		case resourceTopic:
-			t, ok := img.Topic(rr.ResourceName)
-			if !ok {
-				sr.ErrorCode = kerr.UnknownTopicOrPartition.Code
-				break
-			}
-			entries = s.cfg.DescribeTopic(t.Configs)
-		case resourceBroker:
-			id, err := strconv.ParseInt(rr.ResourceName, 10, 32)
-			switch {
-			case rr.ResourceName == "":
-				entries = s.cfg.DescribeBroker()
-			case err != nil:
-				sr.ErrorCode = kerr.InvalidRequest.Code
-			case int32(id) != s.cfg.NodeID:
-				sr.ErrorCode = kerr.InvalidRequest.Code
-				msg := "broker " + rr.ResourceName + " is not this broker"
-				sr.ErrorMessage = &msg
-			default:
-				entries = s.cfg.DescribeBroker()
-			}
-		default:
-			sr.ErrorCode = kerr.InvalidRequest.Code
-			msg := "unsupported resource type"
-			sr.ErrorMessage = &msg
+		entries, err := s.describeResource(img, rr.ResourceType, rr.ResourceName)
+		if err != nil {
+			setAlterErr(&sr.ErrorCode, &sr.ErrorMessage, err)
 		}
 		for _, e := range entries {
-			if rr.ConfigNames != nil && !slices.Contains(rr.ConfigNames, e.Name) {
+			if len(rr.ConfigNames) > 0 && !slices.Contains(rr.ConfigNames, e.Name) {
 				continue
 			}
 			sr.Configs = append(sr.Configs, describeEntry(e, req))
@@ -72,6 +71,49 @@ func handleDescribeConfigs(s *Server, r *request) (result, error) {
 		resp.Resources = append(resp.Resources, sr)
 	}
 	return respond(resp)
+}
+
+// describeResource is the configs of one resource, or Kafka's error for
+// it (ConfigHelper.describeConfigs).
+func (s *Server) describeResource(img *raftmeta.Image, rtype kmsg.ConfigResourceType, name string) ([]config.Entry, error) {
+	switch rtype {
+	case resourceTopic:
+		if err := raftmeta.ValidateTopicName(name); err != nil {
+			return nil, kerrMsg(kerr.InvalidTopicException, err.Error())
+		}
+		t, ok := img.Topic(name)
+		if !ok {
+			return nil, kerr.UnknownTopicOrPartition
+		}
+		return s.cfg.DescribeTopic(t.Configs), nil
+	case resourceBroker:
+		if name == "" {
+			return nil, nil // no dynamic cluster-wide defaults
+		}
+		id, err := strconv.ParseInt(name, 10, 32)
+		if err != nil {
+			return nil, kerrMsg(kerr.InvalidRequest, "Broker id must be an integer, but it is: "+name)
+		}
+		if int32(id) != s.cfg.NodeID {
+			return nil, kerrMsg(kerr.InvalidRequest, fmt.Sprintf("Unexpected broker id, expected %d or empty string, but received %s", s.cfg.NodeID, name))
+		}
+		return s.cfg.DescribeBroker(), nil
+	case resourceBrokerLogger:
+		if name == "" {
+			return nil, kerrMsg(kerr.InvalidRequest, "Broker id must not be empty")
+		}
+		return nil, kerrMsg(kerr.InvalidRequest, "broker loggers are not supported")
+	case resourceClientMetrics:
+		if name == "" {
+			return nil, kerrMsg(kerr.InvalidRequest, "Client metrics subscription name must not be empty")
+		}
+		return nil, nil
+	default: // resourceGroup
+		if name == "" {
+			return nil, kerrMsg(kerr.InvalidRequest, "Group name must not be empty")
+		}
+		return nil, kerrMsg(kerr.InvalidRequest, "group configs are not supported")
+	}
 }
 
 func describeEntry(e config.Entry, req *kmsg.DescribeConfigsRequest) kmsg.DescribeConfigsResponseResourceConfig {

@@ -67,6 +67,10 @@ type Server struct {
 
 	offlineDirs logDirHealth // log dirs a disk error took offline (produce_helpers.go)
 
+	// produceWaits are the acks=all produces waiting for followers,
+	// answered when the server closes (shutdown_produce.go).
+	produceWaits produceWaits
+
 	// dirLocks are the held .lock files of the data dirs (dirlock.go).
 	dirLocks []*vfs.DirLock
 
@@ -353,10 +357,15 @@ func (s *Server) Close() error {
 	for _, ln := range s.listeners {
 		ln.Close()
 	}
+	conns := make([]net.Conn, 0, len(s.conns))
 	for nc := range s.conns {
-		nc.Close()
+		conns = append(conns, nc)
 	}
 	s.mu.Unlock()
+	// Produces waiting for followers are answered before their
+	// connections close (shutdown_produce.go).
+	s.produceWaits.answerAll(5 * time.Second)
+	s.closeConns(conns, 2*time.Second)
 	s.controlledShutdown()
 	// The quorum's listener goes only after the controlled shutdown,
 	// which may need this node's vote; its Serve loop is one of the

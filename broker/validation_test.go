@@ -329,3 +329,255 @@ func TestValidateListOffsets(t *testing.T) {
 		})
 	}
 }
+
+// configRes is one resource of a config row: type, name and its changes
+// (name=value, a nil value for null, and for incremental rows the
+// operation).
+type configRes struct {
+	typ  kmsg.ConfigResourceType
+	name string
+	ops  []configChange
+}
+
+type configChange struct {
+	name  string
+	op    kmsg.IncrementalAlterConfigOp
+	value *string
+}
+
+func set(name, value string) configChange { return configChange{name, 0, &value} }
+
+func incrementalRequest(res ...configRes) *kmsg.IncrementalAlterConfigsRequest {
+	req := kmsg.NewPtrIncrementalAlterConfigsRequest()
+	req.SetVersion(1)
+	for _, r := range res {
+		rr := kmsg.NewIncrementalAlterConfigsRequestResource()
+		rr.ResourceType, rr.ResourceName = r.typ, r.name
+		for _, o := range r.ops {
+			c := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
+			c.Name, c.Op, c.Value = o.name, o.op, o.value
+			rr.Configs = append(rr.Configs, c)
+		}
+		req.Resources = append(req.Resources, rr)
+	}
+	return req
+}
+
+func legacyAlterRequest(res ...configRes) *kmsg.AlterConfigsRequest {
+	req := kmsg.NewPtrAlterConfigsRequest()
+	req.SetVersion(2)
+	for _, r := range res {
+		rr := kmsg.NewAlterConfigsRequestResource()
+		rr.ResourceType, rr.ResourceName = r.typ, r.name
+		for _, o := range r.ops {
+			c := kmsg.NewAlterConfigsRequestResourceConfig()
+			c.Name, c.Value = o.name, o.value
+			rr.Configs = append(rr.Configs, c)
+		}
+		req.Resources = append(req.Resources, rr)
+	}
+	return req
+}
+
+// TestValidateAlterConfigs mirrors ConfigAdminManager.preprocess (both
+// forms), ControllerConfigurationValidator and ConfigurationControlManager:
+// each row's answers in request order, and the topic's overrides after it.
+func TestValidateAlterConfigs(t *testing.T) {
+	ts := startServer(t, "")
+	adm := ts.admin(t)
+	createTopic(t, adm, "cfg", 1, map[string]*string{"retention.ms": strp("600000")})
+	createTopic(t, adm, "cfg2", 1, nil)
+	c := dialRaw(t, ts.addr)
+	const topic, broker, logger = kmsg.ConfigResourceTypeTopic, kmsg.ConfigResourceTypeBroker, kmsg.ConfigResourceTypeBrokerLogger
+	overrides := func(name string) string {
+		tc, _ := ts.meta.Image().Topic(name)
+		return fmt.Sprint(tc.Configs)
+	}
+	unchanged := "map[retention.ms:600000]"
+	for _, row := range []struct {
+		name  string
+		req   kmsg.Request
+		want  []int16
+		after string // cfg's overrides after the row
+		cfg2  string // cfg2's overrides after the row
+	}{
+		{
+			name: "a resource named twice fails both copies; the others apply",
+			req: incrementalRequest(
+				configRes{topic, "cfg", []configChange{set("retention.ms", "1000")}},
+				configRes{topic, "cfg2", []configChange{set("retention.ms", "2000")}},
+				configRes{topic, "cfg", []configChange{set("retention.ms", "3000")}}),
+			want:  []int16{kerr.InvalidRequest.Code, 0, kerr.InvalidRequest.Code},
+			after: unchanged, cfg2: "map[retention.ms:2000]",
+		},
+		{
+			name:  "a config named twice",
+			req:   incrementalRequest(configRes{topic, "cfg", []configChange{set("retention.ms", "1000"), set("retention.ms", "1000")}}),
+			want:  []int16{kerr.InvalidRequest.Code},
+			after: unchanged,
+		},
+		{
+			name:  "a null value is refused before the unknown name",
+			req:   incrementalRequest(configRes{topic, "cfg", []configChange{set("retention.ms", "1000"), {"no.such.config", 0, nil}}}),
+			want:  []int16{kerr.InvalidRequest.Code},
+			after: unchanged,
+		},
+		{
+			name:  "a null value to APPEND",
+			req:   incrementalRequest(configRes{topic, "cfg", []configChange{{"cleanup.policy", 2, nil}}}),
+			want:  []int16{kerr.InvalidRequest.Code},
+			after: unchanged,
+		},
+		{
+			name:  "a null value to DELETE is fine",
+			req:   incrementalRequest(configRes{topic, "cfg", []configChange{{"retention.ms", 1, nil}}}),
+			want:  []int16{0},
+			after: "map[]",
+		},
+		{
+			name:  "an unknown resource type",
+			req:   incrementalRequest(configRes{99, "cfg", []configChange{set("retention.ms", "1000")}}),
+			want:  []int16{kerr.InvalidRequest.Code},
+			after: "map[]",
+		},
+		{
+			name:  "the empty topic name",
+			req:   incrementalRequest(configRes{topic, "", []configChange{set("retention.ms", "1000")}}),
+			want:  []int16{kerr.InvalidRequest.Code},
+			after: "map[]",
+		},
+		{
+			name:  "an illegal topic name",
+			req:   incrementalRequest(configRes{topic, "no/such", []configChange{set("retention.ms", "1000")}}),
+			want:  []int16{kerr.InvalidTopicException.Code},
+			after: "map[]",
+		},
+		{
+			name:  "an unknown topic with an unknown config answers the config",
+			req:   incrementalRequest(configRes{topic, "nope", []configChange{set("no.such.config", "1")}}),
+			want:  []int16{kerr.InvalidConfig.Code},
+			after: "map[]",
+		},
+		{
+			name:  "an unknown topic",
+			req:   incrementalRequest(configRes{topic, "nope", []configChange{set("retention.ms", "1")}}),
+			want:  []int16{kerr.UnknownTopicOrPartition.Code},
+			after: "map[]",
+		},
+		{
+			name:  "APPEND to a config that is not a list",
+			req:   incrementalRequest(configRes{topic, "cfg", []configChange{{"retention.ms", 2, strp("5")}}}),
+			want:  []int16{kerr.InvalidConfig.Code},
+			after: "map[]",
+		},
+		{
+			name:  "another broker's id",
+			req:   incrementalRequest(configRes{broker, "x", []configChange{set("log.retention.ms", "1")}}, configRes{broker, "77", nil}),
+			want:  []int16{kerr.InvalidRequest.Code, kerr.InvalidRequest.Code},
+			after: "map[]",
+		},
+		{
+			name: "legacy: a resource named twice",
+			req: legacyAlterRequest(
+				configRes{topic, "cfg", []configChange{set("retention.ms", "1000")}},
+				configRes{topic, "cfg", []configChange{set("retention.ms", "2000")}}),
+			want:  []int16{kerr.InvalidRequest.Code, kerr.InvalidRequest.Code},
+			after: "map[]",
+		},
+		{
+			name:  "legacy: a null value",
+			req:   legacyAlterRequest(configRes{topic, "cfg", []configChange{{"retention.ms", 0, nil}}}),
+			want:  []int16{kerr.InvalidRequest.Code},
+			after: "map[]",
+		},
+		{
+			name:  "legacy: broker loggers are an unknown type",
+			req:   legacyAlterRequest(configRes{logger, "1", []configChange{set("root", "DEBUG")}}),
+			want:  []int16{kerr.InvalidRequest.Code},
+			after: "map[]",
+		},
+		{
+			name:  "legacy: a valid change replaces the overrides",
+			req:   legacyAlterRequest(configRes{topic, "cfg", []configChange{set("retention.ms", "7000")}}),
+			want:  []int16{0},
+			after: "map[retention.ms:7000]",
+		},
+	} {
+		t.Run(row.name, func(t *testing.T) {
+			var got []int16
+			switch resp := exchange(t, c, row.req).(type) {
+			case *kmsg.IncrementalAlterConfigsResponse:
+				for _, r := range resp.Resources {
+					got = append(got, r.ErrorCode)
+				}
+			case *kmsg.AlterConfigsResponse:
+				for _, r := range resp.Resources {
+					got = append(got, r.ErrorCode)
+				}
+			}
+			if !slices.Equal(got, row.want) {
+				t.Fatalf("error codes %v, want %v", got, row.want)
+			}
+			if got := overrides("cfg"); got != row.after {
+				t.Errorf("cfg overrides %s, want %s", got, row.after)
+			}
+			if row.cfg2 != "" {
+				if got := overrides("cfg2"); got != row.cfg2 {
+					t.Errorf("cfg2 overrides %s, want %s", got, row.cfg2)
+				}
+			}
+		})
+	}
+}
+
+// TestValidateDescribeConfigs mirrors ConfigHelper.handleDescribeConfigsRequest
+// and describeConfigs.
+func TestValidateDescribeConfigs(t *testing.T) {
+	ts := startServer(t, "")
+	createTopic(t, ts.admin(t), "dc", 1, nil)
+	c := dialRaw(t, ts.addr)
+	describe := func(names []string, res ...configRes) []string {
+		req := kmsg.NewPtrDescribeConfigsRequest()
+		req.SetVersion(4)
+		for _, r := range res {
+			rr := kmsg.NewDescribeConfigsRequestResource()
+			rr.ResourceType, rr.ResourceName, rr.ConfigNames = r.typ, r.name, names
+			req.Resources = append(req.Resources, rr)
+		}
+		var out []string
+		for _, r := range exchange(t, c, req).(*kmsg.DescribeConfigsResponse).Resources {
+			n := fmt.Sprint(len(r.Configs))
+			if len(r.Configs) > 10 {
+				n = "many"
+			}
+			out = append(out, fmt.Sprintf("%d/%s", r.ErrorCode, n))
+		}
+		return out
+	}
+	const topic, broker = kmsg.ConfigResourceTypeTopic, kmsg.ConfigResourceTypeBroker
+	for _, row := range []struct {
+		name  string
+		names []string
+		res   []configRes
+		want  string // each resource's error code/number of configs
+	}{
+		{"an unknown resource type fails every resource", nil, []configRes{{topic, "dc", nil}, {99, "x", nil}}, "[42/0 42/0]"},
+		{"the empty topic name", nil, []configRes{{topic, "", nil}}, "[17/0]"},
+		{"an illegal topic name", nil, []configRes{{topic, "a b", nil}, {topic, "dc", nil}}, "[17/0 0/many]"},
+		{"an unknown topic", nil, []configRes{{topic, "nope", nil}}, "[3/0]"},
+		{"an empty list of names asks for all", []string{}, []configRes{{topic, "dc", nil}}, "[0/many]"},
+		{"named configs", []string{"retention.ms", "no.such"}, []configRes{{topic, "dc", nil}}, "[0/1]"},
+		{"cluster-wide broker defaults: none are dynamic", nil, []configRes{{broker, "", nil}}, "[0/0]"},
+		{"this broker", nil, []configRes{{broker, "1", nil}}, "[0/many]"},
+		{"another broker, or no broker id", nil, []configRes{{broker, "77", nil}, {broker, "x", nil}}, "[42/0 42/0]"},
+		{"broker loggers without an id", nil, []configRes{{kmsg.ConfigResourceTypeBrokerLogger, "", nil}}, "[42/0]"},
+		{"client metrics", nil, []configRes{{16, "", nil}, {16, "sub", nil}}, "[42/0 0/0]"},
+		{"a group without a name", nil, []configRes{{32, "", nil}}, "[42/0]"},
+	} {
+		t.Run(row.name, func(t *testing.T) {
+			if got := fmt.Sprint(describe(row.names, row.res...)); got != row.want {
+				t.Fatalf("answers %s, want %s", got, row.want)
+			}
+		})
+	}
+}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"sync"
 )
 
 // ErrInvalidRecord reports a batch that is well formed on the wire but that
@@ -59,6 +58,12 @@ type BatchInfo struct {
 //
 // An uncompressed batch is checked without allocating.
 func ValidateBatch(batch []byte, maxUncompressed int) (BatchInfo, error) {
+	return validateBatch(batch, maxUncompressed, streamWindow)
+}
+
+// validateBatch is ValidateBatch reading compressed records through a
+// window of the given size, which tests make small.
+func validateBatch(batch []byte, maxUncompressed, window int) (BatchInfo, error) {
 	info := BatchInfo{MaxTimestamp: NoTimestamp, MinTimestamp: NoTimestamp}
 	h, err := ParseBatchHeader(batch)
 	info.Header = h
@@ -103,19 +108,11 @@ func ValidateBatch(batch []byte, maxUncompressed int) (BatchInfo, error) {
 		return info, fmt.Errorf("validate batch: %w: attribute codec %d", ErrUnsupportedCodec, int8(codec))
 	}
 
-	records := batch[BatchHeaderSize:]
 	if codec != CodecNone {
-		buf := getScratch()
-		defer putScratch(buf)
-		*buf, err = decompressAppend(codec, (*buf)[:0], records, maxUncompressed)
-		if err != nil {
-			*buf = nil
-			return info, fmt.Errorf("validate batch: %w", err)
-		}
-		records = *buf
+		return validateStream(batch[BatchHeaderSize:], &h, codec, maxUncompressed, window, info)
 	}
+	records := batch[BatchHeaderSize:]
 	info.UncompressedBytes = len(records)
-
 	it := recordIter{data: records, n: h.NumRecords}
 	var v recordView
 	for i := int32(0); ; i++ {
@@ -126,36 +123,68 @@ func ValidateBatch(batch []byte, maxUncompressed int) (BatchInfo, error) {
 		if !more {
 			break
 		}
-		if v.offsetDelta != i {
-			return info, fmt.Errorf("validate batch: %w: record %d has offset delta %d", ErrInvalidRecord, i, v.offsetDelta)
+		if err := info.add(&h, i, &v); err != nil {
+			return info, err
 		}
-		ts := h.FirstTimestamp + v.timestampDelta
-		info.MaxTimestamp = max(info.MaxTimestamp, ts)
-		if ts != NoTimestamp && (info.MinTimestamp == NoTimestamp || ts < info.MinTimestamp) {
-			info.MinTimestamp = ts
-		}
-		if v.key == nil {
-			info.NullKeys++
-		}
-		info.Records++
 	}
 	return info, nil
 }
 
-// scratch buffers hold decompressed records during validation. Buffers
-// that grew past maxPooledScratch are dropped rather than kept alive.
-const maxPooledScratch = 4 << 20
-
-var scratchPool = sync.Pool{New: func() any { return new([]byte) }}
-
-func getScratch() *[]byte { return scratchPool.Get().(*[]byte) }
-
-func putScratch(b *[]byte) {
-	if cap(*b) > maxPooledScratch {
-		*b = nil
+// validateStream checks the records of a compressed batch as they
+// decompress, through a window of streamWindow bytes: a batch costs the
+// window and its codec's state (see maxStreamWindow), not what it expands
+// to. A codec failure wraps ErrCorrupt, malformed records ErrInvalidRecord.
+func validateStream(src []byte, h *BatchHeader, codec Codec, maxUncompressed, window int, info BatchInfo) (BatchInfo, error) {
+	sv := streamValidators.Get().(*streamValidator)
+	defer sv.release()
+	rs, err := sv.open(codec, src, max(maxUncompressed, 0), window)
+	if err != nil {
+		return info, fmt.Errorf("validate batch: %w", err)
 	}
-	*b = (*b)[:0]
-	scratchPool.Put(b)
+	var v recordView
+	for i := int32(0); i < h.NumRecords; i++ {
+		if err := rs.next(&v); err != nil {
+			return info, recordStreamError(rs, codec, fmt.Errorf("record %d: %w", i, err))
+		}
+		if err := info.add(h, i, &v); err != nil {
+			return info, err
+		}
+	}
+	end, err := rs.atEnd()
+	if err == nil && !end {
+		err = fmt.Errorf("bytes after the %d records the batch claims", h.NumRecords)
+	}
+	if err != nil {
+		return info, recordStreamError(rs, codec, err)
+	}
+	info.UncompressedBytes = rs.read
+	return info, nil
+}
+
+// recordStreamError reports a codec failure if there was one, since it
+// also cuts the records short, and otherwise malformed records.
+func recordStreamError(rs *recordStream, codec Codec, err error) error {
+	if rs.srcErr != nil {
+		return fmt.Errorf("validate batch: decompress %s: %w", codec, rs.srcErr)
+	}
+	return fmt.Errorf("validate batch: %w: %v", ErrInvalidRecord, err)
+}
+
+// add accounts for record i of a batch being validated.
+func (info *BatchInfo) add(h *BatchHeader, i int32, v *recordView) error {
+	if v.offsetDelta != i {
+		return fmt.Errorf("validate batch: %w: record %d has offset delta %d", ErrInvalidRecord, i, v.offsetDelta)
+	}
+	ts := h.FirstTimestamp + v.timestampDelta
+	info.MaxTimestamp = max(info.MaxTimestamp, ts)
+	if ts != NoTimestamp && (info.MinTimestamp == NoTimestamp || ts < info.MinTimestamp) {
+		info.MinTimestamp = ts
+	}
+	if v.key == nil {
+		info.NullKeys++
+	}
+	info.Records++
+	return nil
 }
 
 // NextBatch splits the first batch off b, which holds consecutive batches

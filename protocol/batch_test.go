@@ -215,6 +215,7 @@ func TestValidateBatchRejects(t *testing.T) {
 	gapped, _ := BuildBatch(goldenHeader(), []Record{{}, {OffsetDelta: 0}, {OffsetDelta: 2}}, CodecNone)
 	twoRecs := good[BatchHeaderSize:]
 	zeros := make([]byte, 2<<20)
+	bomb := AppendRecord(nil, Record{Value: zeros})
 	// A gzip batch whose payload is plain records, not gzip.
 	garbageGzip := resign(t, withRecords(t, CodecNone, 2, twoRecs), func(h *BatchHeader) { h.Attributes |= int16(CodecGzip) })
 
@@ -243,8 +244,13 @@ func TestValidateBatchRejects(t *testing.T) {
 		{"gzip of garbage", garbageGzip, []error{ErrCorrupt}},
 		{"gzip count too high", withRecords(t, CodecGzip, 3, twoRecs), []error{ErrInvalidRecord}},
 		{"zstd bad record", withRecords(t, CodecZstd, 1, []byte{0x02, 0}), []error{ErrInvalidRecord}},
-		{"lz4 bomb", withRecords(t, CodecLZ4, 1, zeros), []error{ErrUncompressedTooLarge}},
-		{"snappy bomb", withRecords(t, CodecSnappy, 1, zeros), []error{ErrUncompressedTooLarge}},
+		// Zeros are an empty record first: streaming stops there.
+		{"lz4 of zeros", withRecords(t, CodecLZ4, 1, zeros), []error{ErrInvalidRecord}},
+		// One well-formed record of 2 MiB: past the 1 MiB limit.
+		{"lz4 bomb", withRecords(t, CodecLZ4, 1, bomb), []error{ErrUncompressedTooLarge}},
+		{"snappy bomb", withRecords(t, CodecSnappy, 1, bomb), []error{ErrUncompressedTooLarge}},
+		{"gzip bomb", withRecords(t, CodecGzip, 1, bomb), []error{ErrUncompressedTooLarge}},
+		{"zstd bomb", withRecords(t, CodecZstd, 1, bomb), []error{ErrUncompressedTooLarge}},
 	}
 
 	for _, tt := range tests {
@@ -510,6 +516,10 @@ func FuzzValidateBatch(f *testing.F) {
 		f.Add(false, b)
 	}
 	f.Add(false, goldenHex(f))
+	_, raw := streamRecords()
+	for _, enc := range encodings(f, raw) {
+		f.Add(false, batchOf(f, enc.c, 5, enc.body))
+	}
 	f.Fuzz(func(t *testing.T, fixCRC bool, b []byte) {
 		const limit = 64 << 10
 		// A mutated batch almost never keeps a valid CRC; fixing it up
@@ -518,6 +528,15 @@ func FuzzValidateBatch(f *testing.F) {
 			binary.BigEndian.PutUint32(b[offCRC:], BatchCRC(b))
 		}
 		info, err := ValidateBatch(b, limit)
+		// Streaming through the smallest window takes the field-by-field
+		// path for every record; it must reach the same verdict. (Not
+		// always the same error: a codec's checksum at the end of a
+		// stream is read only after the records before it, so a smaller
+		// window may meet a record the corruption broke first.)
+		small, smallErr := validateBatch(b, limit, minStreamWindow)
+		if (err == nil) != (smallErr == nil) || (err == nil && small != info) {
+			t.Fatalf("default window: %+v, %v; smallest: %+v, %v", info, err, small, smallErr)
+		}
 		if err != nil {
 			for _, sentinel := range []error{ErrCorrupt, ErrTruncated, ErrInvalidRecord, ErrUnsupportedCodec, ErrUncompressedTooLarge} {
 				if errors.Is(err, sentinel) {
