@@ -513,6 +513,8 @@ func (s *Server) awaitHighWatermarks(resp *kmsg.ProduceResponse, ws []hwWait, ti
 		w.p.addWaiter(wake)
 		defer w.p.removeWaiter(wake)
 	}
+	leaving := s.produceWaits.enter() // see shutdown_produce.go
+	defer s.produceWaits.exit()
 	timer := time.NewTimer(timeout)
 	defer timer.Stop()
 	for {
@@ -533,7 +535,11 @@ func (s *Server) awaitHighWatermarks(resp *kmsg.ProduceResponse, ws []hwWait, ti
 			}
 			markDeposed(resp, ws)
 			return
+		case <-leaving:
+			answerLeaving(resp, ws)
+			return
 		case <-s.ctx.Done():
+			answerLeaving(resp, ws)
 			return
 		}
 	}

@@ -1,0 +1,89 @@
+package broker
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// TestCloseAnswersWaitingProduce: in a three-node cluster whose followers
+// have stopped fetching, an acks=all produce to the leader waits for them;
+// closing the leader answers it NOT_LEADER_OR_FOLLOWER at once (Kafka's
+// answer for a partition this broker no longer leads), instead of leaving
+// it to the closed connection.
+func TestCloseAnswersWaitingProduce(t *testing.T) {
+	nodes := startTestCluster(t)
+	// The leader is not the active controller, so its Close does not
+	// wait for a new controller to be elected first.
+	var leader *testNode
+	var followers []*testNode
+	for _, n := range nodes {
+		if leader == nil && !n.meta.IsLeader() {
+			leader = n
+			continue
+		}
+		followers = append(followers, n)
+	}
+	cl := clusterClient(t, nodes)
+	ctx := testContext(t)
+	create := kmsg.NewPtrCreateTopicsRequest()
+	create.TimeoutMillis = 10000
+	rt := kmsg.NewCreateTopicsRequestTopic()
+	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = "leaving", -1, -1
+	ra := kmsg.NewCreateTopicsRequestTopicReplicaAssignment()
+	ra.Partition, ra.Replicas = 0, []int32{leader.id, followers[0].id, followers[1].id}
+	rt.ReplicaAssignment = append(rt.ReplicaAssignment, ra)
+	create.Topics = append(create.Topics, rt)
+	cresp, err := create.RequestWith(ctx, cl)
+	if err != nil || cresp.Topics[0].ErrorCode != 0 {
+		t.Fatalf("create: %v %v", err, cresp)
+	}
+	waitMetadata(t, cl, 30*time.Second, "leaving-0 led by its first replica with a full ISR", func(md map[string]map[int32]partitionState) bool {
+		p, ok := md["leaving"][0]
+		return ok && p.leader == leader.id && slices.Equal(p.isr, []int32{1, 2, 3})
+	}, "leaving")
+	p := leader.parts.get("leaving", 0)
+	if p == nil {
+		t.Fatal("the leader does not host leaving-0")
+	}
+
+	// The followers stop fetching (as if paused); they stay in the ISR
+	// for replica.lag.time.max.ms, so the produce waits for them.
+	for _, f := range followers {
+		f.fetchers.close()
+	}
+	answer := produceAsync(leader.Addr().String(), "leaving", testBatch(t, "never-replicated"), 60*time.Second)
+	deadline := time.Now().Add(10 * time.Second)
+	for p.log.LogEndOffset() < 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("the produce was not appended")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	select {
+	case got := <-answer:
+		t.Fatalf("answered (code %d) before the followers fetched", got.ErrorCode)
+	case <-time.After(300 * time.Millisecond):
+	}
+
+	start := time.Now()
+	closed := make(chan struct{})
+	go func() {
+		leader.Close()
+		close(closed)
+	}()
+	select {
+	case got := <-answer:
+		if got.ErrorCode != kerr.NotLeaderForPartition.Code {
+			t.Fatalf("closing leader answered code %d (%v) at offset %d, want NOT_LEADER_OR_FOLLOWER",
+				got.ErrorCode, kerr.ErrorForCode(got.ErrorCode), got.BaseOffset)
+		}
+		t.Logf("answered NOT_LEADER_OR_FOLLOWER %v after Close began", time.Since(start))
+	case <-time.After(3 * time.Second):
+		t.Fatal("no answer within 3s of Close")
+	}
+	<-closed
+}
