@@ -15,8 +15,8 @@ import (
 // listener's, so the test can break that one link while every other
 // keeps working, the way a firewall rule between two hosts would:
 //
-//   - cut: every open connection is closed and new ones are accepted
-//     and closed at once (a refused or reset connection);
+//   - cut: every open connection is reset and new ones are accepted
+//     and reset at once (a refused connection);
 //   - blackhole: bytes in one direction (up: dialer to listener, down:
 //     listener to dialer) stop flowing, without an error, as when
 //     packets are dropped; connections are still accepted. Held bytes are
@@ -97,9 +97,22 @@ func (l *faultLink) closeConns() int {
 	}
 	l.mu.Unlock()
 	for _, c := range conns {
+		resetConn(c.client)
+		resetConn(c.server)
 		c.close()
 	}
 	return len(conns)
+}
+
+// resetConn closes c with a TCP reset rather than a FIN, as a firewall
+// that rejects a connection does: clients take a reset for a network
+// failure and retry, while a clean close before any answer looks to them
+// like a protocol mismatch (TLS expected) and is not retried.
+func resetConn(c net.Conn) {
+	if tc, ok := c.(*net.TCPConn); ok {
+		tc.SetLinger(0)
+	}
+	c.Close()
 }
 
 // close stops the link for good and waits for its goroutines.
@@ -122,7 +135,7 @@ func (l *faultLink) acceptLoop() {
 		}
 		if l.cut.Load() {
 			l.refused.Add(1)
-			client.Close()
+			resetConn(client)
 			continue
 		}
 		l.accepted.Add(1)
@@ -135,7 +148,7 @@ func (l *faultLink) serve(client net.Conn) {
 	defer l.wg.Done()
 	server, err := net.DialTimeout("tcp", l.target, 5*time.Second)
 	if err != nil {
-		client.Close() // the target is down: the dialer sees a closed connection
+		resetConn(client) // the target is down: the dialer sees a refusal
 		return
 	}
 	c := &proxyConn{client: client, server: server}

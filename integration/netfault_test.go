@@ -84,23 +84,24 @@ func TestNetFaults(t *testing.T) {
 
 // nfRow is a fault's cells, one per workload.
 type nfRow struct {
-	fault          string
-	produce, group nfCounts
-	elapsed        time.Duration
+	fault string
+	cells []nfCell
+}
+
+type nfCell struct {
+	workload string
+	n        nfCounts
 }
 
 // nfMatrix renders rows as a Markdown table.
 func nfMatrix(rows []nfRow) string {
 	var b strings.Builder
-	b.WriteString("| fault | workload | acknowledged | lost | duplicated | reordered | read, then truncated | divergent |\n")
-	b.WriteString("|---|---|---:|---:|---:|---:|---:|---:|\n")
+	b.WriteString("| fault | workload | acknowledged | lost | duplicated | reordered | read, then truncated | aborted read | divergent |\n")
+	b.WriteString("|---|---|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, r := range rows {
-		for _, cell := range []struct {
-			name string
-			n    nfCounts
-		}{{"idempotent acks=all produce", r.produce}, {"consumer group", r.group}} {
-			fmt.Fprintf(&b, "| %s | %s | %d | %d | %d | %d | %d | %d |\n", r.fault, cell.name,
-				cell.n.acked, cell.n.lost, cell.n.duplicated, cell.n.reordered, cell.n.truncatedRead, cell.n.divergent)
+		for _, c := range r.cells {
+			fmt.Fprintf(&b, "| %s | %s | %d | %d | %d | %d | %d | %d | %d |\n", r.fault, c.workload,
+				c.n.acked, c.n.lost, c.n.duplicated, c.n.reordered, c.n.truncatedRead, c.n.abortedRead, c.n.divergent)
 		}
 	}
 	return b.String()
@@ -176,12 +177,16 @@ func nfRunFault(t *testing.T, f nfFault) nfRow {
 	}
 	t.Logf("%s: %d probes acknowledged by a cut-off or thawed node; reader errors: %s; group errors: %s",
 		f.name, r.probed, readErrs.String(), groupErrs.String())
-	row := nfRow{fault: f.name, produce: nfCheckProduce(t, r), group: nfCheckGroup(t, r, g), elapsed: time.Since(start)}
-	for _, cell := range []nfCounts{row.produce, row.group} {
-		if cell.bad() > 0 {
-			t.Errorf("%s: %d violations:\n%s", f.name, cell.bad(), strings.Join(cell.problems, "\n"))
+	row := nfRow{fault: f.name, cells: []nfCell{
+		{"idempotent acks=all produce", nfCheckProduce(t, r)},
+		{"consumer group", nfCheckGroup(t, r, g)},
+	}}
+	for _, cell := range row.cells {
+		if cell.n.bad() > 0 {
+			t.Errorf("%s, %s: %d violations:\n%s", f.name, cell.workload, cell.n.bad(), strings.Join(cell.n.problems, "\n"))
 		}
 	}
+	t.Logf("%s: %v from cluster start to the end of the checks", f.name, time.Since(start).Round(time.Second))
 	return row
 }
 

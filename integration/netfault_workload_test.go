@@ -25,11 +25,12 @@ import (
 // nfCounts is one cell of the fault matrix.
 type nfCounts struct {
 	acked, lost, duplicated, reordered, truncatedRead, divergent int
+	abortedRead                                                  int      // records of acknowledged aborts read at read_committed
 	problems                                                     []string // the first few, for the test's log
 }
 
 func (n nfCounts) bad() int {
-	return n.lost + n.duplicated + n.reordered + n.truncatedRead + n.divergent
+	return n.lost + n.duplicated + n.reordered + n.truncatedRead + n.divergent + n.abortedRead
 }
 
 // addProblems sorts the history checker's findings into the columns.
@@ -165,8 +166,10 @@ func nfReaderTo(ctx context.Context, t *testing.T, c *nfCluster, topic string, h
 // the coordinator lost the commit: it counts as a duplicate.
 type nfGroup struct {
 	h          *history
+	start      time.Time
 	mu         sync.Mutex
-	committed  map[int32]int64 // highest acknowledged commit per partition
+	committed  map[int32]int64  // highest acknowledged commit per partition
+	commitBy   map[int32]string // who made it and when, for the report
 	delivered  map[ackedAt]bool
 	redelivery []string
 	commits    atomic.Int64
@@ -174,7 +177,8 @@ type nfGroup struct {
 }
 
 func startNFGroup(ctx context.Context, t *testing.T, c *nfCluster, group, topic string, members int, h *history, errs *errorCounts) (*nfGroup, <-chan struct{}) {
-	g := &nfGroup{h: h, committed: make(map[int32]int64), delivered: make(map[ackedAt]bool), errs: errs}
+	g := &nfGroup{h: h, start: time.Now(), committed: make(map[int32]int64), commitBy: make(map[int32]string),
+		delivered: make(map[ackedAt]bool), errs: errs}
 	var wg sync.WaitGroup
 	for m := range members {
 		cl, err := kgo.NewClient(append(nfClientOpts(c), kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic),
@@ -189,7 +193,7 @@ func startNFGroup(ctx context.Context, t *testing.T, c *nfCluster, group, topic 
 		go func() {
 			defer wg.Done()
 			defer cl.Close()
-			g.member(ctx, cl)
+			g.member(ctx, cl, fmt.Sprintf("member %d", m))
 		}()
 	}
 	done := make(chan struct{})
@@ -197,7 +201,7 @@ func startNFGroup(ctx context.Context, t *testing.T, c *nfCluster, group, topic 
 	return g, done
 }
 
-func (g *nfGroup) member(ctx context.Context, cl *kgo.Client) {
+func (g *nfGroup) member(ctx context.Context, cl *kgo.Client, name string) {
 	for ctx.Err() == nil {
 		fs := cl.PollRecords(ctx, 500)
 		fs.EachError(func(_ string, _ int32, err error) {
@@ -207,14 +211,14 @@ func (g *nfGroup) member(ctx context.Context, cl *kgo.Client) {
 		})
 		recs := fs.Records()
 		for _, r := range recs {
-			g.deliver(r)
+			g.deliver(r, name)
 		}
 		if len(recs) > 0 {
 			cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 			err := cl.CommitRecords(cctx, recs...)
 			cancel()
 			if err == nil {
-				g.commitAcked(recs)
+				g.commitAcked(recs, name)
 			} else if ctx.Err() == nil {
 				g.errs.add(fmt.Errorf("commit: %w", err))
 			}
@@ -223,22 +227,24 @@ func (g *nfGroup) member(ctx context.Context, cl *kgo.Client) {
 	}
 }
 
-func (g *nfGroup) deliver(r *kgo.Record) {
+func (g *nfGroup) deliver(r *kgo.Record, member string) {
 	g.h.consume(r.Partition, r.Offset, r.Value)
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if c, ok := g.committed[r.Partition]; ok && r.Offset < c {
-		g.redelivery = append(g.redelivery, fmt.Sprintf("group: %d/%d delivered again after a commit of offset %d was acknowledged", r.Partition, r.Offset, c))
+		g.redelivery = append(g.redelivery, fmt.Sprintf("group: %d/%d delivered to %s at %v (leader epoch %d) after a commit of offset %d was acknowledged (%s)",
+			r.Partition, r.Offset, member, time.Since(g.start).Round(time.Millisecond), r.LeaderEpoch, c, g.commitBy[r.Partition]))
 	}
 	g.delivered[ackedAt{r.Partition, r.Offset}] = true
 }
 
-func (g *nfGroup) commitAcked(recs []*kgo.Record) {
+func (g *nfGroup) commitAcked(recs []*kgo.Record, member string) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	for _, r := range recs {
 		if r.Offset+1 > g.committed[r.Partition] {
 			g.committed[r.Partition] = r.Offset + 1
+			g.commitBy[r.Partition] = fmt.Sprintf("by %s at %v", member, time.Since(g.start).Round(time.Millisecond))
 		}
 	}
 	g.commits.Add(1)
@@ -287,8 +293,12 @@ func (g *nfGroup) committedCopy() map[int32]int64 {
 func nfEndOffsets(c *nfCluster, topic string) (map[int32]int64, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
-	adm := kadm.NewClient(c.client())
-	ends, err := adm.ListEndOffsets(ctx, topic)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.seeds()...))
+	if err != nil {
+		return nil, err
+	}
+	defer cl.Close()
+	ends, err := kadm.NewClient(cl).ListEndOffsets(ctx, topic)
 	if err != nil {
 		return nil, err
 	}
