@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/gregorbroker/gregor/protocol"
@@ -577,6 +578,91 @@ func TestValidateDescribeConfigs(t *testing.T) {
 		t.Run(row.name, func(t *testing.T) {
 			if got := fmt.Sprint(describe(row.names, row.res...)); got != row.want {
 				t.Fatalf("answers %s, want %s", got, row.want)
+			}
+		})
+	}
+}
+
+// logStart is the log start offset of a partition this broker hosts.
+func logStart(t *testing.T, ts *testServer, p tp) int64 {
+	t.Helper()
+	part := ts.parts.get(p.topic, p.partition)
+	if part == nil {
+		t.Fatalf("%s not hosted", p)
+	}
+	return part.log.LogStartOffset()
+}
+
+// TestValidateDeleteRecords mirrors KafkaApis.handleDeleteRecordsRequest,
+// ReplicaManager.deleteRecordsOnLocalLog and Partition.deleteRecordsOnLeader.
+func TestValidateDeleteRecords(t *testing.T) {
+	ts := startServer(t, "")
+	adm := ts.admin(t)
+	createTopic(t, adm, "dr", 2, nil)
+	createTopic(t, adm, "drc", 1, map[string]*string{"cleanup.policy": strp("compact")})
+	if _, err := ts.ensureOffsetsTopic(testContext(t)); err != nil {
+		t.Fatal(err)
+	}
+	if err := ts.reconcile(ts.meta.Image()); err != nil {
+		t.Fatal(err)
+	}
+	c := dialRaw(t, ts.addr)
+	five := batchOf(t, -1, -1, 0, protocol.CodecNone, "a", "b", "c", "d", "e")
+	if r := produceRaw(t, c, "dr", five); r.ErrorCode != 0 { // to dr-0
+		t.Fatalf("produce: %d", r.ErrorCode)
+	}
+	kcl := ts.client(t)
+	for i := range 5 {
+		rec := &kgo.Record{Topic: "drc", Key: []byte{byte(i)}, Value: []byte("v")}
+		if err := kcl.ProduceSync(testContext(t), rec).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	watched := []tp{{"dr", 0}, {"drc", 0}, {offsetsTopic, 0}}
+	type del struct {
+		tp
+		offset int64
+	}
+	for _, row := range []struct {
+		name  string
+		dels  []del
+		want  string // answers: partition:code/low watermark
+		start string // log start offsets of the watched partitions after
+	}{
+		{"a partition named twice is answered once, for the last offset", []del{{tp{"dr", 0}, 1}, {tp{"dr", 0}, 3}}, "[dr-0:0/3]", "[3 0 0]"},
+		{"a negative offset", []del{{tp{"dr", 0}, -2}}, "[dr-0:1/-1]", "[3 0 0]"},
+		{"an offset past the high watermark", []del{{tp{"dr", 0}, 6}}, "[dr-0:1/-1]", "[3 0 0]"},
+		{"a compacted topic", []del{{tp{"drc", 0}, 2}}, "[drc-0:44/-1]", "[3 0 0]"},
+		{"an internal topic", []del{{tp{offsetsTopic, 0}, -1}}, "[__consumer_offsets-0:17/-1]", "[3 0 0]"},
+		{"unknown and negative partitions", []del{{tp{"dr", 9}, 1}, {tp{"dr", -1}, 1}, {tp{"nope", 0}, 1}}, "[dr-9:3/-1 dr--1:3/-1 nope-0:3/-1]", "[3 0 0]"},
+	} {
+		t.Run(row.name, func(t *testing.T) {
+			req := kmsg.NewPtrDeleteRecordsRequest()
+			req.SetVersion(2)
+			req.TimeoutMillis = 5000
+			for _, d := range row.dels {
+				rt := kmsg.NewDeleteRecordsRequestTopic()
+				rt.Topic = d.topic
+				rp := kmsg.NewDeleteRecordsRequestTopicPartition()
+				rp.Partition, rp.Offset = d.partition, d.offset
+				rt.Partitions = append(rt.Partitions, rp)
+				req.Topics = append(req.Topics, rt)
+			}
+			var got []string
+			for _, rt := range exchange(t, c, req).(*kmsg.DeleteRecordsResponse).Topics {
+				for _, rp := range rt.Partitions {
+					got = append(got, fmt.Sprintf("%s-%d:%d/%d", rt.Topic, rp.Partition, rp.ErrorCode, rp.LowWatermark))
+				}
+			}
+			if fmt.Sprint(got) != row.want {
+				t.Fatalf("answers %v, want %s", got, row.want)
+			}
+			var starts []int64
+			for _, p := range watched {
+				starts = append(starts, logStart(t, ts, p))
+			}
+			if fmt.Sprint(starts) != row.start {
+				t.Errorf("log start offsets %v, want %s", starts, row.start)
 			}
 		})
 	}
