@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -22,7 +23,10 @@ import (
 // again; answering at once spares them the round (kafka-go's Writer would
 // fail its first write), at the cost of one kafka-go peer test that expects
 // Kafka's answer (docs/compatibility.md). Topics can be asked for by
-// id from v10 on; an unknown id answers UNKNOWN_TOPIC_ID.
+// id from v12 on (v10 and v11 have the field, but Kafka refuses a non-zero
+// id or a null name there with INVALID_REQUEST); an unknown id answers
+// UNKNOWN_TOPIC_ID, and a request with ids is answered for its ids alone.
+// A topic asked for twice is answered once.
 func init() { register(3, 0, 13, handleMetadata) }
 
 const authorizedOpsNotRequested = -2147483648
@@ -33,15 +37,22 @@ func handleMetadata(s *Server, r *request) (result, error) {
 	allTopics := req.Topics == nil || (req.Version == 0 && len(req.Topics) == 0)
 	autoCreate := s.cfg.AutoCreateTopicsEnable && (req.Version < 4 || req.AllowAutoTopicCreation)
 
-	img := s.meta.Image()
-	if !allTopics && autoCreate {
-		var missing []string
+	if !allTopics && req.Version < 12 {
 		for _, t := range req.Topics {
-			if t.Topic == nil {
-				continue
+			// KafkaApis.handleTopicMetadataRequest: topic ids (and so
+			// null names) only from v12.
+			if t.Topic == nil || t.TopicID != [16]byte{} {
+				return respond(metadataErrorResponse(req, kerr.InvalidRequest))
 			}
-			if _, ok := img.Topic(*t.Topic); !ok && raftmeta.ValidateTopicName(*t.Topic) == nil {
-				missing = append(missing, *t.Topic)
+		}
+	}
+	ids, names := metadataTopicKeys(req)
+	img := s.meta.Image()
+	if len(names) > 0 && autoCreate {
+		var missing []string
+		for _, name := range names {
+			if _, ok := img.Topic(name); !ok && raftmeta.ValidateTopicName(name) == nil {
+				missing = append(missing, name)
 			}
 		}
 		if len(missing) > 0 {
@@ -63,33 +74,77 @@ func handleMetadata(s *Server, r *request) (result, error) {
 		}
 		return respond(resp)
 	}
-	for _, rt := range req.Topics {
-		var t *raftmeta.TopicImage
-		var ok bool
-		if rt.Topic != nil {
-			t, ok = img.Topic(*rt.Topic)
-		} else {
-			t, ok = img.TopicByID(rt.TopicID)
-		}
-		if ok {
+	for _, id := range ids {
+		if t, ok := img.TopicByID(id); ok {
 			resp.Topics = append(resp.Topics, s.metadataTopic(img, t, req.IncludeTopicAuthorizedOperations))
 			continue
 		}
 		mt := kmsg.NewMetadataResponseTopic()
-		mt.Topic = rt.Topic
-		mt.TopicID = rt.TopicID
+		mt.TopicID = id
 		mt.AuthorizedOperations = authorizedOpsNotRequested
-		switch {
-		case rt.Topic == nil:
-			mt.ErrorCode = kerr.UnknownTopicID.Code
-		case raftmeta.ValidateTopicName(*rt.Topic) != nil:
+		mt.ErrorCode = kerr.UnknownTopicID.Code
+		resp.Topics = append(resp.Topics, mt)
+	}
+	for _, name := range names {
+		if t, ok := img.Topic(name); ok {
+			resp.Topics = append(resp.Topics, s.metadataTopic(img, t, req.IncludeTopicAuthorizedOperations))
+			continue
+		}
+		mt := kmsg.NewMetadataResponseTopic()
+		mt.Topic = &name
+		mt.AuthorizedOperations = authorizedOpsNotRequested
+		mt.IsInternal = isInternalTopic(name)
+		mt.ErrorCode = kerr.UnknownTopicOrPartition.Code
+		if raftmeta.ValidateTopicName(name) != nil {
 			mt.ErrorCode = kerr.InvalidTopicException.Code
-		default:
-			mt.ErrorCode = kerr.UnknownTopicOrPartition.Code
 		}
 		resp.Topics = append(resp.Topics, mt)
 	}
 	return respond(resp)
+}
+
+// metadataTopicKeys is what a request for named topics asks for, each
+// once (Kafka keeps them in sets): the non-zero topic ids (v10+) if there
+// are any, as Kafka then ignores the names; otherwise the names.
+func metadataTopicKeys(req *kmsg.MetadataRequest) (ids [][16]byte, names []string) {
+	seenID := make(map[[16]byte]bool)
+	seenName := make(map[string]bool)
+	for _, t := range req.Topics {
+		if req.Version >= 10 && t.TopicID != [16]byte{} && !seenID[t.TopicID] {
+			seenID[t.TopicID] = true
+			ids = append(ids, t.TopicID)
+		}
+		if t.Topic != nil && !seenName[*t.Topic] {
+			seenName[*t.Topic] = true
+			names = append(names, *t.Topic)
+		}
+	}
+	if len(ids) > 0 {
+		return ids, nil
+	}
+	if slices.ContainsFunc(req.Topics, func(t kmsg.MetadataRequestTopic) bool { return t.Topic == nil }) {
+		// Neither a name nor an id: answered as an unknown id (Kafka
+		// fails on the null name).
+		ids = append(ids, [16]byte{})
+	}
+	return ids, names
+}
+
+// metadataErrorResponse is MetadataRequest.getErrorResponse: each asked
+// topic with the error, nothing else.
+func metadataErrorResponse(req *kmsg.MetadataRequest, ke *kerr.Error) *kmsg.MetadataResponse {
+	resp := req.ResponseKind().(*kmsg.MetadataResponse)
+	for _, t := range req.Topics {
+		mt := kmsg.NewMetadataResponseTopic()
+		name := ""
+		if t.Topic != nil {
+			name = *t.Topic
+		}
+		mt.Topic, mt.TopicID, mt.ErrorCode = &name, t.TopicID, ke.Code
+		mt.AuthorizedOperations = authorizedOpsNotRequested
+		resp.Topics = append(resp.Topics, mt)
+	}
+	return resp
 }
 
 // autoCreateTopics creates topics with the broker defaults, as a Metadata

@@ -667,3 +667,57 @@ func TestValidateDeleteRecords(t *testing.T) {
 		})
 	}
 }
+
+// TestValidateMetadata mirrors KafkaApis.handleTopicMetadataRequest and
+// getTopicMetadata: ids only from v12 (and then names are ignored), each
+// topic answered once, illegal names never created.
+func TestValidateMetadata(t *testing.T) {
+	ts := startServer(t, "")
+	createTopic(t, ts.admin(t), "md", 1, nil)
+	id := topicID(t, ts, "md")
+	c := dialRaw(t, ts.addr)
+	name := func(s string) *string { return &s }
+	metadata := func(version int16, autoCreate bool, topics ...kmsg.MetadataRequestTopic) string {
+		req := kmsg.NewPtrMetadataRequest()
+		req.SetVersion(version)
+		req.AllowAutoTopicCreation = autoCreate
+		req.Topics = topics
+		resp := exchange(t, c, req).(*kmsg.MetadataResponse)
+		out := fmt.Sprintf("brokers=%d", len(resp.Brokers))
+		for _, mt := range resp.Topics {
+			n := "<null>"
+			if mt.Topic != nil {
+				n = *mt.Topic
+			}
+			out += fmt.Sprintf(" %s:%d/%d", n, mt.ErrorCode, len(mt.Partitions))
+		}
+		return out
+	}
+	unknown := [16]byte{1, 2, 3}
+	for _, row := range []struct {
+		name    string
+		version int16
+		create  bool
+		topics  []kmsg.MetadataRequestTopic
+		want    string
+	}{
+		{"a topic id before v12 fails the request", 11, true, []kmsg.MetadataRequestTopic{{Topic: name("md")}, {Topic: name("md"), TopicID: id}}, "brokers=0 md:42/0 md:42/0"},
+		{"a null name before v12", 10, true, []kmsg.MetadataRequestTopic{{}}, "brokers=0 :42/0"},
+		{"a topic named twice is answered once", 12, false, []kmsg.MetadataRequestTopic{{Topic: name("md")}, {Topic: name("md")}}, "brokers=1 md:0/1"},
+		{"ids, and then names are ignored", 12, false, []kmsg.MetadataRequestTopic{{TopicID: id}, {TopicID: unknown}, {TopicID: id}, {Topic: name("other")}}, "brokers=1 md:0/1 <null>:100/0"},
+		{"an illegal name is not created", 1, true, []kmsg.MetadataRequestTopic{{Topic: name("a b")}}, "brokers=1 a b:17/0"},
+		{"no auto-creation when not allowed", 9, false, []kmsg.MetadataRequestTopic{{Topic: name("absent")}}, "brokers=1 absent:3/0"},
+	} {
+		t.Run(row.name, func(t *testing.T) {
+			if got := metadata(row.version, row.create, row.topics...); got != row.want {
+				t.Fatalf("got %q, want %q", got, row.want)
+			}
+		})
+	}
+	img := ts.meta.Image()
+	for _, n := range []string{"a b", "absent", "other"} {
+		if _, ok := img.Topic(n); ok {
+			t.Errorf("topic %q was created", n)
+		}
+	}
+}
