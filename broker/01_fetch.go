@@ -36,11 +36,22 @@ type fetchPlan struct {
 	replicaID   int32           // a follower's broker id, or -1 for a consumer
 	brokerEpoch int64           // a follower's broker epoch (v15+), -1 when unknown
 	req         *kmsg.FetchRequest
-	session     *fetchSession // nil for a sessionless fetch
-	incremental bool
-	parts       []*fetchSessionPart
-	errs        []fetchPartError // partitions the request named that cannot be read
-	zeroCopy    bool             // read records as file slices for sendfile
+	maxBytes    int // the whole response's limit: min(MaxBytes, fetch.max.bytes)
+	minBytes    int // min(MinBytes, maxBytes), as Kafka's KafkaApis
+	// session is the incremental fetch's session, nil otherwise;
+	// sessionEpoch is the epoch planning set, which must still be the
+	// session's when the answer is built.
+	session      *fetchSession
+	sessionEpoch int32
+	incremental  bool
+	// newSession asks finishFetch to open a session with the answer's
+	// partitions (a full fetch with epoch 0).
+	newSession bool
+	// parts are what this fetch reads: for a session, copies taken under
+	// its lock, so reading and waiting need no lock.
+	parts    []*fetchSessionPart
+	errs     []fetchPartError // partitions the request named that cannot be read
+	zeroCopy bool             // read records as file slices for sendfile
 }
 
 type fetchPartError struct {
@@ -54,25 +65,20 @@ func handleFetch(s *Server, r *request) (result, error) {
 	req := r.req.(*kmsg.FetchRequest)
 	resp := req.ResponseKind().(*kmsg.FetchResponse)
 	plan, code := s.planFetch(req)
-	if plan != nil {
-		plan.ctx = r.conn.ctx
-		plan.zeroCopy = !s.copyFetch && r.conn.raw != nil
-	}
 	if code != 0 {
 		resp.ErrorCode = code
 		return respond(resp)
 	}
-	if plan.session != nil {
-		// Held until the answer is built: a client sends one fetch of a
-		// session at a time, and a second one must not interleave.
-		plan.session.mu.Lock()
-	}
+	plan.ctx = r.conn.ctx
+	plan.zeroCopy = !s.copyFetch && r.conn.raw != nil
 	out := s.readFetch(plan)
 	wait := time.Duration(req.MaxWaitMillis) * time.Millisecond
-	if out.bytes >= int(req.MinBytes) || wait <= 0 || len(plan.errs) > 0 || hasErrors(out.parts) {
+	if out.satisfies(plan) || wait <= 0 || len(plan.errs) > 0 || hasErrors(out.parts) {
 		return respond(s.finishFetch(plan, out))
 	}
 	out.release()
+	// No lock is held across the wait: another fetch naming the session
+	// meanwhile is answered at once (see fetch_session.go).
 	return result{wait: func() kmsg.Response {
 		out := s.longPoll(plan, wait)
 		return s.finishFetch(plan, out)
@@ -87,26 +93,30 @@ func (s *Server) planFetch(req *kmsg.FetchRequest) (*fetchPlan, int16) {
 	if req.Version >= 15 {
 		plan.replicaID, plan.brokerEpoch = req.ReplicaState.ID, req.ReplicaState.Epoch
 	}
+	plan.maxBytes = int(req.MaxBytes)
+	if plan.maxBytes <= 0 {
+		plan.maxBytes = int(^uint32(0) >> 1)
+	}
+	plan.maxBytes = min(plan.maxBytes, int(s.cfg.FetchMaxBytes))
+	plan.minBytes = min(int(req.MinBytes), plan.maxBytes)
 	now := s.now()
 	switch {
-	case req.SessionID == 0 && req.SessionEpoch == fetchSessionFinalEpoch:
-	case req.SessionID == 0 && req.SessionEpoch == 0:
-		plan.session = s.sessions.create(now)
+	case req.Version < 7:
+		// Before v7 there are no sessions: every fetch is full.
 	case req.SessionEpoch == fetchSessionFinalEpoch:
-		s.sessions.remove(req.SessionID)
+		// A full fetch that asks for no session closes the one it names.
+		if req.SessionID != 0 {
+			s.sessions.remove(req.SessionID)
+		}
 	case req.SessionEpoch == 0:
-		s.sessions.remove(req.SessionID)
-		plan.session = s.sessions.create(now)
+		if req.SessionID != 0 {
+			s.sessions.remove(req.SessionID)
+		}
+		plan.newSession = true
 	default:
 		sess := s.sessions.get(req.SessionID)
 		if sess == nil {
 			return nil, kerr.FetchSessionIDNotFound.Code
-		}
-		sess.mu.Lock()
-		ok := sess.epoch == req.SessionEpoch
-		sess.mu.Unlock()
-		if !ok {
-			return nil, kerr.InvalidFetchSessionEpoch.Code
 		}
 		plan.session = sess
 		plan.incremental = true
@@ -140,30 +150,52 @@ func (s *Server) planFetch(req *kmsg.FetchRequest) (*fetchPlan, int16) {
 		plan.parts = reqParts
 		return plan, 0
 	}
-	sess := plan.session
+	return plan, s.planIncremental(plan, reqParts, now)
+}
+
+// planIncremental applies an incremental fetch to its session under the
+// session's lock: the epoch must be the one the session expects, and is
+// advanced at once, as Kafka's FetchManager.newContext does, so that a
+// duplicate of this request is refused while this one is served. The
+// plan gets copies of the session's partitions.
+func (s *Server) planIncremental(plan *fetchPlan, reqParts []*fetchSessionPart, now time.Time) int16 {
+	req, sess := plan.req, plan.session
 	sess.mu.Lock()
 	defer sess.mu.Unlock()
-	sess.used = now
+	if sess.epoch != req.SessionEpoch {
+		return kerr.InvalidFetchSessionEpoch.Code
+	}
 	for _, p := range reqParts {
 		sess.upsert(*p)
 	}
-	if plan.incremental {
-		for _, ft := range req.ForgottenTopics {
-			name := ft.Topic
-			if req.Version >= 13 {
-				if t, ok := img.TopicByID(ft.TopicID); ok {
-					name = t.Name
-				}
-			}
-			for _, p := range ft.Partitions {
-				sess.remove(name, p)
+	img := s.meta.Image()
+	for _, ft := range req.ForgottenTopics {
+		name := ft.Topic
+		if req.Version >= 13 {
+			if t, ok := img.TopicByID(ft.TopicID); ok {
+				name = t.Name
 			}
 		}
+		for _, p := range ft.Partitions {
+			sess.remove(name, p)
+		}
 	}
+	if len(sess.parts) == 0 {
+		// Nothing left to fetch: Kafka closes the session and answers
+		// sessionless.
+		s.sessions.remove(sess.id)
+		plan.session, plan.incremental = nil, false
+		plan.parts = reqParts
+		return 0
+	}
+	s.sessions.touch(sess, now, len(sess.parts))
+	sess.epoch = nextFetchEpoch(sess.epoch)
+	plan.sessionEpoch = sess.epoch
 	for _, k := range sess.order {
-		plan.parts = append(plan.parts, sess.parts[k])
+		cp := *sess.parts[k]
+		plan.parts = append(plan.parts, &cp)
 	}
-	return plan, 0
+	return 0
 }
 
 // readFetch reads every planned partition once: the answer's partitions in
@@ -172,12 +204,10 @@ func (s *Server) planFetch(req *kmsg.FetchRequest) (*fetchPlan, int16) {
 // on to finishFetch.
 func (s *Server) readFetch(plan *fetchPlan) fetchRead {
 	req := plan.req
-	remaining := int(req.MaxBytes)
-	if req.Version < 3 || remaining <= 0 {
-		remaining = int(^uint32(0) >> 1)
-	}
+	remaining := plan.maxBytes
 	minOne := true
 	total := 0
+	capped := false
 	out := make([]kmsg.FetchResponseTopicPartition, len(plan.parts))
 	var slices []*storage.FileSlice
 	if plan.zeroCopy {
@@ -230,7 +260,11 @@ func (s *Server) readFetch(plan *fetchPlan) fetchRead {
 			rp.LastStableOffset, maxOffset = lso, lso
 		}
 		limit := min(int(fp.maxBytes), remaining)
+		// byBudget: the response's limit, not the partition's, bounds this
+		// read; records it leaves behind mean the response is full.
+		byBudget := remaining < int(fp.maxBytes)
 		if limit <= 0 && !minOne {
+			capped = capped || fp.fetchOffset < maxOffset
 			out[i] = rp
 			continue
 		}
@@ -282,15 +316,26 @@ func (s *Server) readFetch(plan *fetchPlan) fetchRead {
 				}
 				rp.AbortedTransactions = abortedFor(aborted)
 			}
+			next := fp.fetchOffset
 			if n > 0 {
 				minOne = false
 				remaining -= n
 				total += n
+				next = last + 1
 			}
+			capped = capped || byBudget && next < maxOffset
 		}
 		out[i] = rp
 	}
-	return fetchRead{parts: out, slices: slices, bytes: total}
+	return fetchRead{parts: out, slices: slices, bytes: total, full: capped}
+}
+
+// satisfies reports whether a read ends the fetch's wait: MinBytes found,
+// or as much as fetch.max.bytes lets one response hold, so a MinBytes above
+// the cap does not wait out MaxWait with the data already there (Kafka's
+// DelayedFetch counts the bytes available, not the bytes that fit).
+func (fr *fetchRead) satisfies(plan *fetchPlan) bool {
+	return fr.bytes >= plan.minBytes || fr.full
 }
 
 // checkLeaderEpoch compares a client's idea of the leader epoch with ours
@@ -330,7 +375,7 @@ func (s *Server) longPoll(plan *fetchPlan, wait time.Duration) fetchRead {
 		// Read after registering, so an append between the first read and
 		// the registration is not missed.
 		out := s.readFetch(plan)
-		if out.bytes >= int(plan.req.MinBytes) || hasErrors(out.parts) {
+		if out.satisfies(plan) || hasErrors(out.parts) {
 			return out
 		}
 		select {
@@ -346,18 +391,37 @@ func (s *Server) longPoll(plan *fetchPlan, wait time.Duration) fetchRead {
 }
 
 // finishFetch builds the response from the partitions read: all of them
-// for a full fetch, only those with news for an incremental one. It updates
-// the session and releases it. Records in file slices make it a
-// zeroCopyFetch, which the connection's writer sends.
+// for a full fetch, only those with news for an incremental one. A full
+// fetch with epoch 0 opens its session here, with what the answer tells
+// the client; an incremental one records that in its session, under the
+// session's lock, unless another fetch has used the session since this
+// one was planned, which makes the answer INVALID_FETCH_SESSION_EPOCH as
+// in Kafka. Records in file slices make it a zeroCopyFetch, which the
+// connection's writer sends.
 func (s *Server) finishFetch(plan *fetchPlan, read fetchRead) kmsg.Response {
-	req := plan.req
-	resp := req.ResponseKind().(*kmsg.FetchResponse)
+	resp := plan.req.ResponseKind().(*kmsg.FetchResponse)
+	// Slices left out of the answer are released after the session's
+	// lock, which is never held while taking a storage lock.
+	var drop []*storage.FileSlice
+	defer func() {
+		for _, sl := range drop {
+			sl.Release()
+		}
+	}()
 	if sess := plan.session; sess != nil {
+		sess.mu.Lock()
 		defer sess.mu.Unlock()
 		resp.SessionID = sess.id
-		sess.epoch++
-		if sess.epoch <= 0 {
-			sess.epoch = 1
+		if sess.epoch != plan.sessionEpoch {
+			s.log.Info("fetch session used by another fetch meanwhile", "session", sess.id,
+				"expected_epoch", plan.sessionEpoch, "epoch", sess.epoch)
+			for _, sl := range read.slices {
+				if sl != nil {
+					drop = append(drop, sl)
+				}
+			}
+			resp.ErrorCode = kerr.InvalidFetchSessionEpoch.Code
+			return resp
 		}
 	}
 	var cur *kmsg.FetchResponseTopic
@@ -373,19 +437,24 @@ func (s *Server) finishFetch(plan *fetchPlan, read fetchRead) kmsg.Response {
 		}
 		cur.Partitions = append(cur.Partitions, rp)
 	}
+	var opened []fetchSessionPart
 	for i, fp := range plan.parts {
 		rp := read.parts[i]
 		var slice *storage.FileSlice
 		if read.slices != nil {
 			slice = read.slices[i]
 		}
-		changed := len(rp.RecordBatches) > 0 || slice != nil || rp.ErrorCode != 0 ||
-			rp.HighWatermark != fp.sentHW || rp.LastStableOffset != fp.sentLSO || rp.LogStartOffset != fp.sentLogStart
-		if plan.incremental && !changed {
+		hasRecords := len(rp.RecordBatches) > 0 || slice != nil
+		if plan.session != nil && !plan.session.recordSent(fp, rp, hasRecords) {
+			if slice != nil {
+				drop = append(drop, slice)
+			}
 			continue
 		}
-		if plan.session != nil {
-			fp.sentHW, fp.sentLSO, fp.sentLogStart = rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset
+		if plan.newSession {
+			sent := *fp
+			sent.sentHW, sent.sentLSO, sent.sentLogStart = rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset
+			opened = append(opened, sent)
 		}
 		add(fp.topic, fp.topicID, rp, slice)
 	}
@@ -398,10 +467,36 @@ func (s *Server) finishFetch(plan *fetchPlan, read fetchRead) kmsg.Response {
 		rp.RecordBatches = []byte{}
 		add(pe.topic, pe.topicID, rp, nil)
 	}
+	if plan.newSession {
+		if sess := s.sessions.create(s.now(), plan.replicaID >= 0, opened); sess != nil {
+			resp.SessionID = sess.id
+		}
+	}
 	if len(files) > 0 {
 		return &zeroCopyFetch{FetchResponse: resp, records: files}
 	}
 	return resp
+}
+
+// recordSent decides whether an incremental answer includes a partition
+// (records, an error, or offsets the client has not been told) and, if
+// so, records what it tells the client. The caller holds sess.mu.
+func (sess *fetchSession) recordSent(fp *fetchSessionPart, rp kmsg.FetchResponseTopicPartition, hasRecords bool) bool {
+	k := fetchSessionKey{fp.topic, fp.partition}
+	sp, ok := sess.parts[k]
+	if !ok {
+		return false
+	}
+	changed := hasRecords || rp.ErrorCode != 0 ||
+		rp.HighWatermark != sp.sentHW || rp.LastStableOffset != sp.sentLSO || rp.LogStartOffset != sp.sentLogStart
+	if !changed {
+		return false
+	}
+	sp.sentHW, sp.sentLSO, sp.sentLogStart = rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset
+	if hasRecords {
+		sess.moveToEnd(k)
+	}
+	return true
 }
 
 // lastOffsetOf is the last offset of the last batch in data.

@@ -48,7 +48,8 @@ import (
 type fetchRead struct {
 	parts  []kmsg.FetchResponseTopicPartition
 	slices []*storage.FileSlice
-	bytes  int // of records found
+	bytes  int  // of records found
+	full   bool // records were left out for lack of room in the response
 }
 
 // release unpins the files of a read that will not be sent.

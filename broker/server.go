@@ -111,7 +111,7 @@ func New(cfg *config.Broker, opts Options) (*Server, error) {
 		conns:    make(map[net.Conn]struct{}),
 	}
 	s.copyFetch = opts.CopyFetch
-	s.sessions = newFetchSessions(1000)
+	s.sessions = newFetchSessions(int(cfg.MaxIncrementalFetchSessionCacheSlots))
 	s.fetchers = newFetcherManager(s)
 	s.addSender = newAddPartitionsSender(s)
 	if err := s.open(); err != nil {
