@@ -14,7 +14,8 @@ import (
 //
 // Grows a topic to Count partitions (INVALID_PARTITIONS when Count is not
 // larger than today's), with replicas placed by the controller or given in
-// Assignment. A topic named twice answers INVALID_REQUEST for each.
+// Assignment. A topic named twice is answered once, INVALID_REQUEST, and
+// not grown (ControllerApis.createPartitions).
 func init() { register(37, 0, 3, handleCreatePartitions) }
 
 func handleCreatePartitions(s *Server, r *request) (result, error) {
@@ -50,12 +51,17 @@ func handleCreatePartitions(s *Server, r *request) (result, error) {
 			s.log.Error("apply metadata", "err", err)
 		}
 	}
+	answered := make(map[string]bool)
 	for i, t := range req.Topics {
+		if answered[t.Topic] {
+			continue
+		}
+		answered[t.Topic] = true
 		st := kmsg.NewCreatePartitionsResponseTopic()
 		st.Topic = t.Topic
 		var err error
 		if idx[i] < 0 {
-			err = kerr.InvalidRequest
+			err = kerrMsg(kerr.InvalidRequest, "Duplicate topic name.")
 		} else {
 			err = results[idx[i]].Err
 		}

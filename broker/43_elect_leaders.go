@@ -2,8 +2,10 @@ package broker
 
 import (
 	"context"
+	"fmt"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/gregorbroker/gregor/raftmeta"
@@ -13,11 +15,17 @@ import (
 // leader elections, done by the active controller; null topics mean every
 // partition. ELECTION_NOT_NEEDED when the preferred replica already leads,
 // PREFERRED_LEADER_NOT_AVAILABLE or ELIGIBLE_LEADERS_NOT_AVAILABLE as
-// Kafka.
+// Kafka. Another election type fails the request with INVALID_REQUEST at
+// the top and for each partition named (ReplicationControlManager.electionType,
+// ElectLeadersRequest.getErrorResponse); v0 carries no type and means
+// preferred.
 func init() { register(43, 0, 2, handleElectLeaders) }
 
 func handleElectLeaders(s *Server, r *request) (result, error) {
 	req := r.req.(*kmsg.ElectLeadersRequest)
+	if req.ElectionType != 0 && req.ElectionType != 1 {
+		return respond(electLeadersError(req, kerrMsg(kerr.InvalidRequest, fmt.Sprintf("Unknown election type %d", req.ElectionType))))
+	}
 	return result{wait: func() kmsg.Response {
 		resp := req.ResponseKind().(*kmsg.ElectLeadersResponse)
 		timeout := time.Duration(req.TimeoutMillis) * time.Millisecond
@@ -34,7 +42,7 @@ func handleElectLeaders(s *Server, r *request) (result, error) {
 			}
 		}
 		typ := raftmeta.ElectPreferred
-		if req.Version >= 1 && req.ElectionType == 1 {
+		if req.ElectionType == 1 {
 			typ = raftmeta.ElectUnclean
 		}
 		results, err := s.ctrl.ElectLeaders(ctx, typ, topics)
@@ -62,4 +70,23 @@ func handleElectLeaders(s *Server, r *request) (result, error) {
 		}
 		return resp
 	}}, nil
+}
+
+// electLeadersError is ElectLeadersRequest.getErrorResponse: err at the
+// top and for every partition the request names.
+func electLeadersError(req *kmsg.ElectLeadersRequest, err error) *kmsg.ElectLeadersResponse {
+	resp := req.ResponseKind().(*kmsg.ElectLeadersResponse)
+	resp.ErrorCode = errCode(err)
+	msg := err.Error()
+	for _, t := range req.Topics {
+		rt := kmsg.NewElectLeadersResponseTopic()
+		rt.Topic = t.Topic
+		for _, p := range t.Partitions {
+			rp := kmsg.NewElectLeadersResponseTopicPartition()
+			rp.Partition, rp.ErrorCode, rp.ErrorMessage = p, resp.ErrorCode, &msg
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	return resp
 }

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -14,11 +15,16 @@ import (
 // with the active controller, the raft term as leader epoch, the commit
 // index as high watermark, and each voter's and observer's progress (only
 // the leader knows it; forwarded there from any node). v2 lists the
-// controllers' listeners from controller.quorum.voters.
+// controllers' listeners from controller.quorum.voters. A request that
+// names anything but that one partition answers UNKNOWN_TOPIC_OR_PARTITION
+// for each partition it names (KafkaRaftClient.handleDescribeQuorumRequest).
 func init() { register(55, 0, 2, handleDescribeQuorum) }
 
 func handleDescribeQuorum(s *Server, r *request) (result, error) {
 	req := r.req.(*kmsg.DescribeQuorumRequest)
+	if !quorumPartitionAsked(req) {
+		return respond(quorumPartitionError(req, kerr.UnknownTopicOrPartition))
+	}
 	return result{wait: func() kmsg.Response {
 		resp := req.ResponseKind().(*kmsg.DescribeQuorumResponse)
 		ctx, cancel := context.WithTimeout(r.conn.ctx, 10*time.Second)
@@ -63,4 +69,29 @@ func handleDescribeQuorum(s *Server, r *request) (result, error) {
 		}
 		return resp
 	}}, nil
+}
+
+// quorumPartitionAsked is RaftUtil.hasValidTopicPartition for
+// DescribeQuorum: the request names __cluster_metadata-0 and nothing else.
+func quorumPartitionAsked(req *kmsg.DescribeQuorumRequest) bool {
+	return len(req.Topics) == 1 && req.Topics[0].Topic == "__cluster_metadata" &&
+		len(req.Topics[0].Partitions) == 1 && req.Topics[0].Partitions[0].Partition == 0
+}
+
+// quorumPartitionError is DescribeQuorumRequest.getPartitionLevelErrorResponse.
+func quorumPartitionError(req *kmsg.DescribeQuorumRequest, ke *kerr.Error) *kmsg.DescribeQuorumResponse {
+	resp := req.ResponseKind().(*kmsg.DescribeQuorumResponse)
+	for _, t := range req.Topics {
+		st := kmsg.NewDescribeQuorumResponseTopic()
+		st.Topic = t.Topic
+		for _, p := range t.Partitions {
+			sp := kmsg.NewDescribeQuorumResponseTopicPartition()
+			sp.Partition, sp.ErrorCode = p.Partition, ke.Code
+			msg := ke.Description
+			sp.ErrorMessage = &msg
+			st.Partitions = append(st.Partitions, sp)
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	return resp
 }

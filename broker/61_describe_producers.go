@@ -5,11 +5,13 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/gregorbroker/gregor/broker/producerstate"
+	"github.com/gregorbroker/gregor/raftmeta"
 )
 
 // DescribeProducers (key 61), version 0: the active producers of each
 // partition, from its producer state (loaded on first use, as a produce
-// would).
+// would). An illegal topic name answers INVALID_TOPIC_EXCEPTION for each
+// of its partitions, as KafkaApis.handleDescribeProducersRequest does.
 func init() { register(61, 0, 0, handleDescribeProducers) }
 
 func handleDescribeProducers(s *Server, r *request) (result, error) {
@@ -18,9 +20,18 @@ func handleDescribeProducers(s *Server, r *request) (result, error) {
 	for _, rt := range req.Topics {
 		st := kmsg.NewDescribeProducersResponseTopic()
 		st.Topic = rt.Topic
+		nameErr := raftmeta.ValidateTopicName(rt.Topic)
 		for _, part := range rt.Partitions {
 			sp := kmsg.NewDescribeProducersResponseTopicPartition()
 			sp.Partition = part
+			if nameErr != nil {
+				// KafkaApis.checkValidTopic, before the topic is
+				// looked up.
+				msg := nameErr.Error()
+				sp.ErrorCode, sp.ErrorMessage = kerr.InvalidTopicException.Code, &msg
+				st.Partitions = append(st.Partitions, sp)
+				continue
+			}
 			p := s.leaderPartition(rt.Topic, part)
 			if p == nil {
 				sp.ErrorCode = s.partitionMissingCode(rt.Topic, part)

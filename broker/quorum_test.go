@@ -11,7 +11,12 @@ func TestDescribeQuorumAndElectLeaders(t *testing.T) {
 	ts := startServer(t, "")
 	createTopic(t, ts.admin(t), "elect", 1, nil)
 	cl := ts.client(t)
-	q, err := kmsg.NewPtrDescribeQuorumRequest().RequestWith(testContext(t), cl)
+	qr := kmsg.NewPtrDescribeQuorumRequest()
+	qt := kmsg.NewDescribeQuorumRequestTopic()
+	qt.Topic = "__cluster_metadata"
+	qt.Partitions = append(qt.Partitions, kmsg.NewDescribeQuorumRequestTopicPartition())
+	qr.Topics = append(qr.Topics, qt)
+	q, err := qr.RequestWith(testContext(t), cl)
 	if err != nil {
 		t.Fatal(err)
 	}

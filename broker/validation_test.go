@@ -721,3 +721,120 @@ func TestValidateMetadata(t *testing.T) {
 		}
 	}
 }
+
+// TestValidateAdminRequests covers the smaller checks, one row per API:
+// DescribeCluster's endpoint type (AuthHelper.computeDescribeClusterResponse),
+// ElectLeaders' election type (ReplicationControlManager.electionType),
+// DescribeQuorum's partition (KafkaRaftClient.handleDescribeQuorumRequest),
+// DescribeProducers' topic names (KafkaApis.checkValidTopic) and
+// CreatePartitions' duplicate topics (ControllerApis.createPartitions).
+func TestValidateAdminRequests(t *testing.T) {
+	ts := startServer(t, "")
+	createTopic(t, ts.admin(t), "adm", 1, nil)
+	c := dialRaw(t, ts.addr)
+	partitions := func() int {
+		tc, _ := ts.meta.Image().Topic("adm")
+		return len(tc.Partitions)
+	}
+
+	describeCluster := func(version int16, endpoint int8) string {
+		req := kmsg.NewPtrDescribeClusterRequest()
+		req.SetVersion(version)
+		req.EndpointType = endpoint
+		resp := exchange(t, c, req).(*kmsg.DescribeClusterResponse)
+		return fmt.Sprintf("%d/%d", resp.ErrorCode, len(resp.Brokers))
+	}
+	electLeaders := func(typ int8) string {
+		req := kmsg.NewPtrElectLeadersRequest()
+		req.SetVersion(2)
+		req.ElectionType = typ
+		req.TimeoutMillis = 5000
+		rt := kmsg.NewElectLeadersRequestTopic()
+		rt.Topic, rt.Partitions = "adm", []int32{0}
+		req.Topics = append(req.Topics, rt)
+		resp := exchange(t, c, req).(*kmsg.ElectLeadersResponse)
+		out := fmt.Sprint(resp.ErrorCode)
+		for _, rt := range resp.Topics {
+			for _, rp := range rt.Partitions {
+				out += fmt.Sprintf(" %s-%d:%d", rt.Topic, rp.Partition, rp.ErrorCode)
+			}
+		}
+		return out
+	}
+	describeQuorum := func(topic string, parts ...int32) string {
+		req := kmsg.NewPtrDescribeQuorumRequest()
+		req.SetVersion(1)
+		rt := kmsg.NewDescribeQuorumRequestTopic()
+		rt.Topic = topic
+		for _, p := range parts {
+			rp := kmsg.NewDescribeQuorumRequestTopicPartition()
+			rp.Partition = p
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		req.Topics = append(req.Topics, rt)
+		var out []string
+		for _, st := range exchange(t, c, req).(*kmsg.DescribeQuorumResponse).Topics {
+			for _, sp := range st.Partitions {
+				out = append(out, fmt.Sprintf("%s-%d:%d/leader %d", st.Topic, sp.Partition, sp.ErrorCode, sp.LeaderID))
+			}
+		}
+		return fmt.Sprint(out)
+	}
+	describeProducers := func(topic string) string {
+		req := kmsg.NewPtrDescribeProducersRequest()
+		rt := kmsg.NewDescribeProducersRequestTopic()
+		rt.Topic, rt.Partitions = topic, []int32{0, 1}
+		req.Topics = append(req.Topics, rt)
+		var out []string
+		for _, st := range exchange(t, c, req).(*kmsg.DescribeProducersResponse).Topics {
+			for _, sp := range st.Partitions {
+				out = append(out, fmt.Sprintf("%d:%d", sp.Partition, sp.ErrorCode))
+			}
+		}
+		return fmt.Sprint(out)
+	}
+	createPartitions := func(topics ...string) string {
+		req := kmsg.NewPtrCreatePartitionsRequest()
+		req.SetVersion(3)
+		req.TimeoutMillis = 5000
+		for _, n := range topics {
+			rt := kmsg.NewCreatePartitionsRequestTopic()
+			rt.Topic, rt.Count = n, 3
+			req.Topics = append(req.Topics, rt)
+		}
+		var out []string
+		for _, st := range exchange(t, c, req).(*kmsg.CreatePartitionsResponse).Topics {
+			out = append(out, fmt.Sprintf("%s:%d", st.Topic, st.ErrorCode))
+		}
+		return fmt.Sprint(out)
+	}
+
+	for _, row := range []struct {
+		name string
+		got  func() string
+		want string
+	}{
+		{"DescribeCluster: brokers", func() string { return describeCluster(1, 1) }, "0/1"},
+		{"DescribeCluster: controllers, from a broker", func() string { return describeCluster(1, 2) }, "114/0"},
+		{"DescribeCluster: an unknown endpoint type", func() string { return describeCluster(1, 9) }, "115/0"},
+		{"DescribeCluster v0 carries no endpoint type: brokers", func() string { return describeCluster(0, 9) }, "0/1"},
+		{"ElectLeaders: an unknown election type", func() string { return electLeaders(5) }, "42 adm-0:42"},
+		{"ElectLeaders: preferred, not needed", func() string { return electLeaders(0) }, "0 adm-0:84"},
+		{"DescribeQuorum: the metadata partition", func() string { return describeQuorum("__cluster_metadata", 0) }, "[__cluster_metadata-0:0/leader 1]"},
+		{"DescribeQuorum: another partition", func() string { return describeQuorum("__cluster_metadata", 1) }, "[__cluster_metadata-1:3/leader 0]"},
+		{"DescribeQuorum: two partitions", func() string { return describeQuorum("__cluster_metadata", 0, 0) }, "[__cluster_metadata-0:3/leader 0 __cluster_metadata-0:3/leader 0]"},
+		{"DescribeQuorum: another topic", func() string { return describeQuorum("adm", 0) }, "[adm-0:3/leader 0]"},
+		{"DescribeProducers: an illegal topic name", func() string { return describeProducers("a/b") }, "[0:17 1:17]"},
+		{"DescribeProducers: a legal one", func() string { return describeProducers("adm") }, "[0:0 1:3]"},
+		{"CreatePartitions: a topic named twice is answered once and not grown", func() string { return createPartitions("adm", "nope", "adm") }, "[adm:42 nope:3]"},
+	} {
+		t.Run(row.name, func(t *testing.T) {
+			if got := row.got(); got != row.want {
+				t.Fatalf("got %s, want %s", got, row.want)
+			}
+			if n := partitions(); n != 1 {
+				t.Fatalf("adm has %d partitions", n)
+			}
+		})
+	}
+}
