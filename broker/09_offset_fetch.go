@@ -8,5 +8,5 @@ func init() { register(9, 0, 9, handleOffsetFetch) }
 
 func handleOffsetFetch(s *Server, r *request) (result, error) {
 	req := r.req.(*kmsg.OffsetFetchRequest)
-	return inGroupCoordinator(func() kmsg.Response { return s.groups.coord.OffsetFetch(r.conn.ctx, req) })
+	return r.inOrder(func() kmsg.Response { return s.groups.coord.OffsetFetch(r.conn.ctx, req)() })
 }

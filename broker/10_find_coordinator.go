@@ -34,7 +34,7 @@ func handleFindCoordinator(s *Server, r *request) (result, error) {
 	}
 	// Creating __consumer_offsets commits to the metadata log: do it in the
 	// background phase.
-	return result{wait: func() kmsg.Response {
+	return r.inOrder(func() kmsg.Response {
 		resp := req.ResponseKind().(*kmsg.FindCoordinatorResponse)
 		for _, key := range keys {
 			c := s.findCoordinator(req.CoordinatorType, key, r.conn.listener)
@@ -46,7 +46,7 @@ func handleFindCoordinator(s *Server, r *request) (result, error) {
 			resp.Coordinators = append(resp.Coordinators, c)
 		}
 		return resp
-	}}, nil
+	})
 }
 
 func (s *Server) findCoordinator(keyType int8, key, listener string) kmsg.FindCoordinatorResponseCoordinator {

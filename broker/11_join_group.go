@@ -10,5 +10,5 @@ func init() { register(11, 0, 9, handleJoinGroup) }
 
 func handleJoinGroup(s *Server, r *request) (result, error) {
 	req := r.req.(*kmsg.JoinGroupRequest)
-	return inGroupCoordinator(func() kmsg.Response { return s.groups.coord.JoinGroup(r.conn.ctx, r.clientInfo(), req) })
+	return r.inOrder(func() kmsg.Response { return s.groups.coord.JoinGroup(r.conn.ctx, r.clientInfo(), req)() })
 }

@@ -8,5 +8,5 @@ func init() { register(12, 0, 4, handleHeartbeat) }
 
 func handleHeartbeat(s *Server, r *request) (result, error) {
 	req := r.req.(*kmsg.HeartbeatRequest)
-	return inGroupCoordinator(func() kmsg.Response { return s.groups.coord.Heartbeat(r.conn.ctx, req) })
+	return r.inOrder(func() kmsg.Response { return s.groups.coord.Heartbeat(r.conn.ctx, req)() })
 }

@@ -8,5 +8,5 @@ func init() { register(13, 0, 5, handleLeaveGroup) }
 
 func handleLeaveGroup(s *Server, r *request) (result, error) {
 	req := r.req.(*kmsg.LeaveGroupRequest)
-	return inGroupCoordinator(func() kmsg.Response { return s.groups.coord.LeaveGroup(r.conn.ctx, req) })
+	return r.inOrder(func() kmsg.Response { return s.groups.coord.LeaveGroup(r.conn.ctx, req)() })
 }

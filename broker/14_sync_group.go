@@ -9,5 +9,5 @@ func init() { register(14, 0, 5, handleSyncGroup) }
 
 func handleSyncGroup(s *Server, r *request) (result, error) {
 	req := r.req.(*kmsg.SyncGroupRequest)
-	return inGroupCoordinator(func() kmsg.Response { return s.groups.coord.SyncGroup(r.conn.ctx, req) })
+	return r.inOrder(func() kmsg.Response { return s.groups.coord.SyncGroup(r.conn.ctx, req)() })
 }

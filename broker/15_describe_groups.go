@@ -8,5 +8,5 @@ func init() { register(15, 0, 6, handleDescribeGroups) }
 
 func handleDescribeGroups(s *Server, r *request) (result, error) {
 	req := r.req.(*kmsg.DescribeGroupsRequest)
-	return inGroupCoordinator(func() kmsg.Response { return s.groups.coord.DescribeGroups(r.conn.ctx, req) })
+	return r.inOrder(func() kmsg.Response { return s.groups.coord.DescribeGroups(r.conn.ctx, req)() })
 }

@@ -8,5 +8,5 @@ func init() { register(16, 0, 5, handleListGroups) }
 
 func handleListGroups(s *Server, r *request) (result, error) {
 	req := r.req.(*kmsg.ListGroupsRequest)
-	return inGroupCoordinator(func() kmsg.Response { return s.groups.coord.ListGroups(r.conn.ctx, req) })
+	return r.inOrder(func() kmsg.Response { return s.groups.coord.ListGroups(r.conn.ctx, req)() })
 }

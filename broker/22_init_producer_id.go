@@ -20,13 +20,13 @@ func init() { register(22, 0, 5, handleInitProducerID) }
 
 func handleInitProducerID(s *Server, r *request) (result, error) {
 	req := r.req.(*kmsg.InitProducerIDRequest)
-	return result{wait: func() kmsg.Response {
+	return r.inOrder(func() kmsg.Response {
 		resp := req.ResponseKind().(*kmsg.InitProducerIDResponse)
 		resp.ProducerID, resp.ProducerEpoch = -1, -1
 		ctx, cancel := context.WithTimeout(r.conn.ctx, 30*time.Second)
 		defer cancel()
 		if req.TransactionalID != nil {
-			return s.txns.coord.InitProducerID(ctx, req)
+			return s.txns.coord.InitProducerID(ctx, req)()
 		}
 		id, epoch, err := s.producerIDs.Next(ctx)
 		if err != nil {
@@ -36,5 +36,5 @@ func handleInitProducerID(s *Server, r *request) (result, error) {
 		}
 		resp.ProducerID, resp.ProducerEpoch = id, epoch
 		return resp
-	}}, nil
+	})
 }

@@ -11,9 +11,9 @@ func init() { register(24, 0, 5, handleAddPartitionsToTxn) }
 
 func handleAddPartitionsToTxn(s *Server, r *request) (result, error) {
 	req := r.req.(*kmsg.AddPartitionsToTxnRequest)
-	return result{wait: func() kmsg.Response {
+	return r.inOrder(func() kmsg.Response {
 		ctx, cancel := s.txnContext(r)
 		defer cancel()
-		return s.txns.coord.AddPartitionsToTxn(ctx, req)
-	}}, nil
+		return s.txns.coord.AddPartitionsToTxn(ctx, req)()
+	})
 }

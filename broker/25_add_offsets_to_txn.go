@@ -8,9 +8,9 @@ func init() { register(25, 0, 4, handleAddOffsetsToTxn) }
 
 func handleAddOffsetsToTxn(s *Server, r *request) (result, error) {
 	req := r.req.(*kmsg.AddOffsetsToTxnRequest)
-	return result{wait: func() kmsg.Response {
+	return r.inOrder(func() kmsg.Response {
 		ctx, cancel := s.txnContext(r)
 		defer cancel()
-		return s.txns.coord.AddOffsetsToTxn(ctx, req)
-	}}, nil
+		return s.txns.coord.AddOffsetsToTxn(ctx, req)()
+	})
 }

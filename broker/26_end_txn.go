@@ -12,9 +12,9 @@ func init() { register(26, 0, 5, handleEndTxn) }
 
 func handleEndTxn(s *Server, r *request) (result, error) {
 	req := r.req.(*kmsg.EndTxnRequest)
-	return result{wait: func() kmsg.Response {
+	return r.inOrder(func() kmsg.Response {
 		ctx, cancel := s.txnContext(r)
 		defer cancel()
-		return s.txns.coord.EndTxn(ctx, req)
-	}}, nil
+		return s.txns.coord.EndTxn(ctx, req)()
+	})
 }

@@ -17,7 +17,7 @@ func init() { register(27, 1, 2, handleWriteTxnMarkers) }
 
 func handleWriteTxnMarkers(s *Server, r *request) (result, error) {
 	req := r.req.(*kmsg.WriteTxnMarkersRequest)
-	return result{wait: func() kmsg.Response {
+	return r.inOrder(func() kmsg.Response {
 		resp := req.ResponseKind().(*kmsg.WriteTxnMarkersResponse)
 		ctx, cancel := context.WithTimeout(r.conn.ctx, 30*time.Second)
 		defer cancel()
@@ -46,5 +46,5 @@ func handleWriteTxnMarkers(s *Server, r *request) (result, error) {
 			resp.Markers = append(resp.Markers, rm)
 		}
 		return resp
-	}}, nil
+	})
 }

@@ -41,15 +41,15 @@ func handleTxnOffsetCommit(s *Server, r *request) (result, error) {
 			known = append(known, t)
 		}
 	}
-	return inGroupCoordinator(func() kmsg.Response {
-		if len(known) == 0 && len(unknown) > 0 {
-			resp := req.ResponseKind().(*kmsg.TxnOffsetCommitResponse)
-			resp.Topics = unknown
-			return resp
-		}
-		sub := *req
-		sub.Topics = known
-		resp := s.groups.coord.TxnOffsetCommit(r.conn.ctx, &sub)
+	if len(known) == 0 && len(unknown) > 0 {
+		resp := req.ResponseKind().(*kmsg.TxnOffsetCommitResponse)
+		resp.Topics = unknown
+		return respond(resp)
+	}
+	sub := *req
+	sub.Topics = known
+	return r.inOrder(func() kmsg.Response {
+		resp := s.groups.coord.TxnOffsetCommit(r.conn.ctx, &sub)()
 		resp.Topics = append(resp.Topics, unknown...)
 		return resp
 	})

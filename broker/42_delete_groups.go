@@ -8,5 +8,5 @@ func init() { register(42, 0, 2, handleDeleteGroups) }
 
 func handleDeleteGroups(s *Server, r *request) (result, error) {
 	req := r.req.(*kmsg.DeleteGroupsRequest)
-	return inGroupCoordinator(func() kmsg.Response { return s.groups.coord.DeleteGroups(r.conn.ctx, req) })
+	return r.inOrder(func() kmsg.Response { return s.groups.coord.DeleteGroups(r.conn.ctx, req)() })
 }

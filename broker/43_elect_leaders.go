@@ -26,7 +26,7 @@ func handleElectLeaders(s *Server, r *request) (result, error) {
 	if req.ElectionType != 0 && req.ElectionType != 1 {
 		return respond(electLeadersError(req, kerrMsg(kerr.InvalidRequest, fmt.Sprintf("Unknown election type %d", req.ElectionType))))
 	}
-	return result{wait: func() kmsg.Response {
+	return r.inOrder(func() kmsg.Response {
 		resp := req.ResponseKind().(*kmsg.ElectLeadersResponse)
 		timeout := time.Duration(req.TimeoutMillis) * time.Millisecond
 		if timeout <= 0 {
@@ -69,7 +69,7 @@ func handleElectLeaders(s *Server, r *request) (result, error) {
 			s.log.Error("apply metadata", "err", err)
 		}
 		return resp
-	}}, nil
+	})
 }
 
 // electLeadersError is ElectLeadersRequest.getErrorResponse: err at the

@@ -24,7 +24,7 @@ func init() { register(45, 0, 1, handleAlterPartitionReassignments) }
 
 func handleAlterPartitionReassignments(s *Server, r *request) (result, error) {
 	req := r.req.(*kmsg.AlterPartitionAssignmentsRequest)
-	return result{wait: func() kmsg.Response {
+	return r.inOrder(func() kmsg.Response {
 		resp := req.ResponseKind().(*kmsg.AlterPartitionAssignmentsResponse)
 		// v0 cannot forbid a change of replication factor.
 		allow := req.Version < 1 || req.AllowReplicationFactorChange
@@ -65,5 +65,5 @@ func handleAlterPartitionReassignments(s *Server, r *request) (result, error) {
 			resp.Topics = append(resp.Topics, rt)
 		}
 		return resp
-	}}, nil
+	})
 }

@@ -18,7 +18,7 @@ func init() { register(46, 0, 0, handleListPartitionReassignments) }
 
 func handleListPartitionReassignments(s *Server, r *request) (result, error) {
 	req := r.req.(*kmsg.ListPartitionReassignmentsRequest)
-	return result{wait: func() kmsg.Response {
+	return r.inOrder(func() kmsg.Response {
 		resp := req.ResponseKind().(*kmsg.ListPartitionReassignmentsResponse)
 		timeout := time.Duration(req.TimeoutMillis) * time.Millisecond
 		if timeout <= 0 {
@@ -53,5 +53,5 @@ func handleListPartitionReassignments(s *Server, r *request) (result, error) {
 			resp.Topics = append(resp.Topics, rt)
 		}
 		return resp
-	}}, nil
+	})
 }

@@ -8,5 +8,5 @@ func init() { register(47, 0, 0, handleOffsetDelete) }
 
 func handleOffsetDelete(s *Server, r *request) (result, error) {
 	req := r.req.(*kmsg.OffsetDeleteRequest)
-	return inGroupCoordinator(func() kmsg.Response { return s.groups.coord.OffsetDelete(r.conn.ctx, req) })
+	return r.inOrder(func() kmsg.Response { return s.groups.coord.OffsetDelete(r.conn.ctx, req)() })
 }

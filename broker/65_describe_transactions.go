@@ -8,9 +8,9 @@ func init() { register(65, 0, 0, handleDescribeTransactions) }
 
 func handleDescribeTransactions(s *Server, r *request) (result, error) {
 	req := r.req.(*kmsg.DescribeTransactionsRequest)
-	return result{wait: func() kmsg.Response {
+	return r.inOrder(func() kmsg.Response {
 		ctx, cancel := s.txnContext(r)
 		defer cancel()
 		return s.txns.coord.DescribeTransactions(ctx, req)
-	}}, nil
+	})
 }

@@ -9,9 +9,9 @@ func init() { register(66, 0, 2, handleListTransactions) }
 
 func handleListTransactions(s *Server, r *request) (result, error) {
 	req := r.req.(*kmsg.ListTransactionsRequest)
-	return result{wait: func() kmsg.Response {
+	return r.inOrder(func() kmsg.Response {
 		ctx, cancel := s.txnContext(r)
 		defer cancel()
 		return s.txns.coord.ListTransactions(ctx, req)
-	}}, nil
+	})
 }

@@ -12,7 +12,5 @@ func init() { register(68, 0, 1, handleConsumerGroupHeartbeat) }
 
 func handleConsumerGroupHeartbeat(s *Server, r *request) (result, error) {
 	req := r.req.(*kmsg.ConsumerGroupHeartbeatRequest)
-	return inGroupCoordinator(func() kmsg.Response {
-		return s.groups.coord.ConsumerGroupHeartbeat(r.conn.ctx, r.clientInfo(), req)
-	})
+	return r.inOrder(func() kmsg.Response { return s.groups.coord.ConsumerGroupHeartbeat(r.conn.ctx, r.clientInfo(), req)() })
 }

@@ -8,5 +8,5 @@ func init() { register(69, 0, 1, handleConsumerGroupDescribe) }
 
 func handleConsumerGroupDescribe(s *Server, r *request) (result, error) {
 	req := r.req.(*kmsg.ConsumerGroupDescribeRequest)
-	return inGroupCoordinator(func() kmsg.Response { return s.groups.coord.ConsumerGroupDescribe(r.conn.ctx, req) })
+	return r.inOrder(func() kmsg.Response { return s.groups.coord.ConsumerGroupDescribe(r.conn.ctx, req)() })
 }

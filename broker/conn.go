@@ -37,6 +37,9 @@ type conn struct {
 	// raw is the socket's RawConn, through which the writer sends fetched
 	// records with sendfile; nil when it cannot (fetch_zerocopy.go).
 	raw syscall.RawConn
+	// lastInOrder is closed when the connection's latest coordinator
+	// request has been answered (serial.go); touched only by the reader.
+	lastInOrder chan struct{}
 }
 
 // slot is the place of one request in the connection's response order.

@@ -3,22 +3,15 @@ package broker
 import (
 	"net"
 
-	"github.com/twmb/franz-go/pkg/kmsg"
-
 	"github.com/gregorbroker/gregor/broker/group"
 )
 
 // The group APIs hand the request to the group coordinator (broker/group)
-// and answer in the background phase: a JoinGroup waits for the
-// rebalance, a commit for its append to __consumer_offsets. Each file
-// 08_offset_commit.go ... 47_offset_delete.go registers its versions and
-// says what it serves.
-
-// inGroupCoordinator runs fn in the background phase and answers what it
-// returns.
-func inGroupCoordinator(fn func() kmsg.Response) (result, error) {
-	return result{wait: fn}, nil
-}
+// and answer in the background phase, in connection order (serial.go): a
+// JoinGroup waits for the rebalance, a commit for its append to
+// __consumer_offsets. Each file 08_offset_commit.go ...
+// 69_consumer_group_describe.go registers its versions and says what it
+// serves.
 
 // clientInfo describes the connection as DescribeGroups shows members.
 func (r *request) clientInfo() group.ClientInfo {

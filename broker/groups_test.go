@@ -206,13 +206,16 @@ func (m *classicMember) heartbeat(generation int32) error {
 // old id is unknown (it must join afresh), as Kafka's completeJoin.
 func TestClassicGroupSecondMemberJoins(t *testing.T) {
 	ts := startServer(t, "", func(c *config.Broker) { c.GroupInitialRebalanceDelayMs = 0 })
-	broker := ts.client(t).SeedBrokers()[0]
 	for _, rejoins := range []bool{true, false} {
 		t.Run(fmt.Sprintf("rejoins=%v", rejoins), func(t *testing.T) {
 			group := fmt.Sprintf("second-joins-%v", rejoins)
+			// A connection of its own for each member: a connection's
+			// group requests are served one at a time, as Kafka's are,
+			// so b's parked JoinGroup would hold back a's requests.
+			broker := ts.client(t).SeedBrokers()[0]
 			waitCoordinator(t, broker, group)
 			a := &classicMember{t: t, broker: broker, group: group}
-			b := &classicMember{t: t, broker: broker, group: group}
+			b := &classicMember{t: t, broker: ts.client(t).SeedBrokers()[0], group: group}
 			const rebalanceTimeoutMs = 1500
 
 			ja, err := a.join(testContext(t), rebalanceTimeoutMs)

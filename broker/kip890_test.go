@@ -624,12 +624,11 @@ func TestKIP890KgoTransactionVersion2(t *testing.T) {
 	if srec.count(kmsg.TxnOffsetCommit) == 0 {
 		t.Fatal("the session committed no offsets")
 	}
-	offs, err := adm.FetchOffsets(ctx, "kgo-tv2-group")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if o, _ := offs.Lookup("kgo-tv2-in", 0); o.At != 20 {
-		t.Fatalf("group offset %d after the committed round, want 20", o.At)
+	// EndTxn answers once PrepareCommit is durable, as Kafka's does; the
+	// marker that makes the offsets visible to a fetch that does not ask
+	// for stable offsets lands after that answer.
+	if o := waitGroupOffset(t, adm, "kgo-tv2-group", "kgo-tv2-in", 0, 20); o != 20 {
+		t.Fatalf("group offset %d after the committed round, want 20", o)
 	}
 	if got := readAllIsolation(t, ts.addr, "kgo-tv2-out", kgo.ReadCommitted(), 20); len(got) != 20 {
 		t.Fatalf("output has %d committed records, want 20", len(got))
@@ -751,5 +750,23 @@ func TestKIP890VerificationOverTheNetwork(t *testing.T) {
 	remote := ts.addSender.clients.count()
 	if remote != 1 {
 		t.Fatalf("%d connections to coordinators, want 1", remote)
+	}
+}
+
+// waitGroupOffset polls a group's committed offset of one partition until
+// it is want or five seconds pass, and returns the last read.
+func waitGroupOffset(t *testing.T, adm *kadm.Client, group, topic string, partition int32, want int64) int64 {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		offs, err := adm.FetchOffsets(testContext(t), group)
+		if err != nil {
+			t.Fatal(err)
+		}
+		o, _ := offs.Lookup(topic, partition)
+		if o.At == want || time.Now().After(deadline) {
+			return o.At
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }

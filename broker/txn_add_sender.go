@@ -241,7 +241,7 @@ func (a *addPartitionsSender) send(node int32, req *kmsg.AddPartitionsToTxnReque
 	if node == a.s.cfg.NodeID && !a.viaNetwork {
 		// The coordinator is here: the same entry point the
 		// AddPartitionsToTxn handler serves, with the same request.
-		return a.s.txns.coord.AddPartitionsToTxn(ctx, req), nil
+		return a.s.txns.coord.AddPartitionsToTxn(ctx, req)(), nil
 	}
 	b, err := a.clients.broker(node)
 	if err != nil {

@@ -151,14 +151,9 @@ func TestExactlyOnceReadProcessWrite(t *testing.T) {
 			t.Fatalf("end (commit=%v): committed=%v err=%v", commit, committed, err)
 		}
 	}
-	groupOffset := func() int64 {
-		offs, err := adm.FetchOffsets(ctx, "eos-group")
-		if err != nil {
-			t.Fatal(err)
-		}
-		o, _ := offs.Lookup("eos-in", 0)
-		return o.At
-	}
+	// The markers that make the offsets visible land after EndTxn's
+	// answer, as on Kafka.
+	groupOffset := func() int64 { return waitGroupOffset(t, adm, "eos-group", "eos-in", 0, 100) }
 	round(100, true)
 	if got := readAllIsolation(t, ts.addr, "eos-out", kgo.ReadCommitted(), 100); len(got) != 100 {
 		t.Fatalf("output after a committed round: %d records, want 100", len(got))

@@ -77,7 +77,7 @@ func BenchmarkOffsetCommit(b *testing.B) {
 	ctx := context.Background()
 	b.ReportAllocs()
 	for b.Loop() {
-		if resp := c.OffsetCommit(ctx, req); resp.Topics[0].Partitions[0].ErrorCode != 0 {
+		if resp := c.OffsetCommit(ctx, req)(); resp.Topics[0].Partitions[0].ErrorCode != 0 {
 			b.Fatal(resp.Topics[0].Partitions[0].ErrorCode)
 		}
 	}
@@ -98,7 +98,7 @@ func BenchmarkOffsetCommitGroups(b *testing.B) {
 		ctx := context.Background()
 		for pb.Next() {
 			req := reqs[next.Add(1)%int64(len(reqs))]
-			if resp := c.OffsetCommit(ctx, req); resp.Topics[0].Partitions[0].ErrorCode != 0 {
+			if resp := c.OffsetCommit(ctx, req)(); resp.Topics[0].Partitions[0].ErrorCode != 0 {
 				b.Error(resp.Topics[0].Partitions[0].ErrorCode)
 				return
 			}
@@ -120,7 +120,7 @@ func BenchmarkTxnOffsetCommit(b *testing.B) {
 	ctx := context.Background()
 	b.ReportAllocs()
 	for b.Loop() {
-		if resp := c.TxnOffsetCommit(ctx, req); resp.Topics[0].Partitions[0].ErrorCode != 0 {
+		if resp := c.TxnOffsetCommit(ctx, req)(); resp.Topics[0].Partitions[0].ErrorCode != 0 {
 			b.Fatal(resp.Topics[0].Partitions[0].ErrorCode)
 		}
 		if err := c.CompleteTransaction(ctx, partition, TxnMarker{ProducerID: 1, Commit: true}); err != nil {
@@ -142,18 +142,18 @@ func BenchmarkHeartbeat(b *testing.B) {
 	join.RebalanceTimeoutMillis = 30000
 	join.ProtocolType = "consumer"
 	join.Protocols = []kmsg.JoinGroupRequestProtocol{{Name: "range"}}
-	jr := h.c.JoinGroup(ctx, ClientInfo{ClientID: "c"}, join)
+	jr := h.c.JoinGroup(ctx, ClientInfo{ClientID: "c"}, join)()
 	sync := kmsg.NewPtrSyncGroupRequest()
 	sync.Group, sync.MemberID, sync.Generation = "bench", jr.MemberID, jr.Generation
 	sync.GroupAssignment = []kmsg.SyncGroupRequestGroupAssignment{{MemberID: jr.MemberID, MemberAssignment: []byte("a")}}
-	if sr := h.c.SyncGroup(ctx, sync); sr.ErrorCode != 0 {
+	if sr := h.c.SyncGroup(ctx, sync)(); sr.ErrorCode != 0 {
 		b.Fatal(sr.ErrorCode)
 	}
 	hb := kmsg.NewPtrHeartbeatRequest()
 	hb.Group, hb.MemberID, hb.Generation = "bench", jr.MemberID, jr.Generation
 	b.ReportAllocs()
 	for b.Loop() {
-		if code := h.c.Heartbeat(ctx, hb).ErrorCode; code != 0 {
+		if code := h.c.Heartbeat(ctx, hb)().ErrorCode; code != 0 {
 			b.Fatal(code)
 		}
 	}

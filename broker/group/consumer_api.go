@@ -13,27 +13,29 @@ import (
 // current epoch and owned partitions, and leaving (-1, or -2 for a static
 // member that will come back). The answer comes once the records the
 // heartbeat caused are durable.
-func (c *Coordinator) ConsumerGroupHeartbeat(ctx context.Context, client ClientInfo, req *kmsg.ConsumerGroupHeartbeatRequest) *kmsg.ConsumerGroupHeartbeatResponse {
-	r := call(c, ctx, c.shardFor(req.Group), func(m *machine, reply func(*kmsg.ConsumerGroupHeartbeatResponse)) {
+func (c *Coordinator) ConsumerGroupHeartbeat(ctx context.Context, client ClientInfo, req *kmsg.ConsumerGroupHeartbeatRequest) Pending[*kmsg.ConsumerGroupHeartbeatResponse] {
+	p := submit(c, ctx, c.shardFor(req.Group), func(m *machine, reply func(*kmsg.ConsumerGroupHeartbeatResponse)) {
 		m.consumerGroupHeartbeat(client, req, reply)
 	}, func(code int16) *kmsg.ConsumerGroupHeartbeatResponse {
 		r := kmsg.NewPtrConsumerGroupHeartbeatResponse()
 		r.ErrorCode = code
 		return r
 	})
-	r.Version = req.Version
-	return r
+	return then(p, func(r *kmsg.ConsumerGroupHeartbeatResponse) *kmsg.ConsumerGroupHeartbeatResponse {
+		r.Version = req.Version
+		return r
+	})
 }
 
 // ConsumerGroupDescribe handles ConsumerGroupDescribe v0-v1, answering in
 // request order. Classic groups and unknown ids answer GROUP_ID_NOT_FOUND.
-func (c *Coordinator) ConsumerGroupDescribe(ctx context.Context, req *kmsg.ConsumerGroupDescribeRequest) *kmsg.ConsumerGroupDescribeResponse {
+func (c *Coordinator) ConsumerGroupDescribe(ctx context.Context, req *kmsg.ConsumerGroupDescribeRequest) Pending[*kmsg.ConsumerGroupDescribeResponse] {
 	resp := kmsg.NewPtrConsumerGroupDescribeResponse()
 	resp.Version = req.Version
 	resp.Groups = make([]kmsg.ConsumerGroupDescribeResponseGroup, len(req.Groups))
-	c.perShard(req.Groups, func(s *shard, idx []int) {
+	wait := c.perShard(req.Groups, func(s *shard, idx []int) func() {
 		ids := pick(req.Groups, idx)
-		described := call(c, ctx, s, func(m *machine, reply func([]kmsg.ConsumerGroupDescribeResponseGroup)) {
+		p := submit(c, ctx, s, func(m *machine, reply func([]kmsg.ConsumerGroupDescribeResponseGroup)) {
 			out := make([]kmsg.ConsumerGroupDescribeResponseGroup, len(ids))
 			for i, id := range ids {
 				out[i] = m.consumerGroupDescribe(id, req.Version)
@@ -48,14 +50,19 @@ func (c *Coordinator) ConsumerGroupDescribe(ctx context.Context, req *kmsg.Consu
 			}
 			return out
 		})
-		for i, d := range described {
-			if req.IncludeAuthorizedOperations && d.ErrorCode == 0 {
-				d.AuthorizedOperations = groupOpsAll
+		return func() {
+			for i, d := range p() {
+				if req.IncludeAuthorizedOperations && d.ErrorCode == 0 {
+					d.AuthorizedOperations = groupOpsAll
+				}
+				resp.Groups[idx[i]] = d
 			}
-			resp.Groups[idx[i]] = d
 		}
 	})
-	return resp
+	return func() *kmsg.ConsumerGroupDescribeResponse {
+		wait()
+		return resp
+	}
 }
 
 // TopicsChanged tells the coordinator that the broker's topics changed

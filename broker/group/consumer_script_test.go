@@ -205,7 +205,7 @@ func (s *script) cgDescribe(a args) string {
 	req.Version = int16(a.int("v", 1))
 	req.Groups = a.pos
 	req.IncludeAuthorizedOperations = a.str("ops", "") == "true"
-	resp := s.h.c.ConsumerGroupDescribe(context.Background(), req)
+	resp := s.h.c.ConsumerGroupDescribe(context.Background(), req)()
 	var b strings.Builder
 	for _, g := range resp.Groups {
 		fmt.Fprintf(&b, "%s: err=%s", g.Group, errName(g.ErrorCode))

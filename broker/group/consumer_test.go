@@ -378,7 +378,7 @@ func TestConsumerLongIDs(t *testing.T) {
 		req.RebalanceTimeoutMillis = 1000
 		req.SubscribedTopicNames = []string{"t1"}
 		req.Topics = []kmsg.ConsumerGroupHeartbeatRequestTopic{}
-		r := h.c.ConsumerGroupHeartbeat(context.Background(), ClientInfo{}, req)
+		r := h.c.ConsumerGroupHeartbeat(context.Background(), ClientInfo{}, req)()
 		if r.ErrorCode != tt.want {
 			t.Errorf("group id of %d bytes: %s, want %s", tt.n, errName(r.ErrorCode), errName(tt.want))
 		}
@@ -387,7 +387,7 @@ func TestConsumerLongIDs(t *testing.T) {
 		}
 	}
 	h.restart()
-	d := h.c.ConsumerGroupDescribe(context.Background(), &kmsg.ConsumerGroupDescribeRequest{Groups: []string{strings.Repeat("g", 10000), ""}})
+	d := h.c.ConsumerGroupDescribe(context.Background(), &kmsg.ConsumerGroupDescribeRequest{Groups: []string{strings.Repeat("g", 10000), ""}})()
 	if d.Groups[0].ErrorCode != 0 || len(d.Groups[0].Members) != 1 || d.Groups[1].ErrorCode != errInvalidGroupID {
 		t.Errorf("describe after restart: %+v", d.Groups)
 	}
@@ -428,7 +428,7 @@ func BenchmarkConsumerHeartbeat(b *testing.B) {
 				req.Topics = req.Topics[:0]
 			}
 		}
-		r := c.ConsumerGroupHeartbeat(context.Background(), ClientInfo{ClientID: "bench"}, req)
+		r := c.ConsumerGroupHeartbeat(context.Background(), ClientInfo{ClientID: "bench"}, req)()
 		if r.ErrorCode != 0 {
 			b.Fatalf("%s: %d", id, r.ErrorCode)
 		}

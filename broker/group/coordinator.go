@@ -7,6 +7,7 @@ import (
 	"iter"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -95,11 +96,25 @@ func (c *Coordinator) shardFor(groupID string) *shard {
 	return c.shardOf(c.PartitionFor(groupID))
 }
 
-// call runs op on a shard and waits for the reply it sends. The reply
-// channel holds one answer and extra sends are dropped, so the shard never
-// blocks on a caller that went away. fail builds the answer when the shard
-// or the caller's context ends first.
-func call[T any](c *Coordinator, ctx context.Context, s *shard, op func(m *machine, reply func(T)), fail func(code int16) T) T {
+// Pending is an answer the coordinator owes. The request it answers was
+// queued on its shard before the method returned, so requests made one
+// after another take effect in that order, as Kafka serves a connection's
+// requests, while the broker waits for their answers elsewhere (in each
+// request's background phase). Calling it blocks until the answer is ready.
+type Pending[T any] func() T
+
+// ready is a Pending whose answer is already known.
+func ready[T any](v T) Pending[T] { return func() T { return v } }
+
+// then is p's answer passed through f, for the shaping a method does after
+// the shard answered.
+func then[T, U any](p Pending[T], f func(T) U) Pending[U] { return func() U { return f(p()) } }
+
+// submit queues op on a shard at once and returns the wait for the reply it
+// sends. The reply channel holds one answer and extra sends are dropped, so
+// the shard never blocks on a caller that went away. fail builds the answer
+// when the shard or the caller's context ends first.
+func submit[T any](c *Coordinator, ctx context.Context, s *shard, op func(m *machine, reply func(T)), fail func(code int16) T) Pending[T] {
 	ch := make(chan T, 1)
 	reply := func(v T) {
 		select {
@@ -118,22 +133,29 @@ func call[T any](c *Coordinator, ctx context.Context, s *shard, op func(m *machi
 		op(s.m, reply)
 	}
 	if !s.post(ctx, run) {
-		return fail(c.failCode())
+		return ready(fail(c.failCode()))
 	}
-	select {
-	case v := <-ch:
-		return v
-	case <-ctx.Done():
-		return fail(errCoordinatorNotAvailable)
-	case <-c.closed:
-		// The shard may have answered just before it stopped.
+	return func() T {
 		select {
 		case v := <-ch:
 			return v
-		default:
-			return fail(errNotCoordinator)
+		case <-ctx.Done():
+			return fail(errCoordinatorNotAvailable)
+		case <-c.closed:
+			// The shard may have answered just before it stopped.
+			select {
+			case v := <-ch:
+				return v
+			default:
+				return fail(errNotCoordinator)
+			}
 		}
 	}
+}
+
+// call runs op on a shard and waits for its reply.
+func call[T any](c *Coordinator, ctx context.Context, s *shard, op func(m *machine, reply func(T)), fail func(code int16) T) T {
+	return submit(c, ctx, s, op, fail)()
 }
 
 func (c *Coordinator) failCode() int16 {
@@ -209,47 +231,55 @@ func (c *Coordinator) Unload(partition int32) {
 
 // JoinGroup handles JoinGroup v0-v9. The answer may wait for the whole join
 // phase of a rebalance.
-func (c *Coordinator) JoinGroup(ctx context.Context, client ClientInfo, req *kmsg.JoinGroupRequest) *kmsg.JoinGroupResponse {
-	r := call(c, ctx, c.shardFor(req.Group), func(m *machine, reply func(*kmsg.JoinGroupResponse)) {
+func (c *Coordinator) JoinGroup(ctx context.Context, client ClientInfo, req *kmsg.JoinGroupRequest) Pending[*kmsg.JoinGroupResponse] {
+	p := submit(c, ctx, c.shardFor(req.Group), func(m *machine, reply func(*kmsg.JoinGroupResponse)) {
 		m.joinGroup(client, req, reply)
 	}, func(code int16) *kmsg.JoinGroupResponse { return joinError(code, req.MemberID) })
-	r.Version = req.Version
-	return r
+	return then(p, func(r *kmsg.JoinGroupResponse) *kmsg.JoinGroupResponse {
+		r.Version = req.Version
+		return r
+	})
 }
 
 // SyncGroup handles SyncGroup v0-v5. Followers wait for the leader's
 // assignment; everyone's answer waits until the assignment is durable.
-func (c *Coordinator) SyncGroup(ctx context.Context, req *kmsg.SyncGroupRequest) *kmsg.SyncGroupResponse {
-	r := call(c, ctx, c.shardFor(req.Group), func(m *machine, reply func(*kmsg.SyncGroupResponse)) {
+func (c *Coordinator) SyncGroup(ctx context.Context, req *kmsg.SyncGroupRequest) Pending[*kmsg.SyncGroupResponse] {
+	p := submit(c, ctx, c.shardFor(req.Group), func(m *machine, reply func(*kmsg.SyncGroupResponse)) {
 		m.syncGroup(req, reply)
 	}, syncError)
-	r.Version = req.Version
-	return r
+	return then(p, func(r *kmsg.SyncGroupResponse) *kmsg.SyncGroupResponse {
+		r.Version = req.Version
+		return r
+	})
 }
 
 // Heartbeat handles Heartbeat v0-v4.
-func (c *Coordinator) Heartbeat(ctx context.Context, req *kmsg.HeartbeatRequest) *kmsg.HeartbeatResponse {
-	code := call(c, ctx, c.shardFor(req.Group), func(m *machine, reply func(int16)) {
+func (c *Coordinator) Heartbeat(ctx context.Context, req *kmsg.HeartbeatRequest) Pending[*kmsg.HeartbeatResponse] {
+	p := submit(c, ctx, c.shardFor(req.Group), func(m *machine, reply func(int16)) {
 		reply(m.heartbeat(req))
 	}, func(code int16) int16 { return code })
-	r := kmsg.NewPtrHeartbeatResponse()
-	r.Version = req.Version
-	r.ErrorCode = code
-	return r
+	return then(p, func(code int16) *kmsg.HeartbeatResponse {
+		r := kmsg.NewPtrHeartbeatResponse()
+		r.Version = req.Version
+		r.ErrorCode = code
+		return r
+	})
 }
 
 // LeaveGroup handles LeaveGroup v0-v5: one member by id before v3, a batch
 // of members (by id or group.instance.id) from v3.
-func (c *Coordinator) LeaveGroup(ctx context.Context, req *kmsg.LeaveGroupRequest) *kmsg.LeaveGroupResponse {
-	r := call(c, ctx, c.shardFor(req.Group), func(m *machine, reply func(*kmsg.LeaveGroupResponse)) {
+func (c *Coordinator) LeaveGroup(ctx context.Context, req *kmsg.LeaveGroupRequest) Pending[*kmsg.LeaveGroupResponse] {
+	p := submit(c, ctx, c.shardFor(req.Group), func(m *machine, reply func(*kmsg.LeaveGroupResponse)) {
 		m.leaveGroup(req, reply)
 	}, func(code int16) *kmsg.LeaveGroupResponse {
 		r := kmsg.NewPtrLeaveGroupResponse()
 		r.ErrorCode = code
 		return r
 	})
-	finishLeave(req, r)
-	return r
+	return then(p, func(r *kmsg.LeaveGroupResponse) *kmsg.LeaveGroupResponse {
+		finishLeave(req, r)
+		return r
+	})
 }
 
 // finishLeave shapes a LeaveGroup answer for the request's version: before
@@ -274,20 +304,21 @@ func finishLeave(req *kmsg.LeaveGroupRequest, r *kmsg.LeaveGroupResponse) {
 // broker must resolve to names first). The answer comes once the offsets
 // are durable. The broker answers UNKNOWN_TOPIC_OR_PARTITION for partitions
 // that do not exist before calling this, as Kafka's KafkaApis does.
-func (c *Coordinator) OffsetCommit(ctx context.Context, req *kmsg.OffsetCommitRequest) *kmsg.OffsetCommitResponse {
-	r := call(c, ctx, c.shardFor(req.Group), func(m *machine, reply func(*kmsg.OffsetCommitResponse)) {
+func (c *Coordinator) OffsetCommit(ctx context.Context, req *kmsg.OffsetCommitRequest) Pending[*kmsg.OffsetCommitResponse] {
+	p := submit(c, ctx, c.shardFor(req.Group), func(m *machine, reply func(*kmsg.OffsetCommitResponse)) {
 		m.offsetCommit(req, reply)
 	}, func(code int16) *kmsg.OffsetCommitResponse { return commitResponse(req, code) })
-	r.Version = req.Version
-	return r
+	return then(p, func(r *kmsg.OffsetCommitResponse) *kmsg.OffsetCommitResponse {
+		r.Version = req.Version
+		return r
+	})
 }
 
 // OffsetFetch handles OffsetFetch v0-v9: one group before v8, a batch of
 // groups from v8, each asked of its shard in parallel. Null topics (v2+)
-// fetch every committed partition.
-func (c *Coordinator) OffsetFetch(ctx context.Context, req *kmsg.OffsetFetchRequest) *kmsg.OffsetFetchResponse {
-	resp := kmsg.NewPtrOffsetFetchResponse()
-	resp.Version = req.Version
+// fetch every committed partition. A fetch reads after every commit
+// submitted before it has completed.
+func (c *Coordinator) OffsetFetch(ctx context.Context, req *kmsg.OffsetFetchRequest) Pending[*kmsg.OffsetFetchResponse] {
 	if req.Version < 8 {
 		var topics []fetchTopic
 		if req.Topics != nil {
@@ -296,36 +327,8 @@ func (c *Coordinator) OffsetFetch(ctx context.Context, req *kmsg.OffsetFetchRequ
 				topics = append(topics, fetchTopic{t.Topic, t.Partitions})
 			}
 		}
-		res := c.fetchGroups(ctx, []fetchQuery{{group: req.Group, topics: topics}}, req.RequireStable)[0]
-		resp.ErrorCode = res.code
-		for _, t := range res.topics {
-			rt := kmsg.NewOffsetFetchResponseTopic()
-			rt.Topic = t.Topic
-			for _, p := range t.Partitions {
-				rp := kmsg.NewOffsetFetchResponseTopicPartition()
-				rp.Partition, rp.Offset, rp.LeaderEpoch, rp.Metadata, rp.ErrorCode = p.Partition, p.Offset, p.LeaderEpoch, p.Metadata, p.ErrorCode
-				rt.Partitions = append(rt.Partitions, rp)
-			}
-			resp.Topics = append(resp.Topics, rt)
-		}
-		if req.Version < 2 && res.code != 0 {
-			// No top-level error before v2: every asked partition
-			// carries it.
-			resp.Topics = nil
-			for _, t := range topics {
-				rt := kmsg.NewOffsetFetchResponseTopic()
-				rt.Topic = t.topic
-				for _, p := range t.partitions {
-					rp := kmsg.NewOffsetFetchResponseTopicPartition()
-					rp.Partition, rp.Offset, rp.ErrorCode = p, -1, res.code
-					md := ""
-					rp.Metadata = &md
-					rt.Partitions = append(rt.Partitions, rp)
-				}
-				resp.Topics = append(resp.Topics, rt)
-			}
-		}
-		return resp
+		p := c.fetchGroups(ctx, []fetchQuery{{group: req.Group, topics: topics}}, req.RequireStable)
+		return then(p, func(res []fetchResult) *kmsg.OffsetFetchResponse { return singleFetchResponse(req, topics, res[0]) })
 	}
 	queries := make([]fetchQuery, len(req.Groups))
 	for i, g := range req.Groups {
@@ -341,12 +344,52 @@ func (c *Coordinator) OffsetFetch(ctx context.Context, req *kmsg.OffsetFetchRequ
 			queries[i].member = &fetchMember{id: g.MemberID, epoch: g.MemberEpoch}
 		}
 	}
-	for i, res := range c.fetchGroups(ctx, queries, req.RequireStable) {
-		rg := kmsg.NewOffsetFetchResponseGroup()
-		rg.Group = queries[i].group
-		rg.ErrorCode = res.code
-		rg.Topics = res.topics
-		resp.Groups = append(resp.Groups, rg)
+	p := c.fetchGroups(ctx, queries, req.RequireStable)
+	return then(p, func(results []fetchResult) *kmsg.OffsetFetchResponse {
+		resp := kmsg.NewPtrOffsetFetchResponse()
+		resp.Version = req.Version
+		for i, res := range results {
+			rg := kmsg.NewOffsetFetchResponseGroup()
+			rg.Group = queries[i].group
+			rg.ErrorCode = res.code
+			rg.Topics = res.topics
+			resp.Groups = append(resp.Groups, rg)
+		}
+		return resp
+	})
+}
+
+// singleFetchResponse is the answer of an OffsetFetch before v8, which asks
+// of one group.
+func singleFetchResponse(req *kmsg.OffsetFetchRequest, topics []fetchTopic, res fetchResult) *kmsg.OffsetFetchResponse {
+	resp := kmsg.NewPtrOffsetFetchResponse()
+	resp.Version = req.Version
+	resp.ErrorCode = res.code
+	for _, t := range res.topics {
+		rt := kmsg.NewOffsetFetchResponseTopic()
+		rt.Topic = t.Topic
+		for _, p := range t.Partitions {
+			rp := kmsg.NewOffsetFetchResponseTopicPartition()
+			rp.Partition, rp.Offset, rp.LeaderEpoch, rp.Metadata, rp.ErrorCode = p.Partition, p.Offset, p.LeaderEpoch, p.Metadata, p.ErrorCode
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	if req.Version < 2 && res.code != 0 {
+		// No top-level error before v2: every asked partition carries it.
+		resp.Topics = nil
+		for _, t := range topics {
+			rt := kmsg.NewOffsetFetchResponseTopic()
+			rt.Topic = t.topic
+			for _, p := range t.partitions {
+				rp := kmsg.NewOffsetFetchResponseTopicPartition()
+				rp.Partition, rp.Offset, rp.ErrorCode = p, -1, res.code
+				md := ""
+				rp.Metadata = &md
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			resp.Topics = append(resp.Topics, rt)
+		}
 	}
 	return resp
 }
@@ -357,87 +400,82 @@ type fetchQuery struct {
 	member *fetchMember // v9+
 }
 
-// fetchGroups asks every group's shard at once and waits for all answers.
-func (c *Coordinator) fetchGroups(ctx context.Context, qs []fetchQuery, requireStable bool) []fetchResult {
-	out := make([]fetchResult, len(qs))
-	var wg sync.WaitGroup
+// fetchGroups asks every group's shard at once; the answers come in query
+// order.
+func (c *Coordinator) fetchGroups(ctx context.Context, qs []fetchQuery, requireStable bool) Pending[[]fetchResult] {
+	waits := make([]Pending[fetchResult], len(qs))
 	for i, q := range qs {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			out[i] = call(c, ctx, c.shardFor(q.group), func(m *machine, reply func(fetchResult)) {
-				m.offsetFetch(q.group, q.topics, q.member, requireStable, reply)
-			}, func(code int16) fetchResult { return fetchResult{code: code} })
-		}()
+		waits[i] = submit(c, ctx, c.shardFor(q.group), func(m *machine, reply func(fetchResult)) {
+			m.offsetFetch(q.group, q.topics, q.member, requireStable, reply)
+		}, func(code int16) fetchResult { return fetchResult{code: code} })
 	}
-	wg.Wait()
-	return out
+	return func() []fetchResult {
+		out := make([]fetchResult, len(waits))
+		for i, w := range waits {
+			out[i] = w()
+		}
+		return out
+	}
 }
 
 // OffsetDelete handles OffsetDelete v0.
-func (c *Coordinator) OffsetDelete(ctx context.Context, req *kmsg.OffsetDeleteRequest) *kmsg.OffsetDeleteResponse {
-	r := call(c, ctx, c.shardFor(req.Group), func(m *machine, reply func(*kmsg.OffsetDeleteResponse)) {
+func (c *Coordinator) OffsetDelete(ctx context.Context, req *kmsg.OffsetDeleteRequest) Pending[*kmsg.OffsetDeleteResponse] {
+	p := submit(c, ctx, c.shardFor(req.Group), func(m *machine, reply func(*kmsg.OffsetDeleteResponse)) {
 		m.offsetDelete(req, reply)
 	}, func(code int16) *kmsg.OffsetDeleteResponse {
 		r := kmsg.NewPtrOffsetDeleteResponse()
 		r.ErrorCode = code
 		return r
 	})
-	r.Version = req.Version
-	return r
+	return then(p, func(r *kmsg.OffsetDeleteResponse) *kmsg.OffsetDeleteResponse {
+		r.Version = req.Version
+		return r
+	})
 }
 
 // ListGroups handles ListGroups v0-v5 across every shard; the states (v4+)
 // and types (v5+) filters are case-insensitive. Groups come sorted by id.
-func (c *Coordinator) ListGroups(ctx context.Context, req *kmsg.ListGroupsRequest) *kmsg.ListGroupsResponse {
+func (c *Coordinator) ListGroups(ctx context.Context, req *kmsg.ListGroupsRequest) Pending[*kmsg.ListGroupsResponse] {
 	type listed struct {
 		groups []kmsg.ListGroupsResponseGroup
 		code   int16
 	}
-	resp := kmsg.NewPtrListGroupsResponse()
-	resp.Version = req.Version
-	results := make([]listed, len(c.shards))
-	var wg sync.WaitGroup
+	waits := make([]Pending[listed], len(c.shards))
 	for i, s := range c.shards {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			results[i] = call(c, ctx, s, func(m *machine, reply func(listed)) {
-				gs, code := m.listGroups(req.StatesFilter, req.TypesFilter)
-				reply(listed{gs, code})
-			}, func(code int16) listed { return listed{code: code} })
-		}()
+		waits[i] = submit(c, ctx, s, func(m *machine, reply func(listed)) {
+			gs, code := m.listGroups(req.StatesFilter, req.TypesFilter)
+			reply(listed{gs, code})
+		}, func(code int16) listed { return listed{code: code} })
 	}
-	wg.Wait()
-	for _, r := range results {
-		if r.code != 0 {
-			resp.ErrorCode = r.code
+	return func() *kmsg.ListGroupsResponse {
+		resp := kmsg.NewPtrListGroupsResponse()
+		resp.Version = req.Version
+		for _, w := range waits {
+			r := w()
+			if r.code != 0 && resp.ErrorCode == 0 {
+				resp.ErrorCode = r.code
+			}
+			resp.Groups = append(resp.Groups, r.groups...)
+		}
+		if resp.ErrorCode != 0 {
+			resp.Groups = nil
 			return resp
 		}
-		resp.Groups = append(resp.Groups, r.groups...)
+		slices.SortFunc(resp.Groups, func(a, b kmsg.ListGroupsResponseGroup) int { return strings.Compare(a.Group, b.Group) })
+		return resp
 	}
-	slices.SortFunc(resp.Groups, func(a, b kmsg.ListGroupsResponseGroup) int {
-		switch {
-		case a.Group < b.Group:
-			return -1
-		case a.Group > b.Group:
-			return 1
-		}
-		return 0
-	})
-	return resp
 }
 
 // DescribeGroups handles DescribeGroups v0-v6, answering in request order.
 // With IncludeAuthorizedOperations (v3+) a group reports every group
 // operation as allowed: the broker has no authorizer yet.
-func (c *Coordinator) DescribeGroups(ctx context.Context, req *kmsg.DescribeGroupsRequest) *kmsg.DescribeGroupsResponse {
+func (c *Coordinator) DescribeGroups(ctx context.Context, req *kmsg.DescribeGroupsRequest) Pending[*kmsg.DescribeGroupsResponse] {
 	resp := kmsg.NewPtrDescribeGroupsResponse()
 	resp.Version = req.Version
 	resp.Groups = make([]kmsg.DescribeGroupsResponseGroup, len(req.Groups))
-	c.perShard(req.Groups, func(s *shard, idx []int) {
+	wait := c.perShard(req.Groups, func(s *shard, idx []int) func() {
 		ids := pick(req.Groups, idx)
-		described := call(c, ctx, s, func(m *machine, reply func([]kmsg.DescribeGroupsResponseGroup)) {
+		p := submit(c, ctx, s, func(m *machine, reply func([]kmsg.DescribeGroupsResponseGroup)) {
 			out := make([]kmsg.DescribeGroupsResponseGroup, len(ids))
 			for i, id := range ids {
 				out[i] = m.describeGroup(id, req.Version)
@@ -452,25 +490,30 @@ func (c *Coordinator) DescribeGroups(ctx context.Context, req *kmsg.DescribeGrou
 			}
 			return out
 		})
-		for i, d := range described {
-			if req.Version >= 3 && req.IncludeAuthorizedOperations && d.ErrorCode == 0 {
-				d.AuthorizedOperations = groupOpsAll
+		return func() {
+			for i, d := range p() {
+				if req.Version >= 3 && req.IncludeAuthorizedOperations && d.ErrorCode == 0 {
+					d.AuthorizedOperations = groupOpsAll
+				}
+				resp.Groups[idx[i]] = d
 			}
-			resp.Groups[idx[i]] = d
 		}
 	})
-	return resp
+	return func() *kmsg.DescribeGroupsResponse {
+		wait()
+		return resp
+	}
 }
 
 // DeleteGroups handles DeleteGroups v0-v3: empty groups are deleted with
 // their offsets; the answer waits until the tombstones are durable.
-func (c *Coordinator) DeleteGroups(ctx context.Context, req *kmsg.DeleteGroupsRequest) *kmsg.DeleteGroupsResponse {
+func (c *Coordinator) DeleteGroups(ctx context.Context, req *kmsg.DeleteGroupsRequest) Pending[*kmsg.DeleteGroupsResponse] {
 	resp := kmsg.NewPtrDeleteGroupsResponse()
 	resp.Version = req.Version
 	resp.Groups = make([]kmsg.DeleteGroupsResponseGroup, len(req.Groups))
-	c.perShard(req.Groups, func(s *shard, idx []int) {
+	wait := c.perShard(req.Groups, func(s *shard, idx []int) func() {
 		ids := pick(req.Groups, idx)
-		results := call(c, ctx, s, func(m *machine, reply func([]kmsg.DeleteGroupsResponseGroup)) {
+		p := submit(c, ctx, s, func(m *machine, reply func([]kmsg.DeleteGroupsResponseGroup)) {
 			m.deleteGroups(ids, reply)
 		}, func(code int16) []kmsg.DeleteGroupsResponseGroup {
 			out := make([]kmsg.DeleteGroupsResponseGroup, len(ids))
@@ -481,30 +524,41 @@ func (c *Coordinator) DeleteGroups(ctx context.Context, req *kmsg.DeleteGroupsRe
 			}
 			return out
 		})
-		for i, r := range results {
-			resp.Groups[idx[i]] = r
+		return func() {
+			for i, r := range p() {
+				resp.Groups[idx[i]] = r
+			}
 		}
 	})
-	return resp
+	return func() *kmsg.DeleteGroupsResponse {
+		wait()
+		return resp
+	}
 }
 
-// perShard splits group ids by shard and runs fn for each shard in
-// parallel with the indexes of its groups.
-func (c *Coordinator) perShard(groups []string, fn func(s *shard, idx []int)) {
+// perShard splits group ids by shard and calls submit for each shard, in
+// the order of each shard's first group, with the indexes of its groups;
+// submit queues the shard's work and returns the wait for it. perShard
+// returns the wait for all of them.
+func (c *Coordinator) perShard(groups []string, submit func(s *shard, idx []int) func()) func() {
 	byShard := make(map[*shard][]int)
+	var order []*shard
 	for i, g := range groups {
 		s := c.shardFor(g)
+		if byShard[s] == nil {
+			order = append(order, s)
+		}
 		byShard[s] = append(byShard[s], i)
 	}
-	var wg sync.WaitGroup
-	for s, idx := range byShard {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			fn(s, idx)
-		}()
+	waits := make([]func(), 0, len(order))
+	for _, s := range order {
+		waits = append(waits, submit(s, byShard[s]))
 	}
-	wg.Wait()
+	return func() {
+		for _, w := range waits {
+			w()
+		}
+	}
 }
 
 func pick(ids []string, idx []int) []string {

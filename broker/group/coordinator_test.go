@@ -133,7 +133,7 @@ func TestLoadError(t *testing.T) {
 	}
 	hb := kmsg.NewPtrHeartbeatRequest()
 	hb.Group = "a" // partition 1 of 4
-	if got := h.c.Heartbeat(context.Background(), hb).ErrorCode; got != errNotCoordinator {
+	if got := h.c.Heartbeat(context.Background(), hb)().ErrorCode; got != errNotCoordinator {
 		t.Fatalf("heartbeat after failed load = %d, want NOT_COORDINATOR", got)
 	}
 	if err := h.c.Load(context.Background(), 4, seqOf(nil)); err == nil {
@@ -162,7 +162,7 @@ func TestReloadOffsets(t *testing.T) {
 		rp.Metadata = &md
 		rt.Partitions = append(rt.Partitions, rp)
 		req.Topics = append(req.Topics, rt)
-		if resp := h.c.OffsetCommit(ctx, req); resp.Topics[0].Partitions[0].ErrorCode != 0 {
+		if resp := h.c.OffsetCommit(ctx, req)(); resp.Topics[0].Partitions[0].ErrorCode != 0 {
 			t.Fatalf("commit: %v", resp.Topics[0].Partitions[0].ErrorCode)
 		}
 	}
@@ -175,7 +175,7 @@ func TestReloadOffsets(t *testing.T) {
 			req.Groups = append(req.Groups, rg)
 		}
 		var b strings.Builder
-		for _, g := range h.c.OffsetFetch(ctx, req).Groups {
+		for _, g := range h.c.OffsetFetch(ctx, req)().Groups {
 			fmt.Fprintf(&b, "%s err=%d:", g.Group, g.ErrorCode)
 			for _, t := range g.Topics {
 				for _, p := range t.Partitions {
@@ -209,17 +209,17 @@ func TestLongIDs(t *testing.T) {
 	join.ProtocolType = "consumer"
 	join.Protocols = []kmsg.JoinGroupRequestProtocol{{Name: "range"}}
 	client := ClientInfo{ClientID: strings.Repeat("c", 10000), ClientHost: "/h"}
-	resp := h.c.JoinGroup(ctx, client, join)
+	resp := h.c.JoinGroup(ctx, client, join)()
 	if resp.ErrorCode != errMemberIDRequired || resp.MemberID != client.ClientID+"-1" {
 		t.Fatalf("first join = %d with member id of %d bytes", resp.ErrorCode, len(resp.MemberID))
 	}
 	join.MemberID = resp.MemberID
-	if resp = h.c.JoinGroup(ctx, client, join); resp.ErrorCode != 0 || resp.Generation != 1 {
+	if resp = h.c.JoinGroup(ctx, client, join)(); resp.ErrorCode != 0 || resp.Generation != 1 {
 		t.Fatalf("second join = %d, generation %d", resp.ErrorCode, resp.Generation)
 	}
 	unknown := *join
 	unknown.MemberID = strings.Repeat("m", 10000)
-	if resp = h.c.JoinGroup(ctx, client, &unknown); resp.ErrorCode != errUnknownMemberID {
+	if resp = h.c.JoinGroup(ctx, client, &unknown)(); resp.ErrorCode != errUnknownMemberID {
 		t.Fatalf("unknown long member id = %d", resp.ErrorCode)
 	}
 }
@@ -244,7 +244,7 @@ func TestCallerGivesUp(t *testing.T) {
 	join.ProtocolType = "consumer"
 	join.Protocols = []kmsg.JoinGroupRequestProtocol{{Name: "range"}}
 	done := make(chan *kmsg.JoinGroupResponse)
-	go func() { done <- h.c.JoinGroup(ctx, ClientInfo{ClientID: "c"}, join) }()
+	go func() { done <- h.c.JoinGroup(ctx, ClientInfo{ClientID: "c"}, join)() }()
 	time.Sleep(10 * time.Millisecond)
 	cancel()
 	if r := <-done; r.ErrorCode != errCoordinatorNotAvailable || r.Version != 3 {
@@ -253,7 +253,7 @@ func TestCallerGivesUp(t *testing.T) {
 	h.advance(3 * time.Second) // the parked join is answered into the void
 	hb := kmsg.NewPtrHeartbeatRequest()
 	hb.Group, hb.MemberID, hb.Generation = "g1", "c-1", 1
-	if got := h.c.Heartbeat(context.Background(), hb).ErrorCode; got != 0 {
+	if got := h.c.Heartbeat(context.Background(), hb)().ErrorCode; got != 0 {
 		t.Fatalf("heartbeat after abandoned join = %d", got)
 	}
 }
@@ -291,8 +291,8 @@ func TestCloseStopsEverything(t *testing.T) {
 	var wg sync.WaitGroup
 	var joinCode, commitCode int16
 	wg.Add(2)
-	go func() { defer wg.Done(); joinCode = c.JoinGroup(ctx, ClientInfo{ClientID: "c"}, join).ErrorCode }()
-	go func() { defer wg.Done(); commitCode = c.OffsetCommit(ctx, commit).Topics[0].Partitions[0].ErrorCode }()
+	go func() { defer wg.Done(); joinCode = c.JoinGroup(ctx, ClientInfo{ClientID: "c"}, join)().ErrorCode }()
+	go func() { defer wg.Done(); commitCode = c.OffsetCommit(ctx, commit)().Topics[0].Partitions[0].ErrorCode }()
 	for store.heldN.Load() == 0 {
 		time.Sleep(time.Millisecond)
 	}
@@ -303,7 +303,7 @@ func TestCloseStopsEverything(t *testing.T) {
 	}
 	hb := kmsg.NewPtrHeartbeatRequest()
 	hb.Group = "g1"
-	if got := c.Heartbeat(ctx, hb).ErrorCode; got != errNotCoordinator {
+	if got := c.Heartbeat(ctx, hb)().ErrorCode; got != errNotCoordinator {
 		t.Fatalf("heartbeat after Close = %d", got)
 	}
 	c.Close() // idempotent
@@ -384,7 +384,7 @@ func TestMembersOnRealClock(t *testing.T) {
 			if count == members {
 				desc := kmsg.NewPtrDescribeGroupsRequest()
 				desc.Groups = []string{"g1"}
-				d := c.DescribeGroups(context.Background(), desc).Groups[0]
+				d := c.DescribeGroups(context.Background(), desc)().Groups[0]
 				if d.State == "Stable" && len(d.Members) == members {
 					return
 				}
@@ -412,7 +412,7 @@ func runConsumer(ctx context.Context, c *Coordinator, client string, report func
 		leave.Version = 5
 		leave.Group = "g1"
 		leave.Members = []kmsg.LeaveGroupRequestMember{{MemberID: memberID}}
-		c.LeaveGroup(context.Background(), leave)
+		c.LeaveGroup(context.Background(), leave)()
 	}()
 	for ctx.Err() == nil {
 		join := kmsg.NewPtrJoinGroupRequest()
@@ -423,7 +423,7 @@ func runConsumer(ctx context.Context, c *Coordinator, client string, report func
 		join.RebalanceTimeoutMillis = 3000
 		join.ProtocolType = "consumer"
 		join.Protocols = []kmsg.JoinGroupRequestProtocol{{Name: "range", Metadata: consumerMetadata([]string{"t"})}}
-		jr := c.JoinGroup(ctx, ClientInfo{ClientID: client, ClientHost: "/127.0.0.1"}, join)
+		jr := c.JoinGroup(ctx, ClientInfo{ClientID: client, ClientHost: "/127.0.0.1"}, join)()
 		switch jr.ErrorCode {
 		case 0:
 		case errMemberIDRequired:
@@ -448,7 +448,7 @@ func runConsumer(ctx context.Context, c *Coordinator, client string, report func
 				sync.GroupAssignment = append(sync.GroupAssignment, kmsg.SyncGroupRequestGroupAssignment{MemberID: m.MemberID, MemberAssignment: []byte(m.MemberID)})
 			}
 		}
-		sr := c.SyncGroup(ctx, sync)
+		sr := c.SyncGroup(ctx, sync)()
 		if sr.ErrorCode != 0 {
 			continue
 		}
@@ -457,7 +457,7 @@ func runConsumer(ctx context.Context, c *Coordinator, client string, report func
 			time.Sleep(20 * time.Millisecond)
 			hb := kmsg.NewPtrHeartbeatRequest()
 			hb.Group, hb.MemberID, hb.Generation = "g1", memberID, jr.Generation
-			if c.Heartbeat(ctx, hb).ErrorCode != 0 {
+			if c.Heartbeat(ctx, hb)().ErrorCode != 0 {
 				break
 			}
 		}
@@ -475,7 +475,7 @@ func TestCallSurvivesPanic(t *testing.T) {
 	}
 	hb := kmsg.NewPtrHeartbeatRequest()
 	hb.Group = "g1"
-	if code := h.c.Heartbeat(context.Background(), hb).ErrorCode; code != errUnknownMemberID {
+	if code := h.c.Heartbeat(context.Background(), hb)().ErrorCode; code != errUnknownMemberID {
 		t.Fatalf("heartbeat after panic = %d, want UNKNOWN_MEMBER_ID", code)
 	}
 }
@@ -505,15 +505,15 @@ func TestLoadInProgress(t *testing.T) {
 	join := kmsg.NewPtrJoinGroupRequest()
 	join.Group, join.SessionTimeoutMillis, join.ProtocolType = "g1", 10000, "consumer"
 	join.Protocols = []kmsg.JoinGroupRequestProtocol{{Name: "range"}}
-	if code := c.JoinGroup(ctx, ClientInfo{ClientID: "c"}, join).ErrorCode; code != errCoordinatorLoadInProgress {
+	if code := c.JoinGroup(ctx, ClientInfo{ClientID: "c"}, join)().ErrorCode; code != errCoordinatorLoadInProgress {
 		t.Errorf("join while loading = %d", code)
 	}
 	hb := kmsg.NewPtrHeartbeatRequest()
 	hb.Group = "g1"
-	if code := c.Heartbeat(ctx, hb).ErrorCode; code != 0 {
+	if code := c.Heartbeat(ctx, hb)().ErrorCode; code != 0 {
 		t.Errorf("heartbeat while loading = %d, want NONE", code)
 	}
-	if code := c.ListGroups(ctx, kmsg.NewPtrListGroupsRequest()).ErrorCode; code != errCoordinatorLoadInProgress {
+	if code := c.ListGroups(ctx, kmsg.NewPtrListGroupsRequest())().ErrorCode; code != errCoordinatorLoadInProgress {
 		t.Errorf("list while loading = %d", code)
 	}
 	close(release)
@@ -523,7 +523,7 @@ func TestLoadInProgress(t *testing.T) {
 	fetch := kmsg.NewPtrOffsetFetchRequest()
 	fetch.Version = 7
 	fetch.Group = "g1"
-	if r := c.OffsetFetch(ctx, fetch); r.ErrorCode != 0 || len(r.Topics) != 1 || r.Topics[0].Partitions[0].Offset != 9 {
+	if r := c.OffsetFetch(ctx, fetch)(); r.ErrorCode != 0 || len(r.Topics) != 1 || r.Topics[0].Partitions[0].Offset != 9 {
 		t.Fatalf("fetch after load = %+v", r)
 	}
 
@@ -539,7 +539,7 @@ func TestLoadInProgress(t *testing.T) {
 	if err := <-loaded; err == nil || !strings.Contains(err.Error(), "unloaded while loading") {
 		t.Fatalf("load across unload = %v", err)
 	}
-	if code := c.Heartbeat(ctx, hb).ErrorCode; code != errNotCoordinator {
+	if code := c.Heartbeat(ctx, hb)().ErrorCode; code != errNotCoordinator {
 		t.Fatalf("heartbeat after aborted load = %d", code)
 	}
 }

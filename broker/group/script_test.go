@@ -238,7 +238,7 @@ func (s *script) exec(a args, out *strings.Builder) {
 		req.MemberID = a.str("member", "")
 		req.Generation = int32(a.int("gen", 1))
 		req.InstanceID = a.optStr("instance")
-		fmt.Fprintf(out, "%s\n", errName(h.c.Heartbeat(ctx, req).ErrorCode))
+		fmt.Fprintf(out, "%s\n", errName(h.c.Heartbeat(ctx, req)().ErrorCode))
 	case "leave":
 		s.leave(a)
 	case "commit":
@@ -256,7 +256,7 @@ func (s *script) exec(a args, out *strings.Builder) {
 		if v := a.str("types", ""); v != "" {
 			req.TypesFilter = strings.Split(v, ",")
 		}
-		resp := h.c.ListGroups(ctx, req)
+		resp := h.c.ListGroups(ctx, req)()
 		if resp.ErrorCode != 0 {
 			fmt.Fprintf(out, "%s\n", errName(resp.ErrorCode))
 		}
@@ -607,7 +607,7 @@ func (s *script) fetch(a args) string {
 		} else if req.Version < 2 {
 			req.Topics = []kmsg.OffsetFetchRequestTopic{}
 		}
-		resp := s.h.c.OffsetFetch(context.Background(), req)
+		resp := s.h.c.OffsetFetch(context.Background(), req)()
 		fmt.Fprintf(&b, "err=%s\n", errName(resp.ErrorCode))
 		for _, t := range resp.Topics {
 			for _, p := range t.Partitions {
@@ -631,7 +631,7 @@ func (s *script) fetch(a args) string {
 		}
 		req.Groups = append(req.Groups, rg)
 	}
-	resp := s.h.c.OffsetFetch(context.Background(), req)
+	resp := s.h.c.OffsetFetch(context.Background(), req)()
 	for _, g := range resp.Groups {
 		fmt.Fprintf(&b, "%s: err=%s\n", g.Group, errName(g.ErrorCode))
 		for _, t := range g.Topics {
@@ -674,7 +674,7 @@ func (s *script) describe(a args) string {
 	req.Version = int16(a.int("v", 5))
 	req.Groups = a.pos
 	req.IncludeAuthorizedOperations = a.str("ops", "") == "true"
-	resp := s.h.c.DescribeGroups(context.Background(), req)
+	resp := s.h.c.DescribeGroups(context.Background(), req)()
 	var b strings.Builder
 	for _, g := range resp.Groups {
 		fmt.Fprintf(&b, "%s: err=%s state=%s type=%q protocol=%q", g.Group, errName(g.ErrorCode), g.State, g.ProtocolType, g.Protocol)

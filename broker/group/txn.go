@@ -64,23 +64,25 @@ type TxnStore interface {
 // stay invisible to OffsetFetch until CompleteTransaction commits them. The
 // answer comes once they are durable. As for OffsetCommit, the broker
 // answers UNKNOWN_TOPIC_OR_PARTITION for partitions that do not exist.
-func (c *Coordinator) TxnOffsetCommit(ctx context.Context, req *kmsg.TxnOffsetCommitRequest) *kmsg.TxnOffsetCommitResponse {
-	r := call(c, ctx, c.shardFor(req.Group), func(m *machine, reply func(*kmsg.TxnOffsetCommitResponse)) {
+func (c *Coordinator) TxnOffsetCommit(ctx context.Context, req *kmsg.TxnOffsetCommitRequest) Pending[*kmsg.TxnOffsetCommitResponse] {
+	p := submit(c, ctx, c.shardFor(req.Group), func(m *machine, reply func(*kmsg.TxnOffsetCommitResponse)) {
 		m.txnOffsetCommit(req, reply)
 	}, func(code int16) *kmsg.TxnOffsetCommitResponse { return txnCommitResponse(req, code) })
-	r.Version = req.Version
-	if req.Version < 2 {
-		// Clients before 2.0 may crash on COORDINATOR_LOAD_IN_PROGRESS
-		// (KAFKA-7296); Kafka answers them COORDINATOR_NOT_AVAILABLE.
-		for i := range r.Topics {
-			for j := range r.Topics[i].Partitions {
-				if p := &r.Topics[i].Partitions[j]; p.ErrorCode == errCoordinatorLoadInProgress {
-					p.ErrorCode = errCoordinatorNotAvailable
+	return then(p, func(r *kmsg.TxnOffsetCommitResponse) *kmsg.TxnOffsetCommitResponse {
+		r.Version = req.Version
+		if req.Version < 2 {
+			// Clients before 2.0 may crash on COORDINATOR_LOAD_IN_PROGRESS
+			// (KAFKA-7296); Kafka answers them COORDINATOR_NOT_AVAILABLE.
+			for i := range r.Topics {
+				for j := range r.Topics[i].Partitions {
+					if p := &r.Topics[i].Partitions[j]; p.ErrorCode == errCoordinatorLoadInProgress {
+						p.ErrorCode = errCoordinatorNotAvailable
+					}
 				}
 			}
 		}
-	}
-	return r
+		return r
+	})
 }
 
 // CompleteTransaction ends a producer's transaction on a __consumer_offsets

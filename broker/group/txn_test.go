@@ -83,7 +83,7 @@ func TestTxnOffsetCommitWhileLoading(t *testing.T) {
 		{2, errCoordinatorLoadInProgress},
 		{4, errCoordinatorLoadInProgress},
 	} {
-		r := c.TxnOffsetCommit(ctx, txnCommitRequest(tc.version, "g1", 1, map[tp]int64{{"t", 0}: 1}))
+		r := c.TxnOffsetCommit(ctx, txnCommitRequest(tc.version, "g1", 1, map[tp]int64{{"t", 0}: 1}))()
 		if got := txnCodes(r); !slices.Equal(got, []int16{tc.want}) || r.Version != tc.version {
 			t.Errorf("v%d while loading = %v (version %d), want [%d]", tc.version, got, r.Version, tc.want)
 		}
@@ -122,18 +122,18 @@ func TestTxnOffsetCommitPlainStore(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	r := c.TxnOffsetCommit(ctx, txnCommitRequest(3, "g1", 1, map[tp]int64{{"t", 0}: 1, {"t", 1}: 2}))
+	r := c.TxnOffsetCommit(ctx, txnCommitRequest(3, "g1", 1, map[tp]int64{{"t", 0}: 1, {"t", 1}: 2}))()
 	if got := txnCodes(r); !slices.Equal(got, []int16{errUnsupportedVersion, errUnsupportedVersion}) {
 		t.Errorf("txn commit = %v", got)
 	}
 	if err := c.CompleteTransaction(ctx, c.PartitionFor("g1"), TxnMarker{ProducerID: 1, Commit: true}); !errors.Is(err, kerr.UnsupportedVersion) {
 		t.Errorf("marker = %v", err)
 	}
-	if got := commitCodes(c.OffsetCommit(ctx, commitRequest("g1", 1))); !slices.Equal(got, []int16{0}) {
+	if got := commitCodes(c.OffsetCommit(ctx, commitRequest("g1", 1))()); !slices.Equal(got, []int16{0}) {
 		t.Errorf("plain commit = %v", got)
 	}
 	// The failed commit created no group.
-	l := c.ListGroups(ctx, kmsg.NewPtrListGroupsRequest())
+	l := c.ListGroups(ctx, kmsg.NewPtrListGroupsRequest())()
 	if len(l.Groups) != 1 {
 		t.Errorf("groups = %+v", l.Groups)
 	}
@@ -230,7 +230,7 @@ func TestTxnReplayMatchesLive(t *testing.T) {
 				switch rng.IntN(10) {
 				case 0, 1, 2:
 					op = fmt.Sprintf("txn-commit %s pid=%d %v", g, pid, k)
-					h.c.TxnOffsetCommit(ctx, txnCommitRequest(4, g, pid, map[tp]int64{k: int64(step)}))
+					h.c.TxnOffsetCommit(ctx, txnCommitRequest(4, g, pid, map[tp]int64{k: int64(step)}))()
 				case 3, 4:
 					op = fmt.Sprintf("commit %s %v", g, k)
 					req := commitRequest(g, 0)
@@ -238,7 +238,7 @@ func TestTxnReplayMatchesLive(t *testing.T) {
 					rp.Partition, rp.Offset = k.partition, int64(step)
 					req.Topics[0].Topic = k.topic
 					req.Topics[0].Partitions = append(req.Topics[0].Partitions, rp)
-					h.c.OffsetCommit(ctx, req)
+					h.c.OffsetCommit(ctx, req)()
 				case 5, 6, 7:
 					commit := rng.IntN(3) > 0
 					op = fmt.Sprintf("end pid=%d commit=%v", pid, commit)
@@ -250,12 +250,12 @@ func TestTxnReplayMatchesLive(t *testing.T) {
 					req := kmsg.NewPtrOffsetDeleteRequest()
 					req.Group = g
 					req.Topics = []kmsg.OffsetDeleteRequestTopic{{Topic: k.topic, Partitions: []kmsg.OffsetDeleteRequestTopicPartition{{Partition: k.partition}}}}
-					h.c.OffsetDelete(ctx, req)
+					h.c.OffsetDelete(ctx, req)()
 				case 9:
 					op = "delete " + g
 					req := kmsg.NewPtrDeleteGroupsRequest()
 					req.Groups = []string{g}
-					h.c.DeleteGroups(ctx, req)
+					h.c.DeleteGroups(ctx, req)()
 				}
 				h.quiesce()
 				live := make(chan txnSnapshot, 1)

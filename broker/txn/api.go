@@ -16,39 +16,43 @@ import (
 // CONCURRENT_TRANSACTIONS and the client retries). Without one it hands out
 // a fresh producer id at epoch 0, as Kafka's coordinator does for
 // idempotent producers. PRODUCER_FENCED is INVALID_PRODUCER_EPOCH before v4.
-func (c *Coordinator) InitProducerID(ctx context.Context, req *kmsg.InitProducerIDRequest) *kmsg.InitProducerIDResponse {
-	resp := req.ResponseKind().(*kmsg.InitProducerIDResponse)
-	res := c.initProducerID(ctx, req)
-	resp.ProducerID, resp.ProducerEpoch = res.producerID, res.epoch
-	resp.ErrorCode = fencedCode(res.code, req.Version < 4)
-	return resp
+func (c *Coordinator) InitProducerID(ctx context.Context, req *kmsg.InitProducerIDRequest) Pending[*kmsg.InitProducerIDResponse] {
+	return then(c.initProducerID(ctx, req), func(res initResult) *kmsg.InitProducerIDResponse {
+		resp := req.ResponseKind().(*kmsg.InitProducerIDResponse)
+		resp.ProducerID, resp.ProducerEpoch = res.producerID, res.epoch
+		resp.ErrorCode = fencedCode(res.code, req.Version < 4)
+		return resp
+	})
 }
 
-func (c *Coordinator) initProducerID(ctx context.Context, req *kmsg.InitProducerIDRequest) initResult {
+func (c *Coordinator) initProducerID(ctx context.Context, req *kmsg.InitProducerIDRequest) Pending[initResult] {
 	var expected *producerIDEpoch
 	switch {
 	case req.ProducerID == noProducerID && req.ProducerEpoch == noProducerEpoch:
 	case req.ProducerID == noProducerID || req.ProducerEpoch == noProducerEpoch:
-		return initError(errInvalidRequest)
+		return ready(initError(errInvalidRequest))
 	default:
 		expected = &producerIDEpoch{req.ProducerID, req.ProducerEpoch}
 	}
 	if req.TransactionalID == nil {
-		pid, err := c.deps.AllocateProducerID(ctx)
-		if err != nil {
-			c.log.Warn("allocate producer id", "err", err)
-			return initError(allocErrorCode(err))
+		// A fresh id touches no transactional state: nothing to order.
+		return func() initResult {
+			pid, err := c.deps.AllocateProducerID(ctx)
+			if err != nil {
+				c.log.Warn("allocate producer id", "err", err)
+				return initError(allocErrorCode(err))
+			}
+			return initResult{producerID: pid, epoch: 0}
 		}
-		return initResult{producerID: pid, epoch: 0}
 	}
 	id, timeout := *req.TransactionalID, req.TransactionTimeoutMillis
 	switch {
 	case id == "":
-		return initError(errInvalidRequest)
+		return ready(initError(errInvalidRequest))
 	case timeout <= 0 || timeout > c.cfg.TransactionMaxTimeoutMs:
-		return initError(errInvalidTransactionTimeout)
+		return ready(initError(errInvalidTransactionTimeout))
 	}
-	return call(c, ctx, c.shardFor(id), func(m *machine, reply func(initResult)) {
+	return submit(c, ctx, c.shardFor(id), func(m *machine, reply func(initResult)) {
 		m.initProducerID(id, timeout, expected, noProducerID, reply)
 	}, initError)
 }
@@ -104,8 +108,7 @@ func uniqueParts(topics []string, partitions [][]int32) []TopicPartition {
 // does not exist fails the transaction with UNKNOWN_TOPIC_OR_PARTITION and
 // OPERATION_NOT_ATTEMPTED for the others. PRODUCER_FENCED is
 // INVALID_PRODUCER_EPOCH before v2.
-func (c *Coordinator) AddPartitionsToTxn(ctx context.Context, req *kmsg.AddPartitionsToTxnRequest) *kmsg.AddPartitionsToTxnResponse {
-	resp := req.ResponseKind().(*kmsg.AddPartitionsToTxnResponse)
+func (c *Coordinator) AddPartitionsToTxn(ctx context.Context, req *kmsg.AddPartitionsToTxnRequest) Pending[*kmsg.AddPartitionsToTxnResponse] {
 	if req.Version < 4 {
 		topics := make([]string, len(req.Topics))
 		parts := make([][]int32, len(req.Topics))
@@ -113,21 +116,22 @@ func (c *Coordinator) AddPartitionsToTxn(ctx context.Context, req *kmsg.AddParti
 			topics[i], parts[i] = t.Topic, t.Partitions
 		}
 		a := addRequest{id: req.TransactionalID, pid: req.ProducerID, epoch: req.ProducerEpoch, parts: uniqueParts(topics, parts)}
-		res := c.addOne(ctx, req.Version, a)
-		for _, g := range groupResults(res) {
-			rt := kmsg.NewAddPartitionsToTxnResponseTopic()
-			rt.Topic = g.topic
-			for i, p := range g.partitions {
-				rp := kmsg.NewAddPartitionsToTxnResponseTopicPartition()
-				rp.Partition, rp.ErrorCode = p, g.codes[i]
-				rt.Partitions = append(rt.Partitions, rp)
+		return then(c.addOne(ctx, req.Version, a), func(res addResult) *kmsg.AddPartitionsToTxnResponse {
+			resp := req.ResponseKind().(*kmsg.AddPartitionsToTxnResponse)
+			for _, g := range groupResults(res) {
+				rt := kmsg.NewAddPartitionsToTxnResponseTopic()
+				rt.Topic = g.topic
+				for i, p := range g.partitions {
+					rp := kmsg.NewAddPartitionsToTxnResponseTopicPartition()
+					rp.Partition, rp.ErrorCode = p, g.codes[i]
+					rt.Partitions = append(rt.Partitions, rp)
+				}
+				resp.Topics = append(resp.Topics, rt)
 			}
-			resp.Topics = append(resp.Topics, rt)
-		}
-		return resp
+			return resp
+		})
 	}
-	results := make([]addResult, len(req.Transactions))
-	var wg sync.WaitGroup
+	waits := make([]Pending[addResult], len(req.Transactions))
 	for i, tx := range req.Transactions {
 		topics := make([]string, len(tx.Topics))
 		parts := make([][]int32, len(tx.Topics))
@@ -135,33 +139,31 @@ func (c *Coordinator) AddPartitionsToTxn(ctx context.Context, req *kmsg.AddParti
 			topics[j], parts[j] = t.Topic, t.Partitions
 		}
 		a := addRequest{id: tx.TransactionalID, pid: tx.ProducerID, epoch: tx.ProducerEpoch, verifyOnly: tx.VerifyOnly, parts: uniqueParts(topics, parts)}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			results[i] = c.addOne(ctx, req.Version, a)
-		}()
+		waits[i] = c.addOne(ctx, req.Version, a)
 	}
-	wg.Wait()
-	for i, tx := range req.Transactions {
-		rtx := kmsg.NewAddPartitionsToTxnResponseTransaction()
-		rtx.TransactionalID = tx.TransactionalID
-		for _, g := range groupResults(results[i]) {
-			rt := kmsg.NewAddPartitionsToTxnResponseTransactionTopic()
-			rt.Topic = g.topic
-			for j, p := range g.partitions {
-				rp := kmsg.NewAddPartitionsToTxnResponseTransactionTopicPartition()
-				rp.Partition, rp.ErrorCode = p, g.codes[j]
-				rt.Partitions = append(rt.Partitions, rp)
+	return func() *kmsg.AddPartitionsToTxnResponse {
+		resp := req.ResponseKind().(*kmsg.AddPartitionsToTxnResponse)
+		for i, tx := range req.Transactions {
+			rtx := kmsg.NewAddPartitionsToTxnResponseTransaction()
+			rtx.TransactionalID = tx.TransactionalID
+			for _, g := range groupResults(waits[i]()) {
+				rt := kmsg.NewAddPartitionsToTxnResponseTransactionTopic()
+				rt.Topic = g.topic
+				for j, p := range g.partitions {
+					rp := kmsg.NewAddPartitionsToTxnResponseTransactionTopicPartition()
+					rp.Partition, rp.ErrorCode = p, g.codes[j]
+					rt.Partitions = append(rt.Partitions, rp)
+				}
+				rtx.Topics = append(rtx.Topics, rt)
 			}
-			rtx.Topics = append(rtx.Topics, rt)
+			resp.Transactions = append(resp.Transactions, rtx)
 		}
-		resp.Transactions = append(resp.Transactions, rtx)
+		return resp
 	}
-	return resp
 }
 
-// addOne answers one transaction of AddPartitionsToTxn.
-func (c *Coordinator) addOne(ctx context.Context, version int16, a addRequest) addResult {
+// addOne queues one transaction of AddPartitionsToTxn.
+func (c *Coordinator) addOne(ctx context.Context, version int16, a addRequest) Pending[addResult] {
 	res := addResult{parts: a.parts, codes: make([]int16, len(a.parts))}
 	all := func(code int16) addResult {
 		for i := range res.codes {
@@ -187,31 +189,33 @@ func (c *Coordinator) addOne(ctx context.Context, version int16, a addRequest) a
 				res.codes[i] = errOperationNotAttempted
 			}
 		}
-		return res
+		return ready(res)
 	}
 	if a.verifyOnly {
 		type verified struct {
 			code  int16
 			codes []int16
 		}
-		v := call(c, ctx, c.shardFor(a.id), func(m *machine, reply func(verified)) {
+		p := submit(c, ctx, c.shardFor(a.id), func(m *machine, reply func(verified)) {
 			code, codes := m.verifyPartitions(a.id, a.pid, a.epoch, a.parts)
 			reply(verified{code, codes})
 		}, func(code int16) verified { return verified{code: code} })
-		if v.code != 0 {
-			return all(v.code)
-		}
-		copy(res.codes, v.codes)
-		return res
+		return then(p, func(v verified) addResult {
+			if v.code != 0 {
+				return all(v.code)
+			}
+			copy(res.codes, v.codes)
+			return res
+		})
 	}
 	tv := TV0
 	if version >= 4 {
 		tv = TV2
 	}
-	code := call(c, ctx, c.shardFor(a.id), func(m *machine, reply func(int16)) {
+	p := submit(c, ctx, c.shardFor(a.id), func(m *machine, reply func(int16)) {
 		m.addPartitions(a.id, a.pid, a.epoch, a.parts, tv, reply)
 	}, func(code int16) int16 { return code })
-	return all(fencedCode(code, version < 2))
+	return then(p, func(code int16) addResult { return all(fencedCode(code, version < 2)) })
 }
 
 type topicResult struct {
@@ -242,14 +246,16 @@ func groupResults(r addResult) []topicResult {
 // __consumer_offsets partition to the transaction, so the offsets a
 // TxnOffsetCommit then writes are committed or aborted with it.
 // PRODUCER_FENCED is INVALID_PRODUCER_EPOCH before v2.
-func (c *Coordinator) AddOffsetsToTxn(ctx context.Context, req *kmsg.AddOffsetsToTxnRequest) *kmsg.AddOffsetsToTxnResponse {
-	resp := req.ResponseKind().(*kmsg.AddOffsetsToTxnResponse)
+func (c *Coordinator) AddOffsetsToTxn(ctx context.Context, req *kmsg.AddOffsetsToTxnRequest) Pending[*kmsg.AddOffsetsToTxnResponse] {
 	parts := []TopicPartition{{ConsumerOffsetsTopic, c.deps.PartitionForGroup(req.Group)}}
-	code := call(c, ctx, c.shardFor(req.TransactionalID), func(m *machine, reply func(int16)) {
+	p := submit(c, ctx, c.shardFor(req.TransactionalID), func(m *machine, reply func(int16)) {
 		m.addPartitions(req.TransactionalID, req.ProducerID, req.ProducerEpoch, parts, TV0, reply)
 	}, func(code int16) int16 { return code })
-	resp.ErrorCode = fencedCode(code, req.Version < 2)
-	return resp
+	return then(p, func(code int16) *kmsg.AddOffsetsToTxnResponse {
+		resp := req.ResponseKind().(*kmsg.AddOffsetsToTxnResponse)
+		resp.ErrorCode = fencedCode(code, req.Version < 2)
+		return resp
+	})
 }
 
 // EndTxn handles EndTxn v0-v5: PrepareCommit or PrepareAbort is written,
@@ -257,8 +263,7 @@ func (c *Coordinator) AddOffsetsToTxn(ctx context.Context, req *kmsg.AddOffsetsT
 // or CompleteAbort. v5 clients use transaction version 2: the epoch is
 // bumped and the answer carries the producer id and epoch to continue with.
 // PRODUCER_FENCED is INVALID_PRODUCER_EPOCH before v2.
-func (c *Coordinator) EndTxn(ctx context.Context, req *kmsg.EndTxnRequest) *kmsg.EndTxnResponse {
-	resp := req.ResponseKind().(*kmsg.EndTxnResponse)
+func (c *Coordinator) EndTxn(ctx context.Context, req *kmsg.EndTxnRequest) Pending[*kmsg.EndTxnResponse] {
 	tv := TV0
 	if req.Version >= 5 {
 		tv = TV2
@@ -268,13 +273,16 @@ func (c *Coordinator) EndTxn(ctx context.Context, req *kmsg.EndTxnRequest) *kmsg
 		pid   int64
 		epoch int16
 	}
-	r := call(c, ctx, c.shardFor(req.TransactionalID), func(m *machine, reply func(ended)) {
+	p := submit(c, ctx, c.shardFor(req.TransactionalID), func(m *machine, reply func(ended)) {
 		m.endTxn(req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Commit, true, tv, noProducerID,
 			func(code int16, pid int64, epoch int16) { reply(ended{code, pid, epoch}) })
 	}, func(code int16) ended { return ended{code, noProducerID, noProducerEpoch} })
-	resp.ErrorCode = fencedCode(r.code, req.Version < 2)
-	resp.ProducerID, resp.ProducerEpoch = r.pid, r.epoch
-	return resp
+	return then(p, func(r ended) *kmsg.EndTxnResponse {
+		resp := req.ResponseKind().(*kmsg.EndTxnResponse)
+		resp.ErrorCode = fencedCode(r.code, req.Version < 2)
+		resp.ProducerID, resp.ProducerEpoch = r.pid, r.epoch
+		return resp
+	})
 }
 
 // DescribeTransactions handles DescribeTransactions v0, answering in

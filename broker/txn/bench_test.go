@@ -18,7 +18,7 @@ func BenchmarkTransaction(b *testing.B) {
 	init := kmsg.NewPtrInitProducerIDRequest()
 	init.TransactionalID = &id
 	init.TransactionTimeoutMillis = 60000
-	r := h.c.InitProducerID(ctx, init)
+	r := h.c.InitProducerID(ctx, init)()
 	pid, epoch := r.ProducerID, r.ProducerEpoch
 	add := kmsg.NewPtrAddPartitionsToTxnRequest()
 	add.Version = 5
@@ -34,7 +34,7 @@ func BenchmarkTransaction(b *testing.B) {
 		for {
 			tx.ProducerID, tx.ProducerEpoch = pid, epoch
 			add.Transactions = []kmsg.AddPartitionsToTxnRequestTransaction{tx}
-			code := h.c.AddPartitionsToTxn(ctx, add).Transactions[0].Topics[0].Partitions[0].ErrorCode
+			code := h.c.AddPartitionsToTxn(ctx, add)().Transactions[0].Topics[0].Partitions[0].ErrorCode
 			if code == errConcurrentTransactions {
 				continue // the previous completion is still being written
 			}
@@ -44,7 +44,7 @@ func BenchmarkTransaction(b *testing.B) {
 			break
 		}
 		end.ProducerID, end.ProducerEpoch = pid, epoch
-		er := h.c.EndTxn(ctx, end)
+		er := h.c.EndTxn(ctx, end)()
 		if er.ErrorCode != 0 {
 			b.Fatal(errName(er.ErrorCode))
 		}
@@ -61,11 +61,11 @@ func BenchmarkVerify(b *testing.B) {
 	init := kmsg.NewPtrInitProducerIDRequest()
 	init.TransactionalID = &id
 	init.TransactionTimeoutMillis = 60000
-	r := h.c.InitProducerID(ctx, init)
+	r := h.c.InitProducerID(ctx, init)()
 	add := kmsg.NewPtrAddPartitionsToTxnRequest()
 	add.TransactionalID, add.ProducerID, add.ProducerEpoch = id, r.ProducerID, r.ProducerEpoch
 	add.Topics = []kmsg.AddPartitionsToTxnRequestTopic{{Topic: "t", Partitions: []int32{0}}}
-	if code := h.c.AddPartitionsToTxn(ctx, add).Topics[0].Partitions[0].ErrorCode; code != 0 {
+	if code := h.c.AddPartitionsToTxn(ctx, add)().Topics[0].Partitions[0].ErrorCode; code != 0 {
 		b.Fatal(errName(code))
 	}
 	req := verifyReq(id, r.ProducerID, r.ProducerEpoch)
@@ -73,7 +73,7 @@ func BenchmarkVerify(b *testing.B) {
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
-			if code := h.c.AddPartitionsToTxn(ctx, req).Transactions[0].Topics[0].Partitions[0].ErrorCode; code != 0 {
+			if code := h.c.AddPartitionsToTxn(ctx, req)().Transactions[0].Topics[0].Partitions[0].ErrorCode; code != 0 {
 				panic(fmt.Sprint(errName(code)))
 			}
 		}

@@ -3,6 +3,7 @@ package txn
 import (
 	"context"
 	"fmt"
+	"github.com/gregorbroker/gregor/broker/group"
 	"iter"
 	"log/slog"
 	"sync"
@@ -104,11 +105,22 @@ func (c *Coordinator) shardFor(transactionalID string) *shard {
 	return c.shardOf(c.PartitionFor(transactionalID))
 }
 
-// call runs op on a shard and waits for the reply it sends. The reply
-// channel holds one answer and extra sends are dropped, so the shard never
-// blocks on a caller that went away. fail builds the answer when the shard
-// or the caller's context ends first.
-func call[T any](c *Coordinator, ctx context.Context, s *shard, op func(m *machine, reply func(T)), fail func(code int16) T) T {
+// Pending is an answer the coordinator owes (see group.Pending): the
+// request was queued on its shard before the method returned, so a
+// connection's requests take effect in the order they came.
+type Pending[T any] = group.Pending[T]
+
+// ready is a Pending whose answer is already known.
+func ready[T any](v T) Pending[T] { return func() T { return v } }
+
+// then is p's answer passed through f.
+func then[T, U any](p Pending[T], f func(T) U) Pending[U] { return func() U { return f(p()) } }
+
+// submit queues op on a shard at once and returns the wait for the reply it
+// sends. The reply channel holds one answer and extra sends are dropped, so
+// the shard never blocks on a caller that went away. fail builds the answer
+// when the shard or the caller's context ends first.
+func submit[T any](c *Coordinator, ctx context.Context, s *shard, op func(m *machine, reply func(T)), fail func(code int16) T) Pending[T] {
 	ch := make(chan T, 1)
 	reply := func(v T) {
 		select {
@@ -128,23 +140,30 @@ func call[T any](c *Coordinator, ctx context.Context, s *shard, op func(m *machi
 		op(s.m, reply)
 	}
 	if !s.post(ctx, run) {
-		return fail(c.failCode())
+		return ready(fail(c.failCode()))
 	}
 	c.posted.Add(1)
-	select {
-	case v := <-ch:
-		return v
-	case <-ctx.Done():
-		return fail(errCoordinatorNotAvailable)
-	case <-c.closed:
-		// The shard may have answered just before it stopped.
+	return func() T {
 		select {
 		case v := <-ch:
 			return v
-		default:
-			return fail(errNotCoordinator)
+		case <-ctx.Done():
+			return fail(errCoordinatorNotAvailable)
+		case <-c.closed:
+			// The shard may have answered just before it stopped.
+			select {
+			case v := <-ch:
+				return v
+			default:
+				return fail(errNotCoordinator)
+			}
 		}
 	}
+}
+
+// call runs op on a shard and waits for its reply.
+func call[T any](c *Coordinator, ctx context.Context, s *shard, op func(m *machine, reply func(T)), fail func(code int16) T) T {
+	return submit(c, ctx, s, op, fail)()
 }
 
 func (c *Coordinator) failCode() int16 {

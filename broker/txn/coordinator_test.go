@@ -316,7 +316,7 @@ func TestLoadInProgress(t *testing.T) {
 	init := kmsg.NewPtrInitProducerIDRequest()
 	init.TransactionalID = &id
 	init.TransactionTimeoutMillis = 1000
-	if code := h.c.InitProducerID(ctx, init).ErrorCode; code != errCoordinatorLoadInProgress {
+	if code := h.c.InitProducerID(ctx, init)().ErrorCode; code != errCoordinatorLoadInProgress {
 		t.Errorf("InitProducerId while loading = %s", errName(code))
 	}
 	if code := h.c.ListTransactions(ctx, kmsg.NewPtrListTransactionsRequest()).ErrorCode; code != errCoordinatorLoadInProgress {
@@ -360,7 +360,7 @@ func TestCanceledContext(t *testing.T) {
 	add := kmsg.NewPtrAddPartitionsToTxnRequest()
 	add.TransactionalID, add.ProducerID = "t1", 1000
 	add.Topics = []kmsg.AddPartitionsToTxnRequestTopic{{Topic: "a", Partitions: []int32{0}}}
-	r := h.c.AddPartitionsToTxn(ctx, add)
+	r := h.c.AddPartitionsToTxn(ctx, add)()
 	if code := r.Topics[0].Partitions[0].ErrorCode; code != errCoordinatorNotAvailable {
 		t.Errorf("AddPartitionsToTxn with expired context = %s", errName(code))
 	}
@@ -391,7 +391,7 @@ func TestCloseLeaksNothing(t *testing.T) {
 			defer wg.Done()
 			req := kmsg.NewPtrEndTxnRequest()
 			req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Commit = "t2", 1001, 0, true
-			codes[i] = h.c.EndTxn(ctx, req).ErrorCode
+			codes[i] = h.c.EndTxn(ctx, req)().ErrorCode
 		}()
 	}
 	deadline := time.Now().Add(5 * time.Second)
@@ -524,7 +524,7 @@ func TestConcurrentProducers(t *testing.T) {
 			init := kmsg.NewPtrInitProducerIDRequest()
 			init.TransactionalID = &id
 			init.TransactionTimeoutMillis = 60000
-			r := h.c.InitProducerID(ctx, init)
+			r := h.c.InitProducerID(ctx, init)()
 			if r.ErrorCode != 0 {
 				errs <- fmt.Errorf("%s init: %s", id, errName(r.ErrorCode))
 				return
@@ -537,7 +537,7 @@ func TestConcurrentProducers(t *testing.T) {
 				tx.TransactionalID, tx.ProducerID, tx.ProducerEpoch = id, pid, epoch
 				tx.Topics = []kmsg.AddPartitionsToTxnRequestTransactionTopic{{Topic: "t", Partitions: []int32{int32(round % 3)}}}
 				add.Transactions = append(add.Transactions, tx)
-				if code := h.c.AddPartitionsToTxn(ctx, add).Transactions[0].Topics[0].Partitions[0].ErrorCode; code != 0 {
+				if code := h.c.AddPartitionsToTxn(ctx, add)().Transactions[0].Topics[0].Partitions[0].ErrorCode; code != 0 {
 					errs <- fmt.Errorf("%s add: %s", id, errName(code))
 					return
 				}
@@ -545,7 +545,7 @@ func TestConcurrentProducers(t *testing.T) {
 					end := kmsg.NewPtrEndTxnRequest()
 					end.Version = 5
 					end.TransactionalID, end.ProducerID, end.ProducerEpoch, end.Commit = id, pid, epoch, true
-					er := h.c.EndTxn(ctx, end)
+					er := h.c.EndTxn(ctx, end)()
 					if er.ErrorCode == errConcurrentTransactions {
 						time.Sleep(100 * time.Microsecond)
 						continue
@@ -559,7 +559,7 @@ func TestConcurrentProducers(t *testing.T) {
 				}
 				// The next AddPartitionsToTxn waits while this
 				// completion is pending.
-				for h.c.AddPartitionsToTxn(ctx, verifyReq(id, pid, epoch)).Transactions[0].Topics[0].Partitions[0].ErrorCode == errConcurrentTransactions {
+				for h.c.AddPartitionsToTxn(ctx, verifyReq(id, pid, epoch))().Transactions[0].Topics[0].Partitions[0].ErrorCode == errConcurrentTransactions {
 					time.Sleep(100 * time.Microsecond)
 				}
 			}
@@ -613,7 +613,7 @@ func TestBatchedAddPartitions(t *testing.T) {
 		return tx
 	}
 	req.Transactions = append(req.Transactions, mk("a", 1000, true, 0, 1), mk("b", 1001, false, 2, 2), mk("c", 5, false, 0), mk("", 5, true, 0))
-	resp := h.c.AddPartitionsToTxn(context.Background(), req)
+	resp := h.c.AddPartitionsToTxn(context.Background(), req)()
 	var got []string
 	for _, tx := range resp.Transactions {
 		for _, tp := range tx.Topics {

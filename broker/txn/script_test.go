@@ -329,7 +329,7 @@ func (s *script) exec(a args, out *strings.Builder) {
 		req.ProducerEpoch = int16(a.int("epoch", 0))
 		req.Group = a.str("group", "g1")
 		s.submit("offsets "+req.TransactionalID, 1, func(ctx context.Context) string {
-			return errName(h.c.AddOffsetsToTxn(ctx, req).ErrorCode)
+			return errName(h.c.AddOffsetsToTxn(ctx, req)().ErrorCode)
 		})
 	case "end":
 		s.end(a)
@@ -411,7 +411,7 @@ func (s *script) init(a args) {
 		posts = 0
 	}
 	s.submit(label, posts, func(ctx context.Context) string {
-		r := s.h.c.InitProducerID(ctx, req)
+		r := s.h.c.InitProducerID(ctx, req)()
 		return fmt.Sprintf("%s pid=%d epoch=%d", errName(r.ErrorCode), r.ProducerID, r.ProducerEpoch)
 	})
 }
@@ -454,7 +454,7 @@ func (s *script) add(a args, verify bool) {
 	}
 	label := a.name + " " + id
 	s.submit(label, 1, func(ctx context.Context) string {
-		r := s.h.c.AddPartitionsToTxn(ctx, req)
+		r := s.h.c.AddPartitionsToTxn(ctx, req)()
 		var b []string
 		add := func(topic string, p int32, code int16) {
 			b = append(b, fmt.Sprintf("%s/%d=%s", topic, p, errName(code)))
@@ -483,7 +483,7 @@ func (s *script) end(a args) {
 	req.ProducerEpoch = int16(a.int("epoch", 0))
 	req.Commit = slices.Contains(a.pos, "commit")
 	s.submit("end "+req.TransactionalID, 1, func(ctx context.Context) string {
-		r := s.h.c.EndTxn(ctx, req)
+		r := s.h.c.EndTxn(ctx, req)()
 		if req.Version >= 5 {
 			return fmt.Sprintf("%s pid=%d epoch=%d", errName(r.ErrorCode), r.ProducerID, r.ProducerEpoch)
 		}
