@@ -98,9 +98,13 @@ func TestFaultLink(t *testing.T) {
 	if _, err := r.ReadString('\n'); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
 		t.Fatalf("open connection over a cut link: %v, want it closed", err)
 	}
-	c2, r2 := dial()
-	if err := roundTrip(c2, r2, "refused", 2*time.Second); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
-		t.Fatalf("new connection over a cut link: %v, want it closed", err)
+	// A refused connection may fail in the dial already (the reset can
+	// beat the handshake's end) or at its first read.
+	if c2, err := net.Dial("tcp", l.addr()); err == nil {
+		defer c2.Close()
+		if err := roundTrip(c2, bufio.NewReader(c2), "refused", 2*time.Second); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
+			t.Fatalf("new connection over a cut link: %v, want it reset", err)
+		}
 	}
 	l.heal()
 	c3, r3 := dial()
