@@ -341,3 +341,50 @@ func TestPipelinedTransactionRequestsInOrder(t *testing.T) {
 		t.Fatalf("EndTxn after the adds answered %d", code)
 	}
 }
+
+func TestPipelinedTopicAdminInOrder(t *testing.T) {
+	ts := startServer(t, "")
+	create := func(name string) *kmsg.CreateTopicsRequest {
+		req := kmsg.NewPtrCreateTopicsRequest()
+		req.Version = 5
+		req.TimeoutMillis = 10000
+		rt := kmsg.NewCreateTopicsRequestTopic()
+		rt.Topic, rt.NumPartitions, rt.ReplicationFactor = name, 1, 1
+		req.Topics = append(req.Topics, rt)
+		return req
+	}
+	del := func(name string) *kmsg.DeleteTopicsRequest {
+		req := kmsg.NewPtrDeleteTopicsRequest()
+		req.Version = 5
+		req.TimeoutMillis = 10000
+		req.TopicNames = []string{name}
+		return req
+	}
+	metadata := kmsg.NewPtrMetadataRequest()
+	metadata.Version = 9
+	mt := kmsg.NewMetadataRequestTopic()
+	mt.Topic = kmsg.StringPtr("flip")
+	metadata.Topics = append(metadata.Topics, mt)
+
+	// Created, deleted and created again, ten times over: each request
+	// sees the one before it done.
+	var reqs []kmsg.Request
+	for range 10 {
+		reqs = append(reqs, create("flip"), metadata, del("flip"), metadata)
+	}
+	resps := pipeline(t, ts.addr, reqs)
+	for i := 0; i < len(resps); i += 4 {
+		if code := resps[i].(*kmsg.CreateTopicsResponse).Topics[0].ErrorCode; code != 0 {
+			t.Fatalf("create %d answered %d", i/4, code)
+		}
+		if code := resps[i+1].(*kmsg.MetadataResponse).Topics[0].ErrorCode; code != 0 {
+			t.Fatalf("metadata after create %d answered %d", i/4, code)
+		}
+		if code := resps[i+2].(*kmsg.DeleteTopicsResponse).Topics[0].ErrorCode; code != 0 {
+			t.Fatalf("delete %d answered %d", i/4, code)
+		}
+		if code := resps[i+3].(*kmsg.MetadataResponse).Topics[0].ErrorCode; code != 3 {
+			t.Fatalf("metadata after delete %d answered %d, want UNKNOWN_TOPIC_OR_PARTITION", i/4, code)
+		}
+	}
+}
