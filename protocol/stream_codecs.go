@@ -8,6 +8,7 @@ import (
 	"io"
 	"sync"
 
+	"github.com/klauspost/compress/snappy"
 	"github.com/klauspost/compress/zstd"
 )
 
@@ -287,15 +288,33 @@ func (s *snappyStream) reset(src []byte) {
 	s.block = nil
 }
 
+// bigSnappyBufs keeps at most bigStreams decoding buffers larger than
+// maxPooledWindow, so batches of a few MiB do not each allocate (and
+// fault in) a fresh buffer, while a burst leaves at most that many behind.
+var bigSnappyBufs = make(chan []byte, bigStreams)
+
 func (s *snappyStream) release() {
 	s.src, s.block = nil, nil
 	if cap(s.buf) > maxPooledWindow {
+		select {
+		case bigSnappyBufs <- s.buf[:0]:
+		default:
+		}
 		s.buf = nil
 	}
 }
 
 // decodeBlock decodes one raw block of at most limit bytes into s.buf.
 func (s *snappyStream) decodeBlock(src []byte, limit int) ([]byte, error) {
+	if n, err := snappy.DecodedLen(src); err == nil && n > cap(s.buf) && n <= limit {
+		select {
+		case b := <-bigSnappyBufs:
+			if cap(b) >= n {
+				s.buf = b
+			}
+		default:
+		}
+	}
 	out, err := unsnappyBlockAppend(s.buf[:0], src, limit)
 	if err != nil {
 		if errors.Is(err, ErrUncompressedTooLarge) {
