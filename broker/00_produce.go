@@ -293,6 +293,11 @@ func (s *Server) partitionMissingCode(topic string, partition int32) int16 {
 	if p := s.parts.get(topic, partition); p != nil && s.dirOffline(p) {
 		return kerr.KafkaStorageError.Code
 	}
+	if s.parts.createFailed(topic, partition) != nil {
+		// Hosted here, but its log could not be created yet
+		// (metadata_sync.go): a storage error, as for an offline dir.
+		return kerr.KafkaStorageError.Code
+	}
 	return kerr.NotLeaderForPartition.Code
 }
 

@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"time"
 
@@ -115,6 +116,9 @@ func handleCreateTopics(s *Server, r *request) (result, error) {
 			st.TopicID = res.ID
 			st.NumPartitions = res.NumPartitions
 			st.ReplicationFactor = res.ReplicationFactor
+			if !req.ValidateOnly {
+				s.failUncreatedPartitions(st)
+			}
 			for _, e := range s.cfg.DescribeTopic(specs[slots[i].index].Configs) {
 				c := kmsg.NewCreateTopicsResponseTopicConfig()
 				c.Name = e.Name
@@ -137,6 +141,31 @@ func handleCreateTopics(s *Server, r *request) (result, error) {
 		resp.Topics = append(resp.Topics, sl.resp)
 	}
 	return respond(resp)
+}
+
+// failUncreatedPartitions answers KAFKA_STORAGE_ERROR for a topic the
+// controller created but some of whose partitions this node could not
+// create a log for (out of file descriptors or space): the topic exists,
+// and the broker keeps trying to create those logs (metadata_sync.go),
+// but until they exist the partitions cannot serve, and the client must
+// not take the answer for a topic ready to use. Only this node's
+// partitions are known here; another broker that fails answers for its
+// partitions with KAFKA_STORAGE_ERROR to produce and fetch.
+func (s *Server) failUncreatedPartitions(st *kmsg.CreateTopicsResponseTopic) {
+	tp := s.parts.topic(st.Topic)
+	if tp == nil || tp.id != st.TopicID || len(tp.failed) == 0 {
+		return
+	}
+	var first error
+	var lowest int32 = -1
+	for p, err := range tp.failed {
+		if lowest < 0 || p < lowest {
+			lowest, first = p, err
+		}
+	}
+	setCreateErr(st, kerr.KafkaStorageError, fmt.Sprintf(
+		"topic created, but broker %d could not create the logs of %d of its partitions (retrying in the background): %v",
+		s.cfg.NodeID, len(tp.failed), first))
 }
 
 func setCreateErr(st *kmsg.CreateTopicsResponseTopic, ke *kerr.Error, msg string) {

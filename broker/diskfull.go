@@ -25,6 +25,6 @@ func (s *Server) noteNoSpace(p *partition, err error) {
 	if now-last < noSpaceLogEvery.Milliseconds() || !p.noSpaceLoggedMs.CompareAndSwap(last, now) {
 		return
 	}
-	s.log.Warn("disk full: writes to the partition fail with KAFKA_STORAGE_ERROR until space is freed",
+	s.log.Warn("out of disk space or file descriptors: writes to the partition fail with KAFKA_STORAGE_ERROR until there is room again",
 		"topic", p.topic, "partition", p.index, "dir", p.log.Dir(), "failures", n, "err", err)
 }

@@ -324,7 +324,7 @@ func (s *Server) appendLocked(p *partition, batch []byte, nowMs int64) (int64, e
 		return 0, fmt.Errorf("%w: %s-%d is no longer hosted here", kerr.NotLeaderForPartition, p.topic, p.index)
 	}
 	if err != nil {
-		if storage.IsNoSpace(err) {
+		if storage.IsExhausted(err) {
 			// The producer state may have learned the batch that was
 			// not written: rebuild it from the log when next needed.
 			p.producers = nil

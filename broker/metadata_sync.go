@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/gregorbroker/gregor/config"
 	"github.com/gregorbroker/gregor/raftmeta"
@@ -12,19 +13,59 @@ import (
 
 // watchMetadata reconciles the hosted partitions with each image the
 // metadata log applies, as a KRaft broker does with its metadata delta.
+//
+// A partition whose log could not be created (the process out of file
+// descriptors, the disk out of space) is tried again with a backoff that
+// doubles from createRetryMin to createRetryMax, for as long as it fails;
+// it serves once its log exists.
 func (s *Server) watchMetadata() {
 	changes := s.meta.Changes()
+	var retry <-chan time.Time
+	backoff := createRetryMin
+	if s.parts.anyCreateFailed() {
+		// The start-up reconcile could not create some logs.
+		retry = time.After(backoff)
+	}
 	for {
 		select {
 		case <-s.ctx.Done():
 			return
 		case <-changes:
-			if err := s.reconcile(s.meta.Image()); err != nil {
+		case <-retry:
+		}
+		err := s.reconcile(s.meta.Image())
+		var cf *createLogsError
+		if !errors.As(err, &cf) {
+			if err != nil {
 				s.log.Error("apply metadata", "err", err)
 			}
+			retry, backoff = nil, createRetryMin
+			continue
 		}
+		s.log.Warn("apply metadata: retrying the partitions whose logs could not be created", "partitions", cf.count, "in", backoff, "err", err)
+		retry = time.After(backoff)
+		backoff = min(2*backoff, createRetryMax)
 	}
 }
+
+// The backoff between tries to create the logs that failed.
+const (
+	createRetryMin = 200 * time.Millisecond
+	createRetryMax = 5 * time.Second
+)
+
+// createLogsError reports the partitions reconcile could not create a log
+// for: how many, and the first failure.
+type createLogsError struct {
+	count int
+	first error
+}
+
+func (e *createLogsError) Error() string {
+	return fmt.Sprintf("%d partition logs could not be created (retried in the background); first: %v", e.count, e.first)
+}
+
+func (e *createLogsError) Unwrap() error { return e.first }
 
 // reconcile opens a log for every partition of the image that lists this
 // node as a replica, and deletes the logs of topics that are gone. Handlers
@@ -59,6 +100,7 @@ func (s *Server) reconcile(img *raftmeta.Image) error {
 		s.log.Info("deleted log", "topic", tp.Topic, "partition", tp.Partition)
 	}
 
+	var failed createLogsError
 	next := make(map[string]*topicPartitions, len(old))
 	for _, name := range img.TopicNames() {
 		t, _ := img.Topic(name)
@@ -83,7 +125,15 @@ func (s *Server) reconcile(img *raftmeta.Image) error {
 			}
 			l, err := s.logs.GetOrCreateLog(name, int32(i), t.ID, logConfig(tcfg))
 			if err != nil {
-				errs = append(errs, fmt.Errorf("open log %s-%d: %w", name, i, err))
+				err = fmt.Errorf("open log %s-%d: %w", name, i, err)
+				if tp.failed == nil {
+					tp.failed = make(map[int32]error)
+				}
+				tp.failed[int32(i)] = err
+				if failed.count == 0 {
+					failed.first = err
+				}
+				failed.count++
 				continue
 			}
 			p := newPartition(s.cfg.NodeID, name, int32(i), t.ID, l, tcfg, pi.LeaderEpoch)
@@ -91,6 +141,9 @@ func (s *Server) reconcile(img *raftmeta.Image) error {
 			tp.parts[i] = p
 		}
 		next[name] = tp
+	}
+	if failed.count > 0 {
+		errs = append(errs, &failed)
 	}
 	s.parts.byName.Store(&next)
 	s.fetchers.reconcile(next)

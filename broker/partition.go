@@ -136,6 +136,12 @@ type topicPartitions struct {
 	name  string
 	id    [16]byte
 	parts []*partition
+	// failed holds, for the partitions this node hosts whose log could
+	// not be created (out of file descriptors or space), the error of the
+	// last try; nil when there are none. The broker tries again with a
+	// backoff (metadata_sync.go); meanwhile they answer
+	// KAFKA_STORAGE_ERROR.
+	failed map[int32]error
 }
 
 // partitionTable maps topics to their hosted partitions. Readers load the
@@ -158,6 +164,27 @@ func (t *partitionTable) get(topic string, index int32) *partition {
 		return nil
 	}
 	return tp.parts[index]
+}
+
+// createFailed is the error that kept the hosted partition's log from
+// being created, or nil.
+func (t *partitionTable) createFailed(topic string, index int32) error {
+	tp := t.topic(topic)
+	if tp == nil {
+		return nil
+	}
+	return tp.failed[index]
+}
+
+// anyCreateFailed reports whether some hosted partition has no log yet
+// because its creation failed.
+func (t *partitionTable) anyCreateFailed() bool {
+	for _, tp := range t.all() {
+		if len(tp.failed) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 func (t *partitionTable) all() map[string]*topicPartitions {

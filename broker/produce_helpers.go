@@ -58,10 +58,10 @@ func (s *Server) storageFailed(p *partition, err error) {
 		// leader-epoch checkpoint beside them) may already be gone.
 		return
 	}
-	if storage.IsNoSpace(err) && p.log.Err() == nil {
-		// A full disk fails the one write and leaves the log usable
-		// (storage/nospace.go): the dir stays online and serves again
-		// once space returns.
+	if storage.IsExhausted(err) && p.log.Err() == nil {
+		// A full disk, or a process out of file descriptors, fails the
+		// one write and leaves the log usable (storage/nospace.go): the
+		// dir stays online and serves again once space returns.
 		s.noteNoSpace(p, err)
 		return
 	}

@@ -164,7 +164,8 @@ func (s *Server) open() error {
 	if err := s.startTxnCoordinator(); err != nil {
 		return err
 	}
-	if err := s.reconcile(s.meta.Image()); err != nil {
+	if err := s.reconcile(s.meta.Image()); err != nil && !errors.As(err, new(*createLogsError)) {
+		// Logs that could not be created are retried (metadata_sync.go).
 		return err
 	}
 	s.goTracked(s.watchMetadata)

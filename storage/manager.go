@@ -74,7 +74,10 @@ type Manager struct {
 	mu      sync.RWMutex
 	logs    map[TopicPartition]*Log
 	offline map[string]bool // log dirs a disk error took offline (SetDirOffline)
-	closed  bool
+	// halfMade are partition directories whose creation failed and
+	// which could not be removed then (removeHalfMadeLocked).
+	halfMade map[string]bool
+	closed   bool
 
 	ckptMu sync.Mutex // one checkpoint writer at a time
 
@@ -458,11 +461,57 @@ func (m *Manager) DirOffline(dir string) bool {
 func (m *Manager) createLog(parent string, tp TopicPartition, topicID [16]byte, cfg LogConfig) (*Log, error) {
 	dir := filepath.Join(parent, tp.String())
 	if _, err := m.fsys.Stat(dir); err == nil {
-		return nil, fmt.Errorf("directory %s exists but was not loaded", dir)
+		if !m.halfMade[dir] || !m.removeHalfMadeLocked(dir) {
+			return nil, fmt.Errorf("directory %s exists but was not loaded", dir)
+		}
 	}
 	if err := m.fsys.MkdirAll(dir, 0o755); err != nil {
+		m.removeHalfMadeLocked(dir)
 		return nil, err
 	}
+	l, err := m.createLogIn(parent, dir, tp, topicID, cfg)
+	if err != nil {
+		// Out of file descriptors or space, the broker tries again
+		// later: the directory must not stay behind half made, or the
+		// next try would find it and refuse, and a restart load it.
+		m.removeHalfMadeLocked(dir)
+		return nil, err
+	}
+	return l, nil
+}
+
+// removeHalfMadeLocked removes the directory of a log whose creation
+// failed. It unlinks the files createLog makes one by one first, which
+// needs no file descriptor (RemoveAll must open the directory to list it,
+// which a process out of descriptors cannot); a directory it cannot
+// remove is remembered, so the next creation of the log removes it
+// instead of refusing it as a log that was not loaded. It reports whether
+// the directory is gone. The caller holds m.mu.
+func (m *Manager) removeHalfMadeLocked(dir string) bool {
+	for _, name := range []string{
+		partitionMetadataFile, partitionMetadataFile + ".tmp",
+		segmentName(0) + logSuffix, segmentName(0) + indexSuffix, segmentName(0) + timeIndexSuffix,
+	} {
+		m.fsys.Remove(filepath.Join(dir, name))
+	}
+	err := m.fsys.Remove(dir)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		err = m.fsys.RemoveAll(dir)
+	}
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		m.logger.Warn("cannot remove a partition directory whose creation failed; removing it at the next try", "dir", dir, "err", err)
+		if m.halfMade == nil {
+			m.halfMade = map[string]bool{}
+		}
+		m.halfMade[dir] = true
+		return false
+	}
+	delete(m.halfMade, dir)
+	return true
+}
+
+// createLogIn makes the files of a new log in dir, which exists.
+func (m *Manager) createLogIn(parent, dir string, tp TopicPartition, topicID [16]byte, cfg LogConfig) (*Log, error) {
 	if topicID != ([16]byte{}) {
 		if err := vfs.WriteFileAtomic(m.fsys, filepath.Join(dir, partitionMetadataFile), encodePartitionMetadata(topicID)); err != nil {
 			return nil, err

@@ -12,7 +12,8 @@ import (
 // of space (ENOSPC, or EDQUOT for a quota) as an error of that one append:
 // the bytes it may have written past the log end are cut off again, the
 // log keeps no sticky error, and the next append succeeds once space
-// returns. Only a failed fsync (after which the page cache may have
+// returns. A file creation refused for want of file descriptors (EMFILE,
+// ENFILE: a roll, a new log) is treated the same way. Only a failed fsync (after which the page cache may have
 // dropped the data, whatever the errno) or a failed truncation of the
 // partial write stays sticky and takes the dir offline.
 
@@ -22,16 +23,24 @@ func IsNoSpace(err error) bool {
 	return errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT)
 }
 
+// IsExhausted reports whether err is a resource running out rather than a
+// disk failing: space (IsNoSpace), or file descriptors (EMFILE for the
+// process, ENFILE for the system), which a file creation or a roll meets.
+// Such an error fails the one operation and leaves the log usable.
+func IsExhausted(err error) bool {
+	return IsNoSpace(err) || errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE)
+}
+
 // errSyncFailed marks an fsync failure inside an operation that also
 // writes, so that an fsync refused with ENOSPC is never mistaken for a
 // write that can simply be retried.
 var errSyncFailed = errors.New("fsync failed")
 
 // transientWriteErr reports whether err, from a write path of the log,
-// leaves the log usable: the disk ran out of space before anything was
-// published, and no fsync failed.
+// leaves the log usable: the disk ran out of space, or the process out of
+// file descriptors, before anything was published, and no fsync failed.
 func transientWriteErr(err error) bool {
-	return IsNoSpace(err) && !errors.Is(err, errSyncFailed)
+	return IsExhausted(err) && !errors.Is(err, errSyncFailed)
 }
 
 // syncErr wraps an fsync failure so that transientWriteErr refuses it.

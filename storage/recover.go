@@ -63,7 +63,7 @@ func (s *segment) recover(cfg *LogConfig, batches *atomic.Int64, txns *txnRebuil
 	s.size.Store(valid)
 	s.addFinalTimeEntryLocked()
 	if err := s.rewriteIndexFilesLocked(); err != nil {
-		if !IsNoSpace(err) {
+		if !IsExhausted(err) {
 			return 0, reason, fmt.Errorf("recover segment %d: %w", s.base, err)
 		}
 		s.deferIndexFilesLocked()

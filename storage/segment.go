@@ -316,7 +316,7 @@ func (s *segment) rebuildIndexesLocked(cfg *LogConfig) error {
 	}
 	s.addFinalTimeEntryLocked()
 	if err := s.rewriteIndexFilesLocked(); err != nil {
-		if IsNoSpace(err) {
+		if IsExhausted(err) {
 			s.deferIndexFilesLocked()
 			return nil
 		}

@@ -1,0 +1,176 @@
+package integration
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// startGregorNofile is startGregor under prlimit with a hard
+// RLIMIT_NOFILE of hard; it returns once gregor has started.
+func startGregorNofile(t *testing.T, hard uint64, dir string, port int) *process {
+	t.Helper()
+	prlimit, err := exec.LookPath("prlimit")
+	if err != nil {
+		t.Skip("prlimit (util-linux) not installed")
+	}
+	args := []string{fmt.Sprintf("--nofile=%d:%d", hard, hard), gregorBin,
+		"serve", "--data-dir", dir, "--listen", fmt.Sprintf("127.0.0.1:%d", port)}
+	cmd := exec.Command(prlimit, args...)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &process{t: t, cmd: cmd, done: make(chan struct{}), started: make(chan string, 1)}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			line := sc.Text()
+			p.mu.Lock()
+			// A process out of descriptors logs each refused accept:
+			// keep the output bounded.
+			if p.output.Len() < 1<<20 {
+				p.output.WriteString(line + "\n")
+			}
+			p.mu.Unlock()
+			if m := startedRE.FindStringSubmatch(line); m != nil {
+				select {
+				case p.started <- m[1]:
+				default:
+				}
+			}
+		}
+		cmd.Wait()
+		close(p.done)
+	}()
+	t.Cleanup(func() {
+		p.kill()
+		if t.Failed() {
+			t.Logf("gregor output:\n%s", p.log())
+		}
+	})
+	p.waitStarted()
+	return p
+}
+
+// TestFDLimitCreateTopics: a broker limited to 256 file descriptors (the
+// soft RLIMIT_NOFILE of the running process, set with prlimit) is
+// asked for a topic of 600 partitions, one descriptor each. CreateTopics
+// answers KAFKA_STORAGE_ERROR (not success); produce to a partition left
+// without a log answers KAFKA_STORAGE_ERROR (not NOT_LEADER_OR_FOLLOWER);
+// no log dir is taken offline. When the limit is raised (prlimit on the
+// running process) the broker creates the missing logs on its own, with
+// no restart and no metadata change, and every partition takes produce
+// and reads back.
+func TestFDLimitCreateTopics(t *testing.T) {
+	const partitions = 600
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+		t.Fatal(err)
+	}
+	port := freePort(t)
+	p := startGregorNofile(t, lim.Max, t.TempDir(), port)
+	// Go raises the soft limit to the hard one as a program starts, and
+	// raising a hard limit needs CAP_SYS_RESOURCE, which a container may
+	// lack: so the soft limit is lowered once gregor runs, and raised
+	// back later, under the same hard limit.
+	setNofile := func(soft uint64) {
+		t.Helper()
+		cmd := exec.Command("prlimit", "--pid", strconv.Itoa(p.cmd.Process.Pid), fmt.Sprintf("--nofile=%d:%d", soft, lim.Max))
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("prlimit: %v: %s", err, out)
+		}
+	}
+	cl := newClient(t, p.addr, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.RecordRetries(0),
+		kgo.RequiredAcks(kgo.AllISRAcks()), kgo.DisableIdempotentWrite())
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	// Open the client's connections (metadata and produce) while there
+	// are descriptors for them.
+	createTopic(t, p.addr, "warm", 1)
+	if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "warm", Value: []byte("w")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+
+	setNofile(256)
+	req := kmsg.NewPtrCreateTopicsRequest()
+	req.TimeoutMillis = 60000
+	rt := kmsg.NewCreateTopicsRequestTopic()
+	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = "wide", partitions, 1
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := resp.Topics[0]
+	if got.ErrorCode != kerr.KafkaStorageError.Code {
+		t.Fatalf("CreateTopics of %d partitions with 256 descriptors answered %v, want KAFKA_STORAGE_ERROR",
+			partitions, kerr.ErrorForCode(got.ErrorCode))
+	}
+	msg := ""
+	if got.ErrorMessage != nil {
+		msg = *got.ErrorMessage
+	}
+	t.Logf("CreateTopics: %s", msg)
+	if !strings.Contains(msg, "too many open files") {
+		t.Errorf("message %q does not name the cause", msg)
+	}
+
+	produce := func(part int32) error {
+		return cl.ProduceSync(ctx, &kgo.Record{Topic: "wide", Partition: part, Value: []byte(strconv.Itoa(int(part)))}).FirstErr()
+	}
+	// A partition that was created may still fail a produce with
+	// KAFKA_STORAGE_ERROR while no descriptor is free (its first append
+	// writes the leader epoch checkpoint), but not otherwise, and its dir
+	// must not go offline: it takes produce once the limit is raised.
+	if err := produce(0); err != nil && !errors.Is(err, kerr.KafkaStorageError) {
+		t.Fatalf("produce to partition 0, created: %v", err)
+	}
+	if err := produce(partitions - 1); !errors.Is(err, kerr.KafkaStorageError) {
+		t.Fatalf("produce to partition %d, not created: %v, want KAFKA_STORAGE_ERROR", partitions-1, err)
+	}
+
+	setNofile(lim.Max)
+	start := time.Now()
+	for part := int32(0); part < partitions; part++ {
+		for {
+			err := produce(part)
+			if err == nil {
+				break
+			}
+			if !errors.Is(err, kerr.KafkaStorageError) || time.Since(start) > 30*time.Second {
+				t.Fatalf("produce to partition %d after the limit was raised: %v", part, err)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	t.Logf("every partition took produce %v after the limit was raised", time.Since(start))
+	log := readAll(t, p.addr, "wide")
+	for part := int32(0); part < partitions; part++ {
+		recs := log[part]
+		if len(recs) != 1 || string(recs[0].Value) != strconv.Itoa(int(part)) {
+			t.Fatalf("partition %d read back %d records", part, len(recs))
+		}
+	}
+	select {
+	case <-p.done:
+		t.Fatal("gregor exited")
+	default:
+	}
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	<-p.done
+}
