@@ -118,6 +118,7 @@ type Log struct {
 	// transactions (ManagerConfig.ProducerSnapshotTxns); nil if none.
 	snapshotTxns func([]byte) (map[int64]int64, error)
 	rollHook     func(RollEvent) // see OnRoll; guarded by mu
+	syncWatch    *syncWatch      // the Manager's fsync watchdog (syncwatch.go)
 }
 
 // LogStartOffset is the first offset a reader may ask for.
@@ -389,7 +390,7 @@ func (l *Log) rollAtLocked(base, now int64, inAppend bool) (*segment, error) {
 	if err := old.persistIndexesLocked(); err != nil {
 		return nil, err
 	}
-	if err := old.syncFiles(); err != nil {
+	if err := l.syncWatched(old.openFilesLocked()); err != nil {
 		return nil, err
 	}
 	old.unsynced = false
@@ -610,7 +611,7 @@ func (l *Log) flushLocked() error {
 		if !s.seg.acquire() {
 			continue
 		}
-		err := syncAll(s.files)
+		err := l.syncWatched(s.files)
 		s.seg.release()
 		if err != nil {
 			return l.setErr(fmt.Errorf("flush %s: %w", l.tp, err))

@@ -53,6 +53,10 @@ type ManagerConfig struct {
 	// needs rather than from the start of the log. nil: always from the
 	// start.
 	ProducerSnapshotTxns func(snapshot []byte) (map[int64]int64, error)
+	// SyncStallThreshold is how long an fsync of a segment's files may
+	// run before it is reported as stalled (syncwatch.go); 0 means
+	// DefaultSyncStallThreshold.
+	SyncStallThreshold time.Duration
 }
 
 // Manager owns the log dirs: their meta.properties, checkpoint files,
@@ -70,6 +74,7 @@ type Manager struct {
 	snapTxns   func([]byte) (map[int64]int64, error)
 	dirIDs     map[string][16]byte
 	deleter    *fileDeleter
+	syncWatch  *syncWatch
 
 	mu      sync.RWMutex
 	logs    map[TopicPartition]*Log
@@ -129,6 +134,7 @@ func OpenManager(cfg ManagerConfig) (*Manager, error) {
 	if m.now == nil {
 		m.now = time.Now
 	}
+	m.syncWatch = newSyncWatch(cfg.SyncStallThreshold, m.logger)
 	if m.topicCfg == nil {
 		m.topicCfg = func(string) LogConfig { return DefaultLogConfig() }
 	}
@@ -550,6 +556,7 @@ func (m *Manager) newLog(parent string, tp TopicPartition, segs []*segment, cfg 
 		deleter:    m.deleter,
 
 		snapshotTxns: m.snapTxns,
+		syncWatch:    m.syncWatch,
 	}
 	l.truncateCleanerCkpt = m.truncateCleanerCheckpoint
 	l.hw.Store(-1)

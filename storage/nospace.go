@@ -82,3 +82,8 @@ func (s *segment) deferIndexFilesLocked() {
 	}
 	s.offPersisted, s.timePersisted = 0, 0
 }
+
+// syncErrFile is syncErr naming the file.
+func syncErrFile(name string, err error) error {
+	return fmt.Errorf("%s: %w", name, syncErr(err))
+}

@@ -462,9 +462,6 @@ func (s *segment) openIndexFiles() error {
 	return nil
 }
 
-// syncFiles fsyncs the segment's open files. The caller holds Log.mu.
-func (s *segment) syncFiles() error { return syncAll(s.openFilesLocked()) }
-
 // openFilesLocked lists the segment's open files, for a caller that syncs
 // them after it lets go of Log.mu: a roll may open index files meanwhile.
 // The caller holds Log.mu.
@@ -476,16 +473,6 @@ func (s *segment) openFilesLocked() []vfs.File {
 		}
 	}
 	return out
-}
-
-// syncAll fsyncs files.
-func syncAll(files []vfs.File) error {
-	for _, f := range files {
-		if err := f.Sync(); err != nil {
-			return fmt.Errorf("%s: %w", f.Name(), syncErr(err))
-		}
-	}
-	return nil
 }
 
 // closeIndexFiles closes the index files once nothing will write them.
