@@ -15,12 +15,25 @@ import (
 // Grows a topic to Count partitions (INVALID_PARTITIONS when Count is not
 // larger than today's), with replicas placed by the controller or given in
 // Assignment. A topic named twice is answered once, INVALID_REQUEST, and
-// not grown (ControllerApis.createPartitions).
+// not grown (ControllerApis.createPartitions). A negative timeout answers
+// REQUEST_TIMED_OUT for every topic and grows nothing; 0 waits up to 30s
+// (Kafka's controller would time it out too, but clients that mean "do not
+// wait" send it).
 func init() { register(37, 0, 3, handleCreatePartitions) }
 
 func handleCreatePartitions(s *Server, r *request) (result, error) {
 	req := r.req.(*kmsg.CreatePartitionsRequest)
 	resp := req.ResponseKind().(*kmsg.CreatePartitionsResponse)
+	if req.TimeoutMillis < 0 {
+		// A deadline already past: Kafka's controller times the request
+		// out before it runs (CreatePartitionsRequest.getErrorResponse).
+		for _, t := range req.Topics {
+			st := kmsg.NewCreatePartitionsResponseTopic()
+			st.Topic, st.ErrorCode = t.Topic, kerr.RequestTimedOut.Code
+			resp.Topics = append(resp.Topics, st)
+		}
+		return respond(resp)
+	}
 	seen := make(map[string]int)
 	for _, t := range req.Topics {
 		seen[t.Topic]++

@@ -18,11 +18,19 @@ import (
 // Kafka. Another election type fails the request with INVALID_REQUEST at
 // the top and for each partition named (ReplicationControlManager.electionType,
 // ElectLeadersRequest.getErrorResponse); v0 carries no type and means
-// preferred.
+// preferred. A negative timeout is a deadline already past: Kafka's
+// controller times the request out before it runs (REQUEST_TIMED_OUT, no
+// election); 0 waits up to 30s here, where Kafka would time out too, as
+// clients that mean "do not wait" send it.
 func init() { register(43, 0, 2, handleElectLeaders) }
 
 func handleElectLeaders(s *Server, r *request) (result, error) {
 	req := r.req.(*kmsg.ElectLeadersRequest)
+	if req.TimeoutMillis < 0 {
+		// Before the election type: Kafka's controller checks that
+		// in the event the deadline cancels.
+		return respond(electLeadersError(req, kerr.RequestTimedOut))
+	}
 	if req.ElectionType != 0 && req.ElectionType != 1 {
 		return respond(electLeadersError(req, kerrMsg(kerr.InvalidRequest, fmt.Sprintf("Unknown election type %d", req.ElectionType))))
 	}

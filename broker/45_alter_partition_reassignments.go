@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/gregorbroker/gregor/raftmeta"
@@ -19,11 +20,16 @@ import (
 // answers INVALID_REPLICATION_FACTOR for a target of another size. Errors
 // are per partition (UNKNOWN_TOPIC_OR_PARTITION, INVALID_REPLICA_ASSIGNMENT
 // for an empty, duplicated or unregistered replica); NOT_CONTROLLER or
-// REQUEST_TIMED_OUT fail the whole request.
+// REQUEST_TIMED_OUT fail the whole request. A negative timeout is a
+// deadline already past: REQUEST_TIMED_OUT at the top and for every
+// partition, nothing moved (AlterPartitionReassignmentsRequest.getErrorResponse).
 func init() { register(45, 0, 1, handleAlterPartitionReassignments) }
 
 func handleAlterPartitionReassignments(s *Server, r *request) (result, error) {
 	req := r.req.(*kmsg.AlterPartitionAssignmentsRequest)
+	if req.TimeoutMillis < 0 && len(req.Topics) > 0 {
+		return respond(reassignmentsError(req, kerr.RequestTimedOut))
+	}
 	return r.inOrder(func() kmsg.Response {
 		resp := req.ResponseKind().(*kmsg.AlterPartitionAssignmentsResponse)
 		// v0 cannot forbid a change of replication factor.
@@ -66,4 +72,22 @@ func handleAlterPartitionReassignments(s *Server, r *request) (result, error) {
 		}
 		return resp
 	})
+}
+
+// reassignmentsError is AlterPartitionReassignmentsRequest.getErrorResponse.
+func reassignmentsError(req *kmsg.AlterPartitionAssignmentsRequest, ke *kerr.Error) *kmsg.AlterPartitionAssignmentsResponse {
+	resp := req.ResponseKind().(*kmsg.AlterPartitionAssignmentsResponse)
+	resp.AllowReplicationFactorChange = req.Version < 1 || req.AllowReplicationFactorChange
+	resp.ErrorCode = ke.Code
+	for _, t := range req.Topics {
+		rt := kmsg.NewAlterPartitionAssignmentsResponseTopic()
+		rt.Topic = t.Topic
+		for _, p := range t.Partitions {
+			rp := kmsg.NewAlterPartitionAssignmentsResponseTopicPartition()
+			rp.Partition, rp.ErrorCode = p.Partition, ke.Code
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	return resp
 }

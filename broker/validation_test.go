@@ -726,8 +726,12 @@ func TestValidateMetadata(t *testing.T) {
 // DescribeCluster's endpoint type (AuthHelper.computeDescribeClusterResponse),
 // ElectLeaders' election type (ReplicationControlManager.electionType),
 // DescribeQuorum's partition (KafkaRaftClient.handleDescribeQuorumRequest),
-// DescribeProducers' topic names (KafkaApis.checkValidTopic) and
-// CreatePartitions' duplicate topics (ControllerApis.createPartitions).
+// DescribeProducers' topic names (KafkaApis.checkValidTopic),
+// CreatePartitions' duplicate topics (ControllerApis.createPartitions),
+// AlterPartitionReassignments' partitions and replicas
+// (ReplicationControlManager.alterPartitionReassignment), and negative
+// timeouts: a deadline already past when Kafka's controller would run
+// the request (KafkaEventQueue).
 func TestValidateAdminRequests(t *testing.T) {
 	ts := startServer(t, "")
 	createTopic(t, ts.admin(t), "adm", 1, nil)
@@ -744,11 +748,11 @@ func TestValidateAdminRequests(t *testing.T) {
 		resp := exchange(t, c, req).(*kmsg.DescribeClusterResponse)
 		return fmt.Sprintf("%d/%d", resp.ErrorCode, len(resp.Brokers))
 	}
-	electLeaders := func(typ int8) string {
+	electLeaders := func(typ int8, timeout int32) string {
 		req := kmsg.NewPtrElectLeadersRequest()
 		req.SetVersion(2)
 		req.ElectionType = typ
-		req.TimeoutMillis = 5000
+		req.TimeoutMillis = timeout
 		rt := kmsg.NewElectLeadersRequestTopic()
 		rt.Topic, rt.Partitions = "adm", []int32{0}
 		req.Topics = append(req.Topics, rt)
@@ -793,10 +797,10 @@ func TestValidateAdminRequests(t *testing.T) {
 		}
 		return fmt.Sprint(out)
 	}
-	createPartitions := func(topics ...string) string {
+	createPartitions := func(timeout int32, topics ...string) string {
 		req := kmsg.NewPtrCreatePartitionsRequest()
 		req.SetVersion(3)
-		req.TimeoutMillis = 5000
+		req.TimeoutMillis = timeout
 		for _, n := range topics {
 			rt := kmsg.NewCreatePartitionsRequestTopic()
 			rt.Topic, rt.Count = n, 3
@@ -809,6 +813,31 @@ func TestValidateAdminRequests(t *testing.T) {
 		return fmt.Sprint(out)
 	}
 
+	type reassignPart struct {
+		tp
+		replicas []int32
+	}
+	reassign := func(timeout int32, parts ...reassignPart) string {
+		req := kmsg.NewPtrAlterPartitionAssignmentsRequest()
+		req.TimeoutMillis = timeout
+		for _, p := range parts {
+			rt := kmsg.NewAlterPartitionAssignmentsRequestTopic()
+			rt.Topic = p.topic
+			rp := kmsg.NewAlterPartitionAssignmentsRequestTopicPartition()
+			rp.Partition, rp.Replicas = p.partition, p.replicas
+			rt.Partitions = append(rt.Partitions, rp)
+			req.Topics = append(req.Topics, rt)
+		}
+		resp := exchange(t, c, req).(*kmsg.AlterPartitionAssignmentsResponse)
+		out := fmt.Sprint(resp.ErrorCode)
+		for _, rt := range resp.Topics {
+			for _, rp := range rt.Partitions {
+				out += fmt.Sprintf(" %s-%d:%d", rt.Topic, rp.Partition, rp.ErrorCode)
+			}
+		}
+		return out
+	}
+
 	for _, row := range []struct {
 		name string
 		got  func() string
@@ -818,15 +847,25 @@ func TestValidateAdminRequests(t *testing.T) {
 		{"DescribeCluster: controllers, from a broker", func() string { return describeCluster(1, 2) }, "114/0"},
 		{"DescribeCluster: an unknown endpoint type", func() string { return describeCluster(1, 9) }, "115/0"},
 		{"DescribeCluster v0 carries no endpoint type: brokers", func() string { return describeCluster(0, 9) }, "0/1"},
-		{"ElectLeaders: an unknown election type", func() string { return electLeaders(5) }, "42 adm-0:42"},
-		{"ElectLeaders: preferred, not needed", func() string { return electLeaders(0) }, "0 adm-0:84"},
+		{"ElectLeaders: an unknown election type", func() string { return electLeaders(5, 5000) }, "42 adm-0:42"},
+		{"ElectLeaders: preferred, not needed", func() string { return electLeaders(0, 5000) }, "0 adm-0:84"},
+		{"ElectLeaders: a negative timeout, before the type", func() string { return electLeaders(5, -1) }, "7 adm-0:7"},
 		{"DescribeQuorum: the metadata partition", func() string { return describeQuorum("__cluster_metadata", 0) }, "[__cluster_metadata-0:0/leader 1]"},
 		{"DescribeQuorum: another partition", func() string { return describeQuorum("__cluster_metadata", 1) }, "[__cluster_metadata-1:3/leader 0]"},
 		{"DescribeQuorum: two partitions", func() string { return describeQuorum("__cluster_metadata", 0, 0) }, "[__cluster_metadata-0:3/leader 0 __cluster_metadata-0:3/leader 0]"},
 		{"DescribeQuorum: another topic", func() string { return describeQuorum("adm", 0) }, "[adm-0:3/leader 0]"},
 		{"DescribeProducers: an illegal topic name", func() string { return describeProducers("a/b") }, "[0:17 1:17]"},
 		{"DescribeProducers: a legal one", func() string { return describeProducers("adm") }, "[0:0 1:3]"},
-		{"CreatePartitions: a topic named twice is answered once and not grown", func() string { return createPartitions("adm", "nope", "adm") }, "[adm:42 nope:3]"},
+		{"CreatePartitions: a topic named twice is answered once and not grown", func() string { return createPartitions(5000, "adm", "nope", "adm") }, "[adm:42 nope:3]"},
+		{"CreatePartitions: a negative timeout", func() string { return createPartitions(-1, "adm") }, "[adm:7]"},
+		{"AlterPartitionReassignments: a negative timeout", func() string { return reassign(-1, reassignPart{tp{"adm", 0}, []int32{1}}) }, "7 adm-0:7"},
+		{"AlterPartitionReassignments: unknown partitions", func() string {
+			return reassign(5000, reassignPart{tp{"adm", 3}, []int32{1}}, reassignPart{tp{"adm", -1}, []int32{1}}, reassignPart{tp{"nope", 0}, []int32{1}})
+		}, "0 adm-3:3 adm--1:3 nope-0:3"},
+		{"AlterPartitionReassignments: bad replica lists", func() string {
+			return reassign(5000, reassignPart{tp{"adm", 0}, []int32{}}, reassignPart{tp{"adm", 0}, []int32{1, 1}}, reassignPart{tp{"adm", 0}, []int32{7}})
+		}, "0 adm-0:39 adm-0:39 adm-0:39"},
+		{"AlterPartitionReassignments: cancelling none in progress", func() string { return reassign(5000, reassignPart{tp{"adm", 0}, nil}) }, "0 adm-0:85"},
 	} {
 		t.Run(row.name, func(t *testing.T) {
 			if got := row.got(); got != row.want {
@@ -834,6 +873,9 @@ func TestValidateAdminRequests(t *testing.T) {
 			}
 			if n := partitions(); n != 1 {
 				t.Fatalf("adm has %d partitions", n)
+			}
+			if tc, _ := ts.meta.Image().Topic("adm"); fmt.Sprint(tc.Partitions[0].Replicas) != "[1]" {
+				t.Fatalf("adm-0 replicas %v", tc.Partitions[0].Replicas)
 			}
 		})
 	}
