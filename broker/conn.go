@@ -10,7 +10,9 @@ import (
 	"net"
 	"runtime/debug"
 	"sync"
+	"sync/atomic"
 	"syscall"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -40,6 +42,10 @@ type conn struct {
 	// lastInOrder is closed when the connection's latest coordinator
 	// request has been answered (serial.go); touched only by the reader.
 	lastInOrder chan struct{}
+	// pending counts requests read and not yet answered (or abandoned),
+	// so the idle timeout never closes a connection that waits on us.
+	pending atomic.Int32
+	limits  *netLimits
 }
 
 // slot is the place of one request in the connection's response order.
@@ -48,6 +54,7 @@ type slot struct {
 	correlationID int32
 	resp          kmsg.Response // nil: no response is written (acks=0)
 	closeConn     bool          // set when the handler failed in a way that ends the connection
+	frameBytes    int64         // taken from queued.max.request.bytes until answered
 }
 
 func (s *Server) serveConn(nc net.Conn, listener string) {
@@ -60,6 +67,7 @@ func (s *Server) serveConn(nc net.Conn, listener string) {
 		slots:    make(chan *slot, maxInFlight),
 		ctx:      ctx,
 		cancel:   cancel,
+		limits:   s.limits(),
 	}
 	if sc, ok := nc.(syscall.Conn); ok && haveSendfile {
 		if raw, err := sc.SyscallConn(); err == nil {
@@ -82,15 +90,16 @@ func (s *Server) serveConn(nc net.Conn, listener string) {
 }
 
 func (c *conn) readLoop() {
-	r := bufio.NewReaderSize(c.nc, 64<<10)
+	fr := &frameReader{c: c}
+	defer fr.release()
 	maxSize := c.s.cfg.SocketRequestMaxBytes
 	for {
-		// Each frame gets its own buffer: handlers keep slices of it (the
-		// records of a produce request) past this iteration.
-		frame, err := protocol.ReadFrame(r, maxSize, nil)
+		frame, n, err := c.readFrame(fr, maxSize)
 		if err != nil {
 			switch {
 			case errors.Is(err, io.EOF), errors.Is(err, net.ErrClosed), c.ctx.Err() != nil:
+			case errors.Is(err, errIdle):
+				c.log.Debug("closing idle connection", "idle", time.Duration(c.limits.idleTimeout.Load()))
 			case errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, syscall.ECONNRESET):
 				// The client went away mid-frame: its business, not bad input.
 				c.log.Debug("connection closed by the client", "err", err)
@@ -99,8 +108,21 @@ func (c *conn) readLoop() {
 			}
 			return
 		}
+		// The first phase of a handler runs holding one of the broker's
+		// queued.max.requests places.
+		select {
+		case c.limits.queued <- struct{}{}:
+		case <-c.ctx.Done():
+			c.releaseBytes(n)
+			return
+		}
 		sl, ok := c.handleFrame(frame)
-		if sl != nil {
+		<-c.limits.queued
+		if sl == nil {
+			c.releaseBytes(n)
+		} else {
+			sl.frameBytes = n
+			c.pending.Add(1)
 			select {
 			case c.slots <- sl:
 			case <-c.ctx.Done():
@@ -112,6 +134,52 @@ func (c *conn) readLoop() {
 			return
 		}
 	}
+}
+
+// readFrame reads the next request frame, each into a buffer of its own
+// (handlers keep slices of it, the records of a produce, past this
+// iteration), having taken its size from queued.max.request.bytes.
+func (c *conn) readFrame(fr *frameReader, maxSize int32) ([]byte, int64, error) {
+	if err := fr.waitFirstByte(); err != nil {
+		return nil, 0, err
+	}
+	size, err := fr.readSize(maxSize)
+	if err != nil {
+		return nil, 0, err
+	}
+	n := int64(size)
+	if b := c.limits.bytes; b != nil {
+		if err := b.acquire(c.ctx, n); err != nil {
+			return nil, 0, err
+		}
+		// The time spent waiting for the budget is the broker's, not the
+		// client's.
+		if err := c.nc.SetReadDeadline(time.Now().Add(time.Duration(c.limits.frameTimeout.Load()))); err != nil {
+			c.releaseBytes(n)
+			return nil, 0, err
+		}
+	}
+	frame, err := fr.readBody(size)
+	if err != nil {
+		c.releaseBytes(n)
+		return nil, 0, err
+	}
+	return frame, n, nil
+}
+
+// releaseBytes gives a frame's bytes back to queued.max.request.bytes.
+func (c *conn) releaseBytes(n int64) {
+	if b := c.limits.bytes; b != nil && n > 0 {
+		b.release(n)
+	}
+}
+
+// finished is called once for each slot queued, when it was answered or
+// abandoned: its frame no longer counts against the budgets.
+func (c *conn) finished(sl *slot) {
+	c.releaseBytes(sl.frameBytes)
+	sl.frameBytes = 0
+	c.pending.Add(-1)
 }
 
 // handleFrame parses one request and starts its handler. It returns the
@@ -194,20 +262,46 @@ func doneSlot(corr int32, resp kmsg.Response) *slot {
 	return sl
 }
 
+// writeLoop sends the responses in request order. Its write buffer and
+// encoding buffer are pooled and held only while responses are ready to
+// send: a connection waiting on a long poll or on its client holds none.
 func (c *conn) writeLoop() {
-	w := bufio.NewWriterSize(c.nc, 64<<10)
+	var (
+		w   *bufio.Writer
+		buf *[]byte
+	)
+	// idle sends what is buffered and gives the buffers back.
+	idle := func() error {
+		var err error
+		if w != nil {
+			err = w.Flush()
+			w.Reset(nil)
+			writerPool.Put(w)
+			w = nil
+		}
+		if buf != nil {
+			putEncodeBuf(buf)
+			buf = nil
+		}
+		return err
+	}
+	defer idle()
 	zw := &zeroCopyWriter{raw: c.raw}
-	var buf []byte
+	fail := func(sl *slot) {
+		c.nc.Close()
+		if sl != nil {
+			c.abandon(sl)
+		}
+		c.drain()
+	}
 	for sl := range c.slots {
 		select {
 		case <-sl.done:
 		default:
 			// The next response is not ready: send what is buffered first,
 			// so a long poll does not hold back the answers before it.
-			if err := w.Flush(); err != nil {
-				c.nc.Close()
-				c.abandon(sl)
-				c.drain()
+			if err := idle(); err != nil {
+				fail(sl)
 				return
 			}
 			select {
@@ -220,51 +314,70 @@ func (c *conn) writeLoop() {
 		}
 		if sl.closeConn {
 			releaseResponse(sl.resp)
-			c.nc.Close()
-			c.drain()
+			c.finished(sl)
+			fail(nil)
 			return
 		}
 		if sl.resp == nil {
+			c.finished(sl)
 			continue
+		}
+		if w == nil {
+			w = writerPool.Get().(*bufio.Writer)
+			w.Reset(c.nc)
 		}
 		if z, ok := sl.resp.(*zeroCopyFetch); ok {
 			err := zw.write(w, sl.correlationID, z)
 			z.release()
+			c.finished(sl)
 			if err != nil {
 				if errors.Is(err, errRecordsChanged) {
 					c.log.Info("closing connection: fetch interrupted", "err", err)
 				} else {
 					c.log.Debug("closing connection: fetch write failed", "err", err)
 				}
-				c.nc.Close()
-				c.drain()
+				fail(nil)
 				return
 			}
 		} else {
-			if need := responseSizeHint(sl.resp); cap(buf) < need {
-				buf = make([]byte, 0, need)
+			if buf == nil {
+				buf = getEncodeBuf()
 			}
-			buf = protocol.AppendResponse(buf[:0], sl.correlationID, sl.resp)
-			if _, err := w.Write(buf); err != nil {
-				c.nc.Close()
-				c.drain()
+			if need := responseSizeHint(sl.resp); cap(*buf) < need {
+				*buf = make([]byte, 0, need)
+			}
+			*buf = protocol.AppendResponse((*buf)[:0], sl.correlationID, sl.resp)
+			c.finished(sl)
+			if _, err := w.Write(*buf); err != nil {
+				fail(nil)
 				return
 			}
 		}
 		// Flush only when no further response is ready, so that pipelined
 		// responses share a write.
 		if len(c.slots) == 0 {
-			if err := w.Flush(); err != nil {
-				c.nc.Close()
-				c.drain()
+			if err := idle(); err != nil {
+				fail(nil)
 				return
 			}
 		}
-		if cap(buf) > 1<<20 {
-			buf = nil
-		}
 	}
-	w.Flush()
+}
+
+// Response encoding buffers are pooled; one that grew past
+// maxPooledEncodeBuf (a large fetch) is dropped, not kept.
+const maxPooledEncodeBuf = 1 << 20
+
+var encodeBufPool = sync.Pool{New: func() any { return new([]byte) }}
+
+func getEncodeBuf() *[]byte { return encodeBufPool.Get().(*[]byte) }
+
+func putEncodeBuf(b *[]byte) {
+	if cap(*b) > maxPooledEncodeBuf {
+		*b = nil
+	}
+	*b = (*b)[:0]
+	encodeBufPool.Put(b)
 }
 
 // drain empties the slot queue after the connection failed so the reader
@@ -283,10 +396,12 @@ func (c *conn) abandon(sl *slot) {
 	select {
 	case <-sl.done:
 		releaseResponse(sl.resp)
+		c.finished(sl)
 	default:
 		c.s.goTracked(func() {
 			<-sl.done
 			releaseResponse(sl.resp)
+			c.finished(sl)
 		})
 	}
 }

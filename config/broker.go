@@ -56,15 +56,12 @@ type Broker struct {
 	SocketListenBacklogSize       int32
 	MaxConnections                int32
 	MaxConnectionsPerIP           int32
-	// MaxConnectionsPerIPOverrides is max.connections.per.ip.overrides:
-	// host or address -> the limit for it.
-	MaxConnectionsPerIPOverrides map[string]int32
-	ConnectionsMaxIdleMs         int64
-	QueuedMaxRequests            int32
-	QueuedMaxRequestBytes        int64 // queued.max.request.bytes; -1 (or 0) is no limit
-	NumNetworkThreads            int32
-	NumIOThreads                 int32
-	BackgroundThreads            int32
+	ConnectionsMaxIdleMs          int64
+	QueuedMaxRequests             int32
+	QueuedMaxRequestBytes         int64 // queued.max.request.bytes; -1 (or 0) is no limit
+	NumNetworkThreads             int32
+	NumIOThreads                  int32
+	BackgroundThreads             int32
 
 	// Logs.
 	LogDirs                                 []string // log.dirs, else log.dir
@@ -270,9 +267,6 @@ func (b *Broker) derive(vals map[string]value, props map[string]string) error {
 		return err
 	}
 	if err := b.checkRelations(props); err != nil {
-		return err
-	}
-	if err := b.checkSockets(vals, props); err != nil {
 		return err
 	}
 	return b.checkServedProtocols(props)

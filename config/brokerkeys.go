@@ -151,8 +151,6 @@ var brokerKeys = []brokerKey{
 	{name: "max.connections.per.ip", typ: TypeInt, dflt: maxInt, check: atLeast(0), dynamic: true,
 		doc: "The most connections accepted from one IP address.",
 		set: func(b *Broker, v value) { b.MaxConnectionsPerIP = int32(v.i) }},
-	{name: "max.connections.per.ip.overrides", typ: TypeString, dflt: "", dynamic: true,
-		doc: "Per-host limits that replace max.connections.per.ip, as host:count entries separated by commas."},
 	{name: "connections.max.idle.ms", typ: TypeLong, dflt: "600000",
 		doc: "A connection with no request arriving and none unanswered for this long is closed; -1 never closes one.",
 		set: func(b *Broker, v value) { b.ConnectionsMaxIdleMs = v.i }},
