@@ -10,9 +10,9 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/netip"
 	"os"
 	"slices"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -81,6 +81,11 @@ type Server struct {
 	// copyFetch turns the zero-copy fetch path off (Options.CopyFetch).
 	copyFetch bool
 
+	// quotas are max.connections and max.connections.per.ip (connlimit.go).
+	quotas *connQuotas
+
+	netLimits netLimits // broker-wide request budgets (conn_limits.go)
+
 	netLimits netLimits // broker-wide request budgets (conn_limits.go)
 
 	mu        sync.Mutex // guards listeners and conns
@@ -113,6 +118,12 @@ func New(cfg *config.Broker, opts Options) (*Server, error) {
 		conns:    make(map[net.Conn]struct{}),
 	}
 	s.copyFetch = opts.CopyFetch
+	quotas, err := newConnQuotas(cfg, len(s.clientListeners()))
+	if err != nil {
+		stop()
+		return nil, err
+	}
+	s.quotas = quotas
 	s.sessions = newFetchSessions(int(cfg.MaxIncrementalFetchSessionCacheSlots))
 	s.fetchers = newFetcherManager(s)
 	s.addSender = newAddPartitionsSender(s)
@@ -272,9 +283,9 @@ func (s *Server) isControllerListener(name string) bool {
 func (s *Server) Start() error {
 	listeners := s.clientListeners()
 	for _, l := range listeners {
-		ln, err := net.Listen("tcp", net.JoinHostPort(l.Host, strconv.Itoa(l.Port)))
+		ln, err := s.listen(l)
 		if err != nil {
-			return fmt.Errorf("listen %s: %w", l.Name, err)
+			return err
 		}
 		s.mu.Lock()
 		s.listeners = append(s.listeners, ln)
@@ -318,13 +329,18 @@ func (s *Server) acceptLoop(ln net.Listener, listener string) {
 			}
 			return
 		}
-		if tc, ok := nc.(*net.TCPConn); ok {
-			tc.SetNoDelay(true)
+		addr := remoteAddr(nc)
+		if !s.admit(nc, listener, addr) {
+			if s.ctx.Err() != nil || s.isClosed() {
+				return
+			}
+			continue
 		}
 		s.mu.Lock()
 		if s.closed {
 			s.mu.Unlock()
 			nc.Close()
+			s.quotas.release(addr)
 			return
 		}
 		s.conns[nc] = struct{}{}
@@ -334,8 +350,38 @@ func (s *Server) acceptLoop(ln net.Listener, listener string) {
 			s.mu.Lock()
 			delete(s.conns, nc)
 			s.mu.Unlock()
+			s.quotas.release(addr)
 		})
 	}
+}
+
+// admit counts an accepted connection against the connection limits,
+// waiting while the broker is at max.connections, and configures its
+// socket. A connection it refuses is closed.
+func (s *Server) admit(nc net.Conn, listener string, addr netip.Addr) bool {
+	err := s.quotas.acquire(listener, addr)
+	if errors.Is(err, errTooManyFromIP) {
+		// As Kafka's Acceptor: an info line, and the socket closed.
+		s.log.Info("rejected connection: the address already has its maximum of connections",
+			"ip", addr, "max", s.quotas.limitFor(addr), "listener", listener)
+	}
+	if err != nil {
+		nc.Close()
+		return false
+	}
+	if err := s.configureConn(nc); err != nil {
+		s.log.Error("configure accepted connection; closing it", "ip", addr, "err", err)
+		nc.Close()
+		s.quotas.release(addr)
+		return false
+	}
+	return true
+}
+
+func (s *Server) isClosed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closed
 }
 
 // goTracked starts fn in a goroutine that Close waits for.
@@ -365,6 +411,7 @@ func (s *Server) Close() error {
 		conns = append(conns, nc)
 	}
 	s.mu.Unlock()
+	s.quotas.close() // an acceptor waiting for a slot gives up
 	// Produces waiting for followers are answered before their
 	// connections close (shutdown_produce.go).
 	s.produceWaits.answerAll(5 * time.Second)
