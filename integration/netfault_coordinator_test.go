@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -160,4 +161,127 @@ func cfFetchOffset(t *testing.T, cl *kgo.Client, group, topic string) int64 {
 		return nil
 	})
 	return got
+}
+
+// TestNetFaultTxnCoordinatorFailoverKeepsCommits: a transaction whose
+// commit the transaction coordinator acknowledged stays committed when
+// the coordinator dies right after the acknowledgement. Each round a new
+// transactional producer (same transactional id) commits a transaction
+// of ten records, the coordinator is killed at once with SIGKILL, and
+// the next round's producer initializes on the new coordinator. At the
+// end every record of every acknowledged commit must be readable at
+// read_committed, once.
+//
+// It takes half a minute, so it runs with -netfault.all.
+func TestNetFaultTxnCoordinatorFailoverKeepsCommits(t *testing.T) {
+	if !*nfAll {
+		t.Skip("runs with -netfault.all")
+	}
+	const topic, txnID, rounds = "tcf", "tcf-txn", 4
+	c := cuStartCluster(t, 3, 0, "replica.fetch.wait.max.ms=500")
+	cl := c.client(nil, kgo.MetadataMinAge(100*time.Millisecond))
+	cuCreateTopic(t, cl, topic, 1, 3, nil)
+	var want []string
+	var kills []string
+	for round := range rounds {
+		seeds := c.seeds()
+		p := c.client(seeds, kgo.TransactionalID(txnID), kgo.DefaultProduceTopic(topic), kgo.RecordPartitioner(kgo.ManualPartitioner()),
+			kgo.TransactionTimeout(5*time.Second), kgo.MetadataMinAge(100*time.Millisecond))
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		if err := p.BeginTransaction(); err != nil {
+			t.Fatalf("round %d: begin: %v", round, err)
+		}
+		var recs []*kgo.Record
+		var vals []string
+		for i := range 10 {
+			v := fmt.Sprintf("round-%d-%d", round, i)
+			vals = append(vals, v)
+			recs = append(recs, &kgo.Record{Topic: topic, Partition: 0, Value: []byte(v)})
+		}
+		if err := p.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+			t.Fatalf("round %d: produce: %v", round, err)
+		}
+		if err := p.EndTransaction(ctx, kgo.TryCommit); err != nil {
+			t.Fatalf("round %d: commit: %v", round, err)
+		}
+		cancel()
+		want = append(want, vals...)
+		coord := tcfCoordinator(t, c, txnID, -1)
+		c.kill(coord) // at once, before the followers hear the new high watermark
+		p.Close()
+		next := tcfCoordinator(t, c, txnID, coord)
+		kills = append(kills, fmt.Sprintf("round %d: coordinator %d killed, %d took over", round, coord, next))
+		c.restart(coord)
+	}
+	t.Log(strings.Join(kills, "; "))
+	// Let any transaction the new coordinators consider open time out
+	// (5 s) and be aborted, then read.
+	time.Sleep(8 * time.Second)
+	seen := ctReadCommittedFrom(t, c.seeds(), topic, len(want))
+	var missing []string
+	for _, v := range want {
+		if seen[v] != 1 {
+			missing = append(missing, fmt.Sprintf("%s read %d times", v, seen[v]))
+		}
+	}
+	if len(missing) > 0 {
+		t.Fatalf("%d of %d records of acknowledged commits not read once at read_committed: %v", len(missing), len(want), missing)
+	}
+}
+
+// tcfCoordinator asks the live nodes which node coordinates txnID,
+// waiting while the answer is not (a dead node) or an error.
+func tcfCoordinator(t *testing.T, c *cuCluster, txnID string, not int32) int32 {
+	t.Helper()
+	seeds := c.seeds()
+	if not > 0 {
+		seeds = c.seedsExcept(not)
+	}
+	cl := c.client(seeds)
+	defer cl.Close()
+	var node int32
+	cuWait(t, 60*time.Second, "the coordinator of "+txnID, func() error {
+		ctx, cancel := cuCtx()
+		defer cancel()
+		req := kmsg.NewPtrFindCoordinatorRequest()
+		req.CoordinatorType = 1
+		req.CoordinatorKey, req.CoordinatorKeys = txnID, []string{txnID}
+		resp, err := req.RequestWith(ctx, cl)
+		if err != nil {
+			return err
+		}
+		if len(resp.Coordinators) == 1 {
+			co := resp.Coordinators[0]
+			node, err = co.NodeID, kerr.ErrorForCode(co.ErrorCode)
+		} else {
+			node, err = resp.NodeID, kerr.ErrorForCode(resp.ErrorCode)
+		}
+		if err == nil && (node < 1 || node == not) {
+			err = fmt.Errorf("coordinator %d", node)
+		}
+		return err
+	})
+	return node
+}
+
+// ctReadCommittedFrom reads topic at read_committed until want records
+// or 30 s, and a second more, counting each value.
+func ctReadCommittedFrom(t *testing.T, seeds []string, topic string, want int) map[string]int {
+	t.Helper()
+	cl := newClient(t, strings.Join(seeds, ","), kgo.ConsumeTopics(topic), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(200*time.Millisecond))
+	seen := map[string]int{}
+	n := 0
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for n < want && ctx.Err() == nil {
+		cl.PollFetches(ctx).EachRecord(func(r *kgo.Record) {
+			seen[string(r.Value)]++
+			n++
+		})
+	}
+	extra, cancelExtra := context.WithTimeout(context.Background(), time.Second)
+	defer cancelExtra()
+	cl.PollFetches(extra).EachRecord(func(r *kgo.Record) { seen[string(r.Value)]++ })
+	return seen
 }
