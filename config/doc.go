@@ -11,7 +11,10 @@
 // Broker.TopicConfig, and described by Broker.DescribeTopic.
 //
 // Unknown broker properties are returned by Parse for the caller to log,
-// as Kafka logs them; they are not errors. Unknown topic configs are
+// as Kafka logs them; they are not errors. Known properties that Gregor
+// accepts without acting on them are listed by Broker.UnsupportedSettings
+// for start-up to name; docs/configuration.md (SettingsTable) lists every
+// property as honoured or not supported. Unknown topic configs are
 // errors, as in Kafka (INVALID_CONFIG).
 //
 // # Where Gregor's defaults differ from Kafka's

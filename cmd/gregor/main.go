@@ -69,6 +69,11 @@ func runServe(args []string, logOut io.Writer) error {
 	for _, name := range unknown {
 		log.Warn("ignoring unknown property", "name", name)
 	}
+	// Accepted for compatibility with Kafka's server.properties, but
+	// without effect: each one set is named (docs/configuration.md).
+	for _, u := range cfg.UnsupportedSettings() {
+		log.Warn("property not supported, it has no effect", "name", u.Name, "value", u.Value, "why", u.Why)
+	}
 	srv, err := broker.New(cfg, broker.Options{Logger: log})
 	if err != nil {
 		return err

@@ -1,0 +1,119 @@
+package config
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// unsupportedKeys are the broker properties Gregor accepts (so a Kafka
+// server.properties loads unchanged) but whose value has no effect, with
+// why. Every other key of brokerKeys is honoured: it does what Kafka's
+// does. A key added to brokerKeys that Gregor does not act on must be
+// added here, so that start-up names it and docs/configuration.md says so.
+var unsupportedKeys = map[string]string{
+	"controller.quorum.election.timeout.ms":           "the metadata quorum uses its own election timing",
+	"controller.quorum.fetch.timeout.ms":              "the metadata quorum uses its own election timing",
+	"controller.quorum.election.backoff.max.ms":       "the metadata quorum uses its own election timing",
+	"controller.quorum.request.timeout.ms":            "the metadata quorum uses its own request timing",
+	"controller.quorum.retry.backoff.ms":              "the metadata quorum uses its own request timing",
+	"controller.quorum.append.linger.ms":              "the metadata quorum appends without lingering",
+	"metadata.log.dir":                                "the metadata log is kept in the first of log.dirs",
+	"metadata.log.segment.bytes":                      "the metadata log's segments and snapshots are managed by the quorum itself",
+	"metadata.log.segment.ms":                         "the metadata log's segments and snapshots are managed by the quorum itself",
+	"metadata.max.retention.bytes":                    "the metadata log's segments and snapshots are managed by the quorum itself",
+	"metadata.max.retention.ms":                       "the metadata log's segments and snapshots are managed by the quorum itself",
+	"metadata.log.max.record.bytes.between.snapshots": "the metadata log's segments and snapshots are managed by the quorum itself",
+	"metadata.log.max.snapshot.interval.ms":           "the metadata log's segments and snapshots are managed by the quorum itself",
+	"metadata.max.idle.interval.ms":                   "the active controller appends no idle records",
+	"initial.broker.registration.timeout.ms":          "registration waits a fixed 30 s",
+	"broker.rack":                                     "no rack-aware replica placement or fetching from the closest replica yet",
+	"num.network.threads":                             "each connection has its own goroutines",
+	"num.io.threads":                                  "requests run on goroutines, not a thread pool",
+	"background.threads":                              "background work runs on goroutines, not a thread pool",
+	"log.flush.start.offset.checkpoint.interval.ms":   "log start offsets are checkpointed with the recovery points (log.flush.offset.checkpoint.interval.ms)",
+	"log.preallocate":                                 "segment files grow as written",
+	"log.local.retention.ms":                          "no tiered storage",
+	"log.local.retention.bytes":                       "no tiered storage",
+	"num.recovery.threads.per.data.dir":               "logs are recovered one at a time",
+	"compression.gzip.level":                          "the broker compresses with each codec's default level",
+	"compression.lz4.level":                           "the broker compresses with each codec's default level",
+	"compression.zstd.level":                          "the broker compresses with each codec's default level",
+	"replica.socket.timeout.ms":                       "replica fetches time out with replica.fetch.wait.max.ms and the connection's own timeouts",
+	"num.replica.fetchers":                            "one fetcher per source broker",
+	"replica.high.watermark.checkpoint.interval.ms":   "high watermarks are checkpointed with the recovery points (log.flush.offset.checkpoint.interval.ms)",
+	"group.coordinator.rebalance.protocols":           "the classic and consumer protocols are always enabled",
+	"group.consumer.min.session.timeout.ms":           "bounds group-level overrides, which Gregor does not have; checked against group.consumer.session.timeout.ms at start",
+	"group.consumer.max.session.timeout.ms":           "bounds group-level overrides, which Gregor does not have; checked against group.consumer.session.timeout.ms at start",
+	"group.consumer.min.heartbeat.interval.ms":        "bounds group-level overrides, which Gregor does not have; checked against group.consumer.heartbeat.interval.ms at start",
+	"group.consumer.max.heartbeat.interval.ms":        "bounds group-level overrides, which Gregor does not have; checked against group.consumer.heartbeat.interval.ms at start",
+	"offsets.commit.timeout.ms":                       "an offset commit waits for its write with the request's own timeout",
+	"offsets.load.buffer.size":                        "__consumer_offsets is read batch by batch",
+	"transaction.state.log.load.buffer.size":          "__transaction_state is read batch by batch",
+}
+
+// UnsupportedSetting is a property set in the configuration that Gregor
+// accepts but does not act on.
+type UnsupportedSetting struct {
+	Name, Value, Why string
+}
+
+// UnsupportedSettings lists, sorted by name, the properties given in the
+// configuration (file and overrides) that have no effect in Gregor, for
+// start-up to name each one.
+func (b *Broker) UnsupportedSettings() []UnsupportedSetting {
+	var out []UnsupportedSetting
+	for name, v := range b.Props {
+		if why, ok := unsupportedKeys[name]; ok {
+			out = append(out, UnsupportedSetting{Name: name, Value: v, Why: why})
+		}
+	}
+	slices.SortFunc(out, func(a, b UnsupportedSetting) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}
+
+// SettingsTable renders docs/configuration.md: every broker property
+// Gregor accepts, honoured or not supported, one line each.
+func SettingsTable() string {
+	var sb strings.Builder
+	sb.WriteString(`# Configuration
+
+<!-- Generated from config/brokerkeys.go and config/settings.go by
+     go test ./config -run TestConfigurationDoc -update; do not edit. -->
+
+Gregor reads Kafka's ` + "`server.properties`" + `. Every broker property below is
+accepted with Kafka's name, type, default and validation. **honoured**
+means it does what it does in Kafka; **not supported** means it is
+accepted so that a Kafka configuration loads unchanged, but has no effect:
+` + "`gregor serve`" + ` logs a warning for each one the configuration sets.
+Properties Gregor does not know are logged and ignored, as Kafka does. A
+listener mapped to SSL, SASL_PLAINTEXT or SASL_SSL stops start-up until
+those protocols are served.
+
+| property | default | status |
+|---|---|---|
+`)
+	names := make([]string, 0, len(brokerKeys))
+	for _, k := range brokerKeys {
+		names = append(names, k.name)
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		k := brokerKeyIndex[name]
+		dflt := "`" + k.dflt + "`"
+		if k.null {
+			dflt = "(none)"
+		} else if k.dflt == "" {
+			dflt = "(empty)"
+		}
+		status := "honoured"
+		if why, ok := unsupportedKeys[name]; ok {
+			status = "not supported: " + why
+		}
+		if k.gregor {
+			status += " (Gregor only)"
+		}
+		fmt.Fprintf(&sb, "| `%s` | %s | %s |\n", name, dflt, strings.ReplaceAll(status, "|", `\|`))
+	}
+	return sb.String()
+}
