@@ -86,8 +86,6 @@ type Server struct {
 
 	netLimits netLimits // broker-wide request budgets (conn_limits.go)
 
-	netLimits netLimits // broker-wide request budgets (conn_limits.go)
-
 	mu        sync.Mutex // guards listeners and conns
 	listeners []net.Listener
 	conns     map[net.Conn]struct{}
