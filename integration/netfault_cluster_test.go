@@ -175,6 +175,19 @@ func (c *nfCluster) isolate(id int32) {
 	}
 }
 
+// slow delays every link to and from node id, both directions, by d.
+func (c *nfCluster) slow(id int32, d time.Duration) {
+	i := int(id) - 1
+	c.clientLink[i].setDelay(d)
+	for j := range 3 {
+		if j != i {
+			for _, l := range []*faultLink{c.repl[i][j], c.repl[j][i], c.ctrl[i][j], c.ctrl[j][i]} {
+				l.setDelay(d)
+			}
+		}
+	}
+}
+
 // cutOneWay cuts every link node from dials to node to (replication and
 // quorum); the links the other way stay up.
 func (c *nfCluster) cutOneWay(from, to int32) {

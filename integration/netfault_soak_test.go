@@ -28,14 +28,15 @@ var (
 // (idempotent producers with a reader, a consumer group, transactions
 // with a read_committed reader) for -soak.duration, while a random fault
 // strikes every interval: a node isolated, the links into a node cut, a
-// node's client link failing, a node frozen with SIGSTOP, a node killed
-// with SIGKILL. After each fault heals the ISR must fill again. At the
-// end the histories are checked as in TestNetFaults, and each node's
-// resident memory, open file descriptors and threads (sampled every few
-// seconds; gregor exposes no goroutine count, the test process's own
-// goroutines are sampled instead) must not grow without bound: the
-// maximum of the last quarter of the run may not exceed twice the
-// maximum of the first quarter plus a margin.
+// node's client link failing, every link of a node slowed by 300 ms, a
+// node frozen with SIGSTOP, a node killed with SIGKILL. After each fault
+// heals the ISR must fill again. At the end the histories are checked as
+// in TestNetFaults, and each node's resident memory, open file
+// descriptors and threads (sampled every few seconds; gregor exposes no
+// goroutine count, the test process's own goroutines are sampled
+// instead) must not grow without bound: the maximum of the last quarter
+// of the run may not exceed twice the maximum of the first quarter plus a
+// margin.
 func TestSoak(t *testing.T) {
 	if *soakDuration <= 0 {
 		t.Skip("runs with -soak.duration (make soak)")
@@ -123,7 +124,7 @@ func TestSoak(t *testing.T) {
 // healing each and waiting for a full ISR before the next; it returns a
 // count of the faults struck.
 func soakChaos(t *testing.T, c *nfCluster, rng *rand.Rand, d time.Duration, topics []string) string {
-	kinds := []string{"isolate", "cut-into", "client-cut", "sigstop", "sigkill"}
+	kinds := []string{"isolate", "cut-into", "client-cut", "slow-links", "sigstop", "sigkill"}
 	struck := make(map[string]int)
 	end := time.Now().Add(d)
 	for time.Until(end) > 15*time.Second {
@@ -147,6 +148,9 @@ func soakChaos(t *testing.T, c *nfCluster, rng *rand.Rand, d time.Duration, topi
 			time.Sleep(hold / 2)
 			link.setCut(true)
 			time.Sleep(hold / 2)
+		case "slow-links":
+			c.slow(id, 300*time.Millisecond)
+			time.Sleep(hold)
 		case "sigstop":
 			c.pause(id)
 			time.Sleep(hold)
