@@ -19,8 +19,12 @@ import (
 // UNSUPPORTED_VERSION, because librdkafka up to 2.11 disables gzip, snappy
 // and lz4 when the advertised minimum is above 0. v13 names topics by id.
 //
-// The first phase runs in connection order: each partition's batch is
-// validated (one batch per partition, size against max.message.bytes,
+// The request is first checked as Kafka checks it (checkProduce): acks,
+// a transactional id for transactional batches, one producer per request,
+// the partition's existence, one magic-2 batch per partition, internal
+// topics; a partition named twice is appended and answered once, for its
+// last copy. Then the first phase runs in connection order: each
+// partition's batch is validated (size against max.message.bytes,
 // CRC-32C, magic 2, record counts, timestamps) and appended under the
 // partition's lock; offsets are assigned by rewriting the batch's base
 // offset and leader epoch, which lie outside the CRC, so the bytes on disk
@@ -60,6 +64,9 @@ func handleProduce(s *Server, r *request) (result, error) {
 		name := chk.names[i]
 		for j := range rt.Partitions {
 			rp := &rt.Partitions[j]
+			if chk.skip[i][j] {
+				continue
+			}
 			sp := kmsg.NewProduceResponseTopicPartition()
 			sp.Partition = rp.Partition
 			sp.BaseOffset = -1
@@ -158,13 +165,17 @@ const adminClientID = "__admin_client"
 // produceChecked is the outcome of the checks Kafka makes of a produce
 // request before it appends anything. whole, when set, fails every
 // partition; otherwise codes[i][j] (with msgs[i][j]) fails partition j of
-// topic i, 0 letting it append. names[i] is topic i's name.
+// topic i, 0 letting it append. names[i] is topic i's name. skip[i][j]
+// marks a partition the request names again later: Kafka keeps each
+// partition's records in a map, so only the last copy is appended and
+// answered.
 type produceChecked struct {
 	whole    *kerr.Error
 	wholeMsg string
 	names    []string
 	codes    [][]int16
 	msgs     [][]string
+	skip     [][]bool
 }
 
 // checkProduce applies, in Kafka's order, the checks of
@@ -176,7 +187,9 @@ type produceChecked struct {
 // client). A partition that fails any of them appends nothing; the others
 // go on (unless the failure is of the whole request).
 func (s *Server) checkProduce(r *request, req *kmsg.ProduceRequest) produceChecked {
-	chk := produceChecked{names: make([]string, len(req.Topics)), codes: make([][]int16, len(req.Topics)), msgs: make([][]string, len(req.Topics))}
+	n := len(req.Topics)
+	chk := produceChecked{names: make([]string, n), codes: make([][]int16, n), msgs: make([][]string, n), skip: make([][]bool, n)}
+	last := chk.lastCopies(s, req)
 	img := s.meta.Image()
 	producers := make(map[[2]int64]bool)
 	anyTransactional := false
@@ -190,6 +203,10 @@ func (s *Server) checkProduce(r *request, req *kmsg.ProduceRequest) produceCheck
 			rp := &rt.Partitions[j]
 			txnal, pids := transactionalBatches(rp.Records)
 			anyTransactional = anyTransactional || txnal
+			if topicErr == nil && last[produceKey{name, rp.Partition}] != [2]int{i, j} {
+				chk.skip[i][j] = true
+				continue
+			}
 			code, msg := int16(0), ""
 			switch {
 			case topicErr != nil:
@@ -223,6 +240,30 @@ func (s *Server) checkProduce(r *request, req *kmsg.ProduceRequest) produceCheck
 		chk.whole, chk.wholeMsg = kerr.InvalidProducerIDMapping, "Transactional records contained more than one producer ID"
 	}
 	return chk
+}
+
+// produceKey names a partition of a produce request.
+type produceKey struct {
+	topic     string
+	partition int32
+}
+
+// lastCopies sizes chk.skip and returns where each partition the request
+// names (by a known topic) appears last.
+func (chk *produceChecked) lastCopies(s *Server, req *kmsg.ProduceRequest) map[produceKey][2]int {
+	last := make(map[produceKey][2]int)
+	for i := range req.Topics {
+		rt := &req.Topics[i]
+		chk.skip[i] = make([]bool, len(rt.Partitions))
+		name, topicErr := s.produceTopicName(req.Version, rt)
+		if topicErr != nil {
+			continue
+		}
+		for j := range rt.Partitions {
+			last[produceKey{name, rt.Partitions[j].Partition}] = [2]int{i, j}
+		}
+	}
+	return last
 }
 
 // validAcks is ReplicaManager.isValidRequiredAcks.

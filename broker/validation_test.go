@@ -129,6 +129,7 @@ func TestValidateProduce(t *testing.T) {
 		req      *kmsg.ProduceRequest
 		want     map[string]int16 // partition → error code
 		appended []tp             // partitions that may grow
+		v0grow   int64            // when set, by how much v-0 grows
 	}{
 		{
 			name: "acks=2 appends nothing",
@@ -200,6 +201,14 @@ func TestValidateProduce(t *testing.T) {
 			appended: []tp{{"v", 1}},
 		},
 		{
+			name: "a partition named twice: only the last copy is appended and answered",
+			req: produceRequest(9, 1, nil, producePart{tp{"v", 0}, plain()}, producePart{tp{"v", 1}, plain()},
+				producePart{tp{"v", 0}, batchOf(t, -1, -1, 0, protocol.CodecNone, "x", "y", "z")}),
+			want:     map[string]int16{"v-0": 0, "v-1": 0},
+			appended: []tp{{"v", 0}, {"v", 1}},
+			v0grow:   3,
+		},
+		{
 			name: "internal topic from a client",
 			req:  produceRequest(9, 1, nil, producePart{tp{offsetsTopic, 0}, plain()}),
 			want: map[string]int16{offsetsTopic + "-0": kerr.InvalidTopicException.Code},
@@ -213,16 +222,21 @@ func TestValidateProduce(t *testing.T) {
 			c := dialRaw(t, ts.addr)
 			resp := exchange(t, c, row.req).(*kmsg.ProduceResponse)
 			got := make(map[string]int16)
+			answers := 0
 			for _, rt := range resp.Topics {
 				for _, rp := range rt.Partitions {
 					got[tp{rt.Topic, rp.Partition}.String()] = rp.ErrorCode
+					answers++
 					if rp.ErrorCode != 0 && rp.BaseOffset != -1 {
 						t.Errorf("%s-%d: error %d with base offset %d", rt.Topic, rp.Partition, rp.ErrorCode, rp.BaseOffset)
 					}
 				}
 			}
-			if fmt.Sprint(got) != fmt.Sprint(row.want) {
-				t.Fatalf("error codes %v, want %v", got, row.want)
+			if fmt.Sprint(got) != fmt.Sprint(row.want) || answers != len(row.want) {
+				t.Fatalf("%d answers, error codes %v, want %v", answers, got, row.want)
+			}
+			if grew := logEnd(t, ts, "v", 0) - before[tp{"v", 0}]; row.v0grow != 0 && grew != row.v0grow {
+				t.Errorf("v-0 grew by %d records, want %d", grew, row.v0grow)
 			}
 			for _, p := range watched {
 				after := logEnd(t, ts, p.topic, p.partition)
