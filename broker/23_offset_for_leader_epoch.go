@@ -9,7 +9,9 @@ import (
 //
 // For each partition: the largest leader epoch at or below the requested
 // one and the offset where it ended, from the partition's
-// leader-epoch-checkpoint (KIP-101/279). Consumers use it to detect log
+// leader-epoch-checkpoint (KIP-101/279); an epoch older than every
+// recorded one answers itself and where the first recorded one began
+// (endOffsetForEpoch). Consumers use it to detect log
 // truncation after a leader change (KIP-320); followers to truncate a
 // divergent tail. The current leader epoch is checked as in Fetch.
 func init() { register(23, 2, 4, handleOffsetForLeaderEpoch) }

@@ -108,8 +108,24 @@ func (s *Server) writeEpochsLocked(p *partition) error {
 // endOffsetForEpoch answers OffsetForLeaderEpoch: the largest epoch at or
 // below the one asked for, and the offset where it ended (the start of the
 // next epoch, or the log end for the current one). An epoch older than
-// every recorded one answers (-1, -1), as Kafka's UNDEFINED.
+// every recorded one answers itself and the start of the first recorded
+// epoch, as Kafka's LeaderEpochFileCache.endOffsetFor does: the records
+// of that epoch are gone (retention or DeleteRecords), and a follower or
+// consumer that holds some must cut them there. The undefined epoch (-1),
+// or an empty cache, answers (-1, -1).
+//
+// Unlike Kafka, an epoch newer than every recorded one answers the last
+// recorded epoch and the log end, not (-1, -1): a Gregor leader records
+// its epoch at its first append rather than when it takes the leadership,
+// so a follower asking for an epoch this leader never wrote in must still
+// learn where to cut.
 func endOffsetForEpoch(entries []epochEntry, epoch int32, logEnd int64) (int32, int64) {
+	if epoch == -1 || len(entries) == 0 {
+		return -1, -1
+	}
+	if epoch < entries[0].Epoch {
+		return epoch, entries[0].StartOffset
+	}
 	for i := len(entries) - 1; i >= 0; i-- {
 		if entries[i].Epoch > epoch {
 			continue

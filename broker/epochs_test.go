@@ -34,7 +34,8 @@ func TestEndOffsetForEpoch(t *testing.T) {
 		wantEpoch int32
 		wantEnd   int64
 	}{
-		{0, -1, -1},
+		{-1, -1, -1},
+		{0, 0, 0}, // older than every epoch: itself, and where the first began
 		{1, 1, 120},
 		{2, 1, 120},
 		{3, 3, 4000},

@@ -894,3 +894,46 @@ func TestValidateAdminRequests(t *testing.T) {
 		})
 	}
 }
+
+// TestValidateOffsetForLeaderEpoch mirrors ReplicaManager.lastOffsetForLeaderEpoch,
+// Partition.lastOffsetForLeaderEpoch (the current leader epoch fences) and
+// LeaderEpochFileCache.endOffsetFor.
+func TestValidateOffsetForLeaderEpoch(t *testing.T) {
+	ts := startServer(t, "")
+	createTopic(t, ts.admin(t), "oe", 1, nil)
+	c := dialRaw(t, ts.addr)
+	if r := produceRaw(t, c, "oe", batchOf(t, -1, -1, 0, protocol.CodecNone, "a", "b", "c", "d", "e")); r.ErrorCode != 0 {
+		t.Fatalf("produce: %d", r.ErrorCode)
+	}
+	ask := func(partition, current, epoch int32) string {
+		req := kmsg.NewPtrOffsetForLeaderEpochRequest()
+		req.SetVersion(4)
+		req.ReplicaID = -1
+		rt := kmsg.NewOffsetForLeaderEpochRequestTopic()
+		rt.Topic = "oe"
+		rp := kmsg.NewOffsetForLeaderEpochRequestTopicPartition()
+		rp.Partition, rp.CurrentLeaderEpoch, rp.LeaderEpoch = partition, current, epoch
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		sp := exchange(t, c, req).(*kmsg.OffsetForLeaderEpochResponse).Topics[0].Partitions[0]
+		return fmt.Sprintf("%d %d/%d", sp.ErrorCode, sp.LeaderEpoch, sp.EndOffset)
+	}
+	for _, row := range []struct {
+		name                      string
+		partition, current, epoch int32
+		want                      string
+	}{
+		{"the current epoch: the log end", 0, -1, 0, "0 0/5"},
+		{"the undefined epoch", 0, -1, -1, "0 -1/-1"},
+		{"older than every epoch: itself and where the first began", 0, -1, -2, "0 -2/0"},
+		{"a current epoch ahead of the leader's", 0, 5, 0, "75 -1/-1"},
+		{"a negative partition", -1, -1, 0, "3 -1/-1"},
+		{"an unknown partition", 9, -1, 0, "3 -1/-1"},
+	} {
+		t.Run(row.name, func(t *testing.T) {
+			if got := ask(row.partition, row.current, row.epoch); got != row.want {
+				t.Fatalf("got %s, want %s", got, row.want)
+			}
+		})
+	}
+}
