@@ -219,11 +219,16 @@ func (l *partitionLoader) reconcile(img *raftmeta.Image) {
 }
 
 // readPartition yields every record of a partition from its start to its
-// high watermark at the time of the call, control records and the
+// log end offset at the time of the call, control records and the
 // producer fields of transactional batches included.
 func readPartition(ctx context.Context, p *partition) iter.Seq2[group.Record, error] {
 	return func(yield func(group.Record, error) bool) {
-		end := p.highWatermark()
+		// Up to the log end, not the high watermark: a new leader's high
+		// watermark lags the old leader's by up to a fetch round, and
+		// records it holds past it were acknowledged there (commits the
+		// old coordinator answered). The leader never truncates its own
+		// log, so they stay, as Kafka's coordinator loader reads them.
+		end := p.log.LogEndOffset()
 		off := p.log.LogStartOffset()
 		for off < end {
 			if err := ctx.Err(); err != nil {
