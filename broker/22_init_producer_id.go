@@ -28,6 +28,12 @@ func handleInitProducerID(s *Server, r *request) (result, error) {
 		if req.TransactionalID != nil {
 			return s.txns.coord.InitProducerID(ctx, req)()
 		}
+		if (req.ProducerID == -1) != (req.ProducerEpoch == -1) {
+			// KafkaApis.handleInitProducerIdRequest: a producer id and
+			// epoch come together or not at all.
+			resp.ErrorCode = kerr.InvalidRequest.Code
+			return resp
+		}
 		id, epoch, err := s.producerIDs.Next(ctx)
 		if err != nil {
 			s.log.Warn("allocate producer id", "err", err)
