@@ -21,22 +21,11 @@ func init() { register(20, 1, 6, handleDeleteTopics) }
 func handleDeleteTopics(s *Server, r *request) (result, error) {
 	req := r.req.(*kmsg.DeleteTopicsRequest)
 	resp := req.ResponseKind().(*kmsg.DeleteTopicsResponse)
-	var names []string
-	var ids [][16]byte
-	if req.Version < 6 {
-		names = req.TopicNames
-	} else {
-		for _, t := range req.Topics {
-			if t.Topic != nil {
-				names = append(names, *t.Topic)
-			} else {
-				ids = append(ids, t.TopicID)
-			}
-		}
-	}
 	if !s.cfg.DeleteTopicEnable {
 		return respond(deletionDisabled(req, resp))
 	}
+	names, ids, refused := deleteTopicsTargets(req)
+	resp.Topics = append(resp.Topics, refused...)
 	timeout := time.Duration(req.TimeoutMillis) * time.Millisecond
 	if timeout <= 0 {
 		timeout = 30 * time.Second
@@ -88,4 +77,63 @@ func deletionDisabled(req *kmsg.DeleteTopicsRequest, resp *kmsg.DeleteTopicsResp
 		add(t.Topic, t.TopicID)
 	}
 	return resp
+}
+
+// deleteTopicsTargets sorts out what a DeleteTopics names, as Kafka's
+// ControllerApis.deleteTopics does: a topic named twice (by name or by
+// id), one named by both name and id, and one named by neither are each
+// answered INVALID_REQUEST once and not deleted.
+func deleteTopicsTargets(req *kmsg.DeleteTopicsRequest) (names []string, ids [][16]byte, refused []kmsg.DeleteTopicsResponseTopic) {
+	refuse := func(name *string, id [16]byte, msg string) {
+		st := kmsg.NewDeleteTopicsResponseTopic()
+		st.Topic, st.TopicID = name, id
+		st.ErrorCode = kerr.InvalidRequest.Code
+		st.ErrorMessage = &msg
+		refused = append(refused, st)
+	}
+	nameCount := make(map[string]int)
+	idCount := make(map[[16]byte]int)
+	var nameOrder []string
+	var idOrder [][16]byte
+	addName := func(n string) {
+		if nameCount[n] == 0 {
+			nameOrder = append(nameOrder, n)
+		}
+		nameCount[n]++
+	}
+	if req.Version < 6 {
+		for _, n := range req.TopicNames {
+			addName(n)
+		}
+	}
+	for _, t := range req.Topics {
+		switch {
+		case t.Topic == nil && t.TopicID == [16]byte{}:
+			refuse(nil, t.TopicID, "Neither topic name nor id were specified.")
+		case t.Topic == nil:
+			if idCount[t.TopicID] == 0 {
+				idOrder = append(idOrder, t.TopicID)
+			}
+			idCount[t.TopicID]++
+		case t.TopicID != [16]byte{}:
+			refuse(t.Topic, t.TopicID, "You may not specify both topic name and topic id.")
+		default:
+			addName(*t.Topic)
+		}
+	}
+	for _, n := range nameOrder {
+		if nameCount[n] > 1 {
+			refuse(&n, [16]byte{}, "Duplicate topic name.")
+			continue
+		}
+		names = append(names, n)
+	}
+	for _, id := range idOrder {
+		if idCount[id] > 1 {
+			refuse(nil, id, "Duplicate topic id.")
+			continue
+		}
+		ids = append(ids, id)
+	}
+	return names, ids, refused
 }
