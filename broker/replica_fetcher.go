@@ -67,12 +67,19 @@ func (m *fetcherManager) reconcile(table map[string]*topicPartitions) {
 	}
 }
 
+// close stops every fetcher and waits for each to finish what it was
+// doing, so that none appends to a log after close returns.
 func (m *fetcherManager) close() {
 	m.mu.Lock()
-	defer m.mu.Unlock()
+	var stopped []*replicaFetcher
 	for leader, f := range m.fetchers {
 		f.stop()
 		delete(m.fetchers, leader)
+		stopped = append(stopped, f)
+	}
+	m.mu.Unlock()
+	for _, f := range stopped {
+		<-f.done
 	}
 }
 

@@ -45,9 +45,18 @@ func TestCloseAnswersWaitingProduce(t *testing.T) {
 		p, ok := md["leaving"][0]
 		return ok && p.leader == leader.id && slices.Equal(p.isr, []int32{1, 2, 3})
 	}, "leaving")
-	p := leader.parts.get("leaving", 0)
-	if p == nil {
-		t.Fatal("the leader does not host leaving-0")
+	// The Metadata answer may come from a node whose image is ahead of
+	// the leader's: wait for the leader itself to lead the partition.
+	var p *partition
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if p = leader.parts.get("leaving", 0); p != nil && p.isLeader(leader.id) {
+			if a := p.assign.Load(); a != nil && len(a.isr) == 3 {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the leader does not lead leaving-0 with a full ISR")
+		}
 	}
 
 	// The followers stop fetching (as if paused); they stay in the ISR
