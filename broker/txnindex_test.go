@@ -499,17 +499,20 @@ func TestProducerExpiry(t *testing.T) {
 	})
 	createTopic(t, ts.admin(t), "exp", 1, nil)
 	cl := ts.client(t)
-	idle, epoch := initProducerID(t, cl)
-	c := dialRaw(t, ts.addr)
-	if r := produceRaw(t, c, "exp", idempotentBatch(t, idle, epoch, 0, "a")); r.ErrorCode != 0 {
-		t.Fatalf("produce: code %d", r.ErrorCode)
-	}
+	// The transaction first: setting it up (the transaction coordinator,
+	// its topic) can take longer than the expiry under load, and the idle
+	// producer must still be there when first described.
 	txn := ts.client(t, kgo.TransactionalID("exp-txn"), kgo.DefaultProduceTopic("exp"))
 	if err := txn.BeginTransaction(); err != nil {
 		t.Fatal(err)
 	}
 	if err := txn.ProduceSync(testContext(t), &kgo.Record{Value: []byte("open")}).FirstErr(); err != nil {
 		t.Fatal(err)
+	}
+	idle, epoch := initProducerID(t, cl)
+	c := dialRaw(t, ts.addr)
+	if r := produceRaw(t, c, "exp", idempotentBatch(t, idle, epoch, 0, "a")); r.ErrorCode != 0 {
+		t.Fatalf("produce: code %d", r.ErrorCode)
 	}
 	describe := func() map[int64]bool {
 		resp, err := (&kmsg.DescribeProducersRequest{Topics: []kmsg.DescribeProducersRequestTopic{{Topic: "exp", Partitions: []int32{0}}}}).RequestWith(testContext(t), cl)
