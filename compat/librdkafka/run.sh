@@ -20,7 +20,7 @@
 #        every test in expected.txt)
 # Environment: UPDATE=1, QUICK=1 (test-runner -Q), TEST_TIMEOUT (seconds a
 #        test-runner may take, default 180), JOBS (test-runners at once,
-#        default 3), GO (go binary).
+#        default 4), GO (go binary).
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -29,7 +29,7 @@ out="$root/compat/out/librdkafka"
 expected="$here/expected.txt"
 GO=${GO:-go}
 TEST_TIMEOUT=${TEST_TIMEOUT:-180}
-JOBS=${JOBS:-3}
+JOBS=${JOBS:-4}
 # The newest Kafka that librdkafka 2.0.2's suite knows (tests/Makefile's
 # KAFKA_VERSION); it enables the tests gated on a broker version.
 TEST_KAFKA_VERSION=${TEST_KAFKA_VERSION:-3.1.0}
