@@ -46,6 +46,10 @@ type conn struct {
 	// so the idle timeout never closes a connection that waits on us.
 	pending atomic.Int32
 	limits  *netLimits
+	// writing is true while a writer goroutine runs (kickWriter);
+	// writers waits for it at the connection's end.
+	writing atomic.Bool
+	writers sync.WaitGroup
 }
 
 // slot is the place of one request in the connection's response order.
@@ -74,19 +78,38 @@ func (s *Server) serveConn(nc net.Conn, listener string) {
 			c.raw = raw
 		}
 	}
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		c.writeLoop()
-	}()
 	c.readLoop()
 	// The client is gone or misbehaved: stop what its requests wait for
 	// (a parked JoinGroup, a long poll) instead of letting them run out.
 	cancel()
 	close(c.slots)
-	wg.Wait()
+	c.kickWriter() // to answer or abandon what is queued, and see the close
+	c.writers.Wait()
 	nc.Close()
+}
+
+// kickWriter starts the writer goroutine unless it runs. The writer runs
+// only while responses are queued or awaited, so an idle connection costs
+// one goroutine, its reader's.
+func (c *conn) kickWriter() {
+	if c.writing.CompareAndSwap(false, true) {
+		c.writers.Add(1)
+		go c.runWriter()
+	}
+}
+
+// runWriter runs writeLoop until the connection ends, or until nothing is
+// queued and no reader has queued more since it looked.
+func (c *conn) runWriter() {
+	defer c.writers.Done()
+	for c.writeLoop() {
+		c.writing.Store(false)
+		// A slot queued after writeLoop looked, whose kick saw the writer
+		// still running, is picked up here.
+		if len(c.slots) == 0 || !c.writing.CompareAndSwap(false, true) {
+			return
+		}
+	}
 }
 
 func (c *conn) readLoop() {
@@ -125,6 +148,7 @@ func (c *conn) readLoop() {
 			c.pending.Add(1)
 			select {
 			case c.slots <- sl:
+				c.kickWriter()
 			case <-c.ctx.Done():
 				c.abandon(sl)
 				return
@@ -262,10 +286,11 @@ func doneSlot(corr int32, resp kmsg.Response) *slot {
 	return sl
 }
 
-// writeLoop sends the responses in request order. Its write buffer and
-// encoding buffer are pooled and held only while responses are ready to
-// send: a connection waiting on a long poll or on its client holds none.
-func (c *conn) writeLoop() {
+// writeLoop sends the responses in request order, until none is queued
+// (true) or the connection ends (false). Its write buffer and encoding
+// buffer are pooled and held only while responses are ready to send: a
+// connection waiting on a long poll or on its client holds none.
+func (c *conn) writeLoop() bool {
 	var (
 		w   *bufio.Writer
 		buf *[]byte
@@ -294,7 +319,17 @@ func (c *conn) writeLoop() {
 		}
 		c.drain()
 	}
-	for sl := range c.slots {
+	for {
+		var sl *slot
+		select {
+		case next, ok := <-c.slots:
+			if !ok {
+				return false
+			}
+			sl = next
+		default:
+			return true
+		}
 		select {
 		case <-sl.done:
 		default:
@@ -302,21 +337,21 @@ func (c *conn) writeLoop() {
 			// so a long poll does not hold back the answers before it.
 			if err := idle(); err != nil {
 				fail(sl)
-				return
+				return false
 			}
 			select {
 			case <-sl.done:
 			case <-c.ctx.Done():
 				c.abandon(sl)
 				c.drain()
-				return
+				return false
 			}
 		}
 		if sl.closeConn {
 			releaseResponse(sl.resp)
 			c.finished(sl)
 			fail(nil)
-			return
+			return false
 		}
 		if sl.resp == nil {
 			c.finished(sl)
@@ -337,7 +372,7 @@ func (c *conn) writeLoop() {
 					c.log.Debug("closing connection: fetch write failed", "err", err)
 				}
 				fail(nil)
-				return
+				return false
 			}
 		} else {
 			if buf == nil {
@@ -350,7 +385,7 @@ func (c *conn) writeLoop() {
 			c.finished(sl)
 			if _, err := w.Write(*buf); err != nil {
 				fail(nil)
-				return
+				return false
 			}
 		}
 		// Flush only when no further response is ready, so that pipelined
@@ -358,7 +393,7 @@ func (c *conn) writeLoop() {
 		if len(c.slots) == 0 {
 			if err := idle(); err != nil {
 				fail(nil)
-				return
+				return false
 			}
 		}
 	}

@@ -23,13 +23,165 @@ import (
 // block of at most 4 MiB, bounds of their formats.
 const maxStreamWindow = 8 << 20
 
-// maxPooledWindow is the largest zstd window or snappy block whose buffers
-// go back to a pool after use; larger ones are kept in a free list of
-// bigStreams entries at most, so a burst leaves at most that many behind.
-const (
-	maxPooledWindow = 1 << 20
-	bigStreams      = 2
-)
+// maxPooledWindow is the largest zstd window or snappy block whose
+// buffers go back to a pool after use (2 MiB: what zstd-jni writes at
+// Kafka's default level 3); larger ones are made for the batch and
+// dropped after it, so a burst of them leaves nothing behind.
+const maxPooledWindow = 2 << 20
+
+// decodeBudget bounds what the large decoders of all batches being
+// decompressed at once may hold: a zstd window, a raw snappy block or an
+// xerial chunk, an lz4 block, each above maxPooledWindow, takes its size
+// from here first and waits while the rest is taken. A client sending
+// many bombs at once thus costs the broker decodeBudgetBytes, not 8 MiB a
+// request; the common small batch takes nothing and never waits.
+const decodeBudgetBytes = 32 << 20
+
+var decodeBudget = newDecodeSem(decodeBudgetBytes)
+
+// decodeSem is a counting semaphore of bytes.
+type decodeSem struct {
+	mu    sync.Mutex
+	avail int64
+	freed chan struct{} // closed and replaced at each release
+}
+
+func newDecodeSem(n int64) *decodeSem { return &decodeSem{avail: n, freed: make(chan struct{})} }
+
+func (d *decodeSem) acquire(n int64) {
+	for {
+		d.mu.Lock()
+		if d.avail >= n {
+			d.avail -= n
+			d.mu.Unlock()
+			return
+		}
+		freed := d.freed
+		d.mu.Unlock()
+		<-freed
+	}
+}
+
+func (d *decodeSem) release(n int64) {
+	d.mu.Lock()
+	d.avail += n
+	close(d.freed)
+	d.freed = make(chan struct{})
+	d.mu.Unlock()
+}
+
+// decodeCost is the most a streaming decoder of src holds at once beyond
+// its small fixed state: the largest zstd window, raw snappy block or
+// xerial chunk, or twice the largest lz4 block (its compressed and
+// decoded buffers). Input it cannot walk costs the most any could.
+func decodeCost(c Codec, src []byte) int64 {
+	switch c {
+	case CodecZstd:
+		if size, ok := zstdContentSize(src); ok && size <= streamWindow {
+			return 0 // decoded at once into the window: no history kept
+		}
+		if w, ok := zstdMaxWindow(src); ok {
+			return int64(min(w, maxStreamWindow))
+		}
+		return maxStreamWindow
+	case CodecSnappy:
+		return snappyMaxBlock(src)
+	case CodecLZ4:
+		return 2 * lz4MaxBlock(src)
+	}
+	return 0 // gzip: a 32 KiB window
+}
+
+// snappyMaxBlock is the largest decoded size of src's raw block or of any
+// of its xerial chunks.
+func snappyMaxBlock(src []byte) int64 {
+	if !bytes.HasPrefix(src, xerialMagic) {
+		n, err := snappy.DecodedLen(src)
+		if err != nil {
+			return 0 // refused before anything is allocated
+		}
+		return int64(min(n, maxStreamWindow))
+	}
+	var most int64
+	for len(src) > 0 {
+		if bytes.HasPrefix(src, xerialMagic) {
+			if len(src) < xerialHeaderSize {
+				break
+			}
+			src = src[xerialHeaderSize:]
+			continue
+		}
+		if len(src) < 4 {
+			break
+		}
+		n := int32(binary.BigEndian.Uint32(src))
+		src = src[4:]
+		if n < 0 || int(n) > len(src) {
+			break
+		}
+		if d, err := snappy.DecodedLen(src[:n]); err == nil {
+			most = max(most, int64(min(d, maxStreamWindow)))
+		}
+		src = src[n:]
+	}
+	return most
+}
+
+// lz4MaxBlock is the largest block size any lz4 frame of src declares,
+// walking frame descriptors and block sizes; 4 MiB, the most the format
+// allows, if the walk fails.
+func lz4MaxBlock(src []byte) int64 {
+	const maxBlock = 4 << 20
+	var most int64
+	for len(src) > 0 {
+		if len(src) < 8 {
+			return maxBlock
+		}
+		magic := binary.LittleEndian.Uint32(src)
+		if magic&0xfffffff0 == 0x184d2a50 { // skippable frame
+			n := 8 + int(binary.LittleEndian.Uint32(src[4:]))
+			if n < 8 || n > len(src) {
+				return maxBlock
+			}
+			src = src[n:]
+			continue
+		}
+		if magic != 0x184d2204 {
+			return maxBlock
+		}
+		flg, bd := src[4], src[5]
+		p := 7 // magic, FLG, BD, header checksum
+		if flg&0x08 != 0 {
+			p += 8 // content size
+		}
+		if flg&0x01 != 0 {
+			p += 4 // dictionary id
+		}
+		most = max(most, int64(64<<10)<<(2*max(int((bd>>4)&7)-4, 0)))
+		for {
+			if p+4 > len(src) {
+				return maxBlock
+			}
+			size := int(binary.LittleEndian.Uint32(src[p:]) & 0x7fffffff)
+			p += 4
+			if size == 0 {
+				break // the end mark
+			}
+			p += size
+			if flg&0x10 != 0 {
+				p += 4 // block checksum
+			}
+		}
+		if flg&0x04 != 0 {
+			p += 4 // content checksum
+		}
+		if p > len(src) {
+			return maxBlock
+		}
+		src = src[p:]
+	}
+	return most
+}
 
 // streamValidator is what validating one compressed batch needs: the
 // window its records pass through and a reader for its codec. It is
@@ -42,6 +194,7 @@ type streamValidator struct {
 	lz     *lz4Decoder
 	zs     *zstdStream
 	sn     snappyStream
+	cost   int64 // taken from decodeBudget
 }
 
 var streamValidators = sync.Pool{New: func() any { return new(streamValidator) }}
@@ -55,6 +208,10 @@ func (v *streamValidator) open(c Codec, src []byte, limit, window int) (*recordS
 	}
 	v.br.Reset(src)
 	v.rs = recordStream{buf: v.window[:min(max(window, minStreamWindow), streamWindow)], limit: limit}
+	if cost := decodeCost(c, src); cost > maxPooledWindow {
+		decodeBudget.acquire(cost)
+		v.cost = cost
+	}
 	switch c {
 	case CodecGzip:
 		v.gz = gzipDecoders.Get().(*gzipDecoder)
@@ -127,6 +284,10 @@ func (v *streamValidator) release() {
 	}
 	v.sn.release()
 	v.rs = recordStream{}
+	if v.cost > 0 {
+		decodeBudget.release(v.cost)
+		v.cost = 0
+	}
 	streamValidators.Put(v)
 }
 
@@ -159,15 +320,12 @@ func newZstdStream(maxWindow uint64) *zstdStream {
 	return &zstdStream{dec: dec, big: maxWindow > maxPooledWindow}
 }
 
-var (
-	zstdSmallStreams = sync.Pool{New: func() any { return newZstdStream(maxPooledWindow) }}
-	zstdBigStreams   = make(chan *zstdStream, bigStreams)
-)
+var zstdSmallStreams = sync.Pool{New: func() any { return newZstdStream(maxPooledWindow) }}
 
 // getZstdStream returns a decoder for src: from the pool when no frame of
-// src declares a window over maxPooledWindow, else from the bounded free
-// list or new. A frame declaring more than maxStreamWindow is refused
-// before anything is allocated for it.
+// src declares a window over maxPooledWindow, else a new one. A frame
+// declaring more than maxStreamWindow is refused before anything is
+// allocated for it.
 func getZstdStream(src []byte) (*zstdStream, error) {
 	w, ok := zstdMaxWindow(src)
 	if w > maxStreamWindow {
@@ -176,25 +334,16 @@ func getZstdStream(src []byte) (*zstdStream, error) {
 	if ok && w <= maxPooledWindow {
 		return zstdSmallStreams.Get().(*zstdStream), nil
 	}
-	select {
-	case z := <-zstdBigStreams:
-		return z, nil
-	default:
-		return newZstdStream(maxStreamWindow), nil
-	}
+	return newZstdStream(maxStreamWindow), nil
 }
 
 func putZstdStream(z *zstdStream) {
 	z.dec.Reset(nil) // drop the reference to the input
-	if !z.big {
-		zstdSmallStreams.Put(z)
+	if z.big {
+		z.dec.Close()
 		return
 	}
-	select {
-	case zstdBigStreams <- z:
-	default:
-		z.dec.Close()
-	}
+	zstdSmallStreams.Put(z)
 }
 
 // zstdContentSize is the decompressed size of src when every frame of it
@@ -288,33 +437,15 @@ func (s *snappyStream) reset(src []byte) {
 	s.block = nil
 }
 
-// bigSnappyBufs keeps at most bigStreams decoding buffers larger than
-// maxPooledWindow, so batches of a few MiB do not each allocate (and
-// fault in) a fresh buffer, while a burst leaves at most that many behind.
-var bigSnappyBufs = make(chan []byte, bigStreams)
-
 func (s *snappyStream) release() {
 	s.src, s.block = nil, nil
 	if cap(s.buf) > maxPooledWindow {
-		select {
-		case bigSnappyBufs <- s.buf[:0]:
-		default:
-		}
 		s.buf = nil
 	}
 }
 
 // decodeBlock decodes one raw block of at most limit bytes into s.buf.
 func (s *snappyStream) decodeBlock(src []byte, limit int) ([]byte, error) {
-	if n, err := snappy.DecodedLen(src); err == nil && n > cap(s.buf) && n <= limit {
-		select {
-		case b := <-bigSnappyBufs:
-			if cap(b) >= n {
-				s.buf = b
-			}
-		default:
-		}
-	}
 	out, err := unsnappyBlockAppend(s.buf[:0], src, limit)
 	if err != nil {
 		if errors.Is(err, ErrUncompressedTooLarge) {

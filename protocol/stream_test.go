@@ -9,6 +9,7 @@ import (
 
 	"github.com/klauspost/compress/snappy"
 	"github.com/klauspost/compress/zstd"
+	"github.com/pierrec/lz4/v4"
 )
 
 // batchOf builds a batch of n records around an already compressed
@@ -314,5 +315,62 @@ func BenchmarkValidateBatchLarge(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// TestDecodeCost checks what a batch's decoder is charged against the
+// broker-wide decode budget, per codec and framing.
+func TestDecodeCost(t *testing.T) {
+	payload := testPayload(600<<10, 11)
+	lz4Big := func(p []byte) []byte {
+		var buf bytes.Buffer
+		zw := lz4.NewWriter(&buf)
+		if err := zw.Apply(lz4.BlockSizeOption(lz4.Block4Mb)); err != nil {
+			t.Fatal(err)
+		}
+		zw.Write(p)
+		zw.Close()
+		return buf.Bytes()
+	}
+	lz4Small, err := Compress(CodecLZ4, nil, payload)
+	if err != nil {
+		t.Fatal(err)
+	}
+	zstdSmall, err := Compress(CodecZstd, nil, payload[:1000])
+	if err != nil {
+		t.Fatal(err)
+	}
+	zstdBig, err := Compress(CodecZstd, nil, payload)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var h zstd.Header
+	if err := h.Decode(zstdBig); err != nil {
+		t.Fatal(err)
+	}
+	bigWindow := int64(h.WindowSize)
+	if h.SingleSegment {
+		bigWindow = int64(h.FrameContentSize)
+	}
+	for _, tt := range []struct {
+		name string
+		c    Codec
+		src  []byte
+		want int64
+	}{
+		{"gzip", CodecGzip, []byte{1}, 0},
+		{"lz4 64 KiB blocks", CodecLZ4, lz4Small, 2 * 64 << 10},
+		{"lz4 4 MiB blocks", CodecLZ4, lz4Big(payload), 2 * 4 << 20},
+		{"lz4 small then big frame", CodecLZ4, append(bytes.Clone(lz4Small), lz4Big(payload[:100])...), 2 * 4 << 20},
+		{"lz4 garbage", CodecLZ4, []byte("not lz4 at all"), 2 * 4 << 20},
+		{"snappy raw block", CodecSnappy, snappy.Encode(nil, payload), int64(len(payload))},
+		{"snappy xerial", CodecSnappy, xerialChunks(payload), 32 << 10},
+		{"zstd small content", CodecZstd, zstdSmall, 0},
+		{"zstd window", CodecZstd, zstdBig, bigWindow},
+		{"zstd garbage", CodecZstd, []byte("not zstd"), maxStreamWindow},
+	} {
+		if got := decodeCost(tt.c, tt.src); got != tt.want {
+			t.Errorf("%s: cost %d, want %d", tt.name, got, tt.want)
+		}
 	}
 }
