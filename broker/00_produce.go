@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/gregorbroker/gregor/broker/producerstate"
+	"github.com/gregorbroker/gregor/config"
 	"github.com/gregorbroker/gregor/protocol"
 	"github.com/gregorbroker/gregor/raftmeta"
 )
@@ -375,7 +376,7 @@ func (s *Server) appendProduced(p *partition, records []byte, now time.Time, gua
 	if info.Header.IsTransactional() && info.Header.ProducerID < 0 {
 		return res, fmt.Errorf("%w: transactional batch without a producer id", kerr.InvalidRecord)
 	}
-	if batch, err = recompress(batch, &info.Header, cfg.CompressionType, int(s.cfg.SocketRequestMaxBytes), int(cfg.MaxMessageBytes)); err != nil {
+	if batch, err = recompress(batch, &info.Header, cfg, int(s.cfg.SocketRequestMaxBytes), int(cfg.MaxMessageBytes)); err != nil {
 		return res, batchError(err)
 	}
 	nowMs := now.UnixMilli()
@@ -469,14 +470,15 @@ var topicCodecs = map[string]protocol.Codec{
 // recompress rewrites a batch in the topic's compression.type when that
 // names a codec other than the producer's, as Kafka's LogValidator does;
 // the producer id, sequence, timestamps and record offsets are kept. The
-// records stream from decoder to encoder (protocol.RecompressBatch); a
-// result over max.message.bytes is MESSAGE_TOO_LARGE, as in Kafka.
-func recompress(batch []byte, h *protocol.BatchHeader, compressionType string, limit, maxSize int) ([]byte, error) {
-	codec, ok := topicCodecs[compressionType]
+// records stream from decoder to encoder (protocol.RecompressBatchLevel),
+// at the topic's level for the codec (KIP-390); a result over
+// max.message.bytes is MESSAGE_TOO_LARGE, as in Kafka.
+func recompress(batch []byte, h *protocol.BatchHeader, cfg *config.Topic, limit, maxSize int) ([]byte, error) {
+	codec, ok := topicCodecs[cfg.CompressionType]
 	if !ok || codec == h.Codec() {
 		return batch, nil
 	}
-	return protocol.RecompressBatch(batch, codec, limit, maxSize)
+	return protocol.RecompressBatchLevel(batch, codec, compressionLevel(cfg, codec), limit, maxSize)
 }
 
 // checkTimestamps applies message.timestamp.before.max.ms and

@@ -131,6 +131,7 @@ func handleCreateTopics(s *Server, r *request) (result, error) {
 			}
 			if !req.ValidateOnly {
 				s.log.Info("created topic", "topic", st.Topic, "partitions", st.NumPartitions, "replication_factor", st.ReplicationFactor)
+				s.warnUnsupportedTopicConfigs(st.Topic, specs[slots[i].index].Configs)
 				if strings.ContainsAny(st.Topic, "._") {
 					s.log.Warn("topic names with a period or an underscore can collide in metric names; use one or the other, not both", "topic", st.Topic)
 				}

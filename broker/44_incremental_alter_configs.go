@@ -212,6 +212,13 @@ func (s *Server) alterTopicConfigs(name string, ops []configOp, replace, validat
 		if err := s.reconcile(s.meta.Image()); err != nil {
 			s.log.Error("apply metadata", "err", err)
 		}
+		changed := make(map[string]string, len(set))
+		for k, v := range set {
+			if v != nil {
+				changed[k] = *v
+			}
+		}
+		s.warnUnsupportedTopicConfigs(name, changed)
 	}
 	return nil
 }

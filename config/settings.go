@@ -36,9 +36,6 @@ var unsupportedKeys = map[string]string{
 	"log.local.retention.ms":                          "no tiered storage",
 	"log.local.retention.bytes":                       "no tiered storage",
 	"num.recovery.threads.per.data.dir":               "logs are recovered one at a time",
-	"compression.gzip.level":                          "the broker compresses with each codec's default level",
-	"compression.lz4.level":                           "the broker compresses with each codec's default level",
-	"compression.zstd.level":                          "the broker compresses with each codec's default level",
 	"replica.socket.timeout.ms":                       "replica fetches time out with replica.fetch.wait.max.ms and the connection's own timeouts",
 	"num.replica.fetchers":                            "one fetcher per source broker",
 	"replica.high.watermark.checkpoint.interval.ms":   "high watermarks are checkpointed with the recovery points (log.flush.offset.checkpoint.interval.ms)",
@@ -72,13 +69,14 @@ func (b *Broker) UnsupportedSettings() []UnsupportedSetting {
 	return out
 }
 
-// SettingsTable renders docs/configuration.md: every broker property
-// Gregor accepts, honoured or not supported, one line each.
+// SettingsTable renders docs/configuration.md: every broker property and
+// topic config Gregor accepts, honoured or not supported, one line each.
 func SettingsTable() string {
 	var sb strings.Builder
 	sb.WriteString(`# Configuration
 
-<!-- Generated from config/brokerkeys.go and config/settings.go by
+<!-- Generated from config/brokerkeys.go, config/settings.go, config/topic.go
+     and config/topic_settings.go by
      go test ./config -run TestConfigurationDoc -update; do not edit. -->
 
 Gregor reads Kafka's ` + "`server.properties`" + `. Every broker property below is
@@ -115,5 +113,6 @@ those protocols are served.
 		}
 		fmt.Fprintf(&sb, "| `%s` | %s | %s |\n", name, dflt, strings.ReplaceAll(status, "|", `\|`))
 	}
+	sb.WriteString(topicSettingsTable())
 	return sb.String()
 }

@@ -28,6 +28,13 @@ var ErrBatchTooLarge = errors.New("record batch exceeds the size limit")
 // bytes are decompressed. The header keeps everything but the codec, the
 // length and the CRC.
 func RecompressBatch(batch []byte, c Codec, maxUncompressed, maxSize int) ([]byte, error) {
+	return RecompressBatchLevel(batch, c, DefaultLevel(c), maxUncompressed, maxSize)
+}
+
+// RecompressBatchLevel is RecompressBatch at Kafka's compression level
+// for c (the topic's compression.gzip.level, .lz4.level or .zstd.level,
+// KIP-390); snappy and none have no levels.
+func RecompressBatchLevel(batch []byte, c Codec, level, maxUncompressed, maxSize int) ([]byte, error) {
 	h, err := ParseBatchHeader(batch)
 	if err != nil {
 		return nil, fmt.Errorf("recompress batch: %w", err)
@@ -39,7 +46,7 @@ func RecompressBatch(batch []byte, c Codec, maxUncompressed, maxSize int) ([]byt
 		return nil, fmt.Errorf("recompress batch: %w: from %s to %s", ErrUnsupportedCodec, h.Codec(), c)
 	}
 	out := &cappedWriter{b: make([]byte, BatchHeaderSize, min(maxSize, 2*len(batch)+BatchHeaderSize)), max: maxSize}
-	enc := newStreamEncoder(c, out)
+	enc := newStreamEncoderLevel(c, level, out)
 	defer enc.release()
 	if err := pipeRecords(enc, batch[BatchHeaderSize:], h.Codec(), maxUncompressed); err != nil {
 		return nil, fmt.Errorf("recompress batch to %s: %w", c, err)
@@ -106,6 +113,9 @@ type streamEncoder struct {
 	lz *lz4.Writer
 	zs *zstd.Encoder
 	sn *xerialWriter
+	// pool takes the encoder back when it is not the codec's default
+	// level's (compress_level.go).
+	pool *sync.Pool
 }
 
 // The streaming encoders' pools. The zstd encoder's window is 256 KiB, so
@@ -185,6 +195,10 @@ func (e *streamEncoder) Close() error {
 // release returns the encoder to its pool, holding no reference to the
 // destination.
 func (e *streamEncoder) release() {
+	if e.pool != nil {
+		e.releaseLevel()
+		return
+	}
 	switch {
 	case e.gz != nil:
 		e.gz.Reset(io.Discard)
