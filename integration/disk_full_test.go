@@ -12,6 +12,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // mountTmpfs mounts a tmpfs of size (e.g. "16m") on a fresh directory and
@@ -212,10 +213,38 @@ func TestDiskFullProduceRecovers(t *testing.T) {
 	if err := d.produce(topic, 4096); !errors.Is(err, kerr.KafkaStorageError) {
 		t.Fatalf("produce on a full disk after a restart: %v, want KAFKA_STORAGE_ERROR", err)
 	}
+	// A topic created on the full disk: its logs cannot be made, so
+	// CreateTopics answers KAFKA_STORAGE_ERROR, not success.
+	if code := createTopicCode(t, d.cl, "late", 4); code != kerr.KafkaStorageError.Code {
+		t.Fatalf("CreateTopics on a full disk answered %v, want KAFKA_STORAGE_ERROR", kerr.ErrorForCode(code))
+	}
 	if err := os.Remove(ballast); err != nil {
 		t.Fatal(err)
 	}
 	produceAfterFree(t, d, topic, 50)
 	checkHistory(t, h, p.addr, topic, "after the restart and space freed")
+	// The broker made the late topic's logs on its own once space
+	// returned.
+	late := &diskProducer{t: t, cl: d.cl, h: newHistory(), name: "late"}
+	produceAfterFree(t, late, "late", 20)
+	checkHistory(t, late.h, p.addr, "late", "topic created on the full disk, after space was freed")
 	p.stop()
+}
+
+// createTopicCode creates topic with partitions partitions and returns
+// the topic's error code.
+func createTopicCode(t *testing.T, cl *kgo.Client, topic string, partitions int32) int16 {
+	t.Helper()
+	req := kmsg.NewPtrCreateTopicsRequest()
+	req.TimeoutMillis = 30000
+	rt := kmsg.NewCreateTopicsRequestTopic()
+	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = topic, partitions, 1
+	req.Topics = append(req.Topics, rt)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		t.Fatalf("create %s: %v", topic, err)
+	}
+	return resp.Topics[0].ErrorCode
 }
