@@ -250,7 +250,7 @@ func (r *nfRun) probe(t *testing.T, id int32, p int32, n int) []error {
 	for range n {
 		seq := r.probeSeq
 		r.probeSeq++
-		err, off := r.c.probeProduce(t, id, nfTopic, r.topicID, p, string(recordValue("probe", seq)))
+		off, err := r.c.probeProduce(t, id, nfTopic, r.topicID, p, string(recordValue("probe", seq)))
 		if err == nil {
 			r.h.ack("probe", seq, p, off)
 			r.probed++

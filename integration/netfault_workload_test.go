@@ -61,9 +61,13 @@ func (n *nfCounts) note(problems ...string) {
 }
 
 // nfClientOpts are the options every workload client shares: short
-// timeouts on a dead connection, fresh metadata soon after a failover.
+// timeouts on a dead connection, fresh metadata soon after a failover,
+// and retries of a connection that ends before its first answer (by
+// default franz-go takes that for a TLS mismatch and fails the records,
+// but here it is a node killed or a link cut while a connection opens).
 func nfClientOpts(c *nfCluster) []kgo.Opt {
 	return []kgo.Opt{
+		kgo.AlwaysRetryEOF(),
 		kgo.SeedBrokers(c.seeds()...),
 		kgo.MetadataMinAge(200 * time.Millisecond),
 		kgo.RetryBackoffFn(func(int) time.Duration { return 100 * time.Millisecond }),
@@ -361,7 +365,7 @@ func nfPartitions(n *nfNode, topic string) (map[int32]cuPart, error) {
 	return out, nil
 }
 
-// nfLeader is the partition's leader by the newest view (highest leader
+// leader is the partition's leader by the newest view (highest leader
 // epoch) among the nodes in ids (every node when empty).
 func (c *nfCluster) leader(topic string, partition int32, ids ...int32) (leader, epoch int32) {
 	leader, epoch = -1, -1
@@ -436,12 +440,12 @@ func (c *nfCluster) activeController() (int32, error) {
 }
 
 // probeProduce sends one acks=all produce of value straight to node id's
-// listener and returns the partition's error and base offset: a node cut
+// listener and returns the partition's base offset and error: a node cut
 // off from its followers must not answer it without an error.
-func (c *nfCluster) probeProduce(t *testing.T, id int32, topic string, topicID [16]byte, partition int32, value string) (error, int64) {
+func (c *nfCluster) probeProduce(t *testing.T, id int32, topic string, topicID [16]byte, partition int32, value string) (int64, error) {
 	cl, err := nfDirect(c.node(id))
 	if err != nil {
-		return err, -1
+		return -1, err
 	}
 	defer cl.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Second)
@@ -456,11 +460,11 @@ func (c *nfCluster) probeProduce(t *testing.T, id int32, topic string, topicID [
 	req.Topics = append(req.Topics, rt)
 	resp, err := req.RequestWith(ctx, cl.SeedBrokers()[0])
 	if err != nil {
-		return fmt.Errorf("produce to node %d: %w", id, err), -1
+		return -1, fmt.Errorf("produce to node %d: %w", id, err)
 	}
 	if len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
-		return fmt.Errorf("produce to node %d answered %d topics", id, len(resp.Topics)), -1
+		return -1, fmt.Errorf("produce to node %d answered %d topics", id, len(resp.Topics))
 	}
 	pr := resp.Topics[0].Partitions[0]
-	return kerr.ErrorForCode(pr.ErrorCode), pr.BaseOffset
+	return pr.BaseOffset, kerr.ErrorForCode(pr.ErrorCode)
 }
