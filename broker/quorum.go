@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
-	"strconv"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -71,15 +69,17 @@ func (s *Server) startMetadata(clusterID string) error {
 	return nil
 }
 
-// listenController serves the quorum on the controller listener.
+// listenController serves the quorum on the controller listener, with
+// the socket settings and connection limits of the other listeners
+// (controller_listener.go).
 func (s *Server) listenController() error {
 	for _, l := range s.cfg.Listeners {
 		if !s.isControllerListener(l.Name) {
 			continue
 		}
-		ln, err := net.Listen("tcp", net.JoinHostPort(l.Host, strconv.Itoa(l.Port)))
+		ln, err := s.listenControllerSocket(l)
 		if err != nil {
-			return fmt.Errorf("listen %s: %w", l.Name, err)
+			return err
 		}
 		s.ctrlLn = ln
 		tr := s.quorum

@@ -357,23 +357,31 @@ func (s *Server) acceptLoop(ln net.Listener, listener string) {
 // waiting while the broker is at max.connections, and configures its
 // socket. A connection it refuses is closed.
 func (s *Server) admit(nc net.Conn, listener string, addr netip.Addr) bool {
-	err := s.quotas.acquire(listener, addr)
+	return s.admitTo(s.quotas, nc, listener, addr) == nil
+}
+
+// admitTo is admit against the quotas q (the controller listener has its
+// own, controller_listener.go). It returns why a connection was refused:
+// errTooManyFromIP, net.ErrClosed once q is closed, or the socket
+// configuration's error.
+func (s *Server) admitTo(q *connQuotas, nc net.Conn, listener string, addr netip.Addr) error {
+	err := q.acquire(listener, addr)
 	if errors.Is(err, errTooManyFromIP) {
 		// As Kafka's Acceptor: an info line, and the socket closed.
 		s.log.Info("rejected connection: the address already has its maximum of connections",
-			"ip", addr, "max", s.quotas.limitFor(addr), "listener", listener)
+			"ip", addr, "max", q.limitFor(addr), "listener", listener)
 	}
 	if err != nil {
 		nc.Close()
-		return false
+		return err
 	}
 	if err := s.configureConn(nc); err != nil {
 		s.log.Error("configure accepted connection; closing it", "ip", addr, "err", err)
 		nc.Close()
-		s.quotas.release(addr)
-		return false
+		q.release(addr)
+		return err
 	}
-	return true
+	return nil
 }
 
 func (s *Server) isClosed() bool {
