@@ -2,20 +2,23 @@ package broker
 
 import (
 	"errors"
+	"fmt"
 	"path/filepath"
 	"slices"
 
 	"github.com/gregorbroker/gregor/vfs"
 )
 
-// lockDirs takes the lock of every log dir (the first of which also holds
-// the metadata log) before anything in them is read or written, as Kafka
-// locks each log dir and its metadata dir: a second process on the same
-// data would lose records the first acknowledged. On failure it releases
-// what it took, so a refused start leaves the dirs as it found them.
+// lockDirs takes the lock of every log dir and of the metadata dir
+// (metadata.log.dir, else the first log dir) before anything in them is
+// read or written, as Kafka locks each log dir and its metadata dir: a
+// second process on the same data would lose records the first
+// acknowledged. On failure it releases what it took, so a refused start
+// leaves the dirs as it found them.
 func (s *Server) lockDirs() error {
 	var seen []string
-	for _, dir := range s.cfg.LogDirs {
+	meta := s.cfg.MetadataDir()
+	for _, dir := range append(slices.Clone(s.cfg.LogDirs), meta) {
 		clean := filepath.Clean(dir)
 		if slices.Contains(seen, clean) {
 			continue
@@ -26,6 +29,11 @@ func (s *Server) lockDirs() error {
 		case errors.Is(err, vfs.ErrDirLocked):
 			s.unlockDirs()
 			return err
+		case err != nil && clean == filepath.Clean(meta):
+			// Without its metadata log the node cannot run at all, as
+			// Kafka stops when its metadata dir fails.
+			s.unlockDirs()
+			return fmt.Errorf("metadata log dir: %w", err)
 		case err != nil:
 			// As Kafka: a disk error while locking is the dir's failure,
 			// not the node's; opening the dir meets it again and takes the

@@ -27,7 +27,7 @@ func (s *Server) startMetadata(clusterID string) error {
 	cfg := raftmeta.Config{
 		NodeID:    uint64(s.cfg.NodeID),
 		Voters:    voterIDs(s.cfg),
-		Dir:       s.cfg.LogDirs[0],
+		Dir:       s.cfg.MetadataDir(),
 		FS:        s.fs,
 		Logger:    s.log,
 		ClusterID: clusterID,

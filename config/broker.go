@@ -26,7 +26,7 @@ type Broker struct {
 	ControllerQuorumRequestTimeoutMs          int32
 	ControllerQuorumRetryBackoffMs            int32
 	ControllerQuorumAppendLingerMs            int32
-	MetadataLogDir                            string // metadata.log.dir, else LogDirs[0]
+	MetadataLogDir                            string // metadata.log.dir; empty: the first of LogDirs (MetadataDir)
 	MetadataLogSegmentBytes                   int32
 	MetadataLogSegmentMs                      int64
 	MetadataMaxRetentionBytes                 int64
@@ -339,7 +339,9 @@ func (b *Broker) deriveLog(vals map[string]value, props map[string]string) error
 	if len(b.LogDirs) == 0 {
 		return invalid("log.dirs", b.rawOrDefault(props, "log.dirs"), "at least one log directory must be given in log.dirs or log.dir")
 	}
-	b.MetadataLogDir = b.LogDirs[0]
+	// Empty stands for the first log dir, resolved when it is used
+	// (MetadataDir), so that code changing LogDirs moves it too.
+	b.MetadataLogDir = ""
 	if v := vals["metadata.log.dir"]; !v.null && v.s != "" {
 		b.MetadataLogDir = v.s
 	}
@@ -631,4 +633,16 @@ func DevProperties() map[string]string {
 		"transaction.state.log.replication.factor": "1",
 		"transaction.state.log.min.isr":            "1",
 	}
+}
+
+// MetadataDir is where the metadata log lives: metadata.log.dir when set,
+// else the first log dir, as in Kafka.
+func (b *Broker) MetadataDir() string {
+	if b.MetadataLogDir != "" {
+		return b.MetadataLogDir
+	}
+	if len(b.LogDirs) == 0 {
+		return ""
+	}
+	return b.LogDirs[0]
 }

@@ -39,7 +39,7 @@ func TestDefaultsMatchKafka(t *testing.T) {
 		{"listener.security.protocol.map", b.ListenerSecurityProtocolMap, map[string]string{
 			"PLAINTEXT": "PLAINTEXT", "SSL": "SSL", "SASL_PLAINTEXT": "SASL_PLAINTEXT", "SASL_SSL": "SASL_SSL", "CONTROLLER": "PLAINTEXT"}},
 		{"log.dirs", b.LogDirs, []string{"./data"}},
-		{"metadata.log.dir", b.MetadataLogDir, "./data"},
+		{"metadata.log.dir", b.MetadataDir(), "./data"},
 		{"num.partitions", b.NumPartitions, int32(1)},
 		{"default.replication.factor", b.DefaultReplicationFactor, int16(1)},
 		{"auto.create.topics.enable", b.AutoCreateTopicsEnable, true},
@@ -225,9 +225,15 @@ func TestLogDirsPrecedence(t *testing.T) {
 	}
 	for _, tt := range tests {
 		b := mustParse(t, tt.props)
-		if !slices.Equal(b.LogDirs, tt.want) || b.MetadataLogDir != tt.metadata {
-			t.Errorf("Parse(%v): LogDirs %q, MetadataLogDir %q; want %q, %q", tt.props, b.LogDirs, b.MetadataLogDir, tt.want, tt.metadata)
+		if !slices.Equal(b.LogDirs, tt.want) || b.MetadataDir() != tt.metadata {
+			t.Errorf("Parse(%v): LogDirs %q, MetadataDir %q; want %q, %q", tt.props, b.LogDirs, b.MetadataDir(), tt.want, tt.metadata)
 		}
+	}
+	// Unset, it follows LogDirs changed after Parse, as tests do.
+	b := mustParse(t, nil)
+	b.LogDirs = []string{"/x", "/y"}
+	if got := b.MetadataDir(); got != "/x" {
+		t.Errorf("MetadataDir after changing LogDirs: %q, want /x", got)
 	}
 }
 

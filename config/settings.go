@@ -18,7 +18,6 @@ var unsupportedKeys = map[string]string{
 	"controller.quorum.request.timeout.ms":            "the metadata quorum uses its own request timing",
 	"controller.quorum.retry.backoff.ms":              "the metadata quorum uses its own request timing",
 	"controller.quorum.append.linger.ms":              "the metadata quorum appends without lingering",
-	"metadata.log.dir":                                "the metadata log is kept in the first of log.dirs",
 	"metadata.log.segment.bytes":                      "the metadata log's segments and snapshots are managed by the quorum itself",
 	"metadata.log.segment.ms":                         "the metadata log's segments and snapshots are managed by the quorum itself",
 	"metadata.max.retention.bytes":                    "the metadata log's segments and snapshots are managed by the quorum itself",
