@@ -181,6 +181,7 @@ func (s *Server) open() error {
 	}
 	s.goTracked(s.watchMetadata)
 	s.goTracked(s.flushLoop)
+	s.goTracked(s.flushScheduler)
 	s.goTracked(s.retentionLoop)
 	s.goTracked(s.isrLoop)
 	if s.cfg.LogCleanerEnable {

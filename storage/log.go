@@ -553,6 +553,19 @@ func (l *Log) IncrementLogStartOffset(offset int64) error {
 	return nil
 }
 
+// FlushIfStale flushes the log when its last flush is at least flush.ms
+// old and something is unflushed, as Kafka's log flusher does every
+// log.flush.scheduler.interval.ms, so that records appended before a quiet
+// spell do not stay unflushed past flush.ms (appends check flush.ms only
+// when they come). It reports whether it flushed.
+func (l *Log) FlushIfStale() (bool, error) {
+	cfg := l.cfg.Load()
+	if l.nowMs()-l.lastFlushMs.Load() < cfg.FlushMs || l.leo.Load() <= l.rp.Load() {
+		return false, nil
+	}
+	return true, l.Flush()
+}
+
 // Flush fsyncs everything written so far and advances the recovery point
 // to the log end offset it saw. It does not block appends while it syncs.
 func (l *Log) Flush() error {
