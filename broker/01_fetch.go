@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"errors"
+	"slices"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -64,6 +65,11 @@ type fetchPartError struct {
 func handleFetch(s *Server, r *request) (result, error) {
 	req := r.req.(*kmsg.FetchRequest)
 	resp := req.ResponseKind().(*kmsg.FetchResponse)
+	if req.Version >= 4 && req.IsolationLevel != 0 && req.IsolationLevel != 1 {
+		// Kafka's IsolationLevel.forId throws, and KafkaApis answers
+		// the whole request UNKNOWN_SERVER_ERROR.
+		return respond(fetchErrorResponse(req, kerr.UnknownServerError.Code))
+	}
 	plan, code := s.planFetch(req)
 	if code != 0 {
 		resp.ErrorCode = code
@@ -146,6 +152,7 @@ func (s *Server) planFetch(req *kmsg.FetchRequest) (*fetchPlan, int16) {
 			})
 		}
 	}
+	reqParts = dedupeFetchParts(reqParts)
 	if plan.session == nil {
 		plan.parts = reqParts
 		return plan, 0
@@ -518,6 +525,61 @@ func abortedFor(txns []abortedTxn) []kmsg.FetchResponseTopicPartitionAbortedTran
 	for i, t := range txns {
 		out[i] = kmsg.NewFetchResponseTopicPartitionAbortedTransaction()
 		out[i].ProducerID, out[i].FirstOffset = t.ProducerID, t.FirstOffset
+	}
+	return out
+}
+
+// fetchErrorResponse answers every partition of a fetch with code, and the
+// request too from v7, where the response has a top-level error.
+func fetchErrorResponse(req *kmsg.FetchRequest, code int16) *kmsg.FetchResponse {
+	resp := req.ResponseKind().(*kmsg.FetchResponse)
+	resp.ErrorCode = code
+	for _, rt := range req.Topics {
+		t := kmsg.NewFetchResponseTopic()
+		t.Topic, t.TopicID = rt.Topic, rt.TopicID
+		for _, rp := range rt.Partitions {
+			p := kmsg.NewFetchResponseTopicPartition()
+			p.Partition, p.ErrorCode = rp.Partition, code
+			p.HighWatermark, p.LastStableOffset, p.LogStartOffset = -1, -1, -1
+			t.Partitions = append(t.Partitions, p)
+		}
+		resp.Topics = append(resp.Topics, t)
+	}
+	return resp
+}
+
+// dedupeFetchParts keeps one entry per partition, as the later one says,
+// in the place of the first: Kafka's FetchRequest keeps them in a
+// LinkedHashMap. Small fetches are scanned; large ones (a follower's)
+// use a map.
+func dedupeFetchParts(parts []*fetchSessionPart) []*fetchSessionPart {
+	type key struct {
+		topic     string
+		partition int32
+	}
+	var seen map[key]int
+	if len(parts) > 16 {
+		seen = make(map[key]int, len(parts))
+	}
+	out := parts[:0]
+	for _, p := range parts {
+		k := key{p.topic, p.partition}
+		j := -1
+		if seen != nil {
+			if i, ok := seen[k]; ok {
+				j = i
+			}
+		} else {
+			j = slices.IndexFunc(out, func(q *fetchSessionPart) bool { return q.topic == k.topic && q.partition == k.partition })
+		}
+		if j >= 0 {
+			out[j] = p
+			continue
+		}
+		if seen != nil {
+			seen[k] = len(out)
+		}
+		out = append(out, p)
 	}
 	return out
 }
