@@ -45,7 +45,7 @@ func TestValidateFetch(t *testing.T) {
 
 	dup := resps[0].(*kmsg.FetchResponse)
 	if len(dup.Topics) != 1 || len(dup.Topics[0].Partitions) != 1 {
-		t.Fatalf("a partition named twice answered %d topics, the first with %d partitions", len(dup.Topics), len(dup.Topics[0].Partitions))
+		t.Fatalf("a partition named twice answered %+v, want one topic with one partition", dup.Topics)
 	}
 	p := dup.Topics[0].Partitions[0]
 	if p.ErrorCode != 0 || len(p.RecordBatches) == 0 {
