@@ -50,7 +50,7 @@ func TestSoak(t *testing.T) {
 
 	c := nfStart(t)
 	cl := c.client()
-	const txnTopic = "nf-txn"
+	const txnTopic = nfTxnTopic
 	for _, topic := range []string{nfTopic, nfGroupTopic, txnTopic} {
 		cuCreateTopic(t, cl, topic, 3, 3, nil)
 	}

@@ -19,6 +19,7 @@ const (
 	nfTopic      = "nf-produce"
 	nfGroupTopic = "nf-group"
 	nfGroupName  = "nf-g"
+	nfTxnTopic   = "nf-txn"
 	nfHold       = 10 * time.Second // how long a fault lasts: beyond every timeout the cluster runs on
 )
 
@@ -115,7 +116,12 @@ func nfRunFault(t *testing.T, f nfFault) nfRow {
 	cl := c.client()
 	cuCreateTopic(t, cl, nfTopic, 3, 3, nil)
 	cuCreateTopic(t, cl, nfGroupTopic, 3, 3, nil)
-	cuWait(t, 60*time.Second, "a full ISR before the fault", func() error { return c.fullISR(nfTopic, nfGroupTopic) })
+	topics := []string{nfTopic, nfGroupTopic}
+	if *nfAll { // the transactions column of the full matrix
+		cuCreateTopic(t, cl, nfTxnTopic, 3, 3, nil)
+		topics = append(topics, nfTxnTopic)
+	}
+	cuWait(t, 60*time.Second, "a full ISR before the fault", func() error { return c.fullISR(topics...) })
 	r := &nfRun{c: c, h: newHistory(), hg: newHistory()}
 	ctx, cancel := cuCtx()
 	tds, err := kadm.NewClient(cl).ListTopics(ctx, nfTopic)
@@ -125,7 +131,7 @@ func nfRunFault(t *testing.T, f nfFault) nfRow {
 	}
 	r.topicID = tds[nfTopic].ID
 
-	var produceErrs, readErrs, groupErrs errorCounts
+	var produceErrs, readErrs, groupErrs, txnErrs errorCounts
 	stop := make(chan struct{})
 	producers := []*nfProducer{
 		startNFProducer(t, c, "p1", nfTopic, 200, r.h, &produceErrs, stop),
@@ -148,6 +154,14 @@ func nfRunFault(t *testing.T, f nfFault) nfRow {
 	readTo := make([]atomic.Int64, 3)
 	readerDone := nfReaderTo(rctx, t, c, nfTopic, r.h, &readErrs, readTo)
 	g, groupDone := startNFGroup(rctx, t, c, nfGroupName, nfGroupTopic, 2, r.hg, &groupErrs)
+	var x *nfTxn
+	closed := make(chan struct{})
+	close(closed)
+	var txnDone, txnReadDone <-chan struct{} = closed, closed
+	if *nfAll {
+		x, txnDone = startNFTxn(t, c, nfTxnTopic, "nf-txn", newHistory(), &txnErrs, stop)
+		txnReadDone = x.readCommitted(rctx, t, c, nfTxnTopic, nil)
+	}
 	cuWait(t, 60*time.Second, "the workloads under way", func() error {
 		if r.h.count() < 300 || g.commits.Load() < 3 {
 			return fmt.Errorf("%d acks, %d commits (errors: %s %s)", r.h.count(), g.commits.Load(), produceErrs.String(), groupErrs.String())
@@ -158,29 +172,49 @@ func nfRunFault(t *testing.T, f nfFault) nfRow {
 	c.checkRouted(t)
 	f.inject(t, r)
 	c.healAll()
-	cuWait(t, 90*time.Second, "a full ISR after the fault healed", func() error { return c.fullISR(nfTopic, nfGroupTopic) })
+	cuWait(t, 90*time.Second, "a full ISR after the fault healed", func() error { return c.fullISR(topics...) })
 	before, commits := r.h.count(), g.commits.Load()
+	var txns int64
+	if x != nil {
+		txns = x.commits.Load()
+	}
 	cuWait(t, 60*time.Second, "progress after the fault healed", func() error {
 		if r.h.count() < before+200 || g.commits.Load() < commits+3 {
 			return fmt.Errorf("%d acks (%d before), %d commits (%d before); errors: %s; group: %s",
 				r.h.count(), before, g.commits.Load(), commits, produceErrs.String(), groupErrs.String())
 		}
+		if x != nil && x.commits.Load() <= txns {
+			return fmt.Errorf("no transaction committed since the fault healed (%d in all); errors: %s", txns, txnErrs.String())
+		}
 		return nil
 	})
 	stopProducers()
+	<-txnDone
 	nfDrain(t, c, g, readTo)
+	if x != nil {
+		soakWaitStable(t, c, nfTxnTopic)
+	}
 	rcancel()
 	<-readerDone
 	<-groupDone
+	<-txnReadDone
 	if produceErrs.total() > 0 {
 		t.Errorf("records failed although producers retry without end: %s", produceErrs.String())
 	}
-	t.Logf("%s: %d probes acknowledged by a cut-off or thawed node; reader errors: %s; group errors: %s",
-		f.name, r.probed, readErrs.String(), groupErrs.String())
+	t.Logf("%s: %d probes acknowledged by a cut-off or thawed node; reader errors: %s; group errors: %s; transaction errors: %s",
+		f.name, r.probed, readErrs.String(), groupErrs.String(), txnErrs.String())
 	row := nfRow{fault: f.name, cells: []nfCell{
 		{"idempotent acks=all produce", nfCheckProduce(t, r)},
 		{"consumer group", nfCheckGroup(t, r, g)},
 	}}
+	if x != nil {
+		n := x.check(t, c, nfTxnTopic)
+		div := c.waitConverged(30*time.Second, nfTxnTopic, "__transaction_state")
+		n.divergent = len(div)
+		n.note(div...)
+		row.cells = append(row.cells, nfCell{fmt.Sprintf("transactions (%d committed, %d aborted, %d in doubt)",
+			x.commits.Load(), x.aborts.Load(), x.doubtful.Load()), n})
+	}
 	for _, cell := range row.cells {
 		if cell.n.bad() > 0 {
 			t.Errorf("%s, %s: %d violations:\n%s", f.name, cell.workload, cell.n.bad(), strings.Join(cell.n.problems, "\n"))
