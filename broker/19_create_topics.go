@@ -34,7 +34,7 @@ func handleCreateTopics(s *Server, r *request) (result, error) {
 	}
 	type slot struct {
 		resp  kmsg.CreateTopicsResponseTopic
-		index int // into specs, or -1 when already answered
+		index int // into specs; -1 when already answered, -2 when not answered on its own
 	}
 	slots := make([]slot, len(req.Topics))
 	var specs []raftmeta.CreateTopic
@@ -44,7 +44,18 @@ func handleCreateTopics(s *Server, r *request) (result, error) {
 		st.NumPartitions, st.ReplicationFactor = -1, -1
 		slots[i] = slot{resp: st, index: -1}
 		if seen[t.Topic] > 1 {
-			setCreateErr(&slots[i].resp, kerr.InvalidRequest, "topic named more than once in the request")
+			// Answered once, as ControllerApis.createTopics does.
+			seen[t.Topic] = -1
+			setCreateErr(&slots[i].resp, kerr.InvalidRequest, "Duplicate topic name.")
+			continue
+		}
+		if seen[t.Topic] < 0 {
+			slots[i].index = -2 // a later copy of a duplicate: no answer of its own
+			continue
+		}
+		if req.TimeoutMillis < 0 {
+			// The controller's deadline is already past.
+			setCreateErr(&slots[i].resp, kerr.RequestTimedOut, "the request's timeout is negative")
 			continue
 		}
 		configs := make(map[string]string, len(t.Configs))
@@ -139,6 +150,9 @@ func handleCreateTopics(s *Server, r *request) (result, error) {
 		}
 	}
 	for _, sl := range slots {
+		if sl.index == -2 {
+			continue
+		}
 		resp.Topics = append(resp.Topics, sl.resp)
 	}
 	return respond(resp)
