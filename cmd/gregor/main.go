@@ -82,11 +82,14 @@ func runServe(args []string, logOut io.Writer) error {
 		srv.Close()
 		return err
 	}
+	// Caught from before "gregor started" is logged: whoever waits for
+	// that line may signal at once, and the default action would kill the
+	// process without a clean shutdown.
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
 	log.Info("gregor started", "addr", srv.Addr().String(), "data", strings.Join(cfg.LogDirs, ","),
 		"node_id", cfg.NodeID, "startup", time.Since(start).Round(time.Millisecond))
 
-	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
 	got := <-sig
 	log.Info("shutting down", "signal", got.String())
 	if err := srv.Close(); err != nil {
