@@ -308,12 +308,18 @@ func TestGroupsBadInput(t *testing.T) {
 	// Nothing above disturbed the group: its member still heartbeats,
 	// a second member's join rebalances it, and both end up Stable.
 	grpWant(t, "Heartbeat after the bad input", r.heartbeat(group, m1, gen), nil)
+	// The second member and the follower's SyncGroup get connections of
+	// their own: a connection's group requests are served one at a time,
+	// as on Kafka, so a parked JoinGroup or a follower's SyncGroup would
+	// hold back the first member's requests.
+	_, b2 := grpRawBroker(t, p.addr)
+	_, b3 := grpRawBroker(t, p.addr)
 	var wg sync.WaitGroup
 	var j2 *kmsg.JoinGroupResponse
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		r2 := grpRaw{t, b}
+		r2 := grpRaw{t, b2}
 		first := r2.joinReq(group, "", "consumer", rangeProto)
 		j2 = r2.joinReq(group, first.MemberID, "consumer", rangeProto)
 	}()
@@ -334,7 +340,7 @@ func TestGroupsBadInput(t *testing.T) {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		fs = grpRaw{t, b}.sync(group, follower.MemberID, follower.Generation, "consumer", "range", nil)
+		fs = grpRaw{t, b3}.sync(group, follower.MemberID, follower.Generation, "consumer", "range", nil)
 	}()
 	ls2 := r.sync(group, leader.MemberID, leader.Generation, "consumer", "range", map[string][]byte{leader.MemberID: ab, follower.MemberID: {}})
 	wg.Wait()
