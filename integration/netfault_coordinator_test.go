@@ -2,7 +2,6 @@ package integration
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"strings"
 	"testing"
@@ -14,8 +13,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-var nfKnownBugs = flag.Bool("netfault.knownbugs", false, "run the fault tests that fail on a known, reported bug")
-
 // TestNetFaultCoordinatorFailoverKeepsCommits: an offset commit the group
 // coordinator acknowledged must be what the next coordinator answers,
 // however soon after the acknowledgement the old one dies. The commit is
@@ -26,15 +23,14 @@ var nfKnownBugs = flag.Bool("netfault.knownbugs", false, "run the fault tests th
 // commits an offset, kills the coordinator at once with SIGKILL and asks
 // the new coordinator for the group's offset.
 //
-// Known bug (fails every round): the new coordinator loads the partition
-// only up to its high watermark at the moment it becomes leader
-// (readPartition in broker/groups.go), which lags the old leader's, so
-// the last acknowledged commits are in its log but not in its state; the
-// next failover loads them, one commit late. -netfault.knownbugs runs it.
+// It failed every round while the new coordinator loaded the partition
+// only up to its high watermark at the moment it became leader, which lags
+// the old leader's (the last acknowledged commits were in its log but not
+// in its state); readPartition in broker/groups.go now loads to the log
+// end.
 func TestNetFaultCoordinatorFailoverKeepsCommits(t *testing.T) {
-	if !*nfKnownBugs {
-		t.Skip("known bug: a new group coordinator loads __consumer_offsets only up to its lagging high watermark and " +
-			"answers OffsetFetch with the commit before the last acknowledged one (-netfault.knownbugs runs it)")
+	if testing.Short() {
+		t.Skip("multi-process cluster test")
 	}
 	const topic, group, rounds = "cf", "cf-group", 4
 	c := cuStartCluster(t, 3, 0, "replica.fetch.wait.max.ms=500", "group.initial.rebalance.delay.ms=0")

@@ -270,6 +270,10 @@ func nfCheckGroup(t *testing.T, r *nfRun, g *nfGroup) nfCounts {
 	g.mu.Lock()
 	n.duplicated += len(g.redelivery)
 	n.note(g.redelivery...)
+	if len(g.fencedReads) > 0 {
+		t.Logf("%d records below an acknowledged commit read by members whose commit was then refused (fenced, not counted):\n%s",
+			len(g.fencedReads), strings.Join(g.fencedReads, "\n"))
+	}
 	g.mu.Unlock()
 	div := r.c.waitConverged(30*time.Second, nfGroupTopic, "__consumer_offsets")
 	n.divergent = len(div)

@@ -176,8 +176,11 @@ type nfGroup struct {
 	commitBy   map[int32]string // who made it and when, for the report
 	delivered  map[ackedAt]bool
 	redelivery []string
-	commits    atomic.Int64
-	errs       *errorCounts
+	// fencedReads are records below an acknowledged commit read by a
+	// member whose commit of them was then refused (reported, not counted).
+	fencedReads []string
+	commits     atomic.Int64
+	errs        *errorCounts
 }
 
 func startNFGroup(ctx context.Context, t *testing.T, c *nfCluster, group, topic string, members int, h *history, errs *errorCounts) (*nfGroup, <-chan struct{}) {
@@ -214,8 +217,9 @@ func (g *nfGroup) member(ctx context.Context, cl *kgo.Client, name string) {
 			}
 		})
 		recs := fs.Records()
+		var below []string
 		for _, r := range recs {
-			g.deliver(r, name)
+			below = append(below, g.deliver(r, name)...)
 		}
 		if len(recs) > 0 {
 			cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
@@ -223,23 +227,45 @@ func (g *nfGroup) member(ctx context.Context, cl *kgo.Client, name string) {
 			cancel()
 			if err == nil {
 				g.commitAcked(recs, name)
+				g.redelivered(below)
 			} else if ctx.Err() == nil {
 				g.errs.add(fmt.Errorf("commit: %w", err))
+				// A member whose commit is refused was fenced: it read
+				// from a fetch issued before it lost the partition, as
+				// any client of Kafka may; what it read is not counted.
+				g.fenced(below)
 			}
 		}
 		cl.AllowRebalance()
 	}
 }
 
-func (g *nfGroup) deliver(r *kgo.Record, member string) {
+// deliver records a delivery and returns it described if it lies below
+// an acknowledged commit; the member's commit of it decides whether that
+// is a redelivery (the commit is accepted: the group handed the member a
+// partition at a stale offset) or a fenced member's read.
+func (g *nfGroup) deliver(r *kgo.Record, member string) []string {
 	g.h.consume(r.Partition, r.Offset, r.Value)
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if c, ok := g.committed[r.Partition]; ok && r.Offset < c {
-		g.redelivery = append(g.redelivery, fmt.Sprintf("group: %d/%d delivered to %s at %v (leader epoch %d) after a commit of offset %d was acknowledged (%s)",
-			r.Partition, r.Offset, member, time.Since(g.start).Round(time.Millisecond), r.LeaderEpoch, c, g.commitBy[r.Partition]))
-	}
 	g.delivered[ackedAt{r.Partition, r.Offset}] = true
+	if c, ok := g.committed[r.Partition]; ok && r.Offset < c {
+		return []string{fmt.Sprintf("group: %d/%d delivered to %s at %v (leader epoch %d) after a commit of offset %d was acknowledged (%s)",
+			r.Partition, r.Offset, member, time.Since(g.start).Round(time.Millisecond), r.LeaderEpoch, c, g.commitBy[r.Partition])}
+	}
+	return nil
+}
+
+func (g *nfGroup) redelivered(below []string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.redelivery = append(g.redelivery, below...)
+}
+
+func (g *nfGroup) fenced(below []string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.fencedReads = append(g.fencedReads, below...)
 }
 
 func (g *nfGroup) commitAcked(recs []*kgo.Record, member string) {
