@@ -156,6 +156,13 @@ func (p *memProcess) baseline() int64 {
 	return p.rss()
 }
 
+// A burst's memory is returned: within memSettle of its end RSS is back
+// within memReturned of the baseline (cmd/gregor/memory.go).
+const (
+	memReturned = 32 << 20
+	memSettle   = 45 * time.Second
+)
+
 // settle waits up to d for RSS to come back within slack of base and
 // returns the last reading: what a burst leaves behind.
 func (p *memProcess) settle(base, slack int64, d time.Duration) int64 {
@@ -253,8 +260,11 @@ func TestMemoryIdleConnections(t *testing.T) {
 	for _, nc := range ncs {
 		nc.Close()
 	}
-	after := p.settle(base, 32<<20, 20*time.Second)
+	after := p.settle(base, memReturned, memSettle)
 	t.Logf("after closing them: RSS %s", memMiB(after))
+	if after > base+memReturned {
+		t.Errorf("RSS %s %v after the connections closed, want within %s of the baseline %s", memMiB(after), memSettle, memMiB(memReturned), memMiB(base))
+	}
 	if growth > memBudget {
 		t.Fatalf("%d idle connections grew RSS by %s, budget %s", conns, memMiB(growth), memMiB(memBudget))
 	}
@@ -313,8 +323,11 @@ func TestMemoryPartialFrames(t *testing.T) {
 		for _, nc := range ncs {
 			nc.Close()
 		}
-		after := p.settle(base, 32<<20, 30*time.Second)
+		after := p.settle(base, memReturned, memSettle)
 		t.Logf("after the clients left: RSS %s (baseline %s)", memMiB(after), memMiB(base))
+		if after > base+memReturned {
+			t.Errorf("RSS %s %v after the clients left, want within %s of the baseline %s", memMiB(after), memSettle, memMiB(memReturned), memMiB(base))
+		}
 		if growth > memBudget {
 			t.Fatalf("RSS grew by %s, budget %s", memMiB(growth), memMiB(memBudget))
 		}
@@ -411,8 +424,11 @@ func TestMemoryZstdBombs(t *testing.T) {
 			t.Errorf("%s: peak RSS grew by %s, budget %s", name, memMiB(growth), memMiB(memBudget))
 		}
 	}
-	after := p.settle(base, 32<<20, 30*time.Second)
+	after := p.settle(base, memReturned, memSettle)
 	t.Logf("after the bombs: RSS %s (baseline %s)", memMiB(after), memMiB(base))
+	if after > base+memReturned {
+		t.Errorf("RSS %s %v after the bombs, want within %s of the baseline %s", memMiB(after), memSettle, memMiB(memReturned), memMiB(base))
+	}
 }
 
 // zstdBatch wraps a zstd records section holding one record in a batch

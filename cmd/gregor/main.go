@@ -4,6 +4,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -90,7 +91,10 @@ func runServe(args []string, logOut io.Writer) error {
 	log.Info("gregor started", "addr", srv.Addr().String(), "data", strings.Join(cfg.LogDirs, ","),
 		"node_id", cfg.NodeID, "startup", time.Since(start).Round(time.Millisecond))
 
+	memCtx, stopMem := context.WithCancel(context.Background())
+	go returnIdleMemory(memCtx, log)
 	got := <-sig
+	stopMem()
 	log.Info("shutting down", "signal", got.String())
 	if err := srv.Close(); err != nil {
 		return fmt.Errorf("shutdown: %w", err)
