@@ -74,6 +74,14 @@ func (e *createLogsError) Unwrap() error { return e.first }
 func (s *Server) reconcile(img *raftmeta.Image) error {
 	s.reconcileMu.Lock()
 	defer s.reconcileMu.Unlock()
+	// Callers read the image before they take the lock, so two of them
+	// (the metadata watcher and a handler that created a topic) may come
+	// in the opposite order: the older image would delete the logs of a
+	// topic it does not have yet, under partitions that keep serving.
+	// The newest image is always the one to apply.
+	if cur := s.meta.Image(); cur.Offset() > img.Offset() {
+		img = cur
+	}
 
 	old := s.parts.all()
 	var errs []error

@@ -47,6 +47,9 @@ func (s *Server) startTxnCoordinator() error {
 	cfg.RemoveExpiredTransactionalIDCleanupIntervalMs = int64(s.cfg.TransactionRemoveExpiredTransactionCleanupIntervalMs)
 	// The finalized transaction.version (18_api_versions.go).
 	cfg.TransactionVersion = transactionVersion
+	// Kafka bounds the coordinator's appends and marker requests with
+	// request.timeout.ms; Gregor's inter-broker requests use the same 30 s.
+	cfg.RequestTimeoutMs = interBrokerRequestTimeout.Milliseconds()
 	cfg.Logger = s.log.With("component", "transactions")
 	markers := newMarkerSender(s)
 	coord, err := txn.New(cfg, txn.Deps{

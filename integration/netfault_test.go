@@ -166,6 +166,11 @@ func nfRunFault(t *testing.T, f nfFault) nfRow {
 		if r.h.count() < 300 || g.commits.Load() < 3 {
 			return fmt.Errorf("%d acks, %d commits (errors: %s %s)", r.h.count(), g.commits.Load(), produceErrs.String(), groupErrs.String())
 		}
+		if x != nil && x.commits.Load() < 3 {
+			// The fault must strike transactions in flight, not a
+			// producer still looking for its coordinator.
+			return fmt.Errorf("%d transactions committed (errors: %s)", x.commits.Load(), txnErrs.String())
+		}
 		return nil
 	})
 

@@ -29,11 +29,17 @@ type nfTxn struct {
 	commits  atomic.Int64
 	aborts   atomic.Int64
 	doubtful atomic.Int64
+	log      *nfClientLog // the transactional client's, shown if the run fails
 }
 
 // startNFTxn runs the transactional producer until stop is closed.
 func startNFTxn(t *testing.T, c *nfCluster, topic, txnID string, h *history, errs *errorCounts, stop <-chan struct{}) (*nfTxn, <-chan struct{}) {
-	x := &nfTxn{h: h, errs: errs, aborted: make(map[string]bool)}
+	x := &nfTxn{h: h, errs: errs, aborted: make(map[string]bool), log: newNFClientLog(4000)}
+	t.Cleanup(func() {
+		if t.Failed() || *nfTxnLog {
+			t.Logf("the transactional client's last log lines:\n%s", x.log)
+		}
+	})
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -45,7 +51,7 @@ func startNFTxn(t *testing.T, c *nfCluster, topic, txnID string, h *history, err
 			default:
 			}
 			cl, err := kgo.NewClient(append(nfClientOpts(c), kgo.DefaultProduceTopic(topic), kgo.TransactionalID(txnID),
-				kgo.TransactionTimeout(20*time.Second), kgo.RecordRetries(1<<30), kgo.ProduceRequestTimeout(3*time.Second))...)
+				kgo.TransactionTimeout(20*time.Second), kgo.RecordRetries(1<<30), kgo.ProduceRequestTimeout(3*time.Second), kgo.WithLogger(x.log))...)
 			if err != nil {
 				errs.add(err)
 				return

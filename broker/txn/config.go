@@ -55,6 +55,14 @@ type Config struct {
 	// appended again.
 	MarkerRetryBackoffMs int64
 
+	// RequestTimeoutMs bounds each append to __transaction_state, each
+	// marker write and each producer id allocation, as Kafka's coordinator
+	// bounds its appends and marker requests with request.timeout.ms: one
+	// whose answer never comes (a high watermark that stopped moving)
+	// fails as REQUEST_TIMED_OUT and is retried, rather than holding its
+	// transactional id in a pending transition for ever.
+	RequestTimeoutMs int64
+
 	// Logger receives the coordinator's logs; nil means slog.Default().
 	Logger *slog.Logger
 }
@@ -70,6 +78,7 @@ func DefaultConfig() Config {
 		RemoveExpiredTransactionalIDCleanupIntervalMs: 3600000,
 		TransactionVersion:                            TV2,
 		MarkerRetryBackoffMs:                          100,
+		RequestTimeoutMs:                              30000,
 	}
 }
 
@@ -91,6 +100,8 @@ func (c Config) validate() error {
 		return fmt.Errorf("transaction.version %d must be 0, 1 or 2", c.TransactionVersion)
 	case c.MarkerRetryBackoffMs <= 0:
 		return fmt.Errorf("marker retry backoff %d must be positive", c.MarkerRetryBackoffMs)
+	case c.RequestTimeoutMs <= 0:
+		return fmt.Errorf("request timeout %d must be positive", c.RequestTimeoutMs)
 	}
 	return nil
 }

@@ -59,6 +59,7 @@ func TestConfigValidate(t *testing.T) {
 		{"tv 3", func(c *Config) { c.TransactionVersion = 3 }, false},
 		{"tv 0", func(c *Config) { c.TransactionVersion = 0 }, true},
 		{"backoff", func(c *Config) { c.MarkerRetryBackoffMs = 0 }, false},
+		{"request timeout", func(c *Config) { c.RequestTimeoutMs = 0 }, false},
 	}
 	for _, tt := range tests {
 		cfg := DefaultConfig()

@@ -2,9 +2,12 @@ package txn
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"sync"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
 )
 
 // maxAppendBytes bounds how many queued appends of one partition are merged
@@ -23,6 +26,7 @@ type shard struct {
 	markers MarkerWriter
 	alloc   func(context.Context) (int64, error)
 	clock   Clock
+	timeout time.Duration // bounds each append, marker write and allocation
 	log     *slog.Logger
 	m       *machine
 
@@ -68,6 +72,7 @@ func newShard(idx int, cfg Config, log *slog.Logger, deps Deps) *shard {
 		markers: deps.Markers,
 		alloc:   deps.AllocateProducerID,
 		clock:   deps.Clock,
+		timeout: ms(cfg.RequestTimeoutMs),
 		log:     log,
 		inbox:   make(chan func(), 1024),
 		quit:    make(chan struct{}),
@@ -201,7 +206,9 @@ func (s *shard) flush(partition int32, q *appendQueue) {
 		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()
-			err := s.store.Append(s.ctx, partition, recs)
+			ctx, cancel := s.ioContext()
+			err := s.timedOut(ctx, s.store.Append(ctx, partition, recs))
+			cancel()
 			s.post(context.Background(), func() { s.completeAppend(partition, q, batch, err) })
 		}()
 		return
@@ -228,7 +235,11 @@ func (s *shard) allocateProducerID(done func(int64, error)) {
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
-		id, err := s.alloc(s.ctx)
+		ctx, cancel := s.ioContext()
+		// A block still missing at the timeout answers
+		// COORDINATOR_LOAD_IN_PROGRESS (allocErrorCode), which clients retry.
+		id, err := s.alloc(ctx)
+		cancel()
 		s.post(context.Background(), func() {
 			s.asyncOps--
 			done(id, err)
@@ -242,12 +253,36 @@ func (s *shard) writeMarkers(markers []Marker, done func([][]error)) {
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
-		res := s.markers.WriteMarkers(s.ctx, markers)
+		ctx, cancel := s.ioContext()
+		res := s.markers.WriteMarkers(ctx, markers)
+		for _, errs := range res {
+			for i, err := range errs {
+				errs[i] = s.timedOut(ctx, err)
+			}
+		}
+		cancel()
 		s.post(context.Background(), func() {
 			s.asyncOps--
 			done(res)
 		})
 	}()
+}
+
+// ioContext bounds one append, marker write or allocation: stop cancels
+// it, and so does the request timeout.
+func (s *shard) ioContext() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(s.ctx, s.timeout)
+}
+
+// timedOut turns the failure of an operation whose timeout (not stop)
+// ended it into REQUEST_TIMED_OUT, which the coordinator retries; a bare
+// context error would read as a coordinator that is stopping and leave a
+// transaction's completion unwritten.
+func (s *shard) timedOut(ctx context.Context, err error) error {
+	if err == nil || ctx.Err() == nil || s.ctx.Err() != nil {
+		return err
+	}
+	return fmt.Errorf("no answer within %v: %w (%s)", s.timeout, kerr.RequestTimedOut, err.Error())
 }
 
 // busy counts the I/O the shard waits for; tests use it to wait until the
