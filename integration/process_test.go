@@ -8,6 +8,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -60,16 +61,36 @@ type process struct {
 
 var startedRE = regexp.MustCompile(`msg="gregor started" addr=(\S+)`)
 
-// freePort returns a loopback port that was free a moment ago.
+// freePort returns a loopback port that was free a moment ago, for a
+// gregor process to listen on. It is picked below Linux's ephemeral range
+// (32768-60999): a port the kernel hands out for ":0" (the fault proxies'
+// listeners, every client socket) could otherwise take it between this
+// check and gregor's bind. No port is handed out twice in one test binary.
 func freePort(t *testing.T) int {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	portsMu.Lock()
+	defer portsMu.Unlock()
+	for range 1000 {
+		p := 20000 + rand.IntN(12000)
+		if portsGiven[p] {
+			continue
+		}
+		ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
+		if err != nil {
+			continue
+		}
+		ln.Close()
+		portsGiven[p] = true
+		return p
 	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
+	t.Fatal("no free loopback port in 20000-31999")
+	return 0
 }
+
+var (
+	portsMu    sync.Mutex
+	portsGiven = make(map[int]bool)
+)
 
 // startGregor runs `gregor serve` with its data in dir on port and waits
 // for its start-up line.
