@@ -107,34 +107,5 @@ func newStreamEncoderLevel(c Codec, level int, w io.Writer) *streamEncoder {
 	if p == nil {
 		p, _ = levelStreams.LoadOrStore(key, newLevelPool(key))
 	}
-	pool := p.(*sync.Pool)
-	e := &streamEncoder{c: c, w: w, pool: pool}
-	switch c {
-	case CodecGzip:
-		e.gz = pool.Get().(*gzip.Writer)
-		e.gz.Reset(w)
-	case CodecLZ4:
-		e.lz = pool.Get().(*lz4.Writer)
-		e.lz.Reset(w)
-	case CodecZstd:
-		e.zs = pool.Get().(*zstd.Encoder)
-		e.zs.Reset(w)
-	}
-	return e
-}
-
-// releaseLevel returns an encoder of a non-default level to its pool.
-func (e *streamEncoder) releaseLevel() {
-	switch {
-	case e.gz != nil:
-		e.gz.Reset(io.Discard)
-		e.pool.Put(e.gz)
-	case e.lz != nil:
-		e.lz.Reset(io.Discard)
-		e.pool.Put(e.lz)
-	case e.zs != nil:
-		e.zs.Reset(io.Discard)
-		e.pool.Put(e.zs)
-	}
-	*e = streamEncoder{}
+	return newPooledEncoder(c, w, p.(*sync.Pool))
 }

@@ -113,8 +113,8 @@ type streamEncoder struct {
 	lz *lz4.Writer
 	zs *zstd.Encoder
 	sn *xerialWriter
-	// pool takes the encoder back when it is not the codec's default
-	// level's (compress_level.go).
+	// pool is where the encoder came from, at the default level or at
+	// the topic's (compress_level.go), and goes back to.
 	pool *sync.Pool
 }
 
@@ -145,19 +145,40 @@ var (
 )
 
 func newStreamEncoder(c Codec, w io.Writer) *streamEncoder {
-	e := &streamEncoder{c: c, w: w}
+	return newPooledEncoder(c, w, defaultStreams(c))
+}
+
+// defaultStreams is the pool of c's encoders at Kafka's default level.
+func defaultStreams(c Codec) *sync.Pool {
 	switch c {
 	case CodecGzip:
-		e.gz = gzipStreams.Get().(*gzip.Writer)
+		return &gzipStreams
+	case CodecLZ4:
+		return &lz4Streams
+	case CodecZstd:
+		return &zstdStreams
+	case CodecSnappy:
+		return &xerialStreams
+	}
+	return nil
+}
+
+// newPooledEncoder takes an encoder for c from pool (nil for no codec)
+// and points it at w.
+func newPooledEncoder(c Codec, w io.Writer, pool *sync.Pool) *streamEncoder {
+	e := &streamEncoder{c: c, w: w, pool: pool}
+	switch c {
+	case CodecGzip:
+		e.gz = pool.Get().(*gzip.Writer)
 		e.gz.Reset(w)
 	case CodecLZ4:
-		e.lz = lz4Streams.Get().(*lz4.Writer)
+		e.lz = pool.Get().(*lz4.Writer)
 		e.lz.Reset(w)
 	case CodecZstd:
-		e.zs = zstdStreams.Get().(*zstd.Encoder)
+		e.zs = pool.Get().(*zstd.Encoder)
 		e.zs.Reset(w)
 	case CodecSnappy:
-		e.sn = xerialStreams.Get().(*xerialWriter)
+		e.sn = pool.Get().(*xerialWriter)
 		e.sn.reset(w)
 	}
 	return e
@@ -195,23 +216,19 @@ func (e *streamEncoder) Close() error {
 // release returns the encoder to its pool, holding no reference to the
 // destination.
 func (e *streamEncoder) release() {
-	if e.pool != nil {
-		e.releaseLevel()
-		return
-	}
 	switch {
 	case e.gz != nil:
 		e.gz.Reset(io.Discard)
-		gzipStreams.Put(e.gz)
+		e.pool.Put(e.gz)
 	case e.lz != nil:
 		e.lz.Reset(io.Discard)
-		lz4Streams.Put(e.lz)
+		e.pool.Put(e.lz)
 	case e.zs != nil:
 		e.zs.Reset(io.Discard)
-		zstdStreams.Put(e.zs)
+		e.pool.Put(e.zs)
 	case e.sn != nil:
 		e.sn.reset(nil)
-		xerialStreams.Put(e.sn)
+		e.pool.Put(e.sn)
 	}
 	*e = streamEncoder{}
 }
