@@ -1,7 +1,6 @@
 package integration
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -27,42 +26,7 @@ func startGregorNofile(t *testing.T, hard uint64, dir string, port int) *process
 	}
 	args := []string{fmt.Sprintf("--nofile=%d:%d", hard, hard), gregorBin,
 		"serve", "--data-dir", dir, "--listen", fmt.Sprintf("127.0.0.1:%d", port)}
-	cmd := exec.Command(prlimit, args...)
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &process{t: t, cmd: cmd, done: make(chan struct{}), started: make(chan string, 1)}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			line := sc.Text()
-			p.mu.Lock()
-			// A process out of descriptors logs each refused accept:
-			// keep the output bounded.
-			if p.output.Len() < 1<<20 {
-				p.output.WriteString(line + "\n")
-			}
-			p.mu.Unlock()
-			if m := startedRE.FindStringSubmatch(line); m != nil {
-				select {
-				case p.started <- m[1]:
-				default:
-				}
-			}
-		}
-		cmd.Wait()
-		close(p.done)
-	}()
-	t.Cleanup(func() {
-		p.kill()
-		if t.Failed() {
-			t.Logf("gregor output:\n%s", p.log())
-		}
-	})
+	p := launchCmd(t, exec.Command(prlimit, args...), 1<<20)
 	p.waitStarted()
 	return p
 }

@@ -112,7 +112,14 @@ func startGregorArgs(t *testing.T, args ...string) *process {
 // only once a quorum of them is up.
 func launchGregor(t *testing.T, args ...string) *process {
 	t.Helper()
-	cmd := exec.Command(gregorBin, args...)
+	return launchCmd(t, exec.Command(gregorBin, args...), 0)
+}
+
+// launchCmd starts cmd, a gregor process or a wrapper running one, and
+// collects its output: all of it, or its first maxOutput bytes when that
+// is not 0 (a process out of descriptors logs every refused accept).
+func launchCmd(t *testing.T, cmd *exec.Cmd, maxOutput int) *process {
+	t.Helper()
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -126,7 +133,9 @@ func launchGregor(t *testing.T, args ...string) *process {
 		for sc.Scan() {
 			line := sc.Text()
 			p.mu.Lock()
-			p.output.WriteString(line + "\n")
+			if maxOutput == 0 || p.output.Len() < maxOutput {
+				p.output.WriteString(line + "\n")
+			}
 			p.mu.Unlock()
 			if m := startedRE.FindStringSubmatch(line); m != nil {
 				select {
@@ -141,7 +150,7 @@ func launchGregor(t *testing.T, args ...string) *process {
 	t.Cleanup(func() {
 		p.kill()
 		if t.Failed() {
-			t.Logf("gregor %v output:\n%s", args, p.log())
+			t.Logf("%v output:\n%s", cmd.Args, p.log())
 		}
 	})
 	return p
