@@ -152,7 +152,12 @@ func (s *Server) planFetch(req *kmsg.FetchRequest) (*fetchPlan, int16) {
 			})
 		}
 	}
-	reqParts = dedupeFetchParts(reqParts)
+	if plan.replicaID < 0 {
+		// A follower's fetch (Gregor's own replica fetcher) names each
+		// partition once and may name thousands: it skips the check
+		// rather than build a map of them every round.
+		reqParts = dedupeFetchParts(reqParts)
+	}
 	if plan.session == nil {
 		plan.parts = reqParts
 		return plan, 0
@@ -550,8 +555,7 @@ func fetchErrorResponse(req *kmsg.FetchRequest, code int16) *kmsg.FetchResponse 
 
 // dedupeFetchParts keeps one entry per partition, as the later one says,
 // in the place of the first: Kafka's FetchRequest keeps them in a
-// LinkedHashMap. Small fetches are scanned; large ones (a follower's)
-// use a map.
+// LinkedHashMap. Small fetches are scanned, large ones use a map.
 func dedupeFetchParts(parts []*fetchSessionPart) []*fetchSessionPart {
 	type key struct {
 		topic     string
