@@ -62,4 +62,5 @@ var Clients = []Client{
 	{"confluent-kafka-python", "confluent-kafka for Python with librdkafka (Debian python3-confluent-kafka)"},
 	{"kafka-python", "kafka-python (Debian python3-kafka; codecs from python3-snappy, python3-lz4, python3-zstandard)"},
 	{"kafkajs", "kafkajs (npm, pinned by compat/node/package-lock.json)"},
+	{"java", "Apache Kafka's Java client, kafka-clients 4.4.0 (Maven Central, pinned in compat/java/pom.xml)"},
 }
