@@ -5,7 +5,7 @@ GOFLAGS ?=
 VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X main.version=$(VERSION)
 
-.PHONY: run cluster build test test-short compat-deps compat compat-peers compat-librdkafka fuzz bench vet soak
+.PHONY: run cluster build test test-short compat-deps compat compat-peers compat-librdkafka kafka-ref kafka-ref-stop fuzz bench vet soak
 
 run:
 	$(GO) run -ldflags "$(LDFLAGS)" ./cmd/gregor serve
@@ -37,7 +37,11 @@ test-short:
 # Installs what the compatibility suite needs (idempotent, so CI runs it
 # every time): Debian's kcat, librdkafka's Python client, kafka-python and
 # the codec modules kafka-python uses, then kafkajs pinned by
-# compat/node/package-lock.json (npm ci only when the lockfile changed).
+# compat/node/package-lock.json (npm ci only when the lockfile changed),
+# then Apache Kafka's jars pinned by compat/java/pom.xml (the reference
+# broker and the Java client), resolved by Maven into ~/.m2 (nothing
+# resolved when compat/java/target/classpath.txt is newer than the pom);
+# Java 17 and Maven from Debian if missing.
 COMPAT_APT := kcat python3-kafka python3-confluent-kafka python3-snappy python3-lz4 python3-zstandard nodejs npm
 compat-deps:
 	@missing=""; for p in $(COMPAT_APT); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
@@ -47,19 +51,28 @@ compat-deps:
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing; fi
 	@cd compat/node && if ! cmp -s package-lock.json node_modules/.gregor-installed-lock 2>/dev/null; then \
 		npm ci --no-audit --no-fund --loglevel=error && cp package-lock.json node_modules/.gregor-installed-lock; fi
+	@if ! command -v java >/dev/null 2>&1 || ! command -v mvn >/dev/null 2>&1; then echo "compat-deps: installing Java 17 and Maven"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends openjdk-17-jdk-headless maven; fi
+	@compat/java/classpath.sh >/dev/null
 
 # The compatibility suite: every client's scenarios against real gregor
-# processes, one line per (client, scenario) in compat/out/results.tsv,
-# then docs/compatibility.md regenerated from the run. Fails when a
-# scenario that passes in compat/expected.txt does not pass now;
+# processes and against Apache Kafka itself (compat/kafka-ref, two JVMs
+# started once per run), one line per (target, client, scenario) in
+# compat/out/results.tsv, then docs/compatibility.md regenerated from the
+# run. Fails when a scenario that passes in compat/expected.txt does not
+# pass on gregor now, when gregor's outcome differs from Kafka's without a
+# line in compat/differences.txt, or when gregor's API versions differ
+# from the live Kafka's without a line in compat/api-differences.tsv;
 # UPDATE=1 records this run as the new expected table.
 COMPAT_TIMEOUT ?= 20m
 compat: compat-deps
 	@mkdir -p compat/out
-	@cd compat && status=0; \
+	@cd compat && status=0; rm -f out/kafka-versions.tsv; \
 	$(GO) test -count=1 -timeout $(COMPAT_TIMEOUT) -run '^(TestClients|TestAPIVersions)$$' . \
-		-args -compat.results=out/results.tsv -compat.versions=out/gregor-versions.tsv $(if $(UPDATE),-compat.update) || status=$$?; \
-	if [ -f out/results.tsv ]; then column -t -s "$$(printf '\t')" out/results.tsv | cut -c1-220; fi; \
+		-args -compat.results=out/results.tsv -compat.versions=out/gregor-versions.tsv \
+		-compat.kafka-versions=out/kafka-versions.tsv $(if $(UPDATE),-compat.update) || status=$$?; \
+	if [ -f out/results.tsv ]; then column -t -s "$$(printf '\t')" out/results.tsv | cut -c1-220; \
+		awk -F'\t' '!/^#/ { n[$$1" "$$4]++; t[$$1]++ } END { for (k in t) printf "total %s: %d pass, %d fail, %d n/a\n", k, n[k" pass"], n[k" fail"], n[k" n/a"] }' out/results.tsv | sort; fi; \
 	$(GO) run ./cmd/compatdoc -rev "$(VERSION)" && echo "wrote docs/compatibility.md"; \
 	exit $$status
 
@@ -77,6 +90,18 @@ compat-peers:
 # run; LIBRDKAFKA_TESTS="0030 0001" runs only those tests.
 compat-librdkafka:
 	UPDATE=$(UPDATE) GO=$(GO) compat/librdkafka/run.sh $(LIBRDKAFKA_TESTS)
+
+# Apache Kafka itself (the jars of compat/java/pom.xml) as a reference
+# broker by hand: KRaft combined mode on loopback ports, data and logs in
+# compat/out/kafka-ref/nodes-N; prints the bootstrap address. A running
+# reference is left as it is. KAFKA_REF_NODES=3 starts a three-node
+# cluster; make kafka-ref-stop stops it.
+KAFKA_REF_NODES ?= 1
+kafka-ref:
+	@compat/kafka-ref/kafka-ref.sh start --nodes $(KAFKA_REF_NODES)
+
+kafka-ref-stop:
+	@compat/kafka-ref/kafka-ref.sh stop --nodes $(KAFKA_REF_NODES)
 
 FUZZTIME ?= 20s
 fuzz:

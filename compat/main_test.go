@@ -2,10 +2,12 @@ package compat
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -16,6 +18,8 @@ var (
 	flagResults  = flag.String("compat.results", "", "write the (client, scenario) results to this file (tab-separated)")
 	flagUpdate   = flag.Bool("compat.update", false, "rewrite expected.txt with this run's outcomes")
 	flagVersions = flag.String("compat.versions", "", "write the API versions Gregor advertises to this file")
+	flagKafka    = flag.Bool("compat.kafka", true, "also run every scenario against the Apache Kafka reference (compat/kafka-ref) and compare (not under -short)")
+	flagKafkaVer = flag.String("compat.kafka-versions", "", "write the API versions the Kafka reference advertises to this file")
 )
 
 // gregorBin is the gregor binary built once for the whole run.
@@ -49,7 +53,9 @@ func run(m *testing.M) int {
 			return 1
 		}
 	}
-	return m.Run()
+	code := m.Run()
+	stopKafkaRefs()
+	return code
 }
 
 // startGregor runs a gregor process for the test, stopped at its end; a
@@ -66,4 +72,78 @@ func startGregor(t testing.TB, props map[string]string) *harness.Gregor {
 		}
 	})
 	return g
+}
+
+// useKafka reports whether this run compares with the Kafka reference:
+// make compat does; go test -short (make test) does not start a JVM.
+func useKafka() bool { return *flagKafka && !testing.Short() }
+
+// kafkaRefs are the run's two Kafka references, the counterparts of each
+// client's pair of gregors: one with Kafka's defaults, one with
+// auto.create.topics.enable=false (a static broker config, so a second
+// broker rather than a per-scenario setting). Every client shares them;
+// scenarios name their topics and groups after the client.
+type kafkaRefs struct {
+	main, strict *harness.KafkaRef
+}
+
+var (
+	kafkaOnce  sync.Once
+	kafkaReady = make(chan struct{})
+	kafkaRes   kafkaRefs
+	kafkaErr   error
+)
+
+// startKafkaRefs starts both references in the background, once per run;
+// kafkaReference waits for them. Starting early lets the JVMs boot while
+// the gregor half of the run goes on.
+func startKafkaRefs() {
+	kafkaOnce.Do(func() {
+		go func() {
+			defer close(kafkaReady)
+			script, _ := filepath.Abs("kafka-ref/kafka-ref.sh")
+			ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+			defer cancel()
+			var wg sync.WaitGroup
+			var errMain, errStrict error
+			wg.Add(2)
+			go func() {
+				defer wg.Done()
+				kafkaRes.main, errMain = harness.StartKafkaRef(ctx, script, filepath.Join(workDir, "kafka-main"), 1, nil)
+			}()
+			go func() {
+				defer wg.Done()
+				kafkaRes.strict, errStrict = harness.StartKafkaRef(ctx, script, filepath.Join(workDir, "kafka-strict"), 1,
+					map[string]string{"auto.create.topics.enable": "false"})
+			}()
+			wg.Wait()
+			kafkaErr = errors.Join(errMain, errStrict)
+		}()
+	})
+}
+
+// kafkaReference returns the running references, starting them if the
+// run has not yet; a reference that does not start fails the test.
+func kafkaReference(t testing.TB) kafkaRefs {
+	t.Helper()
+	startKafkaRefs()
+	<-kafkaReady
+	if kafkaErr != nil {
+		t.Fatal(kafkaErr)
+	}
+	return kafkaRes
+}
+
+// stopKafkaRefs stops whatever references the run started.
+func stopKafkaRefs() {
+	kafkaOnce.Do(func() { close(kafkaReady) }) // never started: nothing to wait for
+	// A start under way ends within its 6-minute context.
+	<-kafkaReady
+	for _, k := range []*harness.KafkaRef{kafkaRes.main, kafkaRes.strict} {
+		if k != nil {
+			if err := k.Close(); err != nil {
+				fmt.Fprintln(os.Stderr, err)
+			}
+		}
+	}
 }

@@ -8,15 +8,13 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/twmb/franz-go/pkg/kversion"
 )
 
 func TestResultsRoundTrip(t *testing.T) {
 	in := []Result{
-		{Client: "kcat", Scenario: "metadata", Status: Pass, Duration: 1500 * time.Millisecond},
-		{Client: "kcat", Scenario: "topics.admin", Status: NotApplicable, Reason: "no admin"},
-		{Client: "sarama", Scenario: "txn.read_committed", Status: Fail, Duration: 20 * time.Second, Reason: "line one\n\tline two"},
+		{Target: TargetKafka, Client: "kcat", Scenario: "metadata", Status: Pass, Duration: 1500 * time.Millisecond},
+		{Target: TargetGregor, Client: "kcat", Scenario: "topics.admin", Status: NotApplicable, Reason: "no admin"},
+		{Target: TargetGregor, Client: "sarama", Scenario: "txn.read_committed", Status: Fail, Duration: 20 * time.Second, Reason: "line one\n\tline two"},
 	}
 	var buf bytes.Buffer
 	if err := WriteResults(&buf, in); err != nil {
@@ -34,9 +32,11 @@ func TestResultsRoundTrip(t *testing.T) {
 
 func TestReadResultsErrors(t *testing.T) {
 	for _, tc := range []struct{ name, in string }{
-		{"too few fields", "kcat\tmetadata\tpass\n"},
-		{"bad status", "kcat\tmetadata\tok\t1.0\t\n"},
-		{"bad seconds", "kcat\tmetadata\tpass\tsoon\t\n"},
+		{"too few fields", "gregor\tkcat\tmetadata\tpass\n"},
+		{"no target", "kcat\tmetadata\tpass\t1.0\t\n"},
+		{"unknown target", "zk\tkcat\tmetadata\tpass\t1.0\t\n"},
+		{"bad status", "gregor\tkcat\tmetadata\tok\t1.0\t\n"},
+		{"bad seconds", "gregor\tkcat\tmetadata\tpass\tsoon\t\n"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if _, err := ReadResults(strings.NewReader(tc.in)); err == nil {
@@ -132,33 +132,6 @@ func TestReadVersions(t *testing.T) {
 	}
 }
 
-// TestKafkaVersionsTable checks the committed Kafka 4.1 table against
-// franz-go's independent record of what a 4.1 broker advertises: the same
-// keys, the same maximum versions.
-func TestKafkaVersionsTable(t *testing.T) {
-	vs, err := ReadVersionsFile("../kafka-4.1-apiversions.tsv")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ref := kversion.V4_1_0()
-	seen := map[int16]bool{}
-	for _, v := range vs {
-		seen[v.Key] = true
-		max, ok := ref.LookupMaxKeyVersion(v.Key)
-		switch {
-		case ok != v.Advertised():
-			t.Errorf("key %d %s: advertised %v here, %v in kversion", v.Key, v.Name, v.Advertised(), ok)
-		case ok && max != v.Max:
-			t.Errorf("key %d %s: max %d here, %d in kversion", v.Key, v.Name, v.Max, max)
-		}
-	}
-	ref.EachMaxKeyVersion(func(k, _ int16) {
-		if !seen[k] {
-			t.Errorf("key %d advertised by Kafka 4.1 is missing from the table", k)
-		}
-	})
-}
-
 func TestSummariesRoundTrip(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "s.tsv")
 	in := []SuiteSummary{{Suite: "franz-go/pkg/kgo", Passed: 10, Failed: 2, Skipped: 3, Duration: 61 * time.Second, Note: "go test x"}}
@@ -192,9 +165,10 @@ func TestScenarioIndex(t *testing.T) {
 	if ScenarioIndex("nope") != len(Scenarios) {
 		t.Error("an unknown scenario does not sort last")
 	}
-	rs := []Result{{Client: "b", Scenario: "metadata"}, {Client: "a", Scenario: "bulk.100k"}, {Client: "a", Scenario: "metadata"}}
+	rs := []Result{{Client: "b", Scenario: "metadata"}, {Client: "a", Scenario: "bulk.100k"},
+		{Target: TargetGregor, Client: "a", Scenario: "metadata"}, {Target: TargetKafka, Client: "a", Scenario: "metadata"}}
 	SortResults(rs)
-	if got := strings.Join([]string{rs[0].Client, rs[0].Scenario, rs[1].Scenario, rs[2].Client}, " "); got != "a metadata bulk.100k b" {
+	if got := strings.Join([]string{rs[0].Client, rs[0].Scenario, rs[0].Target, rs[1].Target, rs[2].Scenario, rs[3].Client}, " "); got != "a metadata kafka gregor bulk.100k b" {
 		t.Fatalf("sorted %v", rs)
 	}
 }

@@ -33,8 +33,30 @@ func ParseStatus(s string) (Status, error) {
 	return "", fmt.Errorf("unknown status %q", s)
 }
 
-// Result is one line of the table: a client's outcome in one scenario.
+// The targets a scenario runs against: Apache Kafka itself (the
+// reference, compat/kafka-ref) and Gregor.
+const (
+	TargetKafka  = "kafka"
+	TargetGregor = "gregor"
+)
+
+// TargetIndex orders targets: the reference first.
+func TargetIndex(t string) int {
+	switch t {
+	case TargetKafka:
+		return 0
+	case TargetGregor:
+		return 1
+	}
+	return 2
+}
+
+// Result is one line of the table: a client's outcome in one scenario on
+// one target.
 type Result struct {
+	// Target is the broker the scenario ran against: TargetKafka or
+	// TargetGregor.
+	Target   string
 	Client   string
 	Scenario string
 	Status   Status
@@ -44,7 +66,8 @@ type Result struct {
 	Reason string
 }
 
-// Key is the result's identity in the expected table.
+// Key is the result's identity in the expected table and the differences
+// list: the client and scenario, without the target.
 func (r Result) Key() string { return r.Client + " " + r.Scenario }
 
 // Recorder collects results from concurrently running clients.
@@ -70,7 +93,8 @@ func (rec *Recorder) Results() []Result {
 }
 
 // SortResults orders results by client, then by the scenario's position
-// in Scenarios (unknown scenarios last, by name).
+// in Scenarios (unknown scenarios last, by name), then by target (Kafka
+// before Gregor).
 func SortResults(rs []Result) {
 	sort.SliceStable(rs, func(i, j int) bool {
 		if rs[i].Client != rs[j].Client {
@@ -80,17 +104,21 @@ func SortResults(rs []Result) {
 		if a != b {
 			return a < b
 		}
-		return rs[i].Scenario < rs[j].Scenario
+		if rs[i].Scenario != rs[j].Scenario {
+			return rs[i].Scenario < rs[j].Scenario
+		}
+		return TargetIndex(rs[i].Target) < TargetIndex(rs[j].Target)
 	})
 }
 
-// WriteResults writes results as tab-separated lines: client, scenario,
-// status, seconds, reason (tabs and newlines in the reason become spaces).
+// WriteResults writes results as tab-separated lines: target, client,
+// scenario, status, seconds, reason (tabs and newlines in the reason
+// become spaces).
 func WriteResults(w io.Writer, rs []Result) error {
 	bw := bufio.NewWriter(w)
-	fmt.Fprintln(bw, "# client\tscenario\tstatus\tseconds\treason")
+	fmt.Fprintln(bw, "# target\tclient\tscenario\tstatus\tseconds\treason")
 	for _, r := range rs {
-		fmt.Fprintf(bw, "%s\t%s\t%s\t%.1f\t%s\n", r.Client, r.Scenario, r.Status, r.Duration.Seconds(), OneLine(r.Reason, 400))
+		fmt.Fprintf(bw, "%s\t%s\t%s\t%s\t%.1f\t%s\n", r.Target, r.Client, r.Scenario, r.Status, r.Duration.Seconds(), OneLine(r.Reason, 400))
 	}
 	return bw.Flush()
 }
@@ -105,21 +133,24 @@ func ReadResults(r io.Reader) ([]Result, error) {
 		if line == "" || strings.HasPrefix(line, "#") {
 			continue
 		}
-		f := strings.SplitN(line, "\t", 5)
-		if len(f) < 4 {
-			return nil, fmt.Errorf("results line %d: %d fields, want 5", n, len(f))
+		f := strings.SplitN(line, "\t", 6)
+		if len(f) < 5 {
+			return nil, fmt.Errorf("results line %d: %d fields, want 6", n, len(f))
 		}
-		st, err := ParseStatus(f[2])
+		if TargetIndex(f[0]) > 1 {
+			return nil, fmt.Errorf("results line %d: unknown target %q", n, f[0])
+		}
+		st, err := ParseStatus(f[3])
 		if err != nil {
 			return nil, fmt.Errorf("results line %d: %w", n, err)
 		}
-		secs, err := strconv.ParseFloat(f[3], 64)
+		secs, err := strconv.ParseFloat(f[4], 64)
 		if err != nil {
 			return nil, fmt.Errorf("results line %d: seconds: %w", n, err)
 		}
-		res := Result{Client: f[0], Scenario: f[1], Status: st, Duration: time.Duration(secs * float64(time.Second))}
-		if len(f) == 5 {
-			res.Reason = f[4]
+		res := Result{Target: f[0], Client: f[1], Scenario: f[2], Status: st, Duration: time.Duration(secs * float64(time.Second))}
+		if len(f) == 6 {
+			res.Reason = f[5]
 		}
 		out = append(out, res)
 	}

@@ -1,7 +1,8 @@
 // Command compatdoc writes docs/compatibility.md from the files a
-// compatibility run leaves: the (client, scenario) results, the API
-// versions gregor advertised, Kafka 4.1's table and the peer suites'
-// summary. make compat runs it; the page is never edited by hand.
+// compatibility run leaves: the (target, client, scenario) results, the
+// API versions gregor and the Apache Kafka reference advertised, the
+// listed differences between them and the peer suites' summary. make
+// compat runs it; the page is never edited by hand.
 package main
 
 import (
@@ -15,38 +16,72 @@ import (
 )
 
 func main() {
-	results := flag.String("results", "out/results.tsv", "the (client, scenario) results of the run")
+	results := flag.String("results", "out/results.tsv", "the (target, client, scenario) results of the run")
 	gregor := flag.String("gregor-versions", "out/gregor-versions.tsv", "the API versions gregor advertised")
-	kafka := flag.String("kafka-versions", "kafka-4.1-apiversions.tsv", "Kafka 4.1's API versions")
+	kafka := flag.String("kafka-versions", "out/kafka-versions.tsv", "the API versions the Kafka reference advertised")
+	apiDiffs := flag.String("api-differences", "api-differences.tsv", "the listed API-versions differences")
+	diffs := flag.String("differences", "differences.txt", "the listed scenario differences")
+	pom := flag.String("pom", "java/pom.xml", "the pom that pins the Kafka release of the reference")
 	peers := flag.String("peers", "peers-summary.tsv", "the peer suites' summary")
 	peersExpected := flag.String("peers-expected", "peers-expected.txt", "the peer tests' outcomes")
 	peersNotes := flag.String("peers-notes", "peers-notes.tsv", "why peer tests fail")
 	rev := flag.String("rev", "", "the gregor revision the run tested")
 	out := flag.String("out", "../docs/compatibility.md", "the page to write")
 	flag.Parse()
-	if err := run(*results, *gregor, *kafka, *peers, *peersExpected, *peersNotes, *rev, *out); err != nil {
+	in, err := load(*results, *gregor, *kafka, *apiDiffs, *diffs, *pom, *peers, *rev)
+	if err == nil {
+		err = write(in, *peersExpected, *peersNotes, *out)
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "compatdoc:", err)
 		os.Exit(1)
 	}
 }
 
-func run(resultsPath, gregorPath, kafkaPath, peersPath, peersExpectedPath, peersNotesPath, rev, outPath string) error {
-	rs, err := harness.ReadResultsFile(resultsPath)
-	if err != nil {
-		return err
+// inputs is everything the page is made of.
+type inputs struct {
+	results       []harness.Result
+	gregor, kafka []harness.APIVersion
+	// release is the Apache Kafka release of the reference.
+	release  string
+	apiDiffs map[int16]harness.Difference
+	diffs    harness.Differences
+	peers    []harness.SuiteSummary
+	rev      string
+}
+
+func load(resultsPath, gregorPath, kafkaPath, apiDiffsPath, diffsPath, pomPath, peersPath, rev string) (inputs, error) {
+	in := inputs{rev: rev}
+	var err error
+	if in.results, err = harness.ReadResultsFile(resultsPath); err != nil {
+		return in, err
 	}
-	gv, err := harness.ReadVersionsFile(gregorPath)
-	if err != nil {
-		return err
+	if in.gregor, err = harness.ReadVersionsFile(gregorPath); err != nil {
+		return in, err
 	}
-	kv, err := harness.ReadVersionsFile(kafkaPath)
-	if err != nil {
-		return err
+	// A run without the reference (go test -compat.kafka=false) leaves no
+	// Kafka table; the page says so instead of showing a stale one.
+	if _, statErr := os.Stat(kafkaPath); statErr == nil {
+		if in.kafka, err = harness.ReadVersionsFile(kafkaPath); err != nil {
+			return in, err
+		}
 	}
-	ps, err := harness.ReadSummariesFile(peersPath)
-	if err != nil {
-		return err
+	if in.release, err = harness.KafkaRelease(pomPath); err != nil {
+		return in, err
 	}
+	if in.apiDiffs, err = harness.ReadAPIDifferences(apiDiffsPath); err != nil {
+		return in, err
+	}
+	if in.diffs, err = harness.ReadDifferencesFile(diffsPath); err != nil {
+		return in, err
+	}
+	if in.peers, err = harness.ReadSummariesFile(peersPath); err != nil {
+		return in, err
+	}
+	return in, nil
+}
+
+func write(in inputs, peersExpectedPath, peersNotesPath, outPath string) error {
 	pe, err := harness.ReadExpectedFile(peersExpectedPath)
 	if err != nil {
 		return err
@@ -55,88 +90,144 @@ func run(resultsPath, gregorPath, kafkaPath, peersPath, peersExpectedPath, peers
 	if err != nil {
 		return err
 	}
-	page := render(rs, gv, kv, ps, rev) + renderPeerFailures(pe, notes)
+	page := render(in) + renderPeerFailures(pe, notes)
 	if err := os.WriteFile(outPath, []byte(page), 0o644); err != nil {
 		return fmt.Errorf("write %s: %w", outPath, err)
 	}
 	return nil
 }
 
+// targetName is how the page names a target.
+func targetName(t string) string {
+	if t == harness.TargetKafka {
+		return "Kafka"
+	}
+	return "Gregor"
+}
+
 // render builds the page. It is deterministic for the same inputs, so
 // the page changes only when results do.
-func render(rs []harness.Result, gregor, kafka []harness.APIVersion, peers []harness.SuiteSummary, rev string) string {
+func render(in inputs) string {
 	var b strings.Builder
 	w := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
 	w("# Compatibility\n\n")
 	w("<!-- Generated by `make compat` (compat/cmd/compatdoc) from the last run. Do not edit by hand. -->\n\n")
-	if rev != "" {
-		w("Gregor revision tested: `%s`.\n\n", rev)
+	if in.rev != "" {
+		w("Gregor revision tested: `%s`. Reference: Apache Kafka %s.\n\n", in.rev, in.release)
 	}
-	w("Real Kafka clients run scenarios against real `gregor` processes (one pair per client: one with\n")
-	w("`auto.create.topics.enable=true`, one with it off). The runner is `compat/` (`go test` there; `make compat`);\n")
-	w("a scenario that passes in `compat/expected.txt` and fails now fails CI. **pass** is the behaviour\n")
-	w("Kafka gives; **fail** is a gap in Gregor (or a client bug, named in its reason); **n/a** means the\n")
-	w("client itself has no API for the scenario.\n\n")
+	w("Real Kafka clients run every scenario twice in one run: against real `gregor` processes (a pair per\n")
+	w("client, one with `auto.create.topics.enable=true` and one with it off) and against Apache Kafka itself.\n")
+	w("The runner is `compat/` (`go test` there; `make compat`). **pass** is the behaviour the scenario asks\n")
+	w("for; **fail** is a gap (or a client bug, named in its reason); **n/a** means the client itself has no\n")
+	w("API for the scenario.\n\n")
+	w("### The Kafka reference\n\n")
+	w("`compat/kafka-ref/kafka-ref.sh` starts Apache Kafka %s from its own jars (Maven Central, pinned in\n", in.release)
+	w("`compat/java/pom.xml`, cached in `~/.m2`): KRaft in combined mode (each node broker and controller),\n")
+	w("storage formatted by Kafka's `StorageTool`, Kafka's defaults except the replication factors of its\n")
+	w("internal topics on fewer than three nodes, loopback ports, a small heap, logs in `server.log` per node.\n")
+	w("`make kafka-ref` starts one node by hand (`KAFKA_REF_NODES=3` three) and prints its bootstrap address.\n")
+	w("A compatibility run starts two fresh single-node references (the second with\n")
+	w("`auto.create.topics.enable=false`) shared by every client, whose topics and groups are named after it.\n\n")
+	w("Two rules make Kafka the judge:\n\n")
+	w("- a scenario whose outcome on Gregor differs from Kafka's fails the run unless `compat/differences.txt`\n")
+	w("  lists it, as *deliberate* (Gregor differs on purpose) or as a *gap* (a known bug to fix), with its reason;\n")
+	w("- the API-versions table below is read from both live brokers, and every key whose range differs must be\n")
+	w("  listed in `compat/api-differences.tsv` with its reason: Gregor serves fewer APIs or versions only there.\n\n")
+	w("Gregor's own outcomes are also held to `compat/expected.txt`: a scenario that passed there and fails\n")
+	w("now fails CI.\n\n")
 
-	byKey := map[string]harness.Result{}
-	for _, r := range rs {
-		byKey[r.Key()] = r
+	byKey := map[string]map[string]harness.Result{harness.TargetKafka: {}, harness.TargetGregor: {}}
+	for _, r := range in.results {
+		if byKey[r.Target] != nil {
+			byKey[r.Target][r.Key()] = r
+		}
+	}
+	targets := []string{harness.TargetKafka, harness.TargetGregor}
+	cell := func(target, key string) string {
+		r, ok := byKey[target][key]
+		if !ok {
+			return "not run"
+		}
+		return string(r.Status)
 	}
 	w("## Clients\n\n| client | what |\n| --- | --- |\n")
 	for _, c := range harness.Clients {
 		w("| %s | %s |\n", c.Name, c.What)
 	}
-	w("\n## Client × scenario\n\n| scenario |")
+	w("\n## Client × scenario\n\nEach client has two columns, Kafka | Gregor; a Gregor cell in bold differs from Kafka's.\n\n| scenario |")
 	for _, c := range harness.Clients {
-		w(" %s |", c.Name)
+		w(" %s Kafka | %s Gregor |", c.Name, c.Name)
 	}
 	w("\n| --- |")
 	for range harness.Clients {
-		w(" --- |")
+		w(" --- | --- |")
 	}
 	w("\n")
 	for _, s := range harness.Scenarios {
 		w("| %s |", s.ID)
 		for _, c := range harness.Clients {
-			r, ok := byKey[c.Name+" "+s.ID]
-			cell := "not run"
-			if ok {
-				cell = string(r.Status)
+			key := c.Name + " " + s.ID
+			k, g := cell(harness.TargetKafka, key), cell(harness.TargetGregor, key)
+			if k != g && k != "not run" && g != "not run" {
+				g = "**" + g + "**"
 			}
-			w(" %s |", cell)
+			w(" %s | %s |", k, g)
 		}
 		w("\n")
 	}
 	w("\n| total |")
 	for _, c := range harness.Clients {
-		var pass, fail, na int
-		for _, s := range harness.Scenarios {
-			switch byKey[c.Name+" "+s.ID].Status {
-			case harness.Pass:
-				pass++
-			case harness.Fail:
-				fail++
-			case harness.NotApplicable:
-				na++
+		for _, tg := range targets {
+			var pass, fail, na int
+			for _, s := range harness.Scenarios {
+				switch byKey[tg][c.Name+" "+s.ID].Status {
+				case harness.Pass:
+					pass++
+				case harness.Fail:
+					fail++
+				case harness.NotApplicable:
+					na++
+				}
 			}
+			w(" %d pass, %d fail, %d n/a |", pass, fail, na)
 		}
-		w(" %d pass, %d fail, %d n/a |", pass, fail, na)
 	}
-	w("\n\n### Failures\n\n")
-	any := false
-	for _, r := range rs {
+	w("\n\n### Differences from Kafka\n\n")
+	anyDiff := false
+	for _, r := range in.results {
+		if r.Target != harness.TargetGregor {
+			continue
+		}
+		k, ok := byKey[harness.TargetKafka][r.Key()]
+		if !ok || k.Status == r.Status {
+			continue
+		}
+		anyDiff = true
+		listed := "**not listed in differences.txt**"
+		if d, ok := in.diffs[r.Key()]; ok {
+			listed = d.Kind + ": " + mdEscape(d.Reason)
+		}
+		w("- **%s / %s** (%s). Kafka: %s%s. Gregor: %s%s.\n", r.Client, r.Scenario, listed,
+			k.Status, reasonSuffix(k.Reason), r.Status, reasonSuffix(r.Reason))
+	}
+	if !anyDiff {
+		w("None.\n")
+	}
+	w("\n### Failures\n\n")
+	anyFail := false
+	for _, r := range in.results {
 		if r.Status == harness.Fail {
-			any = true
-			w("- **%s / %s**: %s\n", r.Client, r.Scenario, mdEscape(r.Reason))
+			anyFail = true
+			w("- **%s / %s** on %s: %s\n", r.Client, r.Scenario, targetName(r.Target), mdEscape(r.Reason))
 		}
 	}
-	if !any {
+	if !anyFail {
 		w("None.\n")
 	}
 	w("\n### How each client behaved (notes kept with passes and n/a)\n\n")
-	for _, r := range rs {
+	for _, r := range in.results {
 		if r.Status != harness.Fail && r.Reason != "" {
-			w("- %s / %s (%s): %s\n", r.Client, r.Scenario, r.Status, mdEscape(r.Reason))
+			w("- %s / %s on %s (%s): %s\n", r.Client, r.Scenario, targetName(r.Target), r.Status, mdEscape(r.Reason))
 		}
 	}
 	w("\n### Scenarios\n\n| scenario | passes when |\n| --- | --- |\n")
@@ -146,31 +237,42 @@ func render(rs []harness.Result, gregor, kafka []harness.APIVersion, peers []har
 
 	w("\n## Peer suites\n\nOther projects' own integration tests, run from the Go module cache against a gregor\n")
 	w("(`make compat-peers`, bounded; expected outcomes in `compat/peers-expected.txt`).\n\n")
-	if len(peers) == 0 {
+	if len(in.peers) == 0 {
 		w("Not run yet.\n")
 	} else {
 		w("| suite | passed | failed | skipped | runtime | how |\n| --- | --- | --- | --- | --- | --- |\n")
-		for _, p := range peers {
+		for _, p := range in.peers {
 			w("| %s | %d | %d | %d | %.0fs | %s |\n", p.Suite, p.Passed, p.Failed, p.Skipped, p.Duration.Seconds(), mdEscape(p.Note))
 		}
 	}
+	b.WriteString(renderVersions(in))
+	return b.String()
+}
 
-	w("\n## API versions\n\nEvery Kafka API key: the range Gregor advertises in ApiVersions (read from a running gregor)\n")
-	w("beside the range an Apache Kafka 4.1 broker advertises (`compat/kafka-4.1-apiversions.tsv`, derived\n")
-	w("from Kafka's `*Request.json` message definitions).\n\n")
-	w("| key | API | Gregor | Kafka 4.1 | note |\n| --- | --- | --- | --- | --- |\n")
-	gm := map[int16]harness.APIVersion{}
-	for _, v := range gregor {
-		gm[v.Key] = v
+// renderVersions is the API-versions section: both live brokers' ranges
+// per key, with the listed reason where they differ.
+func renderVersions(in inputs) string {
+	var b strings.Builder
+	w := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
+	kname := "Kafka " + in.release
+	w("\n## API versions\n\nEvery API key either broker advertises: the range Gregor advertises in ApiVersions beside the\n")
+	w("range the Apache Kafka %s reference advertises, both read from the running brokers by `make compat`\n", in.release)
+	w("(`compat/out/gregor-versions.tsv`, `compat/out/kafka-versions.tsv`). Where they differ, the note is the\n")
+	w("reason listed in `compat/api-differences.tsv` (*deliberate* or *gap*).\n\n")
+	if len(in.kafka) == 0 {
+		w("The last run did not start the Kafka reference; Kafka's column is empty.\n\n")
 	}
+	w("| key | API | Gregor | %s | note |\n| --- | --- | --- | --- | --- |\n", kname)
+	gm := map[int16]harness.APIVersion{}
 	km := map[int16]harness.APIVersion{}
 	keys := map[int16]bool{}
-	for _, v := range kafka {
-		km[v.Key] = v
+	for _, v := range in.gregor {
+		gm[v.Key] = v
 		keys[v.Key] = true
 	}
-	for k := range gm {
-		keys[k] = true
+	for _, v := range in.kafka {
+		km[v.Key] = v
+		keys[v.Key] = true
 	}
 	var sorted []int16
 	for k := range keys {
@@ -183,33 +285,52 @@ func render(rs []harness.Result, gregor, kafka []harness.APIVersion, peers []har
 		if !ok {
 			g = harness.APIVersion{Key: k, Min: -1, Max: -1}
 		}
-		kk, kok := km[k]
+		kk, ok := km[k]
+		if !ok {
+			kk = harness.APIVersion{Key: k, Min: -1, Max: -1}
+		}
 		name := kk.Name
 		if name == "" {
 			name = g.Name
 		}
-		if !kok {
-			kk = harness.APIVersion{Key: k, Min: -1, Max: -1}
-		}
-		note := kk.Note
-		switch {
-		case g.Advertised() && kk.Advertised() && (g.Min > kk.Min || g.Max < kk.Max):
-			note = joinNote("narrower than Kafka", note)
-		case g.Advertised() && kk.Advertised() && (g.Min < kk.Min || g.Max > kk.Max):
-			note = joinNote("wider than Kafka 4.1", note)
-		case !g.Advertised() && kk.Advertised():
-			note = joinNote("not served yet", note)
-			missing++
-		case g.Advertised() && !kk.Advertised():
-			note = joinNote("served by Gregor, not advertised by a Kafka 4.1 broker", note)
+		note := ""
+		if len(in.kafka) > 0 && (g.Min != kk.Min || g.Max != kk.Max) {
+			switch {
+			case !g.Advertised():
+				note = "not served"
+				missing++
+			case !kk.Advertised():
+				note = "not advertised by Kafka"
+			case g.Min > kk.Min || g.Max < kk.Max:
+				note = "narrower than Kafka"
+				if g.Min < kk.Min || g.Max > kk.Max {
+					note = "differs from Kafka"
+				}
+			default:
+				note = "wider than Kafka"
+			}
+			if d, ok := in.apiDiffs[k]; ok {
+				note += " (" + d.Kind + "): " + mdEscape(d.Reason)
+			} else {
+				note += " (not listed)"
+			}
 		}
 		if g.Advertised() {
 			served++
 		}
 		w("| %d | %s | %s | %s | %s |\n", k, name, g.Range(), kk.Range(), note)
 	}
-	w("\nGregor advertises %d keys; %d keys a Kafka 4.1 broker advertises are not served yet.\n", served, missing)
+	if len(in.kafka) > 0 {
+		w("\nGregor advertises %d keys; %d keys %s advertises are not served.\n", served, missing, kname)
+	}
 	return b.String()
+}
+
+func reasonSuffix(reason string) string {
+	if reason == "" {
+		return ""
+	}
+	return " (" + mdEscape(harness.OneLine(reason, 300)) + ")"
 }
 
 // renderPeerFailures lists the peer tests that do not pass, with why.
@@ -257,13 +378,6 @@ func readNotes(path string) (map[string]string, error) {
 		out[f[0]+" "+f[1]] = f[2]
 	}
 	return out, nil
-}
-
-func joinNote(a, b string) string {
-	if b == "" {
-		return a
-	}
-	return a + "; " + b
 }
 
 // mdEscape keeps a reason inside its table cell or list item.
