@@ -1,14 +1,19 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"net"
 	"os"
+	"os/signal"
+	"slices"
 	"strconv"
 	"strings"
+	"syscall"
+	"text/tabwriter"
 
 	"github.com/gregorbroker/gregor/config"
 )
@@ -196,4 +201,114 @@ func listenersString(ls []config.Listener) string {
 		parts[i] = l.String()
 	}
 	return strings.Join(parts, ",")
+}
+
+// commands is the CLI's tree: `gregor <noun> <verb>` or `gregor <verb>`.
+func commands() []*command {
+	return []*command{
+		{name: "serve", short: "run a node (broker and controller)", raw: func(args []string, _ io.Reader, _, errOut io.Writer) error {
+			return runServe(args, errOut)
+		}},
+		topicCommand(),
+		produceCommand(),
+		consumeCommand(),
+		offsetsCommand(),
+		groupCommand(),
+		clusterCommand(),
+		quorumCommand(),
+		configCommand(),
+		txnCommand(),
+		{name: "perf", short: "measure produce or consume throughput", raw: func(args []string, _ io.Reader, out, errOut io.Writer) error {
+			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			return runPerfTo(ctx, args, out, errOut)
+		}},
+		{name: "version", aliases: []string{"--version", "-v"}, short: "print the version", raw: func(_ []string, _ io.Reader, out, _ io.Writer) error {
+			return runVersion(out)
+		}},
+	}
+}
+
+// dispatch finds the command args name under cmds and runs it. parent is
+// the path so far ("topic"), for messages.
+func dispatch(cmds []*command, parent []string, args []string, in io.Reader, out, errOut io.Writer) error {
+	if len(args) == 0 {
+		printCommands(errOut, parent, cmds)
+		return usagef("%s", missingWhat(parent))
+	}
+	name := args[0]
+	if name == "help" || name == "-h" || name == "--help" {
+		if len(args) > 1 && len(parent) == 0 {
+			// `gregor help topic create` is `gregor topic create -h`.
+			return dispatch(cmds, nil, append(args[1:], "-h"), in, out, errOut)
+		}
+		printCommands(out, parent, cmds)
+		return flag.ErrHelp
+	}
+	found := findCommand(cmds, name)
+	if found == nil {
+		return unknownCommand(cmds, parent, name)
+	}
+	path := append(slices.Clone(parent), found.name)
+	switch {
+	case found.raw != nil:
+		return found.raw(args[1:], in, out, errOut)
+	case found.sub != nil:
+		return dispatch(found.sub, path, args[1:], in, out, errOut)
+	}
+	c := newCmd(found, strings.Join(path, " "), args[1:], in, out, errOut)
+	defer c.close()
+	err := found.run(c)
+	if err == nil || errors.Is(err, flag.ErrHelp) {
+		return err
+	}
+	return c.explain(err)
+}
+
+func findCommand(cmds []*command, name string) *command {
+	for _, c := range cmds {
+		if c.name == name || slices.Contains(c.aliases, name) {
+			return c
+		}
+	}
+	return nil
+}
+
+func missingWhat(parent []string) string {
+	if len(parent) == 0 {
+		return "give a command"
+	}
+	return strings.Join(parent, " ") + " needs a subcommand"
+}
+
+// unknownCommand says name is not a command and suggests the nearest one.
+func unknownCommand(cmds []*command, parent []string, name string) error {
+	var names []string
+	for _, c := range cmds {
+		names = append(names, c.name)
+		names = append(names, c.aliases...)
+	}
+	where := "gregor"
+	if len(parent) > 0 {
+		where = "gregor " + strings.Join(parent, " ")
+	}
+	if s := nearest(name, names); s != "" {
+		return usagef("unknown command %q for %s; did you mean %q?", name, where, s)
+	}
+	return usagef("unknown command %q for %s (see %s -h)", name, where, where)
+}
+
+// printCommands lists cmds with their one-line descriptions.
+func printCommands(w io.Writer, parent []string, cmds []*command) {
+	path := strings.Join(append([]string{"gregor"}, parent...), " ")
+	fmt.Fprintf(w, "usage: %s <command> [flags]\n\ncommands:\n", path)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	for _, c := range cmds {
+		fmt.Fprintf(tw, "  %s\t%s\n", c.name, c.short)
+	}
+	tw.Flush()
+	fmt.Fprintf(w, "\nRun `%s <command> -h` for a command's flags and examples.\n", path)
+	if len(parent) == 0 {
+		fmt.Fprintln(w, "Admin commands reach the cluster at -b HOST:PORT, else $GREGOR_BROKERS, else localhost:9092.")
+	}
 }

@@ -3,113 +3,15 @@ package main
 import (
 	"cmp"
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"maps"
-	"os"
 	"slices"
 	"strconv"
-	"strings"
 	"text/tabwriter"
-	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kgo"
 )
-
-const groupsUsage = `usage: gregor groups <list|describe GROUP...> [--bootstrap host:port] [--timeout d]
-
-  list              every group with its type (classic or consumer) and state
-  describe GROUP    members, assignments, committed offsets and lag per
-                    partition, as kafka-consumer-groups.sh --describe
-`
-
-// runGroups is `gregor groups`: group administration over kadm.
-func runGroups(args []string) error {
-	return runGroupsTo(args, os.Stdout)
-}
-
-func runGroupsTo(args []string, w io.Writer) error {
-	if len(args) == 0 {
-		fmt.Fprint(os.Stderr, groupsUsage)
-		return errors.New("groups needs a subcommand")
-	}
-	sub := args[0]
-	fs := flag.NewFlagSet("groups "+sub, flag.ContinueOnError)
-	bootstrap := fs.String("bootstrap", "localhost:9092", "comma-separated `host:port` list of brokers")
-	timeout := fs.Duration("timeout", 30*time.Second, "give up after this long")
-	// Flags may come before or after the group names.
-	var names []string
-	rest := args[1:]
-	for {
-		if err := fs.Parse(rest); err != nil {
-			return err
-		}
-		if fs.NArg() == 0 {
-			break
-		}
-		names = append(names, fs.Arg(0))
-		rest = fs.Args()[1:]
-	}
-	var brokers []string
-	for _, b := range strings.Split(*bootstrap, ",") {
-		if b = strings.TrimSpace(b); b != "" {
-			brokers = append(brokers, b)
-		}
-	}
-	if len(brokers) == 0 {
-		return errors.New("--bootstrap names no broker")
-	}
-	switch sub {
-	case "list":
-		if len(names) > 0 {
-			return fmt.Errorf("groups list takes no argument, got %q", names[0])
-		}
-	case "describe":
-		if len(names) == 0 {
-			return errors.New("groups describe needs a GROUP")
-		}
-	case "help", "-h", "--help":
-		fmt.Fprint(w, groupsUsage)
-		return nil
-	default:
-		return fmt.Errorf("unknown groups subcommand %q", sub)
-	}
-	adm, err := kadm.NewOptClient(kgo.SeedBrokers(brokers...), kgo.ClientID("gregor-groups"))
-	if err != nil {
-		return fmt.Errorf("groups: connect to %s: %w", *bootstrap, err)
-	}
-	defer adm.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
-	defer cancel()
-	if sub == "list" {
-		return listGroups(ctx, adm, w)
-	}
-	for i, g := range names {
-		if i > 0 {
-			fmt.Fprintln(w)
-		}
-		if err := describeGroup(ctx, adm, g, w); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-func listGroups(ctx context.Context, adm *kadm.Client, w io.Writer) error {
-	listed, err := adm.ListGroups(ctx)
-	if err != nil {
-		return fmt.Errorf("list groups: %w", err)
-	}
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "GROUP\tTYPE\tSTATE\tPROTOCOL-TYPE")
-	for _, g := range listed.Sorted() {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", g.Group, dash(g.GroupType), dash(g.State), dash(g.ProtocolType))
-	}
-	return tw.Flush()
-}
 
 // groupMember is one member of a group, whatever its protocol.
 type groupMember struct {
@@ -117,7 +19,7 @@ type groupMember struct {
 	assigned         map[string][]int32
 }
 
-// describedGroup is what `groups describe` prints, gathered from
+// describedGroup is what `group describe` prints, gathered from
 // DescribeGroups or ConsumerGroupDescribe, OffsetFetch and ListOffsets.
 type describedGroup struct {
 	name      string
@@ -127,7 +29,9 @@ type describedGroup struct {
 	logEnd    map[string]map[int32]int64 // -1 when unknown
 }
 
-func describeGroup(ctx context.Context, adm *kadm.Client, name string, w io.Writer) error {
+// gatherGroup reads a group's members, committed offsets and the end
+// offsets of the partitions it has committed or been assigned.
+func gatherGroup(ctx context.Context, adm *kadm.Client, name string) (describedGroup, error) {
 	d := describedGroup{name: name}
 	cgs, err := adm.DescribeConsumerGroups(ctx, name)
 	cg, ok := cgs[name]
@@ -147,14 +51,14 @@ func describeGroup(ctx context.Context, adm *kadm.Client, name string, w io.Writ
 		// A classic group, or a broker without KIP-848.
 		gs, err := adm.DescribeGroups(ctx, name)
 		if err != nil {
-			return fmt.Errorf("describe group %s: %w", name, err)
+			return d, fmt.Errorf("describe group %s: %w", name, err)
 		}
 		g, ok := gs[name]
 		if !ok {
-			return fmt.Errorf("describe group %s: not in the answer", name)
+			return d, fmt.Errorf("describe group %s: not in the answer", name)
 		}
 		if g.Err != nil {
-			return fmt.Errorf("describe group %s: %w", name, g.Err)
+			return d, fmt.Errorf("describe group %s: %w", name, g.Err)
 		}
 		d.state = g.State
 		for _, m := range g.Members {
@@ -167,12 +71,9 @@ func describeGroup(ctx context.Context, adm *kadm.Client, name string, w io.Writ
 			d.members = append(d.members, gm)
 		}
 	}
-	if d.state == "Dead" {
-		return fmt.Errorf("consumer group %s does not exist", name)
-	}
 	offsets, err := adm.FetchOffsets(ctx, name)
 	if err != nil {
-		return fmt.Errorf("fetch offsets of %s: %w", name, err)
+		return d, fmt.Errorf("fetch offsets of %s: %w", name, err)
 	}
 	d.committed = map[string]map[int32]int64{}
 	topics := map[string]bool{}
@@ -197,7 +98,7 @@ func describeGroup(ctx context.Context, adm *kadm.Client, name string, w io.Writ
 	if len(topics) > 0 {
 		ends, err := adm.ListEndOffsets(ctx, slices.Sorted(maps.Keys(topics))...)
 		if err != nil {
-			return fmt.Errorf("list end offsets for %s: %w", name, err)
+			return d, fmt.Errorf("list end offsets for %s: %w", name, err)
 		}
 		for t, ps := range ends {
 			for p, o := range ps {
@@ -211,10 +112,10 @@ func describeGroup(ctx context.Context, adm *kadm.Client, name string, w io.Writ
 			}
 		}
 	}
-	return printGroup(w, d)
+	return d, nil
 }
 
-// groupRow is one line of `groups describe`.
+// groupRow is one line of `group describe`.
 type groupRow struct {
 	topic                      string
 	partition                  int32

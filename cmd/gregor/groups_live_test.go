@@ -158,23 +158,26 @@ func committedSum(t *testing.T, adm *kadm.Client, group string) int64 {
 	return sum
 }
 
-// describeRows runs `gregor groups describe` and returns, per partition of
+// describeRows runs `gregor group describe` and returns, per partition of
 // topic, its columns (CURRENT-OFFSET, LOG-END-OFFSET, LAG, CONSUMER-ID).
 func describeRows(t *testing.T, addr, group, topic string) map[int32][]string {
 	t.Helper()
-	var b bytes.Buffer
-	if err := runGroupsTo([]string{"describe", group, "--bootstrap", addr, "--timeout", "20s"}, &b); err != nil {
-		t.Fatalf("groups describe %s: %v", group, err)
+	var b, e bytes.Buffer
+	if code := runMain([]string{"group", "describe", group, "-b", addr, "--timeout", "20s"}, nil, &b, &e); code != 0 {
+		t.Fatalf("group describe %s: exit %d: %s", group, code, e.String())
 	}
 	lines := strings.Split(strings.TrimSpace(b.String()), "\n")
-	if len(lines) == 0 || !strings.HasPrefix(lines[0], "GROUP") {
-		t.Fatalf("groups describe output:\n%s", b.String())
+	for len(lines) > 0 && !strings.HasPrefix(lines[0], "GROUP  ") {
+		lines = lines[1:]
+	}
+	if len(lines) == 0 {
+		t.Fatalf("group describe output:\n%s", b.String())
 	}
 	rows := make(map[int32][]string)
 	for _, l := range lines[1:] {
 		f := strings.Fields(l)
 		if len(f) != 9 || f[0] != group || f[1] != topic {
-			t.Fatalf("groups describe row %q in:\n%s", l, b.String())
+			t.Fatalf("group describe row %q in:\n%s", l, b.String())
 		}
 		p, err := strconv.ParseInt(f[2], 10, 32)
 		if err != nil {

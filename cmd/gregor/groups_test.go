@@ -53,23 +53,26 @@ func TestGroupRows(t *testing.T) {
 	}
 }
 
+// TestGroupsArgs: mistakes on the command line of `gregor group` (and
+// its old name `gregor groups`) are usage errors, exit status 2, named
+// before any connection is tried.
 func TestGroupsArgs(t *testing.T) {
 	tests := []struct {
 		args []string
 		want string
 	}{
-		{nil, "needs a subcommand"},
-		{[]string{"describe"}, "needs a GROUP"},
-		{[]string{"list", "extra"}, "takes no argument"},
-		{[]string{"frob"}, "unknown groups subcommand"},
-		{[]string{"list", "--bootstrap", " , "}, "names no broker"},
-		{[]string{"describe", "g", "--nope"}, "flag provided but not defined"},
+		{[]string{"groups"}, "group needs a subcommand"},
+		{[]string{"group", "describe"}, "needs GROUP..."},
+		{[]string{"groups", "list", "extra"}, `unexpected argument "extra"`},
+		{[]string{"group", "frob"}, `unknown command "frob" for gregor group`},
+		{[]string{"group", "list", "--brokers", " , "}, "names no broker"},
+		{[]string{"group", "describe", "g", "--nope"}, "unknown flag --nope"},
 	}
 	for _, tt := range tests {
-		var b bytes.Buffer
-		err := runGroupsTo(tt.args, &b)
-		if err == nil || !strings.Contains(err.Error(), tt.want) {
-			t.Errorf("%q: err %v, want %q", tt.args, err, tt.want)
+		var out, errOut bytes.Buffer
+		code := runMain(tt.args, nil, &out, &errOut)
+		if code != 2 || !strings.Contains(errOut.String(), tt.want) {
+			t.Errorf("%q: exit %d, stderr %q; want 2 and %q", tt.args, code, errOut.String(), tt.want)
 		}
 	}
 }

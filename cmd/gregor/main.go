@@ -1,6 +1,8 @@
 // Command gregor is a Kafka-compatible broker: `gregor serve` runs a node
 // (broker and controller in one process by default); `gregor perf`
-// measures a running cluster; `gregor version` prints the build.
+// measures a running cluster; `gregor version` prints the build; the
+// other commands (`gregor topic create`, `gregor consume`, ...) administer
+// a running cluster, as Kafka's tools and Redpanda's rpk do.
 package main
 
 import (
@@ -19,43 +21,23 @@ import (
 	"github.com/gregorbroker/gregor/broker"
 )
 
-const usage = `usage: gregor <command> [flags]
-
-commands:
-  serve     run a node (broker and controller); see gregor serve -h
-  perf      measure produce or consume throughput against a running cluster
-  groups    list consumer groups, or describe one with its lag
-  version   print the version
-`
-
 func main() {
-	if len(os.Args) < 2 {
-		fmt.Fprint(os.Stderr, usage)
-		os.Exit(2)
+	os.Exit(runMain(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+}
+
+// runMain runs the command named by args and returns the exit status: 0
+// done (or help asked for), 1 failed, 2 a mistake on the command line.
+func runMain(args []string, in io.Reader, out, errOut io.Writer) int {
+	err := dispatch(commands(), nil, args, in, out, errOut)
+	if err == nil || errors.Is(err, flag.ErrHelp) {
+		return 0
 	}
-	var err error
-	switch os.Args[1] {
-	case "serve":
-		err = runServe(os.Args[2:], os.Stderr)
-	case "perf":
-		err = runPerf(os.Args[2:])
-	case "groups":
-		err = runGroups(os.Args[2:])
-	case "version", "--version", "-v":
-		err = runVersion(os.Stdout)
-	case "help", "-h", "--help":
-		fmt.Fprint(os.Stdout, usage)
-	default:
-		fmt.Fprintf(os.Stderr, "gregor: unknown command %q\n\n%s", os.Args[1], usage)
-		os.Exit(2)
+	fmt.Fprintf(errOut, "gregor: %v\n", err)
+	var ue *usageError
+	if errors.As(err, &ue) {
+		return 2
 	}
-	if errors.Is(err, flag.ErrHelp) {
-		return
-	}
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "gregor: %v\n", err)
-		os.Exit(1)
-	}
+	return 1
 }
 
 // runServe starts a node and runs it until SIGINT or SIGTERM, then shuts
