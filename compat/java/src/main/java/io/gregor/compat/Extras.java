@@ -83,6 +83,7 @@ final class Extras {
         m.put("admin.cluster", Extras::adminCluster);
         m.put("admin.groups.classic", env -> adminGroups(env, "classic"));
         m.put("admin.groups.consumer", env -> adminGroups(env, "consumer"));
+        m.put("admin.listoffsets", Extras::adminListOffsets);
         m.put("admin.reassign", Extras::adminReassign);
         m.put("admin.logdirs", Extras::adminLogDirs);
         m.put("admin.producers", Extras::adminProducers);
@@ -279,6 +280,47 @@ final class Extras {
             }
         }
         return String.join("; ", note);
+    }
+
+    /**
+     * The ListOffsets specs beyond listoffsets.time: the record with the
+     * highest timestamp (KIP-734, not the last one written), the local log
+     * start (KIP-405's earliest-local, the log start without tiering) after
+     * DeleteRecords, and several partitions in one call.
+     */
+    static String adminListOffsets(Env env) throws Exception {
+        String t = env.topic();
+        createTopic(env.bootstrap(), t, 2, Map.of());
+        // Timestamps out of order: the highest is the fourth record's.
+        long[] stamps = {TIME_BASE + 1000, TIME_BASE + 3000, TIME_BASE + 2000, TIME_BASE + 9000, TIME_BASE + 4000, TIME_BASE + 5000};
+        List<ProducerRecord<byte[], byte[]>> recs = new ArrayList<>();
+        for (int i = 0; i < stamps.length; i++) {
+            recs.add(new ProducerRecord<>(t, 0, stamps[i], null, bytes(String.valueOf(i))));
+        }
+        recs.add(new ProducerRecord<>(t, 1, TIME_BASE, null, bytes("p1")));
+        produce(env.bootstrap(), recs, Map.of(ProducerConfig.LINGER_MS_CONFIG, "0"));
+        TopicPartition p0 = new TopicPartition(t, 0), p1 = new TopicPartition(t, 1);
+        // Each spec is checked on its own, so one wrong answer does not
+        // hide the others.
+        List<String> wrong = new ArrayList<>();
+        try (Admin a = admin(env.bootstrap())) {
+            var max = Scenarios.listOffsets(a, p0, OffsetSpec.maxTimestamp()).get(p0);
+            if (max.offset() != 3 || max.timestamp() != TIME_BASE + 9000) {
+                wrong.add("max timestamp: offset " + max.offset() + " at " + max.timestamp() + ", want offset 3 (the record stamped "
+                        + (TIME_BASE + 9000) + " in the middle of its batch)");
+            }
+            var both = a.listOffsets(Map.of(p0, OffsetSpec.latest(), p1, OffsetSpec.latest())).all().get();
+            if (both.get(p0).offset() != stamps.length || both.get(p1).offset() != 1) {
+                wrong.add("latest of both partitions: " + both.get(p0).offset() + " and " + both.get(p1).offset() + ", want " + stamps.length + " and 1");
+            }
+            a.deleteRecords(Map.of(p0, org.apache.kafka.clients.admin.RecordsToDelete.beforeOffset(2))).all().get();
+            long local = offsetOf(a, p0, OffsetSpec.earliestLocal()), earliest = offsetOf(a, p0, OffsetSpec.earliest());
+            if (local != 2 || earliest != 2) {
+                wrong.add("after DeleteRecords to 2: earliest " + earliest + ", earliest local " + local + ", want 2 and 2");
+            }
+        }
+        check(wrong.isEmpty(), String.join("; ", wrong));
+        return "";
     }
 
     static String adminReassign(Env env) throws Exception {
