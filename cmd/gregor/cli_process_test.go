@@ -74,7 +74,7 @@ func cliCluster(t *testing.T) (string, *kgo.Client, *kadm.Client) {
 	t.Helper()
 	p := startServe(t, "--data-dir", t.TempDir(), "--listen", "127.0.0.1:0",
 		"--override", "group.initial.rebalance.delay.ms=0")
-	cl, err := kgo.NewClient(kgo.SeedBrokers(p.addr))
+	cl, err := kgo.NewClient(kgo.SeedBrokers(p.addr), kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	if err != nil {
 		t.Fatal(err)
 	}
