@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/gregorbroker/gregor/broker/coord"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -251,8 +252,8 @@ func (s *script) cgDescribe(a args) string {
 func (s *script) cgState(id string) string {
 	sh := s.h.c.shardFor(id)
 	ch := make(chan string, 1)
-	sh.post(context.Background(), func() {
-		p := sh.m.partitions[PartitionFor(id, s.h.cfg.OffsetsTopicPartitions)]
+	sh.Post(context.Background(), func() {
+		p := sh.Machine.partitions[PartitionFor(id, s.h.cfg.OffsetsTopicPartitions)]
 		if p == nil {
 			ch <- "partition not loaded\n"
 			return
@@ -295,7 +296,7 @@ func (s *script) cgState(id string) string {
 // describeConsumerRecord prints a consumer group record for the records
 // command.
 func describeConsumerRecord(r Record) string {
-	v, _ := keyVersion(r.Key)
+	v, _ := coord.KeyVersion(r.Key)
 	k, err := decodeCGKey(v, r.Key)
 	if err != nil {
 		return fmt.Sprintf("unknown key version %d", v)

@@ -274,9 +274,9 @@ func (h *harness) quiesce() {
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		busy := 0
-		for _, s := range h.c.shards {
+		for _, s := range h.c.rt.Shards() {
 			n := make(chan int, 1)
-			if !s.post(context.Background(), func() { n <- s.inflightAppends() + len(s.inbox) }) {
+			if !s.Post(context.Background(), func() { n <- s.Busy() + s.Queued() }) {
 				return
 			}
 			busy += <-n
@@ -284,8 +284,8 @@ func (h *harness) quiesce() {
 		if busy == int(h.store.heldN.Load()) {
 			// One more round: completions posted meanwhile are now queued.
 			idle := true
-			for _, s := range h.c.shards {
-				if len(s.inbox) > 0 {
+			for _, s := range h.c.rt.Shards() {
+				if s.Queued() > 0 {
 					idle = false
 				}
 			}
@@ -316,15 +316,21 @@ func (h *harness) advance(d time.Duration) {
 	h.clock.set(target)
 }
 
-// goroutinesIn lists the stacks of live goroutines running code of this
-// package other than the test's own.
-func goroutinesIn(pkg string) []string {
+// goroutinesIn lists the stacks of live goroutines running code of one of
+// pkgs other than the test's own.
+func goroutinesIn(pkgs ...string) []string {
 	buf := make([]byte, 1<<20)
 	n := runtime.Stack(buf, true)
 	var out []string
 	for _, g := range strings.Split(string(buf[:n]), "\n\n") {
-		if strings.Contains(g, pkg) && !strings.Contains(g, "testing.tRunner") && !strings.Contains(g, "goroutinesIn") {
-			out = append(out, g)
+		if strings.Contains(g, "testing.tRunner") || strings.Contains(g, "goroutinesIn") {
+			continue
+		}
+		for _, pkg := range pkgs {
+			if strings.Contains(g, pkg) {
+				out = append(out, g)
+				break
+			}
 		}
 	}
 	return out

@@ -5,6 +5,7 @@ import (
 	"iter"
 	"log/slog"
 
+	"github.com/gregorbroker/gregor/broker/coord"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -61,7 +62,7 @@ func replayOne(lp *loadedPartition, partition int32, r Record, nowMs int64, log 
 		return replayMarker(lp, partition, r, nowMs)
 	}
 	groups := lp.classic
-	version, ok := keyVersion(r.Key)
+	version, ok := coord.KeyVersion(r.Key)
 	if !ok {
 		return fmt.Errorf("key of %d bytes has no version", len(r.Key))
 	}

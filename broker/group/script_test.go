@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gregorbroker/gregor/broker/coord"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -200,8 +201,8 @@ func (s *script) submit(label, groupID string, op func(m *machine, done func(str
 	s.waiting = append(s.waiting, r)
 	s.mu.Unlock()
 	sh := s.h.c.shardFor(groupID)
-	sh.post(context.Background(), func() {
-		op(sh.m, func(answer string) {
+	sh.Post(context.Background(), func() {
+		op(sh.Machine, func(answer string) {
 			s.mu.Lock()
 			defer s.mu.Unlock()
 			if !r.done {
@@ -712,8 +713,8 @@ func (s *script) deleteGroups(a args) {
 	results := make([]string, len(ids))
 	left := len(byShard)
 	for sh, idx := range byShard {
-		sh.post(context.Background(), func() {
-			sh.m.deleteGroups(pick(ids, idx), func(rs []kmsg.DeleteGroupsResponseGroup) {
+		sh.Post(context.Background(), func() {
+			sh.Machine.deleteGroups(pick(ids, idx), func(rs []kmsg.DeleteGroupsResponseGroup) {
 				s.mu.Lock()
 				defer s.mu.Unlock()
 				for i, res := range rs {
@@ -752,7 +753,7 @@ func describeRecord(r Record) string {
 	if r.Transactional {
 		return fmt.Sprintf("txn(pid=%d epoch=%d) %s", r.ProducerID, r.ProducerEpoch, describeRecord(Record{Key: r.Key, Value: r.Value}))
 	}
-	v, _ := keyVersion(r.Key)
+	v, _ := coord.KeyVersion(r.Key)
 	switch v {
 	case offsetCommitKeyV0, offsetCommitKeyVersion:
 		var k kmsg.OffsetCommitKey
@@ -812,8 +813,8 @@ func describeRecord(r Record) string {
 func (s *script) state(id string) string {
 	sh := s.h.c.shardFor(id)
 	ch := make(chan string, 1)
-	sh.post(context.Background(), func() {
-		p := sh.m.partitions[PartitionFor(id, s.h.cfg.OffsetsTopicPartitions)]
+	sh.Post(context.Background(), func() {
+		p := sh.Machine.partitions[PartitionFor(id, s.h.cfg.OffsetsTopicPartitions)]
 		if p == nil {
 			ch <- "partition not loaded"
 			return

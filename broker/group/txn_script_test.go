@@ -34,8 +34,8 @@ func (s *script) execTxn(a args, out *strings.Builder) bool {
 		s.waiting = append(s.waiting, r)
 		s.mu.Unlock()
 		sh := s.h.c.shardOf(partition)
-		sh.post(context.Background(), func() {
-			sh.m.completeTransaction(partition, marker, func(err error) {
+		sh.Post(context.Background(), func() {
+			sh.Machine.completeTransaction(partition, marker, func(err error) {
 				s.mu.Lock()
 				defer s.mu.Unlock()
 				r.done, r.answer = true, "ok"
@@ -122,8 +122,8 @@ func (s *script) pending(group string) string {
 	partition := PartitionFor(group, s.h.cfg.OffsetsTopicPartitions)
 	sh := s.h.c.shardOf(partition)
 	ch := make(chan string, 1)
-	sh.post(context.Background(), func() {
-		p := sh.m.partitions[partition]
+	sh.Post(context.Background(), func() {
+		p := sh.Machine.partitions[partition]
 		if p == nil {
 			ch <- "partition not loaded\n"
 			return

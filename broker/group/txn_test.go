@@ -260,8 +260,8 @@ func TestTxnReplayMatchesLive(t *testing.T) {
 				h.quiesce()
 				live := make(chan txnSnapshot, 1)
 				sh := h.c.shardOf(partition)
-				sh.post(ctx, func() {
-					p := sh.m.partitions[partition]
+				sh.Post(ctx, func() {
+					p := sh.Machine.partitions[partition]
 					live <- snapshotOf(p.groups, p.consumers, p.txns)
 				})
 				got := <-live

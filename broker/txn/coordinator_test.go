@@ -14,7 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gregorbroker/gregor/broker/group"
 	"github.com/gregorbroker/gregor/broker/producerstate"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -36,9 +35,6 @@ func TestPartitionFor(t *testing.T) {
 	for _, tt := range tests {
 		if got := PartitionFor(tt.id, tt.partitions); got != tt.want {
 			t.Errorf("PartitionFor(%q, %d) = %d, want %d", tt.id, tt.partitions, got, tt.want)
-		}
-		if got, g := PartitionFor(tt.id, tt.partitions), group.PartitionFor(tt.id, tt.partitions); got != g {
-			t.Errorf("PartitionFor(%q) = %d, group.PartitionFor = %d", tt.id, got, g)
 		}
 	}
 }
@@ -399,7 +395,7 @@ func TestCloseLeaksNothing(t *testing.T) {
 	for h.store.held.Load() == 0 && time.Now().Before(deadline) {
 		time.Sleep(time.Millisecond)
 	}
-	if len(goroutinesIn("broker/txn.(*shard)")) == 0 {
+	if len(goroutinesIn("broker/coord.(*Shard")) == 0 {
 		t.Fatal("no shard goroutines seen before Close: the leak check would not see them either")
 	}
 	h.c.Close()
@@ -419,7 +415,7 @@ func TestCloseLeaksNothing(t *testing.T) {
 	h.c.Close()
 	deadline = time.Now().Add(5 * time.Second)
 	for {
-		left := goroutinesIn("broker/txn.(*")
+		left := goroutinesIn("broker/txn.(*", "broker/coord.(*")
 		if len(left) == 0 {
 			break
 		}

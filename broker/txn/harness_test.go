@@ -355,17 +355,17 @@ func (h *harness) quiesce() {
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		busy := 0
-		for _, s := range h.c.shards {
+		for _, s := range h.c.rt.Shards() {
 			n := make(chan int, 1)
-			if !s.post(context.Background(), func() { n <- s.busy() + len(s.inbox) }) {
+			if !s.Post(context.Background(), func() { n <- s.Busy() + s.Queued() }) {
 				return
 			}
 			busy += <-n
 		}
 		if busy == int(h.store.held.Load()+h.markers.held.Load()) {
 			idle := true
-			for _, s := range h.c.shards {
-				if len(s.inbox) > 0 {
+			for _, s := range h.c.rt.Shards() {
+				if s.Queued() > 0 {
 					idle = false
 				}
 			}
@@ -400,21 +400,27 @@ func (h *harness) advance(d time.Duration) {
 func (h *harness) onShard(id string, fn func(m *machine)) {
 	s := h.c.shardFor(id)
 	done := make(chan struct{})
-	if !s.post(context.Background(), func() { fn(s.m); close(done) }) {
+	if !s.Post(context.Background(), func() { fn(s.Machine); close(done) }) {
 		h.t.Fatal("shard stopped")
 	}
 	<-done
 }
 
-// goroutinesIn lists the stacks of live goroutines running code of this
-// package other than the test's own.
-func goroutinesIn(pkg string) []string {
+// goroutinesIn lists the stacks of live goroutines running code of one of
+// pkgs other than the test's own.
+func goroutinesIn(pkgs ...string) []string {
 	buf := make([]byte, 1<<20)
 	n := runtime.Stack(buf, true)
 	var out []string
 	for _, g := range strings.Split(string(buf[:n]), "\n\n") {
-		if strings.Contains(g, pkg) && !strings.Contains(g, "testing.tRunner") && !strings.Contains(g, "goroutinesIn") {
-			out = append(out, g)
+		if strings.Contains(g, "testing.tRunner") || strings.Contains(g, "goroutinesIn") {
+			continue
+		}
+		for _, pkg := range pkgs {
+			if strings.Contains(g, pkg) {
+				out = append(out, g)
+				break
+			}
 		}
 	}
 	return out

@@ -215,11 +215,11 @@ func (s *script) settle() {
 		}
 		s.mu.Unlock()
 		c := s.h.c
-		if int64(open) == c.posted.Load()-c.answered.Load() {
+		if int64(open) == c.rt.Posted()-c.rt.Answered() {
 			return
 		}
 		if time.Now().After(deadline) {
-			s.t.Fatalf("requests did not settle: %d open, %d parked", open, c.posted.Load()-c.answered.Load())
+			s.t.Fatalf("requests did not settle: %d open, %d parked", open, c.rt.Posted()-c.rt.Answered())
 		}
 		time.Sleep(20 * time.Microsecond)
 	}
@@ -233,7 +233,7 @@ func (s *script) submit(label string, posts int64, fn func(ctx context.Context) 
 	s.mu.Lock()
 	s.waiting = append(s.waiting, r)
 	s.mu.Unlock()
-	before := s.h.c.posted.Load()
+	before := s.h.c.rt.Posted()
 	finished := make(chan struct{})
 	go func() {
 		answer := fn(context.Background())
@@ -243,7 +243,7 @@ func (s *script) submit(label string, posts int64, fn func(ctx context.Context) 
 		close(finished)
 	}()
 	deadline := time.After(10 * time.Second)
-	for s.h.c.posted.Load() < before+posts {
+	for s.h.c.rt.Posted() < before+posts {
 		select {
 		case <-finished:
 			return
