@@ -5,8 +5,9 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/gregorbroker/gregor/broker/coord"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/gregorbroker/gregor/broker/coord"
 )
 
 // ConsumerGroupHeartbeat handles ConsumerGroupHeartbeat v0-v1, the KIP-848

@@ -9,8 +9,9 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/gregorbroker/gregor/broker/coord"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/gregorbroker/gregor/broker/coord"
 )
 
 // Coordinator is the group coordinator of one broker. It serves the groups

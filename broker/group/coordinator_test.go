@@ -13,8 +13,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gregorbroker/gregor/broker/coord"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/gregorbroker/gregor/broker/coord"
+	"github.com/gregorbroker/gregor/broker/coord/coordtest"
 )
 
 func TestRecordBytes(t *testing.T) {
@@ -68,7 +70,7 @@ func FuzzReplay(f *testing.F) {
 	f.Add([]byte{0, 2, 0, 1, 'g'}, []byte(nil))
 	f.Fuzz(func(t *testing.T, key, value []byte) {
 		recs := []Record{{Key: key, Value: value}, {Key: key}}
-		groups, err := replay(0, seqOf(recs), 0, slog.New(slog.DiscardHandler))
+		groups, err := replay(0, coordtest.SeqOf(recs), 0, slog.New(slog.DiscardHandler))
 		if err == nil && groups == nil {
 			t.Fatal("nil groups without error")
 		}
@@ -89,7 +91,7 @@ func TestLoadError(t *testing.T) {
 	if got := h.c.Heartbeat(context.Background(), hb)().ErrorCode; got != errNotCoordinator {
 		t.Fatalf("heartbeat after failed load = %d, want NOT_COORDINATOR", got)
 	}
-	if err := h.c.Load(context.Background(), 4, seqOf(nil)); err == nil {
+	if err := h.c.Load(context.Background(), 4, coordtest.SeqOf(nil)); err == nil {
 		t.Fatal("Load of partition 4 of 4 succeeded")
 	}
 }
@@ -216,7 +218,7 @@ func TestCallerGivesUp(t *testing.T) {
 func TestCloseStopsEverything(t *testing.T) {
 	// The shard goroutines run the coordinator runtime's code.
 	pkgs := []string{"gregor/broker/group.", "gregor/broker/coord."}
-	if gs := goroutinesIn(pkgs...); len(gs) > 0 {
+	if gs := coordtest.GoroutinesIn(pkgs...); len(gs) > 0 {
 		t.Logf("goroutines before the test (from earlier tests): %d", len(gs))
 	}
 	cfg := testConfig()
@@ -227,11 +229,11 @@ func TestCloseStopsEverything(t *testing.T) {
 	}
 	ctx := context.Background()
 	for p := range cfg.OffsetsTopicPartitions {
-		if err := c.Load(ctx, p, seqOf(nil)); err != nil {
+		if err := c.Load(ctx, p, coordtest.SeqOf(nil)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	store.setHold(true) // a commit stuck in the store must be aborted
+	store.Set(true) // a commit stuck in the store must be aborted
 	commit := kmsg.NewPtrOffsetCommitRequest()
 	commit.Group = "g2"
 	commit.Topics = []kmsg.OffsetCommitRequestTopic{{Topic: "t", Partitions: []kmsg.OffsetCommitRequestTopicPartition{{Partition: 0, Offset: 1}}}}
@@ -247,7 +249,7 @@ func TestCloseStopsEverything(t *testing.T) {
 	wg.Add(2)
 	go func() { defer wg.Done(); joinCode = c.JoinGroup(ctx, ClientInfo{ClientID: "c"}, join)().ErrorCode }()
 	go func() { defer wg.Done(); commitCode = c.OffsetCommit(ctx, commit)().Topics[0].Partitions[0].ErrorCode }()
-	for store.heldN.Load() == 0 {
+	for store.Held() == 0 {
 		time.Sleep(time.Millisecond)
 	}
 	c.Close()
@@ -263,7 +265,7 @@ func TestCloseStopsEverything(t *testing.T) {
 	c.Close() // idempotent
 	deadline := time.Now().Add(2 * time.Second)
 	for {
-		gs := goroutinesIn(pkgs...)
+		gs := coordtest.GoroutinesIn(pkgs...)
 		if len(gs) == 0 {
 			return
 		}
@@ -287,7 +289,7 @@ func TestMembersOnRealClock(t *testing.T) {
 	}
 	defer c.Close()
 	for p := range cfg.OffsetsTopicPartitions {
-		if err := c.Load(context.Background(), p, seqOf(nil)); err != nil {
+		if err := c.Load(context.Background(), p, coordtest.SeqOf(nil)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -439,7 +441,7 @@ func TestCallSurvivesPanic(t *testing.T) {
 // meanwhile makes the Load fail.
 func TestLoadInProgress(t *testing.T) {
 	cfg := testConfig()
-	c, err := New(cfg, newMemStore(), newFakeClock())
+	c, err := New(cfg, newMemStore(), coordtest.NewFakeClock())
 	if err != nil {
 		t.Fatal(err)
 	}

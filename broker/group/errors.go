@@ -1,8 +1,9 @@
 package group
 
 import (
-	"github.com/gregorbroker/gregor/broker/coord"
 	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/gregorbroker/gregor/broker/coord"
 )
 
 // Kafka error codes the coordinator answers.

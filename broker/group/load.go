@@ -5,8 +5,9 @@ import (
 	"iter"
 	"log/slog"
 
-	"github.com/gregorbroker/gregor/broker/coord"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/gregorbroker/gregor/broker/coord"
 )
 
 // loadedPartition is the state replayed from one __consumer_offsets

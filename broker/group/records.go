@@ -3,8 +3,9 @@ package group
 import (
 	"context"
 
-	"github.com/gregorbroker/gregor/broker/coord"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/gregorbroker/gregor/broker/coord"
 )
 
 // Record is one __consumer_offsets record (see coord.Record): a key and a

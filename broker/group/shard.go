@@ -4,8 +4,9 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/gregorbroker/gregor/broker/coord"
 	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/gregorbroker/gregor/broker/coord"
 )
 
 // shard is one coordinator goroutine of the runtime, owning a machine: the

@@ -5,9 +5,10 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/gregorbroker/gregor/broker/coord"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/gregorbroker/gregor/broker/coord"
 )
 
 // This file is transactional offset commits: TxnOffsetCommit and the

@@ -7,8 +7,9 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/gregorbroker/gregor/broker/coord"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/gregorbroker/gregor/broker/coord"
 )
 
 // InitProducerID handles InitProducerId v0-v5. With a transactional id it

@@ -4,8 +4,9 @@ import (
 	"context"
 	"errors"
 
-	"github.com/gregorbroker/gregor/broker/coord"
 	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/gregorbroker/gregor/broker/coord"
 )
 
 // Kafka error codes the coordinator answers.

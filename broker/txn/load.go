@@ -5,8 +5,9 @@ import (
 	"iter"
 	"log/slog"
 
-	"github.com/gregorbroker/gregor/broker/coord"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/gregorbroker/gregor/broker/coord"
 )
 
 // replay rebuilds the transactional ids of a partition from its records,

@@ -3,8 +3,9 @@ package txn
 import (
 	"context"
 
-	"github.com/gregorbroker/gregor/broker/coord"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/gregorbroker/gregor/broker/coord"
 )
 
 // Record is one __transaction_state record: a TxnMetadataKey and a
