@@ -10,7 +10,7 @@ import (
 // Runtime is a coordinator's shards. Partition p of the internal topic
 // belongs to shard p % shards.
 type Runtime[K comparable, M any] struct {
-	cfg    ShardConfig
+	cfg    Config
 	shards []*Shard[K, M]
 
 	// Operations handed to shards and answered by them: tests wait on
@@ -21,11 +21,11 @@ type Runtime[K comparable, M any] struct {
 	closed    chan struct{}
 }
 
-// NewRuntime builds n shards, each owning the machine newMachine builds
-// for it (on the caller's goroutine, before any shard runs).
-func NewRuntime[K comparable, M any](n int, cfg ShardConfig, newMachine func(s *Shard[K, M]) M) *Runtime[K, M] {
+// NewRuntime builds cfg.Shards shards, each owning the machine newMachine
+// builds for it (on the caller's goroutine, before any shard runs).
+func NewRuntime[K comparable, M any](cfg Config, newMachine func(s *Shard[K, M]) M) *Runtime[K, M] {
 	r := &Runtime[K, M]{cfg: cfg, closed: make(chan struct{})}
-	for i := range n {
+	for i := range cfg.Shards {
 		s := NewShard[K, M](i, cfg)
 		s.Machine = newMachine(s)
 		r.shards = append(r.shards, s)
@@ -60,11 +60,23 @@ func (r *Runtime[K, M]) ShardOf(partition int32) *Shard[K, M] {
 	return r.shards[int(partition)%len(r.shards)]
 }
 
+// PartitionFor returns the partition of a key (a group id, a
+// transactional id).
+func (r *Runtime[K, M]) PartitionFor(key string) int32 {
+	return PartitionFor(key, r.cfg.Partitions)
+}
+
+// ShardFor returns the shard of a key's partition.
+func (r *Runtime[K, M]) ShardFor(key string) *Shard[K, M] {
+	return r.ShardOf(r.PartitionFor(key))
+}
+
 // Posted and Answered count the operations Submit handed to a shard and
 // those answered; the difference is the requests parked in the shards.
 func (r *Runtime[K, M]) Posted() int64 { return r.posted.Load() }
 
-// Answered: see Posted.
+// Answered counts the operations Submit handed to a shard that were
+// answered (see Posted).
 func (r *Runtime[K, M]) Answered() int64 { return r.answered.Load() }
 
 func (r *Runtime[K, M]) failCode() int16 {
@@ -151,6 +163,9 @@ type LoadSteps[M any] struct {
 // so the shard keeps serving its other partitions; a replay that fails
 // leaves the partition unserved.
 func (r *Runtime[K, M]) Load(ctx context.Context, partition int32, steps LoadSteps[M]) error {
+	if partition < 0 || partition >= r.cfg.Partitions {
+		return fmt.Errorf("load %s-%d: partition out of range [0, %d)", r.cfg.Topic, partition, r.cfg.Partitions)
+	}
 	s := r.ShardOf(partition)
 	stopped := fmt.Errorf("load %s-%d: coordinator stopped", r.cfg.Topic, partition)
 	tokens := make(chan uint64, 1)
@@ -183,8 +198,12 @@ func (r *Runtime[K, M]) Load(ctx context.Context, partition int32, steps LoadSte
 }
 
 // Unload runs unload on the shard of a partition the broker no longer
-// leads and waits for it, or for Close.
+// leads and waits for it, or for Close. A partition out of range is
+// ignored.
 func (r *Runtime[K, M]) Unload(partition int32, unload func(m M)) {
+	if partition < 0 || partition >= r.cfg.Partitions {
+		return
+	}
 	s := r.ShardOf(partition)
 	done := make(chan struct{})
 	if !s.Post(context.Background(), func() { unload(s.Machine); close(done) }) {

@@ -15,17 +15,19 @@ import (
 // inside a record batch limit.
 const maxAppendBytes = 512 << 10
 
-// ShardConfig is what a coordinator tells its shards.
-type ShardConfig struct {
+// Config is what a coordinator tells the runtime.
+type Config struct {
 	// Name names the coordinator in logs ("group coordinator").
 	Name string
-	// Topic is the internal topic the shards append to, for logs and
-	// errors.
+	// Topic is the coordinator's internal topic, for logs and errors.
 	Topic string
-	// Append writes records to a partition of Topic and returns once they
-	// are durable or have failed (the coordinator's Store.Append). Appends
-	// to one partition are issued one at a time, in order.
-	Append func(ctx context.Context, partition int32, records []Record) error
+	// Partitions is how many partitions Topic has: keys map to them with
+	// PartitionFor, and partitions to shards.
+	Partitions int32
+	// Shards is how many shards (goroutines) serve the partitions.
+	Shards int
+	// Store writes records to Topic's partitions.
+	Store Store
 	// Timeout bounds each append and each Go; zero bounds them only by
 	// Stop.
 	Timeout time.Duration
@@ -33,6 +35,15 @@ type ShardConfig struct {
 	Clock Clock
 	// Log gets the shards' warnings and the panics they survive.
 	Log *slog.Logger
+}
+
+// Store appends records to a partition of a coordinator's internal topic.
+// Append returns once the records are durable (acks=all in Kafka's terms)
+// or have failed; errors that wrap a *kerr.Error are mapped to the client
+// error Kafka answers (see AppendErrorCode). Appends to one partition are
+// issued one at a time, in order.
+type Store interface {
+	Append(ctx context.Context, partition int32, records []Record) error
 }
 
 // Shard is one coordinator goroutine. It owns a coordinator's state machine
@@ -50,7 +61,7 @@ type Shard[K comparable, M any] struct {
 	Machine M
 
 	idx int
-	cfg ShardConfig
+	cfg Config
 
 	inbox chan func()
 	quit  chan struct{}
@@ -90,7 +101,7 @@ type pendingAppend struct {
 }
 
 // NewShard returns shard idx, not yet running (see Run).
-func NewShard[K comparable, M any](idx int, cfg ShardConfig) *Shard[K, M] {
+func NewShard[K comparable, M any](idx int, cfg Config) *Shard[K, M] {
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Shard[K, M]{
 		idx:    idx,
@@ -271,7 +282,7 @@ func (s *Shard[K, M]) flush(partition int32, q *appendQueue) {
 		go func() {
 			defer s.wg.Done()
 			ctx, cancel := s.ioContext()
-			err := s.TimedOut(ctx, s.cfg.Append(ctx, partition, recs))
+			err := s.TimedOut(ctx, s.cfg.Store.Append(ctx, partition, recs))
 			cancel()
 			s.Post(context.Background(), func() { s.completeAppend(partition, q, batch, err) })
 		}()
@@ -294,7 +305,7 @@ func (s *Shard[K, M]) completeAppend(partition int32, q *appendQueue, batch []pe
 }
 
 // Go runs work on its own goroutine, bounded like an append (see
-// ShardConfig.Timeout), and then the function it returns on the shard:
+// Config.Timeout), and then the function it returns on the shard:
 // I/O other than appends (marker writes, producer id allocations) that the
 // shard waits for without blocking.
 func (s *Shard[K, M]) Go(work func(ctx context.Context) (then func())) {

@@ -16,7 +16,7 @@ import (
 // member that will come back). The answer comes once the records the
 // heartbeat caused are durable.
 func (c *Coordinator) ConsumerGroupHeartbeat(ctx context.Context, client ClientInfo, req *kmsg.ConsumerGroupHeartbeatRequest) Pending[*kmsg.ConsumerGroupHeartbeatResponse] {
-	p := coord.Submit(c.rt, ctx, c.shardFor(req.Group), func(m *machine, reply func(*kmsg.ConsumerGroupHeartbeatResponse)) {
+	p := coord.Submit(c.rt, ctx, c.rt.ShardFor(req.Group), func(m *machine, reply func(*kmsg.ConsumerGroupHeartbeatResponse)) {
 		m.consumerGroupHeartbeat(client, req, reply)
 	}, func(code int16) *kmsg.ConsumerGroupHeartbeatResponse {
 		r := kmsg.NewPtrConsumerGroupHeartbeatResponse()

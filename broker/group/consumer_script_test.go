@@ -252,7 +252,7 @@ func (s *script) cgDescribe(a args) string {
 }
 
 func (s *script) cgState(id string) string {
-	sh := s.h.c.shardFor(id)
+	sh := s.h.c.rt.ShardFor(id)
 	ch := make(chan string, 1)
 	sh.Post(context.Background(), func() {
 		p := sh.Machine.partitions[PartitionFor(id, s.h.cfg.OffsetsTopicPartitions)]

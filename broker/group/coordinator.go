@@ -48,14 +48,16 @@ func newCoordinator(cfg Config, store Store, clock Clock, newID func() string) (
 	if cfg.Topics != nil {
 		topics = cfg.Topics.Topics()
 	}
-	shardCfg := coord.ShardConfig{
-		Name:   "group coordinator",
-		Topic:  "__consumer_offsets",
-		Append: store.Append,
-		Clock:  clock,
-		Log:    log,
+	rtCfg := coord.Config{
+		Name:       "group coordinator",
+		Topic:      "__consumer_offsets",
+		Partitions: cfg.OffsetsTopicPartitions,
+		Shards:     cfg.Shards,
+		Store:      store,
+		Clock:      clock,
+		Log:        log,
 	}
-	c.rt = coord.NewRuntime(cfg.Shards, shardCfg, func(s *shard) *machine {
+	c.rt = coord.NewRuntime(rtCfg, func(s *shard) *machine {
 		m := newMachine(cfg, log, clock, shardEffects{s, store}, newID)
 		m.setTopics(topics)
 		return m
@@ -81,15 +83,7 @@ func (c *Coordinator) Close() { c.rt.Close() }
 // PartitionFor returns the __consumer_offsets partition of a group under
 // this coordinator's offsets.topic.num.partitions.
 func (c *Coordinator) PartitionFor(groupID string) int32 {
-	return PartitionFor(groupID, c.cfg.OffsetsTopicPartitions)
-}
-
-func (c *Coordinator) shardOf(partition int32) *shard {
-	return c.rt.ShardOf(partition)
-}
-
-func (c *Coordinator) shardFor(groupID string) *shard {
-	return c.shardOf(c.PartitionFor(groupID))
+	return c.rt.PartitionFor(groupID)
 }
 
 // Pending is an answer the coordinator owes (see coord.Pending): the
@@ -105,9 +99,6 @@ type Pending[T any] = coord.Pending[T]
 // record that does not decode fails the load and leaves the partition
 // unserved.
 func (c *Coordinator) Load(ctx context.Context, partition int32, records iter.Seq2[Record, error]) error {
-	if partition < 0 || partition >= c.cfg.OffsetsTopicPartitions {
-		return fmt.Errorf("load __consumer_offsets-%d: partition out of range [0, %d)", partition, c.cfg.OffsetsTopicPartitions)
-	}
 	var loaded *loadedPartition
 	n := 0
 	err := c.rt.Load(ctx, partition, coord.LoadSteps[*machine]{
@@ -136,16 +127,13 @@ func (c *Coordinator) Load(ctx context.Context, partition int32, records iter.Se
 // Unload stops serving a partition the broker no longer leads. Requests
 // parked on its groups answer NOT_COORDINATOR.
 func (c *Coordinator) Unload(partition int32) {
-	if partition < 0 || partition >= c.cfg.OffsetsTopicPartitions {
-		return
-	}
 	c.rt.Unload(partition, func(m *machine) { m.unload(partition) })
 }
 
 // JoinGroup handles JoinGroup v0-v9. The answer may wait for the whole join
 // phase of a rebalance.
 func (c *Coordinator) JoinGroup(ctx context.Context, client ClientInfo, req *kmsg.JoinGroupRequest) Pending[*kmsg.JoinGroupResponse] {
-	p := coord.Submit(c.rt, ctx, c.shardFor(req.Group), func(m *machine, reply func(*kmsg.JoinGroupResponse)) {
+	p := coord.Submit(c.rt, ctx, c.rt.ShardFor(req.Group), func(m *machine, reply func(*kmsg.JoinGroupResponse)) {
 		m.joinGroup(client, req, reply)
 	}, func(code int16) *kmsg.JoinGroupResponse { return joinError(code, req.MemberID) })
 	return coord.Then(p, func(r *kmsg.JoinGroupResponse) *kmsg.JoinGroupResponse {
@@ -157,7 +145,7 @@ func (c *Coordinator) JoinGroup(ctx context.Context, client ClientInfo, req *kms
 // SyncGroup handles SyncGroup v0-v5. Followers wait for the leader's
 // assignment; everyone's answer waits until the assignment is durable.
 func (c *Coordinator) SyncGroup(ctx context.Context, req *kmsg.SyncGroupRequest) Pending[*kmsg.SyncGroupResponse] {
-	p := coord.Submit(c.rt, ctx, c.shardFor(req.Group), func(m *machine, reply func(*kmsg.SyncGroupResponse)) {
+	p := coord.Submit(c.rt, ctx, c.rt.ShardFor(req.Group), func(m *machine, reply func(*kmsg.SyncGroupResponse)) {
 		m.syncGroup(req, reply)
 	}, syncError)
 	return coord.Then(p, func(r *kmsg.SyncGroupResponse) *kmsg.SyncGroupResponse {
@@ -168,7 +156,7 @@ func (c *Coordinator) SyncGroup(ctx context.Context, req *kmsg.SyncGroupRequest)
 
 // Heartbeat handles Heartbeat v0-v4.
 func (c *Coordinator) Heartbeat(ctx context.Context, req *kmsg.HeartbeatRequest) Pending[*kmsg.HeartbeatResponse] {
-	p := coord.Submit(c.rt, ctx, c.shardFor(req.Group), func(m *machine, reply func(int16)) {
+	p := coord.Submit(c.rt, ctx, c.rt.ShardFor(req.Group), func(m *machine, reply func(int16)) {
 		reply(m.heartbeat(req))
 	}, func(code int16) int16 { return code })
 	return coord.Then(p, func(code int16) *kmsg.HeartbeatResponse {
@@ -182,7 +170,7 @@ func (c *Coordinator) Heartbeat(ctx context.Context, req *kmsg.HeartbeatRequest)
 // LeaveGroup handles LeaveGroup v0-v5: one member by id before v3, a batch
 // of members (by id or group.instance.id) from v3.
 func (c *Coordinator) LeaveGroup(ctx context.Context, req *kmsg.LeaveGroupRequest) Pending[*kmsg.LeaveGroupResponse] {
-	p := coord.Submit(c.rt, ctx, c.shardFor(req.Group), func(m *machine, reply func(*kmsg.LeaveGroupResponse)) {
+	p := coord.Submit(c.rt, ctx, c.rt.ShardFor(req.Group), func(m *machine, reply func(*kmsg.LeaveGroupResponse)) {
 		m.leaveGroup(req, reply)
 	}, func(code int16) *kmsg.LeaveGroupResponse {
 		r := kmsg.NewPtrLeaveGroupResponse()
@@ -218,7 +206,7 @@ func finishLeave(req *kmsg.LeaveGroupRequest, r *kmsg.LeaveGroupResponse) {
 // are durable. The broker answers UNKNOWN_TOPIC_OR_PARTITION for partitions
 // that do not exist before calling this, as Kafka's KafkaApis does.
 func (c *Coordinator) OffsetCommit(ctx context.Context, req *kmsg.OffsetCommitRequest) Pending[*kmsg.OffsetCommitResponse] {
-	p := coord.Submit(c.rt, ctx, c.shardFor(req.Group), func(m *machine, reply func(*kmsg.OffsetCommitResponse)) {
+	p := coord.Submit(c.rt, ctx, c.rt.ShardFor(req.Group), func(m *machine, reply func(*kmsg.OffsetCommitResponse)) {
 		m.offsetCommit(req, reply)
 	}, func(code int16) *kmsg.OffsetCommitResponse { return commitResponse(req, code) })
 	return coord.Then(p, func(r *kmsg.OffsetCommitResponse) *kmsg.OffsetCommitResponse {
@@ -318,7 +306,7 @@ type fetchQuery struct {
 func (c *Coordinator) fetchGroups(ctx context.Context, qs []fetchQuery, requireStable bool) Pending[[]fetchResult] {
 	waits := make([]Pending[fetchResult], len(qs))
 	for i, q := range qs {
-		waits[i] = coord.Submit(c.rt, ctx, c.shardFor(q.group), func(m *machine, reply func(fetchResult)) {
+		waits[i] = coord.Submit(c.rt, ctx, c.rt.ShardFor(q.group), func(m *machine, reply func(fetchResult)) {
 			m.offsetFetch(q.group, q.topics, q.member, requireStable, reply)
 		}, func(code int16) fetchResult { return fetchResult{code: code} })
 	}
@@ -333,7 +321,7 @@ func (c *Coordinator) fetchGroups(ctx context.Context, qs []fetchQuery, requireS
 
 // OffsetDelete handles OffsetDelete v0.
 func (c *Coordinator) OffsetDelete(ctx context.Context, req *kmsg.OffsetDeleteRequest) Pending[*kmsg.OffsetDeleteResponse] {
-	p := coord.Submit(c.rt, ctx, c.shardFor(req.Group), func(m *machine, reply func(*kmsg.OffsetDeleteResponse)) {
+	p := coord.Submit(c.rt, ctx, c.rt.ShardFor(req.Group), func(m *machine, reply func(*kmsg.OffsetDeleteResponse)) {
 		m.offsetDelete(req, reply)
 	}, func(code int16) *kmsg.OffsetDeleteResponse {
 		r := kmsg.NewPtrOffsetDeleteResponse()
@@ -457,7 +445,7 @@ func (c *Coordinator) perShard(groups []string, submit func(s *shard, idx []int)
 	byShard := make(map[*shard][]int)
 	var order []*shard
 	for i, g := range groups {
-		s := c.shardFor(g)
+		s := c.rt.ShardFor(g)
 		if byShard[s] == nil {
 			order = append(order, s)
 		}

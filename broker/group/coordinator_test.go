@@ -263,17 +263,7 @@ func TestCloseStopsEverything(t *testing.T) {
 		t.Fatalf("heartbeat after Close = %d", got)
 	}
 	c.Close() // idempotent
-	deadline := time.Now().Add(2 * time.Second)
-	for {
-		gs := coordtest.GoroutinesIn(pkgs...)
-		if len(gs) == 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("goroutines left after Close:\n%s", strings.Join(gs, "\n\n"))
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	coordtest.NoGoroutinesLeft(t, 2*time.Second, pkgs...)
 }
 
 // TestMembersOnRealClock runs consumers as real clients do, each on its own
@@ -424,7 +414,7 @@ func runConsumer(ctx context.Context, c *Coordinator, client string, report func
 // UNKNOWN_SERVER_ERROR and leaves its shard serving.
 func TestCallSurvivesPanic(t *testing.T) {
 	h := newHarness(t, testConfig())
-	s := h.c.shardFor("g1")
+	s := h.c.rt.ShardFor("g1")
 	got := coord.Call(h.c.rt, context.Background(), s, func(*machine, func(int16)) { panic("boom") }, func(code int16) int16 { return code })
 	if got != errUnknownServerError {
 		t.Fatalf("panicking call = %d, want UNKNOWN_SERVER_ERROR", got)

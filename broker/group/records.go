@@ -1,8 +1,6 @@
 package group
 
 import (
-	"context"
-
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/gregorbroker/gregor/broker/coord"
@@ -15,15 +13,13 @@ import (
 // exactly.
 type Record = coord.Record
 
-// Store appends records to a __consumer_offsets partition. Append returns
-// once the records are durable (acks=all in Kafka's terms) or have failed;
-// errors that wrap a *kerr.Error are mapped to the client error Kafka
-// answers (NOT_LEADER_OR_FOLLOWER becomes NOT_COORDINATOR, and so on).
-// Appends to one partition are issued one at a time, in order. A Store
-// that also implements TxnStore serves transactional offset commits.
-type Store interface {
-	Append(ctx context.Context, partition int32, records []Record) error
-}
+// Store appends records to a __consumer_offsets partition (see
+// coord.Store): Append returns once the records are durable or have
+// failed, and errors that wrap a *kerr.Error are mapped to the client error
+// Kafka answers (NOT_LEADER_OR_FOLLOWER becomes NOT_COORDINATOR, and so
+// on). A Store that also implements TxnStore serves transactional offset
+// commits.
+type Store = coord.Store
 
 // Key versions double as record types in Kafka's coordinator serde. Kafka 4
 // writes offset commits with key version 1 and group metadata with 2; 0 is

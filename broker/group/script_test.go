@@ -8,7 +8,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -54,7 +53,7 @@ func (s *script) run(line string) string {
 // it arrives, or "waiting" if it has not by the end of the command.
 func (s *script) submit(label, groupID string, op func(m *machine, done func(string))) {
 	answer := s.reqs.Add(label)
-	sh := s.h.c.shardFor(groupID)
+	sh := s.h.c.rt.ShardFor(groupID)
 	sh.Post(context.Background(), func() { op(sh.Machine, answer) })
 }
 
@@ -118,22 +117,9 @@ func (s *script) exec(a args, out *strings.Builder) {
 	case "delete":
 		s.deleteGroups(a)
 	case "advance":
-		d, err := time.ParseDuration(a.Pos[0])
-		if err != nil {
-			s.t.Fatalf("%s: %v", a.Line, err)
-		}
-		h.advance(d)
+		h.advance(a.Duration(0))
 	case "store":
-		switch {
-		case slices.Contains(a.Pos, "hold"):
-			h.store.Set(true)
-		case slices.Contains(a.Pos, "release"):
-			h.store.Set(false)
-		case slices.Contains(a.Pos, "ok"):
-			h.store.SetFail(nil)
-		case a.KV["fail"] != "":
-			h.store.SetFail(errByName(s.t, a.KV["fail"]))
-		}
+		coordtest.StoreCommand(a, h.store.MemStore, func(name string) error { return errByName(s.t, name) })
 	case "records":
 		out.WriteString(s.records(a))
 	case "restart":
@@ -535,7 +521,7 @@ func (s *script) deleteGroups(a args) {
 	ids := a.Pos
 	byShard := make(map[*shard][]int)
 	for i, id := range ids {
-		sh := s.h.c.shardFor(id)
+		sh := s.h.c.rt.ShardFor(id)
 		byShard[sh] = append(byShard[sh], i)
 	}
 	answer := s.reqs.Add(a.Str("as", "delete"))
@@ -641,7 +627,7 @@ func describeRecord(r Record) string {
 
 // state prints a group's internal state.
 func (s *script) state(id string) string {
-	sh := s.h.c.shardFor(id)
+	sh := s.h.c.rt.ShardFor(id)
 	ch := make(chan string, 1)
 	sh.Post(context.Background(), func() {
 		p := sh.Machine.partitions[PartitionFor(id, s.h.cfg.OffsetsTopicPartitions)]

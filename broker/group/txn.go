@@ -67,7 +67,7 @@ type TxnStore interface {
 // answer comes once they are durable. As for OffsetCommit, the broker
 // answers UNKNOWN_TOPIC_OR_PARTITION for partitions that do not exist.
 func (c *Coordinator) TxnOffsetCommit(ctx context.Context, req *kmsg.TxnOffsetCommitRequest) Pending[*kmsg.TxnOffsetCommitResponse] {
-	p := coord.Submit(c.rt, ctx, c.shardFor(req.Group), func(m *machine, reply func(*kmsg.TxnOffsetCommitResponse)) {
+	p := coord.Submit(c.rt, ctx, c.rt.ShardFor(req.Group), func(m *machine, reply func(*kmsg.TxnOffsetCommitResponse)) {
 		m.txnOffsetCommit(req, reply)
 	}, func(code int16) *kmsg.TxnOffsetCommitResponse { return txnCommitResponse(req, code) })
 	return coord.Then(p, func(r *kmsg.TxnOffsetCommitResponse) *kmsg.TxnOffsetCommitResponse {
@@ -101,7 +101,7 @@ func (c *Coordinator) CompleteTransaction(ctx context.Context, partition int32, 
 	if partition < 0 || partition >= c.cfg.OffsetsTopicPartitions {
 		return fmt.Errorf("complete transaction of producer %d on __consumer_offsets-%d: %w", marker.ProducerID, partition, kerr.UnknownTopicOrPartition)
 	}
-	return coord.Call(c.rt, ctx, c.shardOf(partition), func(m *machine, reply func(error)) {
+	return coord.Call(c.rt, ctx, c.rt.ShardOf(partition), func(m *machine, reply func(error)) {
 		m.completeTransaction(partition, marker, reply)
 	}, func(code int16) error {
 		return fmt.Errorf("complete transaction of producer %d on __consumer_offsets-%d: %w", marker.ProducerID, partition, markerError(code))

@@ -32,7 +32,7 @@ func (s *script) execTxn(a args, out *strings.Builder) bool {
 			Commit:        a.Str("commit", "true") == "true",
 		}
 		answer := s.reqs.Add(a.Str("as", "end-txn"))
-		sh := s.h.c.shardOf(partition)
+		sh := s.h.c.rt.ShardOf(partition)
 		sh.Post(context.Background(), func() {
 			sh.Machine.completeTransaction(partition, marker, func(err error) {
 				if err != nil {
@@ -116,7 +116,7 @@ func fmtTxnCommit(r *kmsg.TxnOffsetCommitResponse) string {
 // producer, and whether a transaction is open for it.
 func (s *script) pending(group string) string {
 	partition := PartitionFor(group, s.h.cfg.OffsetsTopicPartitions)
-	sh := s.h.c.shardOf(partition)
+	sh := s.h.c.rt.ShardOf(partition)
 	ch := make(chan string, 1)
 	sh.Post(context.Background(), func() {
 		p := sh.Machine.partitions[partition]

@@ -261,7 +261,7 @@ func TestTxnReplayMatchesLive(t *testing.T) {
 				}
 				h.quiesce()
 				live := make(chan txnSnapshot, 1)
-				sh := h.c.shardOf(partition)
+				sh := h.c.rt.ShardOf(partition)
 				sh.Post(ctx, func() {
 					p := sh.Machine.partitions[partition]
 					live <- snapshotOf(p.groups, p.consumers, p.txns)

@@ -54,7 +54,7 @@ func (c *Coordinator) initProducerID(ctx context.Context, req *kmsg.InitProducer
 	case timeout <= 0 || timeout > c.cfg.TransactionMaxTimeoutMs:
 		return coord.Ready(initError(errInvalidTransactionTimeout))
 	}
-	return coord.Submit(c.rt, ctx, c.shardFor(id), func(m *machine, reply func(initResult)) {
+	return coord.Submit(c.rt, ctx, c.rt.ShardFor(id), func(m *machine, reply func(initResult)) {
 		m.initProducerID(id, timeout, expected, noProducerID, reply)
 	}, initError)
 }
@@ -198,7 +198,7 @@ func (c *Coordinator) addOne(ctx context.Context, version int16, a addRequest) P
 			code  int16
 			codes []int16
 		}
-		p := coord.Submit(c.rt, ctx, c.shardFor(a.id), func(m *machine, reply func(verified)) {
+		p := coord.Submit(c.rt, ctx, c.rt.ShardFor(a.id), func(m *machine, reply func(verified)) {
 			code, codes := m.verifyPartitions(a.id, a.pid, a.epoch, a.parts)
 			reply(verified{code, codes})
 		}, func(code int16) verified { return verified{code: code} })
@@ -214,7 +214,7 @@ func (c *Coordinator) addOne(ctx context.Context, version int16, a addRequest) P
 	if version >= 4 {
 		tv = TV2
 	}
-	p := coord.Submit(c.rt, ctx, c.shardFor(a.id), func(m *machine, reply func(int16)) {
+	p := coord.Submit(c.rt, ctx, c.rt.ShardFor(a.id), func(m *machine, reply func(int16)) {
 		m.addPartitions(a.id, a.pid, a.epoch, a.parts, tv, reply)
 	}, func(code int16) int16 { return code })
 	return coord.Then(p, func(code int16) addResult { return all(fencedCode(code, version < 2)) })
@@ -250,7 +250,7 @@ func groupResults(r addResult) []topicResult {
 // PRODUCER_FENCED is INVALID_PRODUCER_EPOCH before v2.
 func (c *Coordinator) AddOffsetsToTxn(ctx context.Context, req *kmsg.AddOffsetsToTxnRequest) Pending[*kmsg.AddOffsetsToTxnResponse] {
 	parts := []TopicPartition{{ConsumerOffsetsTopic, c.deps.PartitionForGroup(req.Group)}}
-	p := coord.Submit(c.rt, ctx, c.shardFor(req.TransactionalID), func(m *machine, reply func(int16)) {
+	p := coord.Submit(c.rt, ctx, c.rt.ShardFor(req.TransactionalID), func(m *machine, reply func(int16)) {
 		m.addPartitions(req.TransactionalID, req.ProducerID, req.ProducerEpoch, parts, TV0, reply)
 	}, func(code int16) int16 { return code })
 	return coord.Then(p, func(code int16) *kmsg.AddOffsetsToTxnResponse {
@@ -275,7 +275,7 @@ func (c *Coordinator) EndTxn(ctx context.Context, req *kmsg.EndTxnRequest) Pendi
 		pid   int64
 		epoch int16
 	}
-	p := coord.Submit(c.rt, ctx, c.shardFor(req.TransactionalID), func(m *machine, reply func(ended)) {
+	p := coord.Submit(c.rt, ctx, c.rt.ShardFor(req.TransactionalID), func(m *machine, reply func(ended)) {
 		m.endTxn(req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Commit, true, tv, noProducerID,
 			func(code int16, pid int64, epoch int16) { reply(ended{code, pid, epoch}) })
 	}, func(code int16) ended { return ended{code, noProducerID, noProducerEpoch} })
@@ -294,7 +294,7 @@ func (c *Coordinator) DescribeTransactions(ctx context.Context, req *kmsg.Descri
 	resp.TransactionStates = make([]kmsg.DescribeTransactionsResponseTransactionState, len(req.TransactionalIDs))
 	byShard := make(map[*shard][]int)
 	for i, id := range req.TransactionalIDs {
-		s := c.shardFor(id)
+		s := c.rt.ShardFor(id)
 		byShard[s] = append(byShard[s], i)
 	}
 	type described = []kmsg.DescribeTransactionsResponseTransactionState

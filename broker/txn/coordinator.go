@@ -62,15 +62,17 @@ func New(cfg Config, deps Deps) (*Coordinator, error) {
 	}
 	log = log.With("component", "transaction-coordinator")
 	c := &Coordinator{cfg: cfg, deps: deps, log: log}
-	shardCfg := coord.ShardConfig{
-		Name:    "transaction coordinator",
-		Topic:   TransactionStateTopic,
-		Append:  deps.Store.Append,
-		Timeout: ms(cfg.RequestTimeoutMs), // bounds each append, marker write and allocation
-		Clock:   deps.Clock,
-		Log:     log,
+	rtCfg := coord.Config{
+		Name:       "transaction coordinator",
+		Topic:      TransactionStateTopic,
+		Partitions: cfg.TransactionStateTopicPartitions,
+		Shards:     cfg.Shards,
+		Store:      deps.Store,
+		Timeout:    ms(cfg.RequestTimeoutMs), // bounds each append, marker write and allocation
+		Clock:      deps.Clock,
+		Log:        log,
 	}
-	c.rt = coord.NewRuntime(cfg.Shards, shardCfg, func(s *shard) *machine {
+	c.rt = coord.NewRuntime(rtCfg, func(s *shard) *machine {
 		return newMachine(cfg, log, deps, shardEffects{s, deps.Markers, deps.AllocateProducerID})
 	})
 	c.rt.Start((*machine).start)
@@ -85,15 +87,7 @@ func (c *Coordinator) Close() { c.rt.Close() }
 // transactional id under this coordinator's
 // transaction.state.log.num.partitions.
 func (c *Coordinator) PartitionFor(transactionalID string) int32 {
-	return PartitionFor(transactionalID, c.cfg.TransactionStateTopicPartitions)
-}
-
-func (c *Coordinator) shardOf(partition int32) *shard {
-	return c.rt.ShardOf(partition)
-}
-
-func (c *Coordinator) shardFor(transactionalID string) *shard {
-	return c.shardOf(c.PartitionFor(transactionalID))
+	return c.rt.PartitionFor(transactionalID)
 }
 
 // Pending is an answer the coordinator owes (see coord.Pending): the
@@ -109,9 +103,6 @@ type Pending[T any] = coord.Pending[T]
 // caller's goroutine; a record that does not decode fails the load and
 // leaves the partition unserved.
 func (c *Coordinator) Load(ctx context.Context, partition, coordinatorEpoch int32, records iter.Seq2[Record, error]) error {
-	if partition < 0 || partition >= c.cfg.TransactionStateTopicPartitions {
-		return fmt.Errorf("load %s-%d: partition out of range [0, %d)", TransactionStateTopic, partition, c.cfg.TransactionStateTopicPartitions)
-	}
 	var txns map[string]*txnMeta
 	n := 0
 	err := c.rt.Load(ctx, partition, coord.LoadSteps[*machine]{
@@ -136,8 +127,5 @@ func (c *Coordinator) Load(ctx context.Context, partition, coordinatorEpoch int3
 // Unload stops serving a partition the broker no longer leads and stops
 // sending its transactions' markers; the new coordinator finishes them.
 func (c *Coordinator) Unload(partition int32) {
-	if partition < 0 || partition >= c.cfg.TransactionStateTopicPartitions {
-		return
-	}
 	c.rt.Unload(partition, func(m *machine) { m.unload(partition) })
 }

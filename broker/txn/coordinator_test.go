@@ -415,17 +415,7 @@ func TestCloseLeaksNothing(t *testing.T) {
 	}
 	h.c.Unload(0)
 	h.c.Close()
-	deadline = time.Now().Add(5 * time.Second)
-	for {
-		left := coordtest.GoroutinesIn("broker/txn.(*", "broker/coord.(*")
-		if len(left) == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("goroutines left after Close:\n%s", strings.Join(left, "\n\n"))
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	coordtest.NoGoroutinesLeft(t, 5*time.Second, "broker/txn.(*", "broker/coord.(*")
 }
 
 // TestMarkersAcceptedByPartitions feeds the markers the coordinator writes

@@ -188,7 +188,7 @@ func (h *harness) advance(d time.Duration) { h.clock.Advance(d, h.quiesce) }
 
 // onShard runs fn on the shard of a transactional id and waits for it.
 func (h *harness) onShard(id string, fn func(m *machine)) {
-	s := h.c.shardFor(id)
+	s := h.c.rt.ShardFor(id)
 	done := make(chan struct{})
 	if !s.Post(context.Background(), func() { fn(s.Machine); close(done) }) {
 		h.t.Fatal("shard stopped")

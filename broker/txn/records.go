@@ -1,8 +1,6 @@
 package txn
 
 import (
-	"context"
-
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/gregorbroker/gregor/broker/coord"
@@ -14,15 +12,12 @@ import (
 // so one Store implementation serves every internal topic.
 type Record = coord.Record
 
-// Store appends records to a __transaction_state partition, with the same
-// contract as the group coordinator's Store: Append returns once the records are durable
-// (acks=all) or have failed; errors that wrap a *kerr.Error map to the
-// client error Kafka answers (NOT_LEADER_OR_FOLLOWER becomes
-// NOT_COORDINATOR, NOT_ENOUGH_REPLICAS becomes COORDINATOR_NOT_AVAILABLE).
-// Appends to one partition are issued one at a time, in order.
-type Store interface {
-	Append(ctx context.Context, partition int32, records []Record) error
-}
+// Store appends records to a __transaction_state partition (see
+// coord.Store), with the group coordinator's contract: errors that wrap a
+// *kerr.Error map to the client error Kafka answers
+// (NOT_LEADER_OR_FOLLOWER becomes NOT_COORDINATOR, NOT_ENOUGH_REPLICAS
+// becomes COORDINATOR_NOT_AVAILABLE).
+type Store = coord.Store
 
 // Names of the internal topics transactions touch.
 const (

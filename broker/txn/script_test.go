@@ -181,22 +181,9 @@ func (s *script) exec(a args, out *strings.Builder) {
 	case "list":
 		out.WriteString(s.list(a))
 	case "advance":
-		d, err := time.ParseDuration(a.Pos[0])
-		if err != nil {
-			s.t.Fatalf("%s: %v", a.Line, err)
-		}
-		h.advance(d)
+		h.advance(a.Duration(0))
 	case "store":
-		switch {
-		case slices.Contains(a.Pos, "hold"):
-			h.store.Set(true)
-		case slices.Contains(a.Pos, "release"):
-			h.store.Set(false)
-		case slices.Contains(a.Pos, "ok"):
-			h.store.SetFail(nil)
-		case a.KV["fail"] != "":
-			h.store.SetFail(errByName(s.t, a.KV["fail"]))
-		}
+		coordtest.StoreCommand(a, h.store, func(name string) error { return errByName(s.t, name) })
 	case "markers":
 		switch {
 		case slices.Contains(a.Pos, "hold"):

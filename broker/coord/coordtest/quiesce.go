@@ -64,3 +64,21 @@ func GoroutinesIn(pkgs ...string) []string {
 	}
 	return out
 }
+
+// NoGoroutinesLeft waits up to d until no goroutine runs code of pkgs (see
+// GoroutinesIn) and otherwise fails the test with their stacks: after
+// Close, a coordinator must leave nothing running.
+func NoGoroutinesLeft(t testing.TB, d time.Duration, pkgs ...string) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		left := GoroutinesIn(pkgs...)
+		if len(left) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("goroutines left after Close:\n%s", strings.Join(left, "\n\n"))
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 )
@@ -234,4 +235,33 @@ func KafkaError(name string) *kerr.Error {
 		}
 	}
 	return nil
+}
+
+// Duration is positional argument i as a duration ("1500ms"); one that is
+// missing or malformed fails the test.
+func (a Args) Duration(i int) time.Duration {
+	if i >= len(a.Pos) {
+		a.T.Fatalf("%s: missing duration", a.Line)
+	}
+	d, err := time.ParseDuration(a.Pos[i])
+	if err != nil {
+		a.T.Fatalf("%s: %v", a.Line, err)
+	}
+	return d
+}
+
+// StoreCommand carries out the script command that steers a MemStore:
+// "store hold" holds later appends until "store release", "store
+// fail=NAME" fails them with errByName(NAME) until "store ok".
+func StoreCommand(a Args, s *MemStore, errByName func(name string) error) {
+	switch {
+	case slices.Contains(a.Pos, "hold"):
+		s.Set(true)
+	case slices.Contains(a.Pos, "release"):
+		s.Set(false)
+	case slices.Contains(a.Pos, "ok"):
+		s.SetFail(nil)
+	case a.KV["fail"] != "":
+		s.SetFail(errByName(a.KV["fail"]))
+	}
 }
