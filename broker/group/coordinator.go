@@ -38,11 +38,7 @@ func newCoordinator(cfg Config, store Store, clock Clock, newID func() string) (
 	if store == nil || clock == nil {
 		return nil, fmt.Errorf("group coordinator needs a store and a clock")
 	}
-	log := cfg.Logger
-	if log == nil {
-		log = slog.Default()
-	}
-	log = log.With("component", "group-coordinator")
+	log := coord.Logger(cfg.Logger, "group-coordinator")
 	c := &Coordinator{cfg: cfg, log: log, clock: clock}
 	var topics map[string]TopicInfo
 	if cfg.Topics != nil {

@@ -56,11 +56,7 @@ func New(cfg Config, deps Deps) (*Coordinator, error) {
 	case deps.AllocateProducerID == nil || deps.PartitionForGroup == nil:
 		return nil, fmt.Errorf("transaction coordinator needs a producer id allocator and the group partitioner")
 	}
-	log := cfg.Logger
-	if log == nil {
-		log = slog.Default()
-	}
-	log = log.With("component", "transaction-coordinator")
+	log := coord.Logger(cfg.Logger, "transaction-coordinator")
 	c := &Coordinator{cfg: cfg, deps: deps, log: log}
 	rtCfg := coord.Config{
 		Name:       "transaction coordinator",
