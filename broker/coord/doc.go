@@ -12,13 +12,15 @@
 //     only ever touched by the shard goroutine and never blocks on I/O.
 //     Appends to one partition are queued, merged (group commit) and
 //     completed in the order they were issued.
-//   - runtime.go: a Runtime is a coordinator's set of shards. Submit queues
-//     an operation on a shard and returns its Pending answer; Load and
-//     Unload move a partition in and out of a shard.
+//   - runtime.go: a Runtime is a coordinator's set of shards over the
+//     partitions of its internal topic. Submit queues an operation on a
+//     shard and returns its Pending answer (pending.go); Load and Unload
+//     move a partition in and out of a shard; Each reaches every shard.
 //   - clock.go: Clock and Timer, injected so tests control time.
 //   - record.go: Record, the key/value record of an internal topic, and the
-//     partitioner both internal topics use.
-//   - errors.go: the client error a failed append answers.
+//     partitioner every internal topic uses.
+//   - errors.go: the client error a failed append answers; log.go the
+//     coordinators' logger.
 //
 // The name is the coordinators' own: package runtime would shadow Go's,
 // and a coordinator's code reads coord.Shard, coord.Pending and
