@@ -7,6 +7,7 @@ import (
 	"go/token"
 	"io/fs"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -77,5 +78,48 @@ func TestImportRules(t *testing.T) {
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// coordinatorImports lists, for the coordinators inside broker and the
+// runtime they share, the project packages each may import from its code
+// and, in addition, from its tests. The coordinators and the runtime import
+// no broker-root code, the runtime knows no coordinator, and coordinators
+// do not import each other, so a further coordinator (share groups) joins
+// on the same terms.
+var coordinatorImports = map[string]struct{ code, tests []string }{
+	"broker/coord":           {tests: []string{"broker/coord/coordtest"}},
+	"broker/coord/coordtest": {code: []string{"broker/coord"}},
+	"broker/group":           {code: []string{"broker/coord"}, tests: []string{"broker/coord/coordtest"}},
+	"broker/txn":             {code: []string{"broker/coord"}, tests: []string{"broker/coord/coordtest", "broker/producerstate"}},
+}
+
+func TestCoordinatorImports(t *testing.T) {
+	fset := token.NewFileSet()
+	for dir, rules := range coordinatorImports {
+		files, err := filepath.Glob(filepath.Join(filepath.FromSlash(dir), "*.go"))
+		if err != nil || len(files) == 0 {
+			t.Fatalf("%s: no Go files (%v)", dir, err)
+		}
+		for _, path := range files {
+			f, err := parser.ParseFile(fset, path, nil, parser.ImportsOnly)
+			if err != nil {
+				t.Fatal(err)
+			}
+			allowed := rules.code
+			if strings.HasSuffix(path, "_test.go") {
+				allowed = append(slices.Clone(rules.code), rules.tests...)
+			}
+			for _, imp := range f.Imports {
+				p := strings.Trim(imp.Path.Value, `"`)
+				if !strings.HasPrefix(p, module) {
+					continue
+				}
+				dep := strings.TrimPrefix(p, module)
+				if dep != dir && !slices.Contains(allowed, dep) {
+					t.Errorf("%s imports %s: %s may import only %v", path, p, dir, allowed)
+				}
+			}
+		}
 	}
 }

@@ -183,7 +183,7 @@ func (m *machine) deleteGroups(ids []string, reply func([]kmsg.DeleteGroupsRespo
 	slices.Sort(partitions)
 	for _, p := range partitions {
 		idx := members[p]
-		m.fx.append(p, byPartition[p], func(err error) {
+		m.fx.Append(p, byPartition[p], func(err error) {
 			if code := appendErrorCode(err); code != 0 {
 				for _, i := range idx {
 					results[i].ErrorCode = code

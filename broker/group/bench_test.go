@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/gregorbroker/gregor/broker/coord/coordtest"
 )
 
 // nopStore acknowledges appends at once, so benchmarks measure the
@@ -47,7 +49,7 @@ func benchCoordinator(b *testing.B) *Coordinator {
 	}
 	b.Cleanup(c.Close)
 	for p := range cfg.OffsetsTopicPartitions {
-		if err := c.Load(context.Background(), p, seqOf(nil)); err != nil {
+		if err := c.Load(context.Background(), p, coordtest.SeqOf(nil)); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -170,7 +172,7 @@ func BenchmarkReplay(b *testing.B) {
 	log := slog.New(slog.DiscardHandler)
 	b.ReportAllocs()
 	for b.Loop() {
-		groups, err := replay(0, seqOf(recs), 0, log)
+		groups, err := replay(0, coordtest.SeqOf(recs), 0, log)
 		if err != nil || len(groups.classic) != 100 {
 			b.Fatal(err, len(groups.classic))
 		}

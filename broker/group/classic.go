@@ -69,7 +69,7 @@ func (m *machine) joinGroup(ci ClientInfo, req *kmsg.JoinGroupRequest, reply fun
 		g := newClassicGroup(req.Group, p.id, m.nowMs())
 		g.offsetStore = cg.offsetStore
 		p.groups[req.Group] = g
-		m.fx.append(p.id, recs, func(err error) {
+		m.fx.Append(p.id, recs, func(err error) {
 			if err != nil {
 				m.log.Warn("delete empty consumer group", "group", req.Group, "err", err)
 			}
@@ -288,12 +288,12 @@ func (m *machine) prepareRebalance(g *classicGroup) {
 		m.resetAndPropagateAssignment(g, errRebalanceInProgress)
 	}
 	clear(g.pendingSync)
-	m.fx.cancel(syncKey(g))
+	m.fx.Cancel(syncKey(g))
 	initial := g.is(stateEmpty)
 	if initial {
 		delay := m.cfg.GroupInitialRebalanceDelayMs
 		remaining := max(g.rebalanceTimeoutMs()-delay, 0)
-		m.fx.schedule(joinKey(g), ms(int64(delay)), func() { m.tryCompleteInitialRebalance(g, delay, remaining) })
+		m.fx.Schedule(joinKey(g), ms(int64(delay)), func() { m.tryCompleteInitialRebalance(g, delay, remaining) })
 	}
 	g.transitionTo(statePreparingRebalance, m.nowMs())
 	if initial {
@@ -303,7 +303,7 @@ func (m *machine) prepareRebalance(g *classicGroup) {
 		m.completeJoin(g)
 		return
 	}
-	m.fx.schedule(joinKey(g), ms(int64(g.rebalanceTimeoutMs())), func() {
+	m.fx.Schedule(joinKey(g), ms(int64(g.rebalanceTimeoutMs())), func() {
 		if m.current(g) {
 			m.completeJoin(g)
 		}
@@ -321,7 +321,7 @@ func (m *machine) tryCompleteInitialRebalance(g *classicGroup, delay, remaining 
 		g.newMemberAdded = false
 		next := min(m.cfg.GroupInitialRebalanceDelayMs, remaining)
 		nextRemaining := max(remaining-delay, 0)
-		m.fx.schedule(joinKey(g), ms(int64(next)), func() { m.tryCompleteInitialRebalance(g, next, nextRemaining) })
+		m.fx.Schedule(joinKey(g), ms(int64(next)), func() { m.tryCompleteInitialRebalance(g, next, nextRemaining) })
 		return
 	}
 	m.completeJoin(g)
@@ -331,7 +331,7 @@ func (m *machine) tryCompleteInitialRebalance(g *classicGroup, delay, remaining 
 // removed, the generation advances, and every parked JoinGroup is answered,
 // the leader's with the member list.
 func (m *machine) completeJoin(g *classicGroup) {
-	m.fx.cancel(joinKey(g))
+	m.fx.Cancel(joinKey(g))
 	for _, id := range append([]string(nil), g.order...) {
 		if mem := g.members[id]; !mem.awaitingJoin() && !mem.isStatic() {
 			m.removeMember(g, id, errUnknownMemberID)
@@ -343,7 +343,7 @@ func (m *machine) completeJoin(g *classicGroup) {
 	if !g.maybeElectNewJoinedLeader() && len(g.members) > 0 {
 		// Only static members that have not rejoined are left: wait for
 		// them, or for their sessions to expire.
-		m.fx.schedule(joinKey(g), ms(int64(g.rebalanceTimeoutMs())), func() {
+		m.fx.Schedule(joinKey(g), ms(int64(g.rebalanceTimeoutMs())), func() {
 			if m.current(g) {
 				m.completeJoin(g)
 			}
@@ -353,7 +353,7 @@ func (m *machine) completeJoin(g *classicGroup) {
 	g.initNextGeneration(m.nowMs())
 	if g.is(stateEmpty) {
 		rec := groupMetadataRecord(g, nil)
-		m.fx.append(g.partition, []Record{rec}, func(err error) {
+		m.fx.Append(g.partition, []Record{rec}, func(err error) {
 			if err != nil {
 				m.log.Warn("write empty group metadata", "group", g.id, "err", err)
 			}
@@ -376,7 +376,7 @@ func (m *machine) completeJoin(g *classicGroup) {
 		g.pendingSync[id] = true
 	}
 	gen := g.generation
-	m.fx.schedule(syncKey(g), ms(int64(g.rebalanceTimeoutMs())), func() { m.expirePendingSync(g, gen) })
+	m.fx.Schedule(syncKey(g), ms(int64(g.rebalanceTimeoutMs())), func() { m.expirePendingSync(g, gen) })
 }
 
 // expirePendingSync removes the members that did not send SyncGroup within
@@ -429,7 +429,7 @@ func (m *machine) expireHeartbeat(g *classicGroup, id string) {
 func (m *machine) rejoinStaticMember(req *kmsg.JoinGroupRequest, g *classicGroup, oldID, newID string, reply func(*kmsg.JoinGroupResponse)) {
 	instanceID := *req.InstanceID
 	currentLeader := g.leader
-	m.fx.cancel(heartbeatKey(g, oldID))
+	m.fx.Cancel(heartbeatKey(g, oldID))
 	nm := g.replaceStaticMember(instanceID, oldID, newID)
 	m.scheduleHeartbeat(g, newID, nm.sessionTimeoutMs)
 	oldRebalance, oldSession, oldProtocols := nm.rebalanceTimeoutMs, nm.sessionTimeoutMs, nm.protocols
@@ -443,7 +443,7 @@ func (m *machine) rejoinStaticMember(req *kmsg.JoinGroupRequest, g *classicGroup
 		}
 		gen := g.generation
 		rec := groupMetadataRecord(g, g.assignments())
-		m.fx.append(g.partition, []Record{rec}, func(err error) {
+		m.fx.Append(g.partition, []Record{rec}, func(err error) {
 			if !m.current(g) || g.members[newID] != nm {
 				return
 			}
@@ -452,7 +452,7 @@ func (m *machine) rejoinStaticMember(req *kmsg.JoinGroupRequest, g *classicGroup
 				m.log.Warn("persist static member rejoin", "group", g.id, "instance", instanceID, "err", err)
 				parked := nm.joinReply // reply, or a retry that superseded it
 				m.updateMember(g, nm, oldProtocols, oldRebalance, oldSession, nil, 0)
-				m.fx.cancel(heartbeatKey(g, newID))
+				m.fx.Cancel(heartbeatKey(g, newID))
 				old := g.replaceStaticMember(instanceID, newID, oldID)
 				m.scheduleHeartbeat(g, oldID, old.sessionTimeoutMs)
 				if parked != nil {
@@ -570,7 +570,7 @@ func (m *machine) storeAssignment(g *classicGroup, req *kmsg.SyncGroupRequest) {
 	}
 	gen := g.generation
 	rec := groupMetadataRecord(g, assignment)
-	m.fx.append(g.partition, []Record{rec}, func(err error) {
+	m.fx.Append(g.partition, []Record{rec}, func(err error) {
 		// A member may have joined meanwhile and restarted the rebalance,
 		// which already answered the parked syncs.
 		if !g.is(stateCompletingRebalance) || g.generation != gen {
@@ -625,7 +625,7 @@ func (m *machine) removePendingSync(g *classicGroup, id string) {
 			return
 		}
 	}
-	m.fx.cancel(syncKey(g))
+	m.fx.Cancel(syncKey(g))
 }
 
 // heartbeat handles Heartbeat v0-v4.
@@ -719,7 +719,7 @@ func (m *machine) leaveGroup(req *kmsg.LeaveGroupRequest, reply func(*kmsg.Leave
 			m.maybeCompleteJoinPhase(g)
 		}
 	}
-	m.fx.append(g.partition, nil, func(error) { reply(resp) })
+	m.fx.Append(g.partition, nil, func(error) { reply(resp) })
 }
 
 func leaveResult(id kmsg.LeaveGroupRequestMember, code int16) kmsg.LeaveGroupResponseMember {
@@ -745,7 +745,7 @@ func (m *machine) leaveOne(g *classicGroup, id kmsg.LeaveGroupRequestMember) int
 		return 0
 	}
 	if g.pendingJoin[id.MemberID] {
-		m.fx.cancel(heartbeatKey(g, id.MemberID))
+		m.fx.Cancel(heartbeatKey(g, id.MemberID))
 		g.remove(id.MemberID)
 		return 0
 	}

@@ -177,7 +177,7 @@ func (m *machine) finishConsumerOp(op *consumerOp, done func(error)) {
 		done(nil)
 		return
 	}
-	m.fx.append(op.p.id, op.recs, func(err error) {
+	m.fx.Append(op.p.id, op.recs, func(err error) {
 		if err != nil {
 			m.log.Warn("write consumer group records", "group", op.g.id, "records", len(op.recs), "err", err)
 			m.undoConsumerOp(op)
@@ -457,7 +457,7 @@ func (m *machine) updateConsumerMember(op *consumerOp, old, updated *consumerMem
 		if next.state == memberUnrevokedPartitions {
 			m.scheduleConsumerRebalance(g, next)
 		} else {
-			m.fx.cancel(consumerRebalanceKey(g, next.id))
+			m.fx.Cancel(consumerRebalanceKey(g, next.id))
 		}
 	}
 	return next, 0
@@ -702,7 +702,7 @@ func (m *machine) consumerLeave(p *partitionState, req *kmsg.ConsumerGroupHeartb
 		left.epoch = staticLeaveEpoch
 		left.revoking = tpSet{}
 		g.updateMember(left)
-		m.fx.cancel(consumerRebalanceKey(g, left.id))
+		m.fx.Cancel(consumerRebalanceKey(g, left.id))
 		op.recs = append(op.recs, cgCurrentAssignmentRecord(g.id, left))
 		m.log.Info("static member left the consumer group for now", "group", g.id, "member", mem.id, "instance", *req.InstanceID)
 		return op, r, nil
@@ -780,7 +780,7 @@ func (m *machine) scheduleConsumerSession(g *consumerGroup, id string) {
 	if mem := g.members[id]; mem != nil && mem.classic != nil {
 		timeout = mem.classic.sessionTimeoutMs
 	}
-	m.fx.schedule(consumerSessionKey(g, id), ms(int64(timeout)), func() {
+	m.fx.Schedule(consumerSessionKey(g, id), ms(int64(timeout)), func() {
 		m.expireConsumerMember(g, id, anyEpoch, "the member session expired")
 	})
 }
@@ -792,16 +792,16 @@ func (m *machine) scheduleConsumerRebalance(g *consumerGroup, mem *consumerMembe
 	if timeout < 0 {
 		timeout = m.cfg.ConsumerGroupSessionTimeoutMs
 	}
-	m.fx.schedule(consumerRebalanceKey(g, id), ms(int64(timeout)), func() {
+	m.fx.Schedule(consumerRebalanceKey(g, id), ms(int64(timeout)), func() {
 		m.expireConsumerMember(g, id, epoch, "it did not revoke its partitions within its rebalance timeout")
 	})
 }
 
 func (m *machine) cancelConsumerMemberTimers(g *consumerGroup, id string) {
-	m.fx.cancel(consumerSessionKey(g, id))
-	m.fx.cancel(consumerRebalanceKey(g, id))
+	m.fx.Cancel(consumerSessionKey(g, id))
+	m.fx.Cancel(consumerRebalanceKey(g, id))
 	m.cancelConsumerJoin(g, id)
-	m.fx.cancel(consumerSyncKey(g, id))
+	m.fx.Cancel(consumerSyncKey(g, id))
 }
 
 func (m *machine) cancelConsumerTimers(g *consumerGroup) {

@@ -6,6 +6,8 @@ import (
 	"slices"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/gregorbroker/gregor/broker/coord"
 )
 
 // ConsumerGroupHeartbeat handles ConsumerGroupHeartbeat v0-v1, the KIP-848
@@ -14,14 +16,14 @@ import (
 // member that will come back). The answer comes once the records the
 // heartbeat caused are durable.
 func (c *Coordinator) ConsumerGroupHeartbeat(ctx context.Context, client ClientInfo, req *kmsg.ConsumerGroupHeartbeatRequest) Pending[*kmsg.ConsumerGroupHeartbeatResponse] {
-	p := submit(c, ctx, c.shardFor(req.Group), func(m *machine, reply func(*kmsg.ConsumerGroupHeartbeatResponse)) {
+	p := coord.Submit(c.rt, ctx, c.rt.ShardFor(req.Group), func(m *machine, reply func(*kmsg.ConsumerGroupHeartbeatResponse)) {
 		m.consumerGroupHeartbeat(client, req, reply)
 	}, func(code int16) *kmsg.ConsumerGroupHeartbeatResponse {
 		r := kmsg.NewPtrConsumerGroupHeartbeatResponse()
 		r.ErrorCode = code
 		return r
 	})
-	return then(p, func(r *kmsg.ConsumerGroupHeartbeatResponse) *kmsg.ConsumerGroupHeartbeatResponse {
+	return coord.Then(p, func(r *kmsg.ConsumerGroupHeartbeatResponse) *kmsg.ConsumerGroupHeartbeatResponse {
 		r.Version = req.Version
 		return r
 	})
@@ -35,7 +37,7 @@ func (c *Coordinator) ConsumerGroupDescribe(ctx context.Context, req *kmsg.Consu
 	resp.Groups = make([]kmsg.ConsumerGroupDescribeResponseGroup, len(req.Groups))
 	wait := c.perShard(req.Groups, func(s *shard, idx []int) func() {
 		ids := pick(req.Groups, idx)
-		p := submit(c, ctx, s, func(m *machine, reply func([]kmsg.ConsumerGroupDescribeResponseGroup)) {
+		p := coord.Submit(c.rt, ctx, s, func(m *machine, reply func([]kmsg.ConsumerGroupDescribeResponseGroup)) {
 			out := make([]kmsg.ConsumerGroupDescribeResponseGroup, len(ids))
 			for i, id := range ids {
 				out[i] = m.consumerGroupDescribe(id, req.Version)
@@ -75,20 +77,7 @@ func (c *Coordinator) TopicsChanged() {
 	if c.cfg.Topics != nil {
 		topics = c.cfg.Topics.Topics()
 	}
-	done := make(chan struct{}, len(c.shards))
-	posted := 0
-	for _, s := range c.shards {
-		if s.post(context.Background(), func() { s.m.setTopics(topics); done <- struct{}{} }) {
-			posted++
-		}
-	}
-	for range posted {
-		select {
-		case <-done:
-		case <-c.closed:
-			return
-		}
-	}
+	c.rt.Each(func(m *machine) { m.setTopics(topics) })
 }
 
 // consumerGroupDescribe describes one group as Kafka's ConsumerGroup.

@@ -172,7 +172,7 @@ func (m *machine) restoreUpgraded(p *partitionState, c *classicGroup, g *consume
 	}
 	switch {
 	case c.is(statePreparingRebalance):
-		m.fx.schedule(joinKey(c), ms(int64(c.rebalanceTimeoutMs())), func() {
+		m.fx.Schedule(joinKey(c), ms(int64(c.rebalanceTimeoutMs())), func() {
 			if m.current(c) {
 				m.completeJoin(c)
 			}
@@ -411,7 +411,7 @@ func (m *machine) classicJoinConsumerGroup(p *partitionState, g *consumerGroup, 
 		reply(joinError(code, req.MemberID))
 		return
 	}
-	m.fx.cancel(consumerRebalanceKey(g, next.id)) // classic members revoke by rejoining
+	m.fx.Cancel(consumerRebalanceKey(g, next.id)) // classic members revoke by rejoining
 	resp := kmsg.NewPtrJoinGroupResponse()
 	resp.MemberID = next.id
 	resp.Generation = next.epoch
@@ -428,7 +428,7 @@ func (m *machine) classicJoinConsumerGroup(p *partitionState, g *consumerGroup, 
 		if m.currentConsumer(g) && g.members[id] != nil {
 			m.cancelConsumerJoin(g, id)
 			m.scheduleConsumerSession(g, id)
-			m.fx.schedule(consumerSyncKey(g, id), ms(int64(rebalance)), func() {
+			m.fx.Schedule(consumerSyncKey(g, id), ms(int64(rebalance)), func() {
 				m.expireConsumerMember(g, id, anyEpoch, "the classic member did not sync within its rebalance timeout")
 			})
 		}
@@ -459,13 +459,13 @@ func (m *machine) classicSyncConsumerGroup(p *partitionState, g *consumerGroup, 
 	resp.Protocol = req.Protocol
 	resp.MemberAssignment = m.serializeAssignment(mem.assigned, mem.classic.first().metadata)
 	id := mem.id
-	m.fx.append(p.id, nil, func(err error) {
+	m.fx.Append(p.id, nil, func(err error) {
 		if err != nil {
 			reply(syncError(appendErrorCode(err)))
 			return
 		}
 		if m.currentConsumer(g) && g.members[id] != nil {
-			m.fx.cancel(consumerSyncKey(g, id))
+			m.fx.Cancel(consumerSyncKey(g, id))
 			m.scheduleConsumerSession(g, id)
 		}
 		reply(resp)
@@ -564,7 +564,7 @@ func (m *machine) scheduleConsumerJoinIfAbsent(g *consumerGroup, mem *consumerMe
 	if timeout < 0 {
 		timeout = mem.classic.sessionTimeoutMs
 	}
-	m.fx.schedule(consumerJoinKey(g, id), ms(int64(timeout)), func() {
+	m.fx.Schedule(consumerJoinKey(g, id), ms(int64(timeout)), func() {
 		delete(g.joinDeadlines, id)
 		m.expireConsumerMember(g, id, anyEpoch, "the classic member did not rejoin within its rebalance timeout")
 	})
@@ -572,7 +572,7 @@ func (m *machine) scheduleConsumerJoinIfAbsent(g *consumerGroup, mem *consumerMe
 
 func (m *machine) cancelConsumerJoin(g *consumerGroup, id string) {
 	delete(g.joinDeadlines, id)
-	m.fx.cancel(consumerJoinKey(g, id))
+	m.fx.Cancel(consumerJoinKey(g, id))
 }
 
 // parseSubscription reads a ConsumerProtocolSubscription.

@@ -11,6 +11,9 @@ import (
 	"sync"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/gregorbroker/gregor/broker/coord"
+	"github.com/gregorbroker/gregor/broker/coord/coordtest"
 )
 
 // fakeTopics is a TopicsView a test changes by hand. Topic ids are derived
@@ -102,11 +105,11 @@ func parseOwned(spec string) tpSet {
 //	cgconfig max-size=N        restart on a fresh store with consumer
 //	                           group settings, keeping the topics
 func (s *script) execConsumer(a args, out *strings.Builder) bool {
-	switch a.name {
+	switch a.Name {
 	case "topics":
 		spec := ""
-		if len(a.pos) > 0 {
-			spec = a.pos[0]
+		if len(a.Pos) > 0 {
+			spec = a.Pos[0]
 		}
 		s.h.topics.set(spec)
 		s.h.c.TopicsChanged()
@@ -115,12 +118,12 @@ func (s *script) execConsumer(a args, out *strings.Builder) bool {
 	case "cgdescribe":
 		out.WriteString(s.cgDescribe(a))
 	case "cgstate":
-		out.WriteString(s.cgState(a.str("g", "g1")))
+		out.WriteString(s.cgState(a.Str("g", "g1")))
 	case "cgconfig":
 		cfg := testConfig()
-		cfg.ConsumerGroupMaxSize = int32(a.int("max-size", int64(cfg.ConsumerGroupMaxSize)))
-		cfg.ConsumerGroupSessionTimeoutMs = int32(a.int("session", int64(cfg.ConsumerGroupSessionTimeoutMs)))
-		if v := a.str("assignors", ""); v != "" {
+		cfg.ConsumerGroupMaxSize = int32(a.Int("max-size", int64(cfg.ConsumerGroupMaxSize)))
+		cfg.ConsumerGroupSessionTimeoutMs = int32(a.Int("session", int64(cfg.ConsumerGroupSessionTimeoutMs)))
+		if v := a.Str("assignors", ""); v != "" {
 			cfg.ConsumerGroupAssignors = strings.Split(v, ",")
 		}
 		topics := s.h.topics
@@ -136,26 +139,26 @@ func (s *script) execConsumer(a args, out *strings.Builder) bool {
 
 func (s *script) heartbeat(a args) {
 	req := kmsg.NewPtrConsumerGroupHeartbeatRequest()
-	req.Version = int16(a.int("v", 1))
-	req.Group = a.str("g", "g1")
-	req.MemberID = a.str("member", "")
-	req.MemberEpoch = int32(a.int("epoch", 0))
-	req.InstanceID = a.optStr("instance")
-	req.RackID = a.optStr("rack")
-	req.ServerAssignor = a.optStr("assignor")
-	req.SubscribedTopicRegex = a.optStr("regex")
+	req.Version = int16(a.Int("v", 1))
+	req.Group = a.Str("g", "g1")
+	req.MemberID = a.Str("member", "")
+	req.MemberEpoch = int32(a.Int("epoch", 0))
+	req.InstanceID = a.OptStr("instance")
+	req.RackID = a.OptStr("rack")
+	req.ServerAssignor = a.OptStr("assignor")
+	req.SubscribedTopicRegex = a.OptStr("regex")
 	if req.MemberEpoch == 0 {
-		req.RebalanceTimeoutMillis = int32(a.int("rebalance", 30000))
+		req.RebalanceTimeoutMillis = int32(a.Int("rebalance", 30000))
 	} else {
-		req.RebalanceTimeoutMillis = int32(a.int("rebalance", -1))
+		req.RebalanceTimeoutMillis = int32(a.Int("rebalance", -1))
 	}
-	if v, ok := a.kv["topics"]; ok {
+	if v, ok := a.KV["topics"]; ok {
 		req.SubscribedTopicNames = []string{}
 		if v != "" {
 			req.SubscribedTopicNames = strings.Split(v, ",")
 		}
 	}
-	owned, hasOwned := a.kv["owned"]
+	owned, hasOwned := a.KV["owned"]
 	if hasOwned || req.MemberEpoch == 0 {
 		req.Topics = []kmsg.ConsumerGroupHeartbeatRequestTopic{}
 		set := parseOwned(owned)
@@ -166,11 +169,11 @@ func (s *script) heartbeat(a args) {
 			req.Topics = append(req.Topics, t)
 		}
 	}
-	if a.str("nojoinfields", "") == "true" {
+	if a.Str("nojoinfields", "") == "true" {
 		req.SubscribedTopicNames = nil
 	}
-	ci := ClientInfo{ClientID: a.str("client", "c"), ClientHost: "/10.0.0.1"}
-	label := a.str("as", "hb "+req.MemberID)
+	ci := ClientInfo{ClientID: a.Str("client", "c"), ClientHost: "/10.0.0.1"}
+	label := a.Str("as", "hb "+req.MemberID)
 	s.submit(label, req.Group, func(m *machine, done func(string)) {
 		m.consumerGroupHeartbeat(ci, req, func(r *kmsg.ConsumerGroupHeartbeatResponse) { done(s.fmtHeartbeat(r)) })
 	})
@@ -182,7 +185,7 @@ func (s *script) fmtHeartbeat(r *kmsg.ConsumerGroupHeartbeatResponse) string {
 		if r.ErrorMessage != nil {
 			msg = " msg=" + strconv.Quote(*r.ErrorMessage)
 		}
-		return errName(r.ErrorCode) + msg
+		return coordtest.ErrName(r.ErrorCode) + msg
 	}
 	var b strings.Builder
 	id := "<nil>"
@@ -202,13 +205,13 @@ func (s *script) fmtHeartbeat(r *kmsg.ConsumerGroupHeartbeatResponse) string {
 
 func (s *script) cgDescribe(a args) string {
 	req := kmsg.NewPtrConsumerGroupDescribeRequest()
-	req.Version = int16(a.int("v", 1))
-	req.Groups = a.pos
-	req.IncludeAuthorizedOperations = a.str("ops", "") == "true"
+	req.Version = int16(a.Int("v", 1))
+	req.Groups = a.Pos
+	req.IncludeAuthorizedOperations = a.Str("ops", "") == "true"
 	resp := s.h.c.ConsumerGroupDescribe(context.Background(), req)()
 	var b strings.Builder
 	for _, g := range resp.Groups {
-		fmt.Fprintf(&b, "%s: err=%s", g.Group, errName(g.ErrorCode))
+		fmt.Fprintf(&b, "%s: err=%s", g.Group, coordtest.ErrName(g.ErrorCode))
 		if g.ErrorMessage != nil {
 			fmt.Fprintf(&b, " msg=%q", *g.ErrorMessage)
 		}
@@ -249,10 +252,10 @@ func (s *script) cgDescribe(a args) string {
 }
 
 func (s *script) cgState(id string) string {
-	sh := s.h.c.shardFor(id)
+	sh := s.h.c.rt.ShardFor(id)
 	ch := make(chan string, 1)
-	sh.post(context.Background(), func() {
-		p := sh.m.partitions[PartitionFor(id, s.h.cfg.OffsetsTopicPartitions)]
+	sh.Post(context.Background(), func() {
+		p := sh.Machine.partitions[PartitionFor(id, s.h.cfg.OffsetsTopicPartitions)]
 		if p == nil {
 			ch <- "partition not loaded\n"
 			return
@@ -295,7 +298,7 @@ func (s *script) cgState(id string) string {
 // describeConsumerRecord prints a consumer group record for the records
 // command.
 func describeConsumerRecord(r Record) string {
-	v, _ := keyVersion(r.Key)
+	v, _ := coord.KeyVersion(r.Key)
 	k, err := decodeCGKey(v, r.Key)
 	if err != nil {
 		return fmt.Sprintf("unknown key version %d", v)

@@ -11,6 +11,8 @@ import (
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/gregorbroker/gregor/broker/coord/coordtest"
 )
 
 // TestConsumerRecordBytes pins the consumer group records to the bytes
@@ -145,7 +147,7 @@ func TestReplayConsumerRecords(t *testing.T) {
 		cgCurrentAssignmentRecord("g", m),
 		cgRegexRecord("g", "t.*", resolvedRegex{topics: []string{"t"}}),
 	}
-	lp, err := replay(0, seqOf(recs), 0, slog.New(slog.DiscardHandler))
+	lp, err := replay(0, coordtest.SeqOf(recs), 0, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -161,7 +163,7 @@ func TestReplayConsumerRecords(t *testing.T) {
 		t.Errorf("owners %v, state %s, regexes %v", g.owners, g.state(), g.regexes)
 	}
 	tombs := append(memberTombstones("g", "m1"), consumerTombstones(newConsumerGroup("g", 0))...)
-	lp, err = replay(0, seqOf(append(recs, tombs...)), 0, slog.New(slog.DiscardHandler))
+	lp, err = replay(0, coordtest.SeqOf(append(recs, tombs...)), 0, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -170,7 +172,7 @@ func TestReplayConsumerRecords(t *testing.T) {
 	}
 	// A consumer record for a live classic group fails the load.
 	classic := groupMetadataRecord(newClassicGroup("g", 0, 0), nil)
-	if _, err := replay(0, seqOf([]Record{classic, cgEpochRecord("g", 1)}), 0, slog.New(slog.DiscardHandler)); err != nil {
+	if _, err := replay(0, coordtest.SeqOf([]Record{classic, cgEpochRecord("g", 1)}), 0, slog.New(slog.DiscardHandler)); err != nil {
 		t.Errorf("an empty classic group's metadata blocked the consumer group: %v", err)
 	}
 }
@@ -187,7 +189,7 @@ func FuzzConsumerRecords(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, key, value []byte) {
 		recs := []Record{{Key: key, Value: value}, {Key: key}}
-		_, _ = replay(0, seqOf(recs), 0, slog.New(slog.DiscardHandler))
+		_, _ = replay(0, coordtest.SeqOf(recs), 0, slog.New(slog.DiscardHandler))
 	})
 }
 
@@ -380,7 +382,7 @@ func TestConsumerLongIDs(t *testing.T) {
 		req.Topics = []kmsg.ConsumerGroupHeartbeatRequestTopic{}
 		r := h.c.ConsumerGroupHeartbeat(context.Background(), ClientInfo{}, req)()
 		if r.ErrorCode != tt.want {
-			t.Errorf("group id of %d bytes: %s, want %s", tt.n, errName(r.ErrorCode), errName(tt.want))
+			t.Errorf("group id of %d bytes: %s, want %s", tt.n, coordtest.ErrName(r.ErrorCode), coordtest.ErrName(tt.want))
 		}
 		if tt.want == 0 && (r.MemberEpoch != 1 || r.Assignment == nil || len(r.Assignment.Topics) != 1) {
 			t.Errorf("group id of %d bytes: %+v", tt.n, r)
@@ -408,7 +410,7 @@ func BenchmarkConsumerHeartbeat(b *testing.B) {
 	}
 	b.Cleanup(c.Close)
 	for p := range cfg.OffsetsTopicPartitions {
-		if err := c.Load(context.Background(), p, seqOf(nil)); err != nil {
+		if err := c.Load(context.Background(), p, coordtest.SeqOf(nil)); err != nil {
 			b.Fatal(err)
 		}
 	}

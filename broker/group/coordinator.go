@@ -8,9 +8,10 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
-	"sync"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/gregorbroker/gregor/broker/coord"
 )
 
 // Coordinator is the group coordinator of one broker. It serves the groups
@@ -19,13 +20,10 @@ import (
 // whole rebalance) and never block the shards; when ctx ends first they
 // answer COORDINATOR_NOT_AVAILABLE, and once Close has begun NOT_COORDINATOR.
 type Coordinator struct {
-	cfg    Config
-	log    *slog.Logger
-	clock  Clock
-	shards []*shard
-
-	closeOnce sync.Once
-	closed    chan struct{}
+	cfg   Config
+	log   *slog.Logger
+	clock Clock
+	rt    *coord.Runtime[timerKey, *machine]
 }
 
 // New starts a coordinator with cfg's shards. It serves no group until Load.
@@ -40,24 +38,27 @@ func newCoordinator(cfg Config, store Store, clock Clock, newID func() string) (
 	if store == nil || clock == nil {
 		return nil, fmt.Errorf("group coordinator needs a store and a clock")
 	}
-	log := cfg.Logger
-	if log == nil {
-		log = slog.Default()
-	}
-	log = log.With("component", "group-coordinator")
-	c := &Coordinator{cfg: cfg, log: log, clock: clock, closed: make(chan struct{})}
+	log := coord.Logger(cfg.Logger, "group-coordinator")
+	c := &Coordinator{cfg: cfg, log: log, clock: clock}
 	var topics map[string]TopicInfo
 	if cfg.Topics != nil {
 		topics = cfg.Topics.Topics()
 	}
-	for i := range cfg.Shards {
-		s := newShard(i, cfg, log, store, clock, newID)
-		s.m.setTopics(topics)
-		c.shards = append(c.shards, s)
+	rtCfg := coord.Config{
+		Name:       "group coordinator",
+		Topic:      "__consumer_offsets",
+		Partitions: cfg.OffsetsTopicPartitions,
+		Shards:     cfg.Shards,
+		Store:      store,
+		Clock:      clock,
+		Log:        log,
 	}
-	for _, s := range c.shards {
-		go s.run()
-	}
+	c.rt = coord.NewRuntime(rtCfg, func(s *shard) *machine {
+		m := newMachine(cfg, log, clock, shardEffects{s, store}, newID)
+		m.setTopics(topics)
+		return m
+	})
+	c.rt.Start((*machine).start)
 	return c, nil
 }
 
@@ -73,99 +74,18 @@ func randomUUID() string {
 
 // Close stops every shard, its timers and its appends, and answers the
 // requests still waiting with NOT_COORDINATOR.
-func (c *Coordinator) Close() {
-	c.closeOnce.Do(func() {
-		close(c.closed)
-		for _, s := range c.shards {
-			s.stop()
-		}
-	})
-}
+func (c *Coordinator) Close() { c.rt.Close() }
 
 // PartitionFor returns the __consumer_offsets partition of a group under
 // this coordinator's offsets.topic.num.partitions.
 func (c *Coordinator) PartitionFor(groupID string) int32 {
-	return PartitionFor(groupID, c.cfg.OffsetsTopicPartitions)
+	return c.rt.PartitionFor(groupID)
 }
 
-func (c *Coordinator) shardOf(partition int32) *shard {
-	return c.shards[int(partition)%len(c.shards)]
-}
-
-func (c *Coordinator) shardFor(groupID string) *shard {
-	return c.shardOf(c.PartitionFor(groupID))
-}
-
-// Pending is an answer the coordinator owes. The request it answers was
-// queued on its shard before the method returned, so requests made one
-// after another take effect in that order, as Kafka serves a connection's
-// requests, while the broker waits for their answers elsewhere (in each
-// request's background phase). Calling it blocks until the answer is ready.
-type Pending[T any] func() T
-
-// ready is a Pending whose answer is already known.
-func ready[T any](v T) Pending[T] { return func() T { return v } }
-
-// then is p's answer passed through f, for the shaping a method does after
-// the shard answered.
-func then[T, U any](p Pending[T], f func(T) U) Pending[U] { return func() U { return f(p()) } }
-
-// submit queues op on a shard at once and returns the wait for the reply it
-// sends. The reply channel holds one answer and extra sends are dropped, so
-// the shard never blocks on a caller that went away. fail builds the answer
-// when the shard or the caller's context ends first.
-func submit[T any](c *Coordinator, ctx context.Context, s *shard, op func(m *machine, reply func(T)), fail func(code int16) T) Pending[T] {
-	ch := make(chan T, 1)
-	reply := func(v T) {
-		select {
-		case ch <- v:
-		default:
-		}
-	}
-	run := func() {
-		defer func() {
-			// A panic is a bug; the caller still gets an answer.
-			if r := recover(); r != nil {
-				c.log.Error("group coordinator panic", "shard", s.idx, "panic", r)
-				reply(fail(errUnknownServerError))
-			}
-		}()
-		op(s.m, reply)
-	}
-	if !s.post(ctx, run) {
-		return ready(fail(c.failCode()))
-	}
-	return func() T {
-		select {
-		case v := <-ch:
-			return v
-		case <-ctx.Done():
-			return fail(errCoordinatorNotAvailable)
-		case <-c.closed:
-			// The shard may have answered just before it stopped.
-			select {
-			case v := <-ch:
-				return v
-			default:
-				return fail(errNotCoordinator)
-			}
-		}
-	}
-}
-
-// call runs op on a shard and waits for its reply.
-func call[T any](c *Coordinator, ctx context.Context, s *shard, op func(m *machine, reply func(T)), fail func(code int16) T) T {
-	return submit(c, ctx, s, op, fail)()
-}
-
-func (c *Coordinator) failCode() int16 {
-	select {
-	case <-c.closed:
-		return errNotCoordinator
-	default:
-		return errCoordinatorNotAvailable
-	}
-}
+// Pending is an answer the coordinator owes (see coord.Pending): the
+// request was queued on its shard before the method returned, so a
+// connection's requests take effect in the order they came.
+type Pending[T any] = coord.Pending[T]
 
 // Load replays a __consumer_offsets partition the broker now leads and then
 // serves its groups. Requests for its groups answer
@@ -175,67 +95,44 @@ func (c *Coordinator) failCode() int16 {
 // record that does not decode fails the load and leaves the partition
 // unserved.
 func (c *Coordinator) Load(ctx context.Context, partition int32, records iter.Seq2[Record, error]) error {
-	if partition < 0 || partition >= c.cfg.OffsetsTopicPartitions {
-		return fmt.Errorf("load __consumer_offsets-%d: partition out of range [0, %d)", partition, c.cfg.OffsetsTopicPartitions)
-	}
-	s := c.shardOf(partition)
-	tokens := make(chan uint64, 1)
-	if !s.post(ctx, func() { tokens <- s.m.beginLoad(partition) }) {
-		return fmt.Errorf("load __consumer_offsets-%d: coordinator stopped", partition)
-	}
-	var token uint64
-	select {
-	case token = <-tokens:
-	case <-c.closed:
-		return fmt.Errorf("load __consumer_offsets-%d: coordinator stopped", partition)
-	}
-	loaded, err := replay(partition, records, c.clock.Now().UnixMilli(), c.log)
+	var loaded *loadedPartition
+	n := 0
+	err := c.rt.Load(ctx, partition, coord.LoadSteps[*machine]{
+		Begin: func(m *machine) uint64 { return m.beginLoad(partition) },
+		Replay: func() (err error) {
+			loaded, err = replay(partition, records, c.clock.Now().UnixMilli(), c.log)
+			if err == nil {
+				// Count before handing the maps over: from then on the
+				// shard owns them.
+				n = len(loaded.classic) + len(loaded.consumers)
+			}
+			return err
+		},
+		Abort: func(m *machine, token uint64) { m.abortLoad(partition, token) },
+		Finish: func(m *machine, token uint64) bool {
+			return m.finishLoad(partition, token, loaded)
+		},
+	})
 	if err != nil {
-		s.post(context.Background(), func() { s.m.abortLoad(partition, token) })
 		return err
 	}
-	// Count before handing the maps over: from then on the shard owns them.
-	n := len(loaded.classic) + len(loaded.consumers)
-	installed := make(chan bool, 1)
-	if !s.post(context.Background(), func() { installed <- s.m.finishLoad(partition, token, loaded) }) {
-		return fmt.Errorf("load __consumer_offsets-%d: coordinator stopped", partition)
-	}
-	select {
-	case ok := <-installed:
-		if !ok {
-			return fmt.Errorf("load __consumer_offsets-%d: unloaded while loading", partition)
-		}
-		c.log.Debug("loaded __consumer_offsets partition", "partition", partition, "groups", n)
-		return nil
-	case <-c.closed:
-		return fmt.Errorf("load __consumer_offsets-%d: coordinator stopped", partition)
-	}
+	c.log.Debug("loaded __consumer_offsets partition", "partition", partition, "groups", n)
+	return nil
 }
 
 // Unload stops serving a partition the broker no longer leads. Requests
 // parked on its groups answer NOT_COORDINATOR.
 func (c *Coordinator) Unload(partition int32) {
-	if partition < 0 || partition >= c.cfg.OffsetsTopicPartitions {
-		return
-	}
-	s := c.shardOf(partition)
-	done := make(chan struct{})
-	if !s.post(context.Background(), func() { s.m.unload(partition); close(done) }) {
-		return
-	}
-	select {
-	case <-done:
-	case <-c.closed:
-	}
+	c.rt.Unload(partition, func(m *machine) { m.unload(partition) })
 }
 
 // JoinGroup handles JoinGroup v0-v9. The answer may wait for the whole join
 // phase of a rebalance.
 func (c *Coordinator) JoinGroup(ctx context.Context, client ClientInfo, req *kmsg.JoinGroupRequest) Pending[*kmsg.JoinGroupResponse] {
-	p := submit(c, ctx, c.shardFor(req.Group), func(m *machine, reply func(*kmsg.JoinGroupResponse)) {
+	p := coord.Submit(c.rt, ctx, c.rt.ShardFor(req.Group), func(m *machine, reply func(*kmsg.JoinGroupResponse)) {
 		m.joinGroup(client, req, reply)
 	}, func(code int16) *kmsg.JoinGroupResponse { return joinError(code, req.MemberID) })
-	return then(p, func(r *kmsg.JoinGroupResponse) *kmsg.JoinGroupResponse {
+	return coord.Then(p, func(r *kmsg.JoinGroupResponse) *kmsg.JoinGroupResponse {
 		r.Version = req.Version
 		return r
 	})
@@ -244,10 +141,10 @@ func (c *Coordinator) JoinGroup(ctx context.Context, client ClientInfo, req *kms
 // SyncGroup handles SyncGroup v0-v5. Followers wait for the leader's
 // assignment; everyone's answer waits until the assignment is durable.
 func (c *Coordinator) SyncGroup(ctx context.Context, req *kmsg.SyncGroupRequest) Pending[*kmsg.SyncGroupResponse] {
-	p := submit(c, ctx, c.shardFor(req.Group), func(m *machine, reply func(*kmsg.SyncGroupResponse)) {
+	p := coord.Submit(c.rt, ctx, c.rt.ShardFor(req.Group), func(m *machine, reply func(*kmsg.SyncGroupResponse)) {
 		m.syncGroup(req, reply)
 	}, syncError)
-	return then(p, func(r *kmsg.SyncGroupResponse) *kmsg.SyncGroupResponse {
+	return coord.Then(p, func(r *kmsg.SyncGroupResponse) *kmsg.SyncGroupResponse {
 		r.Version = req.Version
 		return r
 	})
@@ -255,10 +152,10 @@ func (c *Coordinator) SyncGroup(ctx context.Context, req *kmsg.SyncGroupRequest)
 
 // Heartbeat handles Heartbeat v0-v4.
 func (c *Coordinator) Heartbeat(ctx context.Context, req *kmsg.HeartbeatRequest) Pending[*kmsg.HeartbeatResponse] {
-	p := submit(c, ctx, c.shardFor(req.Group), func(m *machine, reply func(int16)) {
+	p := coord.Submit(c.rt, ctx, c.rt.ShardFor(req.Group), func(m *machine, reply func(int16)) {
 		reply(m.heartbeat(req))
 	}, func(code int16) int16 { return code })
-	return then(p, func(code int16) *kmsg.HeartbeatResponse {
+	return coord.Then(p, func(code int16) *kmsg.HeartbeatResponse {
 		r := kmsg.NewPtrHeartbeatResponse()
 		r.Version = req.Version
 		r.ErrorCode = code
@@ -269,14 +166,14 @@ func (c *Coordinator) Heartbeat(ctx context.Context, req *kmsg.HeartbeatRequest)
 // LeaveGroup handles LeaveGroup v0-v5: one member by id before v3, a batch
 // of members (by id or group.instance.id) from v3.
 func (c *Coordinator) LeaveGroup(ctx context.Context, req *kmsg.LeaveGroupRequest) Pending[*kmsg.LeaveGroupResponse] {
-	p := submit(c, ctx, c.shardFor(req.Group), func(m *machine, reply func(*kmsg.LeaveGroupResponse)) {
+	p := coord.Submit(c.rt, ctx, c.rt.ShardFor(req.Group), func(m *machine, reply func(*kmsg.LeaveGroupResponse)) {
 		m.leaveGroup(req, reply)
 	}, func(code int16) *kmsg.LeaveGroupResponse {
 		r := kmsg.NewPtrLeaveGroupResponse()
 		r.ErrorCode = code
 		return r
 	})
-	return then(p, func(r *kmsg.LeaveGroupResponse) *kmsg.LeaveGroupResponse {
+	return coord.Then(p, func(r *kmsg.LeaveGroupResponse) *kmsg.LeaveGroupResponse {
 		finishLeave(req, r)
 		return r
 	})
@@ -305,10 +202,10 @@ func finishLeave(req *kmsg.LeaveGroupRequest, r *kmsg.LeaveGroupResponse) {
 // are durable. The broker answers UNKNOWN_TOPIC_OR_PARTITION for partitions
 // that do not exist before calling this, as Kafka's KafkaApis does.
 func (c *Coordinator) OffsetCommit(ctx context.Context, req *kmsg.OffsetCommitRequest) Pending[*kmsg.OffsetCommitResponse] {
-	p := submit(c, ctx, c.shardFor(req.Group), func(m *machine, reply func(*kmsg.OffsetCommitResponse)) {
+	p := coord.Submit(c.rt, ctx, c.rt.ShardFor(req.Group), func(m *machine, reply func(*kmsg.OffsetCommitResponse)) {
 		m.offsetCommit(req, reply)
 	}, func(code int16) *kmsg.OffsetCommitResponse { return commitResponse(req, code) })
-	return then(p, func(r *kmsg.OffsetCommitResponse) *kmsg.OffsetCommitResponse {
+	return coord.Then(p, func(r *kmsg.OffsetCommitResponse) *kmsg.OffsetCommitResponse {
 		r.Version = req.Version
 		return r
 	})
@@ -328,7 +225,7 @@ func (c *Coordinator) OffsetFetch(ctx context.Context, req *kmsg.OffsetFetchRequ
 			}
 		}
 		p := c.fetchGroups(ctx, []fetchQuery{{group: req.Group, topics: topics}}, req.RequireStable)
-		return then(p, func(res []fetchResult) *kmsg.OffsetFetchResponse { return singleFetchResponse(req, topics, res[0]) })
+		return coord.Then(p, func(res []fetchResult) *kmsg.OffsetFetchResponse { return singleFetchResponse(req, topics, res[0]) })
 	}
 	queries := make([]fetchQuery, len(req.Groups))
 	for i, g := range req.Groups {
@@ -345,7 +242,7 @@ func (c *Coordinator) OffsetFetch(ctx context.Context, req *kmsg.OffsetFetchRequ
 		}
 	}
 	p := c.fetchGroups(ctx, queries, req.RequireStable)
-	return then(p, func(results []fetchResult) *kmsg.OffsetFetchResponse {
+	return coord.Then(p, func(results []fetchResult) *kmsg.OffsetFetchResponse {
 		resp := kmsg.NewPtrOffsetFetchResponse()
 		resp.Version = req.Version
 		for i, res := range results {
@@ -405,7 +302,7 @@ type fetchQuery struct {
 func (c *Coordinator) fetchGroups(ctx context.Context, qs []fetchQuery, requireStable bool) Pending[[]fetchResult] {
 	waits := make([]Pending[fetchResult], len(qs))
 	for i, q := range qs {
-		waits[i] = submit(c, ctx, c.shardFor(q.group), func(m *machine, reply func(fetchResult)) {
+		waits[i] = coord.Submit(c.rt, ctx, c.rt.ShardFor(q.group), func(m *machine, reply func(fetchResult)) {
 			m.offsetFetch(q.group, q.topics, q.member, requireStable, reply)
 		}, func(code int16) fetchResult { return fetchResult{code: code} })
 	}
@@ -420,14 +317,14 @@ func (c *Coordinator) fetchGroups(ctx context.Context, qs []fetchQuery, requireS
 
 // OffsetDelete handles OffsetDelete v0.
 func (c *Coordinator) OffsetDelete(ctx context.Context, req *kmsg.OffsetDeleteRequest) Pending[*kmsg.OffsetDeleteResponse] {
-	p := submit(c, ctx, c.shardFor(req.Group), func(m *machine, reply func(*kmsg.OffsetDeleteResponse)) {
+	p := coord.Submit(c.rt, ctx, c.rt.ShardFor(req.Group), func(m *machine, reply func(*kmsg.OffsetDeleteResponse)) {
 		m.offsetDelete(req, reply)
 	}, func(code int16) *kmsg.OffsetDeleteResponse {
 		r := kmsg.NewPtrOffsetDeleteResponse()
 		r.ErrorCode = code
 		return r
 	})
-	return then(p, func(r *kmsg.OffsetDeleteResponse) *kmsg.OffsetDeleteResponse {
+	return coord.Then(p, func(r *kmsg.OffsetDeleteResponse) *kmsg.OffsetDeleteResponse {
 		r.Version = req.Version
 		return r
 	})
@@ -440,9 +337,9 @@ func (c *Coordinator) ListGroups(ctx context.Context, req *kmsg.ListGroupsReques
 		groups []kmsg.ListGroupsResponseGroup
 		code   int16
 	}
-	waits := make([]Pending[listed], len(c.shards))
-	for i, s := range c.shards {
-		waits[i] = submit(c, ctx, s, func(m *machine, reply func(listed)) {
+	waits := make([]Pending[listed], len(c.rt.Shards()))
+	for i, s := range c.rt.Shards() {
+		waits[i] = coord.Submit(c.rt, ctx, s, func(m *machine, reply func(listed)) {
 			gs, code := m.listGroups(req.StatesFilter, req.TypesFilter)
 			reply(listed{gs, code})
 		}, func(code int16) listed { return listed{code: code} })
@@ -475,7 +372,7 @@ func (c *Coordinator) DescribeGroups(ctx context.Context, req *kmsg.DescribeGrou
 	resp.Groups = make([]kmsg.DescribeGroupsResponseGroup, len(req.Groups))
 	wait := c.perShard(req.Groups, func(s *shard, idx []int) func() {
 		ids := pick(req.Groups, idx)
-		p := submit(c, ctx, s, func(m *machine, reply func([]kmsg.DescribeGroupsResponseGroup)) {
+		p := coord.Submit(c.rt, ctx, s, func(m *machine, reply func([]kmsg.DescribeGroupsResponseGroup)) {
 			out := make([]kmsg.DescribeGroupsResponseGroup, len(ids))
 			for i, id := range ids {
 				out[i] = m.describeGroup(id, req.Version)
@@ -513,7 +410,7 @@ func (c *Coordinator) DeleteGroups(ctx context.Context, req *kmsg.DeleteGroupsRe
 	resp.Groups = make([]kmsg.DeleteGroupsResponseGroup, len(req.Groups))
 	wait := c.perShard(req.Groups, func(s *shard, idx []int) func() {
 		ids := pick(req.Groups, idx)
-		p := submit(c, ctx, s, func(m *machine, reply func([]kmsg.DeleteGroupsResponseGroup)) {
+		p := coord.Submit(c.rt, ctx, s, func(m *machine, reply func([]kmsg.DeleteGroupsResponseGroup)) {
 			m.deleteGroups(ids, reply)
 		}, func(code int16) []kmsg.DeleteGroupsResponseGroup {
 			out := make([]kmsg.DeleteGroupsResponseGroup, len(ids))
@@ -544,7 +441,7 @@ func (c *Coordinator) perShard(groups []string, submit func(s *shard, idx []int)
 	byShard := make(map[*shard][]int)
 	var order []*shard
 	for i, g := range groups {
-		s := c.shardFor(g)
+		s := c.rt.ShardFor(g)
 		if byShard[s] == nil {
 			order = append(order, s)
 		}

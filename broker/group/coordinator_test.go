@@ -12,57 +12,12 @@ import (
 	"sync"
 	"testing"
 	"time"
-	"unicode/utf16"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/gregorbroker/gregor/broker/coord"
+	"github.com/gregorbroker/gregor/broker/coord/coordtest"
 )
-
-// javaHashReference computes String.hashCode the slow way: exact integer
-// arithmetic reduced mod 2^32, then read as a signed 32-bit value.
-func javaHashReference(s string) int32 {
-	var h uint64
-	for _, u := range utf16.Encode([]rune(s)) {
-		h = (h*31 + uint64(u)) % (1 << 32)
-	}
-	return int32(uint32(h))
-}
-
-func TestPartitionFor(t *testing.T) {
-	tests := []struct {
-		group      string
-		partitions int32
-		want       int32
-	}{
-		{"", 50, 0},
-		{"a", 50, 47},                   // 97
-		{"Aa", 50, 12},                  // 2112, a known Java collision with "BB"
-		{"BB", 50, 12},                  // 2112
-		{"g1", 50, 42},                  // 'g'*31 + '1' = 3242
-		{"é", 50, 33},                   // U+00E9 is one UTF-16 unit: 233
-		{"😀", 50, 49},                   // surrogates D83D DE00: 55357*31 + 56832 = 1772899
-		{"polygenelubricants", 50, 0},   // hashCode is Integer.MIN_VALUE; Utils.abs gives 0
-		{"my-group", 50, 12},            // hashCode -1906497762: abs, not & 0x7fffffff (which gives 36)
-		{"simple", 50, 26},              // hashCode -902286926
-		{"console-consumer-1234", 4, 3}, // 836395459
-		{"g1", 0, 0},
-	}
-	for _, tt := range tests {
-		if got := PartitionFor(tt.group, tt.partitions); got != tt.want {
-			t.Errorf("PartitionFor(%q, %d) = %d, want %d", tt.group, tt.partitions, got, tt.want)
-		}
-	}
-	for _, s := range []string{"", "a", "Aa", "g1", "é", "😀", "polygenelubricants", "my-group", "groupé", strings.Repeat("z", 1000)} {
-		if got, want := javaStringHash(s), javaHashReference(s); got != want {
-			t.Errorf("javaStringHash(%q) = %d, reference %d", s, got, want)
-		}
-	}
-	if got := javaStringHash("polygenelubricants"); got != -2147483648 {
-		t.Errorf("hash of polygenelubricants = %d, want Integer.MIN_VALUE", got)
-	}
-	if got := javaStringHash("my-group"); got != -1906497762 {
-		t.Errorf("hash of my-group = %d, want -1906497762", got)
-	}
-}
 
 func TestRecordBytes(t *testing.T) {
 	be16 := func(v int) []byte { return []byte{byte(v >> 8), byte(v)} }
@@ -115,7 +70,7 @@ func FuzzReplay(f *testing.F) {
 	f.Add([]byte{0, 2, 0, 1, 'g'}, []byte(nil))
 	f.Fuzz(func(t *testing.T, key, value []byte) {
 		recs := []Record{{Key: key, Value: value}, {Key: key}}
-		groups, err := replay(0, seqOf(recs), 0, slog.New(slog.DiscardHandler))
+		groups, err := replay(0, coordtest.SeqOf(recs), 0, slog.New(slog.DiscardHandler))
 		if err == nil && groups == nil {
 			t.Fatal("nil groups without error")
 		}
@@ -136,7 +91,7 @@ func TestLoadError(t *testing.T) {
 	if got := h.c.Heartbeat(context.Background(), hb)().ErrorCode; got != errNotCoordinator {
 		t.Fatalf("heartbeat after failed load = %d, want NOT_COORDINATOR", got)
 	}
-	if err := h.c.Load(context.Background(), 4, seqOf(nil)); err == nil {
+	if err := h.c.Load(context.Background(), 4, coordtest.SeqOf(nil)); err == nil {
 		t.Fatal("Load of partition 4 of 4 succeeded")
 	}
 }
@@ -261,8 +216,9 @@ func TestCallerGivesUp(t *testing.T) {
 // TestCloseStopsEverything: Close answers parked requests, stops every
 // goroutine of the package and leaves later calls answering NOT_COORDINATOR.
 func TestCloseStopsEverything(t *testing.T) {
-	const pkg = "gregor/broker/group."
-	if gs := goroutinesIn(pkg); len(gs) > 0 {
+	// The shard goroutines run the coordinator runtime's code.
+	pkgs := []string{"gregor/broker/group.", "gregor/broker/coord."}
+	if gs := coordtest.GoroutinesIn(pkgs...); len(gs) > 0 {
 		t.Logf("goroutines before the test (from earlier tests): %d", len(gs))
 	}
 	cfg := testConfig()
@@ -273,11 +229,11 @@ func TestCloseStopsEverything(t *testing.T) {
 	}
 	ctx := context.Background()
 	for p := range cfg.OffsetsTopicPartitions {
-		if err := c.Load(ctx, p, seqOf(nil)); err != nil {
+		if err := c.Load(ctx, p, coordtest.SeqOf(nil)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	store.setHold(true) // a commit stuck in the store must be aborted
+	store.Set(true) // a commit stuck in the store must be aborted
 	commit := kmsg.NewPtrOffsetCommitRequest()
 	commit.Group = "g2"
 	commit.Topics = []kmsg.OffsetCommitRequestTopic{{Topic: "t", Partitions: []kmsg.OffsetCommitRequestTopicPartition{{Partition: 0, Offset: 1}}}}
@@ -293,7 +249,7 @@ func TestCloseStopsEverything(t *testing.T) {
 	wg.Add(2)
 	go func() { defer wg.Done(); joinCode = c.JoinGroup(ctx, ClientInfo{ClientID: "c"}, join)().ErrorCode }()
 	go func() { defer wg.Done(); commitCode = c.OffsetCommit(ctx, commit)().Topics[0].Partitions[0].ErrorCode }()
-	for store.heldN.Load() == 0 {
+	for store.Held() == 0 {
 		time.Sleep(time.Millisecond)
 	}
 	c.Close()
@@ -307,17 +263,7 @@ func TestCloseStopsEverything(t *testing.T) {
 		t.Fatalf("heartbeat after Close = %d", got)
 	}
 	c.Close() // idempotent
-	deadline := time.Now().Add(2 * time.Second)
-	for {
-		gs := goroutinesIn(pkg)
-		if len(gs) == 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("goroutines left after Close:\n%s", strings.Join(gs, "\n\n"))
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	coordtest.NoGoroutinesLeft(t, 2*time.Second, pkgs...)
 }
 
 // TestMembersOnRealClock runs consumers as real clients do, each on its own
@@ -333,7 +279,7 @@ func TestMembersOnRealClock(t *testing.T) {
 	}
 	defer c.Close()
 	for p := range cfg.OffsetsTopicPartitions {
-		if err := c.Load(context.Background(), p, seqOf(nil)); err != nil {
+		if err := c.Load(context.Background(), p, coordtest.SeqOf(nil)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -468,8 +414,8 @@ func runConsumer(ctx context.Context, c *Coordinator, client string, report func
 // UNKNOWN_SERVER_ERROR and leaves its shard serving.
 func TestCallSurvivesPanic(t *testing.T) {
 	h := newHarness(t, testConfig())
-	s := h.c.shardFor("g1")
-	got := call(h.c, context.Background(), s, func(*machine, func(int16)) { panic("boom") }, func(code int16) int16 { return code })
+	s := h.c.rt.ShardFor("g1")
+	got := coord.Call(h.c.rt, context.Background(), s, func(*machine, func(int16)) { panic("boom") }, func(code int16) int16 { return code })
 	if got != errUnknownServerError {
 		t.Fatalf("panicking call = %d, want UNKNOWN_SERVER_ERROR", got)
 	}
@@ -485,7 +431,7 @@ func TestCallSurvivesPanic(t *testing.T) {
 // meanwhile makes the Load fail.
 func TestLoadInProgress(t *testing.T) {
 	cfg := testConfig()
-	c, err := New(cfg, newMemStore(), newFakeClock())
+	c, err := New(cfg, newMemStore(), coordtest.NewFakeClock())
 	if err != nil {
 		t.Fatal(err)
 	}

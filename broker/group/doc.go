@@ -8,9 +8,11 @@
 //
 //   - coordinator.go: the public API the broker's handlers call. Each call
 //     blocks its caller until the answer is ready and never blocks a shard.
-//   - shard.go: one goroutine per shard owns the state of the
-//     __consumer_offsets partitions mapped to it (partition % shards). Timers
-//     and finished appends hand their work back through the shard's inbox.
+//   - shard.go: the coordinator runtime's shards (broker/coord): one
+//     goroutine per shard owns the state of the __consumer_offsets
+//     partitions mapped to it (partition % shards). Timers and finished
+//     appends hand their work back through the shard's inbox. shard.go adds
+//     the transactional writes (TxnStore) ordered with the appends.
 //   - machine.go, classic.go, offsets.go, admin.go: the state machine. It does
 //     no I/O: it reads the clock, schedules timers and queues appends through
 //     the effects interface, and answers through reply callbacks.

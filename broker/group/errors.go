@@ -1,10 +1,9 @@
 package group
 
 import (
-	"context"
-	"errors"
-
 	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/gregorbroker/gregor/broker/coord"
 )
 
 // Kafka error codes the coordinator answers.
@@ -35,31 +34,13 @@ var (
 	errInvalidRegularExpression  = kerr.InvalidRegularExpression.Code
 )
 
-// appendErrorCode maps a failed Store.Append to the code the client gets, as
-// Kafka's CoordinatorOperationExceptionHelper: replication trouble means the
-// coordinator is unavailable, lost leadership means it moved, oversized
-// writes are server errors. A stopping coordinator has moved as far as the
-// client can tell; errors that carry no Kafka code are server errors.
-func appendErrorCode(err error) int16 {
-	if err == nil {
-		return 0
-	}
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		return errNotCoordinator
-	}
-	var ke *kerr.Error
-	if !errors.As(err, &ke) {
-		return errUnknownServerError
-	}
-	switch ke.Code {
-	case kerr.UnknownTopicOrPartition.Code, kerr.NotEnoughReplicas.Code, kerr.RequestTimedOut.Code:
-		return errCoordinatorNotAvailable
-	case kerr.NotLeaderForPartition.Code, kerr.KafkaStorageError.Code:
-		return errNotCoordinator
-	case kerr.MessageTooLarge.Code, kerr.RecordListTooLarge.Code, kerr.InvalidFetchSize.Code:
-		return errUnknownServerError
-	case kerr.NetworkException.Code:
-		return errCoordinatorLoadInProgress
-	}
-	return ke.Code
+// appendCodes are the append failures the group coordinator maps its own
+// way, as Kafka's CoordinatorOperationExceptionHelper (see
+// coord.AppendErrorCode for the rest).
+var appendCodes = map[int16]int16{
+	kerr.InvalidFetchSize.Code: errUnknownServerError,
+	kerr.NetworkException.Code: errCoordinatorLoadInProgress,
 }
+
+// appendErrorCode maps a failed Store.Append to the code the client gets.
+func appendErrorCode(err error) int16 { return coord.AppendErrorCode(err, appendCodes) }

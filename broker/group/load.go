@@ -6,6 +6,8 @@ import (
 	"log/slog"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/gregorbroker/gregor/broker/coord"
 )
 
 // loadedPartition is the state replayed from one __consumer_offsets
@@ -61,7 +63,7 @@ func replayOne(lp *loadedPartition, partition int32, r Record, nowMs int64, log 
 		return replayMarker(lp, partition, r, nowMs)
 	}
 	groups := lp.classic
-	version, ok := keyVersion(r.Key)
+	version, ok := coord.KeyVersion(r.Key)
 	if !ok {
 		return fmt.Errorf("key of %d bytes has no version", len(r.Key))
 	}

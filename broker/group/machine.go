@@ -35,10 +35,12 @@ type timerKey struct {
 // transactional and markers alike) reach the log and complete in the order
 // they were issued; an append of no records completes after every append
 // issued before it on the partition, which makes it a barrier.
+//
+// The shard runtime (coord.Shard) provides the timers and plain appends.
 type effects interface {
-	schedule(k timerKey, d time.Duration, fn func())
-	cancel(k timerKey)
-	append(partition int32, recs []Record, done func(error))
+	Schedule(k timerKey, d time.Duration, fn func())
+	Cancel(k timerKey)
+	Append(partition int32, recs []Record, done func(error))
 	// appendTxn writes recs as one transactional batch of a producer.
 	appendTxn(partition int32, txn TxnAppend, recs []Record, done func(error))
 	// appendMarker writes a transaction marker.
@@ -103,6 +105,15 @@ func newMachine(cfg Config, log *slog.Logger, clock Clock, fx effects, newID fun
 	return m
 }
 
+// start schedules the offset retention sweep, which reschedules itself;
+// the shard runs it before any other work.
+func (m *machine) start() {
+	m.fx.Schedule(timerKey{kind: timerExpiry}, ms(m.cfg.OffsetsRetentionCheckIntervalMs), func() {
+		m.sweepExpired()
+		m.start()
+	})
+}
+
 // setTopics installs a new snapshot of the topics. Consumer groups
 // recompute their subscriptions on their next heartbeat, as Kafka's groups
 // do on a new metadata image.
@@ -153,24 +164,24 @@ func syncKey(g *classicGroup) timerKey { return timerKey{kind: timerSync, group:
 
 // scheduleHeartbeat (re)starts a member's session timer.
 func (m *machine) scheduleHeartbeat(g *classicGroup, memberID string, timeoutMs int32) {
-	m.fx.schedule(heartbeatKey(g, memberID), ms(int64(timeoutMs)), func() { m.expireHeartbeat(g, memberID) })
+	m.fx.Schedule(heartbeatKey(g, memberID), ms(int64(timeoutMs)), func() { m.expireHeartbeat(g, memberID) })
 }
 
 // cancelGroupTimers stops every timer of a group that goes away.
 func (m *machine) cancelGroupTimers(g *classicGroup) {
 	for id := range g.members {
-		m.fx.cancel(heartbeatKey(g, id))
+		m.fx.Cancel(heartbeatKey(g, id))
 	}
 	for id := range g.pendingJoin {
-		m.fx.cancel(heartbeatKey(g, id))
+		m.fx.Cancel(heartbeatKey(g, id))
 	}
-	m.fx.cancel(joinKey(g))
-	m.fx.cancel(syncKey(g))
+	m.fx.Cancel(joinKey(g))
+	m.fx.Cancel(syncKey(g))
 }
 
 // removeMember drops a member, answering whatever it has parked.
 func (m *machine) removeMember(g *classicGroup, id string, code int16) {
-	m.fx.cancel(heartbeatKey(g, id))
+	m.fx.Cancel(heartbeatKey(g, id))
 	if mem := g.members[id]; mem != nil {
 		if mem.joinReply != nil {
 			r := kmsg.NewPtrJoinGroupResponse()

@@ -140,7 +140,7 @@ func (m *machine) writeOffsets(p *partitionState, group string, g *offsetStore, 
 		reply(resp)
 		return
 	}
-	m.fx.append(p.id, recs, func(err error) {
+	m.fx.Append(p.id, recs, func(err error) {
 		for i, k := range tps {
 			ic := pending[i]
 			if g.inflight[k] != ic {
@@ -219,7 +219,7 @@ func (m *machine) offsetFetch(group string, topics []fetchTopic, member *fetchMe
 		reply(m.readOffsets(group, topics, member, false))
 		return
 	}
-	m.fx.append(p.id, nil, func(error) { reply(m.readOffsets(group, topics, member, true)) })
+	m.fx.Append(p.id, nil, func(error) { reply(m.readOffsets(group, topics, member, true)) })
 }
 
 // fetchMember is the member an OffsetFetch v9+ comes from.
@@ -423,7 +423,7 @@ func (m *machine) offsetDelete(req *kmsg.OffsetDeleteRequest, reply func(*kmsg.O
 		reply(resp)
 		return
 	}
-	m.fx.append(p.id, recs, func(err error) {
+	m.fx.Append(p.id, recs, func(err error) {
 		if err != nil {
 			failed := kmsg.NewPtrOffsetDeleteResponse()
 			failed.ErrorCode = appendErrorCode(err)
@@ -515,7 +515,7 @@ func (m *machine) sweepExpired() {
 			continue
 		}
 		partition := p.id
-		m.fx.append(partition, recs, func(err error) {
+		m.fx.Append(partition, recs, func(err error) {
 			if err != nil {
 				m.log.Warn("write expired offsets", "partition", partition, "records", len(recs), "err", err)
 			}

@@ -1,50 +1,25 @@
 package group
 
 import (
-	"context"
-	"encoding/binary"
-	"math"
-	"unicode/utf16"
-
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/gregorbroker/gregor/broker/coord"
 )
 
-// Record is one __consumer_offsets record: a key and a value in Kafka's
-// coordinator schemas, each prefixed by its int16 version. A nil Value is a
-// tombstone.
-//
-// The records the coordinator hands to a Store carry only Key and Value.
-// The records a Load replays also say which batch they came from, so that
-// transactional offset commits are rebuilt exactly: the zero values mean a
-// record of an ordinary (non-transactional, non-control) batch.
-type Record struct {
-	Key   []byte
-	Value []byte
+// Record is one __consumer_offsets record (see coord.Record): a key and a
+// value in Kafka's coordinator schemas, each prefixed by its int16 version.
+// A nil Value is a tombstone. The records a Load replays also say which
+// batch they came from, so that transactional offset commits are rebuilt
+// exactly.
+type Record = coord.Record
 
-	// Transactional is set for a record of a transactional data batch:
-	// an offset commit in it stays pending until a marker of ProducerID
-	// commits or aborts it.
-	Transactional bool
-	// Control is set for a record of a control batch: Key and Value are
-	// the control record's (kmsg.ControlRecordKey, then for markers
-	// kmsg.EndTxnMarker). COMMIT and ABORT markers end ProducerID's
-	// transaction; other control types are skipped.
-	Control bool
-	// ProducerID and ProducerEpoch are the batch header's; they matter
-	// only when Transactional or Control is set.
-	ProducerID    int64
-	ProducerEpoch int16
-}
-
-// Store appends records to a __consumer_offsets partition. Append returns
-// once the records are durable (acks=all in Kafka's terms) or have failed;
-// errors that wrap a *kerr.Error are mapped to the client error Kafka
-// answers (NOT_LEADER_OR_FOLLOWER becomes NOT_COORDINATOR, and so on).
-// Appends to one partition are issued one at a time, in order. A Store
-// that also implements TxnStore serves transactional offset commits.
-type Store interface {
-	Append(ctx context.Context, partition int32, records []Record) error
-}
+// Store appends records to a __consumer_offsets partition (see
+// coord.Store): Append returns once the records are durable or have
+// failed, and errors that wrap a *kerr.Error are mapped to the client error
+// Kafka answers (NOT_LEADER_OR_FOLLOWER becomes NOT_COORDINATOR, and so
+// on). A Store that also implements TxnStore serves transactional offset
+// commits.
+type Store = coord.Store
 
 // Key versions double as record types in Kafka's coordinator serde. Kafka 4
 // writes offset commits with key version 1 and group metadata with 2; 0 is
@@ -64,37 +39,10 @@ const (
 )
 
 // PartitionFor returns the __consumer_offsets partition of a group, exactly
-// as Kafka: Utils.abs(groupId.hashCode()) % partitions, where hashCode is
-// Java's String.hashCode over UTF-16 code units and Utils.abs maps
-// Integer.MIN_VALUE to 0. It returns 0 when partitions is not positive.
+// as Kafka: Utils.abs(groupId.hashCode()) % partitions (see
+// coord.PartitionFor). It returns 0 when partitions is not positive.
 func PartitionFor(groupID string, partitions int32) int32 {
-	if partitions <= 0 {
-		return 0
-	}
-	h := javaStringHash(groupID)
-	switch {
-	case h == math.MinInt32:
-		h = 0
-	case h < 0:
-		h = -h
-	}
-	return h % partitions
-}
-
-// javaStringHash is String.hashCode: s[0]*31^(n-1) + ... + s[n-1] over the
-// UTF-16 encoding, wrapping at 32 bits.
-func javaStringHash(s string) int32 {
-	var h int32
-	for _, r := range s {
-		if r >= 0x10000 {
-			hi, lo := utf16.EncodeRune(r)
-			h = 31*h + int32(hi)
-			h = 31*h + int32(lo)
-			continue
-		}
-		h = 31*h + int32(r)
-	}
-	return h
+	return coord.PartitionFor(groupID, partitions)
 }
 
 // tp names one topic partition.
@@ -186,20 +134,4 @@ func groupMetadataRecord(g *classicGroup, assignment map[string][]byte) Record {
 		v.Members = append(v.Members, mm)
 	}
 	return Record{Key: groupMetadataKey(g.id), Value: v.AppendTo(nil)}
-}
-
-// keyVersion reads a record key's version prefix.
-func keyVersion(key []byte) (int16, bool) {
-	if len(key) < 2 {
-		return 0, false
-	}
-	return int16(binary.BigEndian.Uint16(key)), true
-}
-
-func recordsSize(recs []Record) int {
-	n := 0
-	for _, r := range recs {
-		n += len(r.Key) + len(r.Value)
-	}
-	return n
 }

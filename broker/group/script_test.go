@@ -2,100 +2,23 @@ package group
 
 import (
 	"context"
-	"flag"
 	"fmt"
-	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/gregorbroker/gregor/broker/coord"
+	"github.com/gregorbroker/gregor/broker/coord/coordtest"
 )
 
-// The scripts in testdata/*.txt are datadriven tests: each case is a
-// command, a line "----" and the expected output, ended by a blank line.
-// Run with -rewrite to regenerate the expected output, then review the diff.
-var rewrite = flag.Bool("rewrite", false, "rewrite testdata scripts with the actual output")
-
+// TestScripts runs the datadriven scripts of testdata/*.txt (see
+// coordtest.RunScripts; -rewrite regenerates their expected output).
 func TestScripts(t *testing.T) {
-	files, err := filepath.Glob("testdata/*.txt")
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no scripts: %v", err)
-	}
-	for _, f := range files {
-		t.Run(strings.TrimSuffix(filepath.Base(f), ".txt"), func(t *testing.T) {
-			runScript(t, f)
-		})
-	}
-}
-
-type scriptCase struct {
-	line    int
-	command string
-	want    string
-}
-
-func parseScript(t *testing.T, path string) (cases []scriptCase, comments map[int][]string) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	lines := strings.Split(string(data), "\n")
-	comments = make(map[int][]string)
-	var pendingComments []string
-	for i := 0; i < len(lines); i++ {
-		l := lines[i]
-		if strings.TrimSpace(l) == "" {
-			continue
-		}
-		if strings.HasPrefix(l, "#") {
-			pendingComments = append(pendingComments, l)
-			continue
-		}
-		c := scriptCase{line: i + 1, command: l}
-		i++
-		if i >= len(lines) || lines[i] != "----" {
-			t.Fatalf("%s:%d: command without ----", path, c.line)
-		}
-		var out []string
-		for i++; i < len(lines) && lines[i] != ""; i++ {
-			out = append(out, lines[i])
-		}
-		c.want = strings.Join(out, "\n")
-		comments[len(cases)] = pendingComments
-		pendingComments = nil
-		cases = append(cases, c)
-	}
-	return cases, comments
-}
-
-func runScript(t *testing.T, path string) {
-	cases, comments := parseScript(t, path)
-	s := newScript(t)
-	var rewritten strings.Builder
-	for i, c := range cases {
-		got := strings.TrimRight(s.run(c.command), "\n")
-		if *rewrite {
-			for _, cm := range comments[i] {
-				rewritten.WriteString(cm + "\n")
-			}
-			fmt.Fprintf(&rewritten, "%s\n----\n%s\n\n", c.command, got)
-			continue
-		}
-		if got != c.want {
-			t.Errorf("%s:%d: %s\ngot:\n%s\nwant:\n%s", path, c.line, c.command, got, c.want)
-		}
-	}
-	if *rewrite {
-		if err := os.WriteFile(path, []byte(rewritten.String()), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	coordtest.RunScripts(t, func(t *testing.T) func(string) string { return newScript(t).run })
 }
 
 // script runs commands against a harness. Requests that may park (join,
@@ -103,89 +26,23 @@ func runScript(t *testing.T, path string) {
 // print their answer once it arrives; everything else goes through the
 // Coordinator's blocking API.
 type script struct {
-	t *testing.T
-	h *harness
-
-	mu      sync.Mutex
-	waiting []*asyncReq
-}
-
-type asyncReq struct {
-	label  string
-	answer string
-	done   bool
-	fresh  bool // issued by the current command
+	t    *testing.T
+	h    *harness
+	reqs coordtest.Requests
 }
 
 func newScript(t *testing.T) *script {
 	return &script{t: t, h: newHarness(t, testConfig())}
 }
 
-type args struct {
-	name string
-	pos  []string
-	kv   map[string]string
-	t    *testing.T
-	line string
-}
-
-func parseArgs(t *testing.T, line string) args {
-	fields := strings.Fields(line)
-	a := args{name: fields[0], kv: map[string]string{}, t: t, line: line}
-	for _, f := range fields[1:] {
-		if k, v, ok := strings.Cut(f, "="); ok && !strings.Contains(k, "/") {
-			a.kv[k] = v
-		} else {
-			a.pos = append(a.pos, f)
-		}
-	}
-	return a
-}
-
-func (a args) str(k, def string) string {
-	if v, ok := a.kv[k]; ok {
-		return v
-	}
-	return def
-}
-
-func (a args) int(k string, def int64) int64 {
-	v, ok := a.kv[k]
-	if !ok {
-		return def
-	}
-	n, err := strconv.ParseInt(v, 10, 64)
-	if err != nil {
-		a.t.Fatalf("%s: %s=%q is not a number", a.line, k, v)
-	}
-	return n
-}
-
-func (a args) optStr(k string) *string {
-	v, ok := a.kv[k]
-	if !ok {
-		return nil
-	}
-	return &v
-}
+type args = coordtest.Args
 
 func (s *script) run(line string) string {
-	a := parseArgs(s.t, line)
+	a := coordtest.ParseArgs(s.t, line)
 	var out strings.Builder
 	s.exec(a, &out)
 	s.h.quiesce()
-	s.mu.Lock()
-	for _, r := range s.waiting {
-		switch {
-		case r.done:
-			fmt.Fprintf(&out, "%s: %s\n", r.label, r.answer)
-		case r.fresh:
-			fmt.Fprintf(&out, "%s: waiting\n", r.label)
-		}
-		r.fresh = false
-	}
-	s.waiting = slices.DeleteFunc(s.waiting, func(r *asyncReq) bool { return r.done })
-	s.mu.Unlock()
+	s.reqs.Report(&out)
 	if out.Len() == 0 {
 		return "ok"
 	}
@@ -195,36 +52,25 @@ func (s *script) run(line string) string {
 // submit posts an operation to the shard of a group; its answer prints when
 // it arrives, or "waiting" if it has not by the end of the command.
 func (s *script) submit(label, groupID string, op func(m *machine, done func(string))) {
-	r := &asyncReq{label: label, fresh: true}
-	s.mu.Lock()
-	s.waiting = append(s.waiting, r)
-	s.mu.Unlock()
-	sh := s.h.c.shardFor(groupID)
-	sh.post(context.Background(), func() {
-		op(sh.m, func(answer string) {
-			s.mu.Lock()
-			defer s.mu.Unlock()
-			if !r.done {
-				r.done, r.answer = true, answer
-			}
-		})
-	})
+	answer := s.reqs.Add(label)
+	sh := s.h.c.rt.ShardFor(groupID)
+	sh.Post(context.Background(), func() { op(sh.Machine, answer) })
 }
 
 func (s *script) exec(a args, out *strings.Builder) {
 	ctx := context.Background()
 	h := s.h
-	switch a.name {
+	switch a.Name {
 	case "config":
 		// Restart on a fresh store with changed settings.
 		cfg := testConfig()
-		cfg.GroupMaxSize = int32(a.int("max-size", int64(cfg.GroupMaxSize)))
-		cfg.GroupInitialRebalanceDelayMs = int32(a.int("initial-delay", int64(cfg.GroupInitialRebalanceDelayMs)))
-		cfg.GroupMinSessionTimeoutMs = int32(a.int("min-session", int64(cfg.GroupMinSessionTimeoutMs)))
-		cfg.GroupMaxSessionTimeoutMs = int32(a.int("max-session", int64(cfg.GroupMaxSessionTimeoutMs)))
-		cfg.OffsetsRetentionMs = a.int("retention", cfg.OffsetsRetentionMs)
-		cfg.OffsetMetadataMaxBytes = int32(a.int("metadata-max", int64(cfg.OffsetMetadataMaxBytes)))
-		cfg.ConsumerGroupMigrationPolicy = a.str("migration", cfg.ConsumerGroupMigrationPolicy)
+		cfg.GroupMaxSize = int32(a.Int("max-size", int64(cfg.GroupMaxSize)))
+		cfg.GroupInitialRebalanceDelayMs = int32(a.Int("initial-delay", int64(cfg.GroupInitialRebalanceDelayMs)))
+		cfg.GroupMinSessionTimeoutMs = int32(a.Int("min-session", int64(cfg.GroupMinSessionTimeoutMs)))
+		cfg.GroupMaxSessionTimeoutMs = int32(a.Int("max-session", int64(cfg.GroupMaxSessionTimeoutMs)))
+		cfg.OffsetsRetentionMs = a.Int("retention", cfg.OffsetsRetentionMs)
+		cfg.OffsetMetadataMaxBytes = int32(a.Int("metadata-max", int64(cfg.OffsetMetadataMaxBytes)))
+		cfg.ConsumerGroupMigrationPolicy = a.Str("migration", cfg.ConsumerGroupMigrationPolicy)
 		s.h.c.Close()
 		s.h = newHarness(s.t, cfg)
 	case "join":
@@ -233,12 +79,12 @@ func (s *script) exec(a args, out *strings.Builder) {
 		s.sync(a)
 	case "heartbeat":
 		req := kmsg.NewPtrHeartbeatRequest()
-		req.Version = int16(a.int("v", 4))
-		req.Group = a.str("g", "g1")
-		req.MemberID = a.str("member", "")
-		req.Generation = int32(a.int("gen", 1))
-		req.InstanceID = a.optStr("instance")
-		fmt.Fprintf(out, "%s\n", errName(h.c.Heartbeat(ctx, req)().ErrorCode))
+		req.Version = int16(a.Int("v", 4))
+		req.Group = a.Str("g", "g1")
+		req.MemberID = a.Str("member", "")
+		req.Generation = int32(a.Int("gen", 1))
+		req.InstanceID = a.OptStr("instance")
+		fmt.Fprintf(out, "%s\n", coordtest.ErrName(h.c.Heartbeat(ctx, req)().ErrorCode))
 	case "leave":
 		s.leave(a)
 	case "commit":
@@ -249,16 +95,16 @@ func (s *script) exec(a args, out *strings.Builder) {
 		s.offsetDelete(a)
 	case "list":
 		req := kmsg.NewPtrListGroupsRequest()
-		req.Version = int16(a.int("v", 5))
-		if v := a.str("states", ""); v != "" {
+		req.Version = int16(a.Int("v", 5))
+		if v := a.Str("states", ""); v != "" {
 			req.StatesFilter = strings.Split(v, ",")
 		}
-		if v := a.str("types", ""); v != "" {
+		if v := a.Str("types", ""); v != "" {
 			req.TypesFilter = strings.Split(v, ",")
 		}
 		resp := h.c.ListGroups(ctx, req)()
 		if resp.ErrorCode != 0 {
-			fmt.Fprintf(out, "%s\n", errName(resp.ErrorCode))
+			fmt.Fprintf(out, "%s\n", coordtest.ErrName(resp.ErrorCode))
 		}
 		for _, g := range resp.Groups {
 			fmt.Fprintf(out, "%s type=%q state=%s kind=%s\n", g.Group, g.ProtocolType, g.GroupState, g.GroupType)
@@ -271,63 +117,36 @@ func (s *script) exec(a args, out *strings.Builder) {
 	case "delete":
 		s.deleteGroups(a)
 	case "advance":
-		d, err := time.ParseDuration(a.pos[0])
-		if err != nil {
-			s.t.Fatalf("%s: %v", a.line, err)
-		}
-		h.advance(d)
+		h.advance(a.Duration(0))
 	case "store":
-		switch {
-		case slices.Contains(a.pos, "hold"):
-			h.store.setHold(true)
-		case slices.Contains(a.pos, "release"):
-			h.store.setHold(false)
-		case slices.Contains(a.pos, "ok"):
-			h.store.setFail(nil)
-		case a.kv["fail"] != "":
-			h.store.setFail(errByName(s.t, a.kv["fail"]))
-		}
+		coordtest.StoreCommand(a, h.store.MemStore, func(name string) error { return errByName(s.t, name) })
 	case "records":
 		out.WriteString(s.records(a))
 	case "restart":
 		h.restart()
 	case "unload":
-		h.c.Unload(int32(a.int("p", 0)))
+		h.c.Unload(int32(a.Int("p", 0)))
 	case "load":
-		p := int32(a.int("p", 0))
-		if err := h.c.Load(ctx, p, seqOf(h.store.records(p))); err != nil {
+		p := int32(a.Int("p", 0))
+		if err := h.c.Load(ctx, p, coordtest.SeqOf(h.store.Records(p))); err != nil {
 			fmt.Fprintf(out, "error: %v\n", err)
 		}
 	case "corrupt":
 		// A record whose key claims an offset commit but is cut short.
-		p := int32(a.int("p", 0))
-		h.store.mu.Lock()
-		h.store.parts[p] = append(h.store.parts[p], Record{Key: []byte{0, 1, 0, 5, 'g'}, Value: []byte{0, 3}})
-		h.store.mu.Unlock()
+		p := int32(a.Int("p", 0))
+		h.store.Inject(p, Record{Key: []byte{0, 1, 0, 5, 'g'}, Value: []byte{0, 3}})
 	case "state":
-		out.WriteString(s.state(a.str("g", "g1")))
+		out.WriteString(s.state(a.Str("g", "g1")))
 	default:
 		if !s.execConsumer(a, out) && !s.execTxn(a, out) {
-			s.t.Fatalf("unknown command %q", a.name)
+			s.t.Fatalf("unknown command %q", a.Name)
 		}
 	}
-}
-
-func errName(code int16) string {
-	if code == 0 {
-		return "NONE"
-	}
-	if ke, ok := kerr.ErrorForCode(code).(*kerr.Error); ok && (ke.Code == code) {
-		return ke.Message
-	}
-	return fmt.Sprint(code)
 }
 
 func errByName(t *testing.T, name string) error {
-	for code := int16(-1); code < 200; code++ {
-		if e, ok := kerr.ErrorForCode(code).(*kerr.Error); ok && e.Code == code && e.Message == name {
-			return fmt.Errorf("append failed: %w", e)
-		}
+	if e := coordtest.KafkaError(name); e != nil {
+		return fmt.Errorf("append failed: %w", e)
 	}
 	if name == "plain" {
 		return fmt.Errorf("disk on fire")
@@ -363,18 +182,18 @@ func showMetadata(b []byte) string {
 
 func (s *script) join(a args) {
 	req := kmsg.NewPtrJoinGroupRequest()
-	req.Version = int16(a.int("v", 9))
-	req.Group = a.str("g", "g1")
-	req.MemberID = a.str("member", "")
-	req.InstanceID = a.optStr("instance")
-	req.SessionTimeoutMillis = int32(a.int("session", 10000))
-	req.RebalanceTimeoutMillis = int32(a.int("rebalance", 30000))
-	req.ProtocolType = a.str("type", "consumer")
+	req.Version = int16(a.Int("v", 9))
+	req.Group = a.Str("g", "g1")
+	req.MemberID = a.Str("member", "")
+	req.InstanceID = a.OptStr("instance")
+	req.SessionTimeoutMillis = int32(a.Int("session", 10000))
+	req.RebalanceTimeoutMillis = int32(a.Int("rebalance", 30000))
+	req.ProtocolType = a.Str("type", "consumer")
 	var topics []string
-	if v := a.str("topics", ""); v != "" {
+	if v := a.Str("topics", ""); v != "" {
 		topics = strings.Split(v, ",")
 	}
-	for _, p := range strings.Split(a.str("protocols", "range"), ",") {
+	for _, p := range strings.Split(a.Str("protocols", "range"), ",") {
 		name, md, _ := strings.Cut(p, ":")
 		jp := kmsg.NewJoinGroupRequestProtocol()
 		jp.Name = name
@@ -384,10 +203,10 @@ func (s *script) join(a args) {
 		}
 		req.Protocols = append(req.Protocols, jp)
 	}
-	ci := ClientInfo{ClientID: a.str("client", "c"), ClientHost: "/10.0.0.1"}
-	label := a.str("as", "join "+req.MemberID)
+	ci := ClientInfo{ClientID: a.Str("client", "c"), ClientHost: "/10.0.0.1"}
+	label := a.Str("as", "join "+req.MemberID)
 	if req.MemberID == "" {
-		label = a.str("as", "join "+ci.ClientID)
+		label = a.Str("as", "join "+ci.ClientID)
 	}
 	s.submit(label, req.Group, func(m *machine, done func(string)) {
 		m.joinGroup(ci, req, func(r *kmsg.JoinGroupResponse) { done(fmtJoin(r)) })
@@ -396,7 +215,7 @@ func (s *script) join(a args) {
 
 func fmtJoin(r *kmsg.JoinGroupResponse) string {
 	if r.ErrorCode != 0 {
-		return fmt.Sprintf("%s member=%q", errName(r.ErrorCode), r.MemberID)
+		return fmt.Sprintf("%s member=%q", coordtest.ErrName(r.ErrorCode), r.MemberID)
 	}
 	var b strings.Builder
 	proto := "<nil>"
@@ -426,14 +245,14 @@ func fmtJoin(r *kmsg.JoinGroupResponse) string {
 
 func (s *script) sync(a args) {
 	req := kmsg.NewPtrSyncGroupRequest()
-	req.Version = int16(a.int("v", 5))
-	req.Group = a.str("g", "g1")
-	req.MemberID = a.str("member", "")
-	req.Generation = int32(a.int("gen", 1))
-	req.InstanceID = a.optStr("instance")
-	req.ProtocolType = a.optStr("ptype")
-	req.Protocol = a.optStr("pname")
-	if v := a.str("assign", ""); v != "" {
+	req.Version = int16(a.Int("v", 5))
+	req.Group = a.Str("g", "g1")
+	req.MemberID = a.Str("member", "")
+	req.Generation = int32(a.Int("gen", 1))
+	req.InstanceID = a.OptStr("instance")
+	req.ProtocolType = a.OptStr("ptype")
+	req.Protocol = a.OptStr("pname")
+	if v := a.Str("assign", ""); v != "" {
 		for _, kv := range strings.Split(v, ",") {
 			id, as, _ := strings.Cut(kv, ":")
 			ga := kmsg.NewSyncGroupRequestGroupAssignment()
@@ -444,7 +263,7 @@ func (s *script) sync(a args) {
 	}
 	// cassign=member:t1.0.1|t2.0,member2:... gives ConsumerProtocol
 	// assignments: topic t1 partitions 0 and 1, topic t2 partition 0.
-	if v := a.str("cassign", ""); v != "" {
+	if v := a.Str("cassign", ""); v != "" {
 		for _, kv := range strings.Split(v, ",") {
 			id, as, _ := strings.Cut(kv, ":")
 			ca := kmsg.NewConsumerMemberAssignment()
@@ -468,11 +287,11 @@ func (s *script) sync(a args) {
 			req.GroupAssignment = append(req.GroupAssignment, ga)
 		}
 	}
-	label := a.str("as", "sync "+req.MemberID)
+	label := a.Str("as", "sync "+req.MemberID)
 	s.submit(label, req.Group, func(m *machine, done func(string)) {
 		m.syncGroup(req, func(r *kmsg.SyncGroupResponse) {
 			if r.ErrorCode != 0 {
-				done(errName(r.ErrorCode))
+				done(coordtest.ErrName(r.ErrorCode))
 				return
 			}
 			proto := "<nil>"
@@ -488,9 +307,9 @@ func (s *script) sync(a args) {
 // "@instance"; v<3 sends the single member id.
 func (s *script) leave(a args) {
 	req := kmsg.NewPtrLeaveGroupRequest()
-	req.Version = int16(a.int("v", 5))
-	req.Group = a.str("g", "g1")
-	for _, p := range a.pos {
+	req.Version = int16(a.Int("v", 5))
+	req.Group = a.Str("g", "g1")
+	for _, p := range a.Pos {
 		id, inst, hasInst := strings.Cut(p, "@")
 		if req.Version < 3 {
 			req.MemberID = id
@@ -503,17 +322,17 @@ func (s *script) leave(a args) {
 		}
 		req.Members = append(req.Members, m)
 	}
-	s.submit(a.str("as", "leave"), req.Group, func(m *machine, done func(string)) {
+	s.submit(a.Str("as", "leave"), req.Group, func(m *machine, done func(string)) {
 		m.leaveGroup(req, func(r *kmsg.LeaveGroupResponse) {
 			finishLeave(req, r)
 			var b strings.Builder
-			b.WriteString(errName(r.ErrorCode))
+			b.WriteString(coordtest.ErrName(r.ErrorCode))
 			for _, mr := range r.Members {
 				inst := ""
 				if mr.InstanceID != nil {
 					inst = "@" + *mr.InstanceID
 				}
-				fmt.Fprintf(&b, " %s%s=%s", mr.MemberID, inst, errName(mr.ErrorCode))
+				fmt.Fprintf(&b, " %s%s=%s", mr.MemberID, inst, coordtest.ErrName(mr.ErrorCode))
 			}
 			done(b.String())
 		})
@@ -539,18 +358,18 @@ func parseTPs(s string) []fetchTopic {
 // commit takes offsets as positional args "topic/partition=offset".
 func (s *script) commit(a args) {
 	req := kmsg.NewPtrOffsetCommitRequest()
-	req.Version = int16(a.int("v", 9))
-	req.Group = a.str("g", "g1")
-	req.MemberID = a.str("member", "")
-	req.Generation = int32(a.int("gen", -1))
-	req.InstanceID = a.optStr("instance")
-	req.RetentionTimeMillis = a.int("retention", -1)
-	md := a.optStr("meta")
-	if n := a.int("metasize", -1); n >= 0 {
+	req.Version = int16(a.Int("v", 9))
+	req.Group = a.Str("g", "g1")
+	req.MemberID = a.Str("member", "")
+	req.Generation = int32(a.Int("gen", -1))
+	req.InstanceID = a.OptStr("instance")
+	req.RetentionTimeMillis = a.Int("retention", -1)
+	md := a.OptStr("meta")
+	if n := a.Int("metasize", -1); n >= 0 {
 		big := strings.Repeat("x", int(n))
 		md = &big
 	}
-	for _, pos := range a.pos {
+	for _, pos := range a.Pos {
 		tpStr, off, _ := strings.Cut(pos, "=")
 		topic, p, _ := strings.Cut(tpStr, "/")
 		pn, _ := strconv.Atoi(p)
@@ -565,16 +384,16 @@ func (s *script) commit(a args) {
 		rp := kmsg.NewOffsetCommitRequestTopicPartition()
 		rp.Partition = int32(pn)
 		rp.Offset = o
-		rp.LeaderEpoch = int32(a.int("epoch", -1))
+		rp.LeaderEpoch = int32(a.Int("epoch", -1))
 		rp.Metadata = md
 		req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)
 	}
-	s.submit(a.str("as", "commit"), req.Group, func(m *machine, done func(string)) {
+	s.submit(a.Str("as", "commit"), req.Group, func(m *machine, done func(string)) {
 		m.offsetCommit(req, func(r *kmsg.OffsetCommitResponse) {
 			var parts []string
 			for _, t := range r.Topics {
 				for _, p := range t.Partitions {
-					parts = append(parts, fmt.Sprintf("%s/%d=%s", t.Topic, p.Partition, errName(p.ErrorCode)))
+					parts = append(parts, fmt.Sprintf("%s/%d=%s", t.Topic, p.Partition, coordtest.ErrName(p.ErrorCode)))
 				}
 			}
 			done(strings.Join(parts, " "))
@@ -586,19 +405,19 @@ func (s *script) commit(a args) {
 // takes positional "group:t1/0,t1/1" or "group:*" per group.
 func (s *script) fetch(a args) string {
 	req := kmsg.NewPtrOffsetFetchRequest()
-	req.Version = int16(a.int("v", 7))
-	req.RequireStable = a.str("stable", "") == "true"
+	req.Version = int16(a.Int("v", 7))
+	req.RequireStable = a.Str("stable", "") == "true"
 	var b strings.Builder
 	writeParts := func(indent string, topic string, p kmsg.OffsetFetchResponseGroupTopicPartition) {
 		md := "<nil>"
 		if p.Metadata != nil {
 			md = showMeta(*p.Metadata)
 		}
-		fmt.Fprintf(&b, "%s%s/%d offset=%d epoch=%d meta=%s err=%s\n", indent, topic, p.Partition, p.Offset, p.LeaderEpoch, md, errName(p.ErrorCode))
+		fmt.Fprintf(&b, "%s%s/%d offset=%d epoch=%d meta=%s err=%s\n", indent, topic, p.Partition, p.Offset, p.LeaderEpoch, md, coordtest.ErrName(p.ErrorCode))
 	}
 	if req.Version < 8 {
-		req.Group = a.str("g", "g1")
-		if v := a.str("topics", ""); v != "" {
+		req.Group = a.Str("g", "g1")
+		if v := a.Str("topics", ""); v != "" {
 			for _, t := range parseTPs(v) {
 				rt := kmsg.NewOffsetFetchRequestTopic()
 				rt.Topic, rt.Partitions = t.topic, t.partitions
@@ -608,7 +427,7 @@ func (s *script) fetch(a args) string {
 			req.Topics = []kmsg.OffsetFetchRequestTopic{}
 		}
 		resp := s.h.c.OffsetFetch(context.Background(), req)()
-		fmt.Fprintf(&b, "err=%s\n", errName(resp.ErrorCode))
+		fmt.Fprintf(&b, "err=%s\n", coordtest.ErrName(resp.ErrorCode))
 		for _, t := range resp.Topics {
 			for _, p := range t.Partitions {
 				writeParts("", t.Topic, kmsg.OffsetFetchResponseGroupTopicPartition{
@@ -618,7 +437,7 @@ func (s *script) fetch(a args) string {
 		}
 		return b.String()
 	}
-	for _, pos := range a.pos {
+	for _, pos := range a.Pos {
 		g, spec, _ := strings.Cut(pos, ":")
 		rg := kmsg.NewOffsetFetchRequestGroup()
 		rg.Group = g
@@ -633,7 +452,7 @@ func (s *script) fetch(a args) string {
 	}
 	resp := s.h.c.OffsetFetch(context.Background(), req)()
 	for _, g := range resp.Groups {
-		fmt.Fprintf(&b, "%s: err=%s\n", g.Group, errName(g.ErrorCode))
+		fmt.Fprintf(&b, "%s: err=%s\n", g.Group, coordtest.ErrName(g.ErrorCode))
 		for _, t := range g.Topics {
 			for _, p := range t.Partitions {
 				writeParts("  ", t.Topic, p)
@@ -646,8 +465,8 @@ func (s *script) fetch(a args) string {
 // offsetDelete takes positional "topic/partition" args.
 func (s *script) offsetDelete(a args) {
 	req := kmsg.NewPtrOffsetDeleteRequest()
-	req.Group = a.str("g", "g1")
-	for _, t := range parseTPs(strings.Join(a.pos, ",")) {
+	req.Group = a.Str("g", "g1")
+	for _, t := range parseTPs(strings.Join(a.Pos, ",")) {
 		rt := kmsg.NewOffsetDeleteRequestTopic()
 		rt.Topic = t.topic
 		for _, p := range t.partitions {
@@ -655,13 +474,13 @@ func (s *script) offsetDelete(a args) {
 		}
 		req.Topics = append(req.Topics, rt)
 	}
-	s.submit(a.str("as", "offset-delete"), req.Group, func(m *machine, done func(string)) {
+	s.submit(a.Str("as", "offset-delete"), req.Group, func(m *machine, done func(string)) {
 		m.offsetDelete(req, func(r *kmsg.OffsetDeleteResponse) {
 			var b strings.Builder
-			b.WriteString(errName(r.ErrorCode))
+			b.WriteString(coordtest.ErrName(r.ErrorCode))
 			for _, t := range r.Topics {
 				for _, p := range t.Partitions {
-					fmt.Fprintf(&b, " %s/%d=%s", t.Topic, p.Partition, errName(p.ErrorCode))
+					fmt.Fprintf(&b, " %s/%d=%s", t.Topic, p.Partition, coordtest.ErrName(p.ErrorCode))
 				}
 			}
 			done(b.String())
@@ -671,13 +490,13 @@ func (s *script) offsetDelete(a args) {
 
 func (s *script) describe(a args) string {
 	req := kmsg.NewPtrDescribeGroupsRequest()
-	req.Version = int16(a.int("v", 5))
-	req.Groups = a.pos
-	req.IncludeAuthorizedOperations = a.str("ops", "") == "true"
+	req.Version = int16(a.Int("v", 5))
+	req.Groups = a.Pos
+	req.IncludeAuthorizedOperations = a.Str("ops", "") == "true"
 	resp := s.h.c.DescribeGroups(context.Background(), req)()
 	var b strings.Builder
 	for _, g := range resp.Groups {
-		fmt.Fprintf(&b, "%s: err=%s state=%s type=%q protocol=%q", g.Group, errName(g.ErrorCode), g.State, g.ProtocolType, g.Protocol)
+		fmt.Fprintf(&b, "%s: err=%s state=%s type=%q protocol=%q", g.Group, coordtest.ErrName(g.ErrorCode), g.State, g.ProtocolType, g.Protocol)
 		if g.AuthorizedOperations != -2147483648 {
 			fmt.Fprintf(&b, " ops=%d", g.AuthorizedOperations)
 		}
@@ -699,29 +518,27 @@ func (s *script) describe(a args) string {
 // deleteGroups posts each shard's share of the groups directly and prints
 // one answer, in request order, once every shard answered.
 func (s *script) deleteGroups(a args) {
-	ids := a.pos
+	ids := a.Pos
 	byShard := make(map[*shard][]int)
 	for i, id := range ids {
-		sh := s.h.c.shardFor(id)
+		sh := s.h.c.rt.ShardFor(id)
 		byShard[sh] = append(byShard[sh], i)
 	}
-	r := &asyncReq{label: a.str("as", "delete"), fresh: true}
-	s.mu.Lock()
-	s.waiting = append(s.waiting, r)
-	s.mu.Unlock()
+	answer := s.reqs.Add(a.Str("as", "delete"))
+	var mu sync.Mutex // the shards answer on their own goroutines
 	results := make([]string, len(ids))
 	left := len(byShard)
 	for sh, idx := range byShard {
-		sh.post(context.Background(), func() {
-			sh.m.deleteGroups(pick(ids, idx), func(rs []kmsg.DeleteGroupsResponseGroup) {
-				s.mu.Lock()
-				defer s.mu.Unlock()
+		sh.Post(context.Background(), func() {
+			sh.Machine.deleteGroups(pick(ids, idx), func(rs []kmsg.DeleteGroupsResponseGroup) {
+				mu.Lock()
+				defer mu.Unlock()
 				for i, res := range rs {
-					results[idx[i]] = res.Group + "=" + errName(res.ErrorCode)
+					results[idx[i]] = res.Group + "=" + coordtest.ErrName(res.ErrorCode)
 				}
 				left--
 				if left == 0 {
-					r.done, r.answer = true, strings.Join(results, " ")
+					answer(strings.Join(results, " "))
 				}
 			})
 		})
@@ -732,10 +549,10 @@ func (s *script) deleteGroups(a args) {
 func (s *script) records(a args) string {
 	var b strings.Builder
 	for p := range s.h.cfg.OffsetsTopicPartitions {
-		if v, ok := a.kv["p"]; ok && v != strconv.Itoa(int(p)) {
+		if v, ok := a.KV["p"]; ok && v != strconv.Itoa(int(p)) {
 			continue
 		}
-		for _, r := range s.h.store.records(p) {
+		for _, r := range s.h.store.Records(p) {
 			fmt.Fprintf(&b, "p%d %s\n", p, describeRecord(r))
 		}
 	}
@@ -752,7 +569,7 @@ func describeRecord(r Record) string {
 	if r.Transactional {
 		return fmt.Sprintf("txn(pid=%d epoch=%d) %s", r.ProducerID, r.ProducerEpoch, describeRecord(Record{Key: r.Key, Value: r.Value}))
 	}
-	v, _ := keyVersion(r.Key)
+	v, _ := coord.KeyVersion(r.Key)
 	switch v {
 	case offsetCommitKeyV0, offsetCommitKeyVersion:
 		var k kmsg.OffsetCommitKey
@@ -810,10 +627,10 @@ func describeRecord(r Record) string {
 
 // state prints a group's internal state.
 func (s *script) state(id string) string {
-	sh := s.h.c.shardFor(id)
+	sh := s.h.c.rt.ShardFor(id)
 	ch := make(chan string, 1)
-	sh.post(context.Background(), func() {
-		p := sh.m.partitions[PartitionFor(id, s.h.cfg.OffsetsTopicPartitions)]
+	sh.Post(context.Background(), func() {
+		p := sh.Machine.partitions[PartitionFor(id, s.h.cfg.OffsetsTopicPartitions)]
 		if p == nil {
 			ch <- "partition not loaded"
 			return

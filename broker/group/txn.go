@@ -7,6 +7,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/gregorbroker/gregor/broker/coord"
 )
 
 // This file is transactional offset commits: TxnOffsetCommit and the
@@ -65,10 +67,10 @@ type TxnStore interface {
 // answer comes once they are durable. As for OffsetCommit, the broker
 // answers UNKNOWN_TOPIC_OR_PARTITION for partitions that do not exist.
 func (c *Coordinator) TxnOffsetCommit(ctx context.Context, req *kmsg.TxnOffsetCommitRequest) Pending[*kmsg.TxnOffsetCommitResponse] {
-	p := submit(c, ctx, c.shardFor(req.Group), func(m *machine, reply func(*kmsg.TxnOffsetCommitResponse)) {
+	p := coord.Submit(c.rt, ctx, c.rt.ShardFor(req.Group), func(m *machine, reply func(*kmsg.TxnOffsetCommitResponse)) {
 		m.txnOffsetCommit(req, reply)
 	}, func(code int16) *kmsg.TxnOffsetCommitResponse { return txnCommitResponse(req, code) })
-	return then(p, func(r *kmsg.TxnOffsetCommitResponse) *kmsg.TxnOffsetCommitResponse {
+	return coord.Then(p, func(r *kmsg.TxnOffsetCommitResponse) *kmsg.TxnOffsetCommitResponse {
 		r.Version = req.Version
 		if req.Version < 2 {
 			// Clients before 2.0 may crash on COORDINATOR_LOAD_IN_PROGRESS
@@ -99,7 +101,7 @@ func (c *Coordinator) CompleteTransaction(ctx context.Context, partition int32, 
 	if partition < 0 || partition >= c.cfg.OffsetsTopicPartitions {
 		return fmt.Errorf("complete transaction of producer %d on __consumer_offsets-%d: %w", marker.ProducerID, partition, kerr.UnknownTopicOrPartition)
 	}
-	return call(c, ctx, c.shardOf(partition), func(m *machine, reply func(error)) {
+	return coord.Call(c.rt, ctx, c.rt.ShardOf(partition), func(m *machine, reply func(error)) {
 		m.completeTransaction(partition, marker, reply)
 	}, func(code int16) error {
 		return fmt.Errorf("complete transaction of producer %d on __consumer_offsets-%d: %w", marker.ProducerID, partition, markerError(code))

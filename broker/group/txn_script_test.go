@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/gregorbroker/gregor/broker/coord/coordtest"
 )
 
 // execTxn runs the transaction commands of the scripts:
@@ -18,45 +20,39 @@ import (
 // txn-commit is a TxnOffsetCommit; end-txn is the marker the broker hands
 // to CompleteTransaction for the group's partition.
 func (s *script) execTxn(a args, out *strings.Builder) bool {
-	switch a.name {
+	switch a.Name {
 	case "txn-commit":
 		s.txnCommit(a)
 	case "end-txn":
-		group := a.str("g", "g1")
+		group := a.Str("g", "g1")
 		partition := PartitionFor(group, s.h.cfg.OffsetsTopicPartitions)
 		marker := TxnMarker{
-			ProducerID:    a.int("pid", 1),
-			ProducerEpoch: int16(a.int("epoch", 0)),
-			Commit:        a.str("commit", "true") == "true",
+			ProducerID:    a.Int("pid", 1),
+			ProducerEpoch: int16(a.Int("epoch", 0)),
+			Commit:        a.Str("commit", "true") == "true",
 		}
-		r := &asyncReq{label: a.str("as", "end-txn"), fresh: true}
-		s.mu.Lock()
-		s.waiting = append(s.waiting, r)
-		s.mu.Unlock()
-		sh := s.h.c.shardOf(partition)
-		sh.post(context.Background(), func() {
-			sh.m.completeTransaction(partition, marker, func(err error) {
-				s.mu.Lock()
-				defer s.mu.Unlock()
-				r.done, r.answer = true, "ok"
+		answer := s.reqs.Add(a.Str("as", "end-txn"))
+		sh := s.h.c.rt.ShardOf(partition)
+		sh.Post(context.Background(), func() {
+			sh.Machine.completeTransaction(partition, marker, func(err error) {
 				if err != nil {
-					r.answer = "error: " + err.Error()
+					answer("error: " + err.Error())
+					return
 				}
+				answer("ok")
 			})
 		})
 	case "load-control":
 		// Append a raw control record to a partition, as another writer
 		// might have left it.
-		p := int32(a.int("p", 0))
-		key := (&kmsg.ControlRecordKey{Version: 0, Type: kmsg.ControlRecordKeyType(a.int("type", 0))}).AppendTo(nil)
-		if slices.Contains(a.pos, "bad") {
+		p := int32(a.Int("p", 0))
+		key := (&kmsg.ControlRecordKey{Version: 0, Type: kmsg.ControlRecordKeyType(a.Int("type", 0))}).AppendTo(nil)
+		if slices.Contains(a.Pos, "bad") {
 			key = key[:1]
 		}
-		s.h.store.mu.Lock()
-		s.h.store.parts[p] = append(s.h.store.parts[p], Record{Key: key, Control: true, Transactional: true, ProducerID: 9})
-		s.h.store.mu.Unlock()
+		s.h.store.Inject(p, Record{Key: key, Control: true, Transactional: true, ProducerID: 9})
 	case "pending":
-		out.WriteString(s.pending(a.str("g", "g1")))
+		out.WriteString(s.pending(a.Str("g", "g1")))
 	default:
 		return false
 	}
@@ -65,22 +61,22 @@ func (s *script) execTxn(a args, out *strings.Builder) bool {
 
 func (s *script) txnCommit(a args) {
 	req := kmsg.NewPtrTxnOffsetCommitRequest()
-	req.Version = int16(a.int("v", 4))
-	req.TransactionalID = a.str("txn", "tx")
-	req.Group = a.str("g", "g1")
-	req.ProducerID = a.int("pid", 1)
-	req.ProducerEpoch = int16(a.int("epoch", 0))
+	req.Version = int16(a.Int("v", 4))
+	req.TransactionalID = a.Str("txn", "tx")
+	req.Group = a.Str("g", "g1")
+	req.ProducerID = a.Int("pid", 1)
+	req.ProducerEpoch = int16(a.Int("epoch", 0))
 	if req.Version >= 3 {
-		req.MemberID = a.str("member", "")
-		req.Generation = int32(a.int("gen", -1))
-		req.InstanceID = a.optStr("instance")
+		req.MemberID = a.Str("member", "")
+		req.Generation = int32(a.Int("gen", -1))
+		req.InstanceID = a.OptStr("instance")
 	}
-	md := a.optStr("meta")
-	if n := a.int("metasize", -1); n >= 0 {
+	md := a.OptStr("meta")
+	if n := a.Int("metasize", -1); n >= 0 {
 		big := strings.Repeat("x", int(n))
 		md = &big
 	}
-	for _, pos := range a.pos {
+	for _, pos := range a.Pos {
 		tpStr, off, _ := strings.Cut(pos, "=")
 		topic, p, _ := strings.Cut(tpStr, "/")
 		pn, _ := strconv.Atoi(p)
@@ -96,12 +92,12 @@ func (s *script) txnCommit(a args) {
 		rp.Partition = int32(pn)
 		rp.Offset = o
 		if req.Version >= 2 {
-			rp.LeaderEpoch = int32(a.int("lepoch", -1))
+			rp.LeaderEpoch = int32(a.Int("lepoch", -1))
 		}
 		rp.Metadata = md
 		req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)
 	}
-	s.submit(a.str("as", "txn-commit"), req.Group, func(m *machine, done func(string)) {
+	s.submit(a.Str("as", "txn-commit"), req.Group, func(m *machine, done func(string)) {
 		m.txnOffsetCommit(req, func(r *kmsg.TxnOffsetCommitResponse) { done(fmtTxnCommit(r)) })
 	})
 }
@@ -110,7 +106,7 @@ func fmtTxnCommit(r *kmsg.TxnOffsetCommitResponse) string {
 	var parts []string
 	for _, t := range r.Topics {
 		for _, p := range t.Partitions {
-			parts = append(parts, fmt.Sprintf("%s/%d=%s", t.Topic, p.Partition, errName(p.ErrorCode)))
+			parts = append(parts, fmt.Sprintf("%s/%d=%s", t.Topic, p.Partition, coordtest.ErrName(p.ErrorCode)))
 		}
 	}
 	return strings.Join(parts, " ")
@@ -120,10 +116,10 @@ func fmtTxnCommit(r *kmsg.TxnOffsetCommitResponse) string {
 // producer, and whether a transaction is open for it.
 func (s *script) pending(group string) string {
 	partition := PartitionFor(group, s.h.cfg.OffsetsTopicPartitions)
-	sh := s.h.c.shardOf(partition)
+	sh := s.h.c.rt.ShardOf(partition)
 	ch := make(chan string, 1)
-	sh.post(context.Background(), func() {
-		p := sh.m.partitions[partition]
+	sh.Post(context.Background(), func() {
+		p := sh.Machine.partitions[partition]
 		if p == nil {
 			ch <- "partition not loaded\n"
 			return

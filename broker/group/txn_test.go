@@ -12,6 +12,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/gregorbroker/gregor/broker/coord/coordtest"
 )
 
 func txnCommitRequest(version int16, group string, pid int64, offsets map[tp]int64) *kmsg.TxnOffsetCommitRequest {
@@ -58,7 +60,7 @@ func txnCodes(r *kmsg.TxnOffsetCommitResponse) []int16 {
 // marker for a loading partition answers NOT_LEADER_OR_FOLLOWER so that the
 // transaction coordinator retries.
 func TestTxnOffsetCommitWhileLoading(t *testing.T) {
-	c, err := New(testConfig(), newMemStore(), newFakeClock())
+	c, err := New(testConfig(), newMemStore(), coordtest.NewFakeClock())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,14 +113,14 @@ func TestTxnOffsetCommitWhileLoading(t *testing.T) {
 // serving plain commits.
 func TestTxnOffsetCommitPlainStore(t *testing.T) {
 	cfg := testConfig()
-	c, err := New(cfg, &nopPlainStore{}, newFakeClock())
+	c, err := New(cfg, &nopPlainStore{}, coordtest.NewFakeClock())
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
 	ctx := context.Background()
 	for p := range cfg.OffsetsTopicPartitions {
-		if err := c.Load(ctx, p, seqOf(nil)); err != nil {
+		if err := c.Load(ctx, p, coordtest.SeqOf(nil)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -259,13 +261,13 @@ func TestTxnReplayMatchesLive(t *testing.T) {
 				}
 				h.quiesce()
 				live := make(chan txnSnapshot, 1)
-				sh := h.c.shardOf(partition)
-				sh.post(ctx, func() {
-					p := sh.m.partitions[partition]
+				sh := h.c.rt.ShardOf(partition)
+				sh.Post(ctx, func() {
+					p := sh.Machine.partitions[partition]
 					live <- snapshotOf(p.groups, p.consumers, p.txns)
 				})
 				got := <-live
-				lp, err := replay(partition, seqOf(h.store.records(partition)), h.clock.Now().UnixMilli(), h.cfg.Logger)
+				lp, err := replay(partition, coordtest.SeqOf(h.store.Records(partition)), h.clock.Now().UnixMilli(), h.cfg.Logger)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -310,7 +312,7 @@ func TestTxnOffsetsReplay(t *testing.T) {
 		{"second txn of producer", []Record{txn(5, 2), marker(5, true), txn(5, 9)}, 2, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			lp, err := replay(0, seqOf(tc.recs), 0, testConfig().Logger)
+			lp, err := replay(0, coordtest.SeqOf(tc.recs), 0, testConfig().Logger)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -186,7 +186,7 @@ func (m *machine) writeTombstones(p *partitionState, txns []*txnMeta) {
 		return
 	}
 	coordEpoch := p.coordinatorEpoch
-	m.fx.append(p.id, recs, func(err error) {
+	m.fx.Append(p.id, recs, func(err error) {
 		for _, d := range batch {
 			t := d.t
 			if m.currentCode(t, coordEpoch) != 0 {

@@ -8,6 +8,8 @@ import (
 	"sync"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/gregorbroker/gregor/broker/coord"
 )
 
 // InitProducerID handles InitProducerId v0-v5. With a transactional id it
@@ -17,7 +19,7 @@ import (
 // a fresh producer id at epoch 0, as Kafka's coordinator does for
 // idempotent producers. PRODUCER_FENCED is INVALID_PRODUCER_EPOCH before v4.
 func (c *Coordinator) InitProducerID(ctx context.Context, req *kmsg.InitProducerIDRequest) Pending[*kmsg.InitProducerIDResponse] {
-	return then(c.initProducerID(ctx, req), func(res initResult) *kmsg.InitProducerIDResponse {
+	return coord.Then(c.initProducerID(ctx, req), func(res initResult) *kmsg.InitProducerIDResponse {
 		resp := req.ResponseKind().(*kmsg.InitProducerIDResponse)
 		resp.ProducerID, resp.ProducerEpoch = res.producerID, res.epoch
 		resp.ErrorCode = fencedCode(res.code, req.Version < 4)
@@ -30,7 +32,7 @@ func (c *Coordinator) initProducerID(ctx context.Context, req *kmsg.InitProducer
 	switch {
 	case req.ProducerID == noProducerID && req.ProducerEpoch == noProducerEpoch:
 	case req.ProducerID == noProducerID || req.ProducerEpoch == noProducerEpoch:
-		return ready(initError(errInvalidRequest))
+		return coord.Ready(initError(errInvalidRequest))
 	default:
 		expected = &producerIDEpoch{req.ProducerID, req.ProducerEpoch}
 	}
@@ -48,11 +50,11 @@ func (c *Coordinator) initProducerID(ctx context.Context, req *kmsg.InitProducer
 	id, timeout := *req.TransactionalID, req.TransactionTimeoutMillis
 	switch {
 	case id == "":
-		return ready(initError(errInvalidRequest))
+		return coord.Ready(initError(errInvalidRequest))
 	case timeout <= 0 || timeout > c.cfg.TransactionMaxTimeoutMs:
-		return ready(initError(errInvalidTransactionTimeout))
+		return coord.Ready(initError(errInvalidTransactionTimeout))
 	}
-	return submit(c, ctx, c.shardFor(id), func(m *machine, reply func(initResult)) {
+	return coord.Submit(c.rt, ctx, c.rt.ShardFor(id), func(m *machine, reply func(initResult)) {
 		m.initProducerID(id, timeout, expected, noProducerID, reply)
 	}, initError)
 }
@@ -116,7 +118,7 @@ func (c *Coordinator) AddPartitionsToTxn(ctx context.Context, req *kmsg.AddParti
 			topics[i], parts[i] = t.Topic, t.Partitions
 		}
 		a := addRequest{id: req.TransactionalID, pid: req.ProducerID, epoch: req.ProducerEpoch, parts: uniqueParts(topics, parts)}
-		return then(c.addOne(ctx, req.Version, a), func(res addResult) *kmsg.AddPartitionsToTxnResponse {
+		return coord.Then(c.addOne(ctx, req.Version, a), func(res addResult) *kmsg.AddPartitionsToTxnResponse {
 			resp := req.ResponseKind().(*kmsg.AddPartitionsToTxnResponse)
 			for _, g := range groupResults(res) {
 				rt := kmsg.NewAddPartitionsToTxnResponseTopic()
@@ -189,18 +191,18 @@ func (c *Coordinator) addOne(ctx context.Context, version int16, a addRequest) P
 				res.codes[i] = errOperationNotAttempted
 			}
 		}
-		return ready(res)
+		return coord.Ready(res)
 	}
 	if a.verifyOnly {
 		type verified struct {
 			code  int16
 			codes []int16
 		}
-		p := submit(c, ctx, c.shardFor(a.id), func(m *machine, reply func(verified)) {
+		p := coord.Submit(c.rt, ctx, c.rt.ShardFor(a.id), func(m *machine, reply func(verified)) {
 			code, codes := m.verifyPartitions(a.id, a.pid, a.epoch, a.parts)
 			reply(verified{code, codes})
 		}, func(code int16) verified { return verified{code: code} })
-		return then(p, func(v verified) addResult {
+		return coord.Then(p, func(v verified) addResult {
 			if v.code != 0 {
 				return all(v.code)
 			}
@@ -212,10 +214,10 @@ func (c *Coordinator) addOne(ctx context.Context, version int16, a addRequest) P
 	if version >= 4 {
 		tv = TV2
 	}
-	p := submit(c, ctx, c.shardFor(a.id), func(m *machine, reply func(int16)) {
+	p := coord.Submit(c.rt, ctx, c.rt.ShardFor(a.id), func(m *machine, reply func(int16)) {
 		m.addPartitions(a.id, a.pid, a.epoch, a.parts, tv, reply)
 	}, func(code int16) int16 { return code })
-	return then(p, func(code int16) addResult { return all(fencedCode(code, version < 2)) })
+	return coord.Then(p, func(code int16) addResult { return all(fencedCode(code, version < 2)) })
 }
 
 type topicResult struct {
@@ -248,10 +250,10 @@ func groupResults(r addResult) []topicResult {
 // PRODUCER_FENCED is INVALID_PRODUCER_EPOCH before v2.
 func (c *Coordinator) AddOffsetsToTxn(ctx context.Context, req *kmsg.AddOffsetsToTxnRequest) Pending[*kmsg.AddOffsetsToTxnResponse] {
 	parts := []TopicPartition{{ConsumerOffsetsTopic, c.deps.PartitionForGroup(req.Group)}}
-	p := submit(c, ctx, c.shardFor(req.TransactionalID), func(m *machine, reply func(int16)) {
+	p := coord.Submit(c.rt, ctx, c.rt.ShardFor(req.TransactionalID), func(m *machine, reply func(int16)) {
 		m.addPartitions(req.TransactionalID, req.ProducerID, req.ProducerEpoch, parts, TV0, reply)
 	}, func(code int16) int16 { return code })
-	return then(p, func(code int16) *kmsg.AddOffsetsToTxnResponse {
+	return coord.Then(p, func(code int16) *kmsg.AddOffsetsToTxnResponse {
 		resp := req.ResponseKind().(*kmsg.AddOffsetsToTxnResponse)
 		resp.ErrorCode = fencedCode(code, req.Version < 2)
 		return resp
@@ -273,11 +275,11 @@ func (c *Coordinator) EndTxn(ctx context.Context, req *kmsg.EndTxnRequest) Pendi
 		pid   int64
 		epoch int16
 	}
-	p := submit(c, ctx, c.shardFor(req.TransactionalID), func(m *machine, reply func(ended)) {
+	p := coord.Submit(c.rt, ctx, c.rt.ShardFor(req.TransactionalID), func(m *machine, reply func(ended)) {
 		m.endTxn(req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Commit, true, tv, noProducerID,
 			func(code int16, pid int64, epoch int16) { reply(ended{code, pid, epoch}) })
 	}, func(code int16) ended { return ended{code, noProducerID, noProducerEpoch} })
-	return then(p, func(r ended) *kmsg.EndTxnResponse {
+	return coord.Then(p, func(r ended) *kmsg.EndTxnResponse {
 		resp := req.ResponseKind().(*kmsg.EndTxnResponse)
 		resp.ErrorCode = fencedCode(r.code, req.Version < 2)
 		resp.ProducerID, resp.ProducerEpoch = r.pid, r.epoch
@@ -292,7 +294,7 @@ func (c *Coordinator) DescribeTransactions(ctx context.Context, req *kmsg.Descri
 	resp.TransactionStates = make([]kmsg.DescribeTransactionsResponseTransactionState, len(req.TransactionalIDs))
 	byShard := make(map[*shard][]int)
 	for i, id := range req.TransactionalIDs {
-		s := c.shardFor(id)
+		s := c.rt.ShardFor(id)
 		byShard[s] = append(byShard[s], i)
 	}
 	type described = []kmsg.DescribeTransactionsResponseTransactionState
@@ -305,7 +307,7 @@ func (c *Coordinator) DescribeTransactions(ctx context.Context, req *kmsg.Descri
 			for i, j := range idx {
 				ids[i] = req.TransactionalIDs[j]
 			}
-			out := call(c, ctx, s, func(m *machine, reply func(described)) {
+			out := coord.Call(c.rt, ctx, s, func(m *machine, reply func(described)) {
 				out := make(described, len(ids))
 				for i, id := range ids {
 					out[i] = m.describe(id)
@@ -375,13 +377,13 @@ func (c *Coordinator) ListTransactions(ctx context.Context, req *kmsg.ListTransa
 		loading bool
 		code    int16
 	}
-	results := make([]listed, len(c.shards))
+	results := make([]listed, len(c.rt.Shards()))
 	var wg sync.WaitGroup
-	for i, s := range c.shards {
+	for i, s := range c.rt.Shards() {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			results[i] = call(c, ctx, s, func(m *machine, reply func(listed)) {
+			results[i] = coord.Call(c.rt, ctx, s, func(m *machine, reply func(listed)) {
 				states, loading := m.list(f)
 				reply(listed{states: states, loading: loading})
 			}, func(code int16) listed { return listed{code: adminFailCode(code)} })

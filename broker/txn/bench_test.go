@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/gregorbroker/gregor/broker/coord/coordtest"
 )
 
 // BenchmarkTransaction measures one small transaction (add one partition,
@@ -39,14 +41,14 @@ func BenchmarkTransaction(b *testing.B) {
 				continue // the previous completion is still being written
 			}
 			if code != 0 {
-				b.Fatal(errName(code))
+				b.Fatal(coordtest.ErrName(code))
 			}
 			break
 		}
 		end.ProducerID, end.ProducerEpoch = pid, epoch
 		er := h.c.EndTxn(ctx, end)()
 		if er.ErrorCode != 0 {
-			b.Fatal(errName(er.ErrorCode))
+			b.Fatal(coordtest.ErrName(er.ErrorCode))
 		}
 		pid, epoch = er.ProducerID, er.ProducerEpoch
 	}
@@ -66,7 +68,7 @@ func BenchmarkVerify(b *testing.B) {
 	add.TransactionalID, add.ProducerID, add.ProducerEpoch = id, r.ProducerID, r.ProducerEpoch
 	add.Topics = []kmsg.AddPartitionsToTxnRequestTopic{{Topic: "t", Partitions: []int32{0}}}
 	if code := h.c.AddPartitionsToTxn(ctx, add)().Topics[0].Partitions[0].ErrorCode; code != 0 {
-		b.Fatal(errName(code))
+		b.Fatal(coordtest.ErrName(code))
 	}
 	req := verifyReq(id, r.ProducerID, r.ProducerEpoch)
 	b.ReportAllocs()
@@ -74,7 +76,7 @@ func BenchmarkVerify(b *testing.B) {
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
 			if code := h.c.AddPartitionsToTxn(ctx, req)().Transactions[0].Topics[0].Partitions[0].ErrorCode; code != 0 {
-				panic(fmt.Sprint(errName(code)))
+				panic(fmt.Sprint(coordtest.ErrName(code)))
 			}
 		}
 	})

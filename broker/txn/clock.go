@@ -1,11 +1,12 @@
 package txn
 
-import "github.com/gregorbroker/gregor/broker/group"
+import "github.com/gregorbroker/gregor/broker/coord"
 
-// Clock is the coordinator's source of time, shared with the group
-// coordinator so the broker injects one clock into both. Tests inject one
-// they advance by hand; production uses group.SystemClock.
-type Clock = group.Clock
+// Clock is the coordinator's source of time, the coordinator runtime's, so
+// the broker injects one clock into every coordinator. Tests inject one
+// they advance by hand; production uses coord.SystemClock (which
+// group.SystemClock names too).
+type Clock = coord.Clock
 
 // Timer is a pending Clock.AfterFunc call.
-type Timer = group.Timer
+type Timer = coord.Timer

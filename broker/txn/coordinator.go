@@ -3,11 +3,10 @@ package txn
 import (
 	"context"
 	"fmt"
-	"github.com/gregorbroker/gregor/broker/group"
 	"iter"
 	"log/slog"
-	"sync"
-	"sync/atomic"
+
+	"github.com/gregorbroker/gregor/broker/coord"
 )
 
 // Deps is what the coordinator needs from the broker.
@@ -28,7 +27,7 @@ type Deps struct {
 	// metadata cache. It is called on the requesting goroutine, so it must
 	// be safe for concurrent use. Optional: nil skips the check.
 	PartitionExists func(topic string, partition int32) bool
-	// Clock is the source of time; group.SystemClock in production.
+	// Clock is the source of time; coord.SystemClock in production.
 	Clock Clock
 }
 
@@ -39,17 +38,10 @@ type Deps struct {
 // shards; when ctx ends first they answer COORDINATOR_NOT_AVAILABLE, and
 // once Close has begun NOT_COORDINATOR.
 type Coordinator struct {
-	cfg    Config
-	deps   Deps
-	log    *slog.Logger
-	shards []*shard
-
-	// Operations handed to shards and answered by them: tests wait on
-	// these to know which requests are parked.
-	posted, answered atomic.Int64
-
-	closeOnce sync.Once
-	closed    chan struct{}
+	cfg  Config
+	deps Deps
+	log  *slog.Logger
+	rt   *coord.Runtime[timerKey, *machine]
 }
 
 // New starts a coordinator with cfg's shards. It serves no transactional id
@@ -64,116 +56,40 @@ func New(cfg Config, deps Deps) (*Coordinator, error) {
 	case deps.AllocateProducerID == nil || deps.PartitionForGroup == nil:
 		return nil, fmt.Errorf("transaction coordinator needs a producer id allocator and the group partitioner")
 	}
-	log := cfg.Logger
-	if log == nil {
-		log = slog.Default()
+	log := coord.Logger(cfg.Logger, "transaction-coordinator")
+	c := &Coordinator{cfg: cfg, deps: deps, log: log}
+	rtCfg := coord.Config{
+		Name:       "transaction coordinator",
+		Topic:      TransactionStateTopic,
+		Partitions: cfg.TransactionStateTopicPartitions,
+		Shards:     cfg.Shards,
+		Store:      deps.Store,
+		Timeout:    ms(cfg.RequestTimeoutMs), // bounds each append, marker write and allocation
+		Clock:      deps.Clock,
+		Log:        log,
 	}
-	log = log.With("component", "transaction-coordinator")
-	c := &Coordinator{cfg: cfg, deps: deps, log: log, closed: make(chan struct{})}
-	for i := range cfg.Shards {
-		c.shards = append(c.shards, newShard(i, cfg, log, deps))
-	}
-	for _, s := range c.shards {
-		go s.run()
-	}
+	c.rt = coord.NewRuntime(rtCfg, func(s *shard) *machine {
+		return newMachine(cfg, log, deps, shardEffects{s, deps.Markers, deps.AllocateProducerID})
+	})
+	c.rt.Start((*machine).start)
 	return c, nil
 }
 
 // Close stops every shard, its timers, appends, marker writes and
 // allocations, and answers the requests still waiting with NOT_COORDINATOR.
-func (c *Coordinator) Close() {
-	c.closeOnce.Do(func() {
-		close(c.closed)
-		for _, s := range c.shards {
-			s.stop()
-		}
-	})
-}
+func (c *Coordinator) Close() { c.rt.Close() }
 
 // PartitionFor returns the __transaction_state partition of a
 // transactional id under this coordinator's
 // transaction.state.log.num.partitions.
 func (c *Coordinator) PartitionFor(transactionalID string) int32 {
-	return PartitionFor(transactionalID, c.cfg.TransactionStateTopicPartitions)
+	return c.rt.PartitionFor(transactionalID)
 }
 
-func (c *Coordinator) shardOf(partition int32) *shard {
-	return c.shards[int(partition)%len(c.shards)]
-}
-
-func (c *Coordinator) shardFor(transactionalID string) *shard {
-	return c.shardOf(c.PartitionFor(transactionalID))
-}
-
-// Pending is an answer the coordinator owes (see group.Pending): the
+// Pending is an answer the coordinator owes (see coord.Pending): the
 // request was queued on its shard before the method returned, so a
 // connection's requests take effect in the order they came.
-type Pending[T any] = group.Pending[T]
-
-// ready is a Pending whose answer is already known.
-func ready[T any](v T) Pending[T] { return func() T { return v } }
-
-// then is p's answer passed through f.
-func then[T, U any](p Pending[T], f func(T) U) Pending[U] { return func() U { return f(p()) } }
-
-// submit queues op on a shard at once and returns the wait for the reply it
-// sends. The reply channel holds one answer and extra sends are dropped, so
-// the shard never blocks on a caller that went away. fail builds the answer
-// when the shard or the caller's context ends first.
-func submit[T any](c *Coordinator, ctx context.Context, s *shard, op func(m *machine, reply func(T)), fail func(code int16) T) Pending[T] {
-	ch := make(chan T, 1)
-	reply := func(v T) {
-		select {
-		case ch <- v:
-			c.answered.Add(1)
-		default:
-		}
-	}
-	run := func() {
-		defer func() {
-			// A panic is a bug; the caller still gets an answer.
-			if r := recover(); r != nil {
-				c.log.Error("transaction coordinator panic", "shard", s.idx, "panic", r)
-				reply(fail(errUnknownServerError))
-			}
-		}()
-		op(s.m, reply)
-	}
-	if !s.post(ctx, run) {
-		return ready(fail(c.failCode()))
-	}
-	c.posted.Add(1)
-	return func() T {
-		select {
-		case v := <-ch:
-			return v
-		case <-ctx.Done():
-			return fail(errCoordinatorNotAvailable)
-		case <-c.closed:
-			// The shard may have answered just before it stopped.
-			select {
-			case v := <-ch:
-				return v
-			default:
-				return fail(errNotCoordinator)
-			}
-		}
-	}
-}
-
-// call runs op on a shard and waits for its reply.
-func call[T any](c *Coordinator, ctx context.Context, s *shard, op func(m *machine, reply func(T)), fail func(code int16) T) T {
-	return submit(c, ctx, s, op, fail)()
-}
-
-func (c *Coordinator) failCode() int16 {
-	select {
-	case <-c.closed:
-		return errNotCoordinator
-	default:
-		return errCoordinatorNotAvailable
-	}
-}
+type Pending[T any] = coord.Pending[T]
 
 // Load replays a __transaction_state partition the broker now leads, at
 // the partition's leader epoch coordinatorEpoch, and then serves its
@@ -183,55 +99,29 @@ func (c *Coordinator) failCode() int16 {
 // caller's goroutine; a record that does not decode fails the load and
 // leaves the partition unserved.
 func (c *Coordinator) Load(ctx context.Context, partition, coordinatorEpoch int32, records iter.Seq2[Record, error]) error {
-	if partition < 0 || partition >= c.cfg.TransactionStateTopicPartitions {
-		return fmt.Errorf("load %s-%d: partition out of range [0, %d)", TransactionStateTopic, partition, c.cfg.TransactionStateTopicPartitions)
-	}
-	s := c.shardOf(partition)
-	tokens := make(chan uint64, 1)
-	if !s.post(ctx, func() { tokens <- s.m.beginLoad(partition) }) {
-		return fmt.Errorf("load %s-%d: coordinator stopped", TransactionStateTopic, partition)
-	}
-	var token uint64
-	select {
-	case token = <-tokens:
-	case <-c.closed:
-		return fmt.Errorf("load %s-%d: coordinator stopped", TransactionStateTopic, partition)
-	}
-	txns, err := replay(partition, records, c.log)
+	var txns map[string]*txnMeta
+	n := 0
+	err := c.rt.Load(ctx, partition, coord.LoadSteps[*machine]{
+		Begin: func(m *machine) uint64 { return m.beginLoad(partition) },
+		Replay: func() (err error) {
+			txns, err = replay(partition, records, c.log)
+			n = len(txns) // counted before the shard owns the map
+			return err
+		},
+		Abort: func(m *machine, token uint64) { m.abortLoad(partition, token) },
+		Finish: func(m *machine, token uint64) bool {
+			return m.finishLoad(partition, token, coordinatorEpoch, txns)
+		},
+	})
 	if err != nil {
-		s.post(context.Background(), func() { s.m.abortLoad(partition, token) })
 		return err
 	}
-	n := len(txns) // counted before the shard owns the map
-	installed := make(chan bool, 1)
-	if !s.post(context.Background(), func() { installed <- s.m.finishLoad(partition, token, coordinatorEpoch, txns) }) {
-		return fmt.Errorf("load %s-%d: coordinator stopped", TransactionStateTopic, partition)
-	}
-	select {
-	case ok := <-installed:
-		if !ok {
-			return fmt.Errorf("load %s-%d: unloaded while loading", TransactionStateTopic, partition)
-		}
-		c.log.Debug("loaded __transaction_state partition", "partition", partition, "epoch", coordinatorEpoch, "transactional_ids", n)
-		return nil
-	case <-c.closed:
-		return fmt.Errorf("load %s-%d: coordinator stopped", TransactionStateTopic, partition)
-	}
+	c.log.Debug("loaded __transaction_state partition", "partition", partition, "epoch", coordinatorEpoch, "transactional_ids", n)
+	return nil
 }
 
 // Unload stops serving a partition the broker no longer leads and stops
 // sending its transactions' markers; the new coordinator finishes them.
 func (c *Coordinator) Unload(partition int32) {
-	if partition < 0 || partition >= c.cfg.TransactionStateTopicPartitions {
-		return
-	}
-	s := c.shardOf(partition)
-	done := make(chan struct{})
-	if !s.post(context.Background(), func() { s.m.unload(partition); close(done) }) {
-		return
-	}
-	select {
-	case <-done:
-	case <-c.closed:
-	}
+	c.rt.Unload(partition, func(m *machine) { m.unload(partition) })
 }

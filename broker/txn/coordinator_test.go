@@ -14,10 +14,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gregorbroker/gregor/broker/group"
-	"github.com/gregorbroker/gregor/broker/producerstate"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/gregorbroker/gregor/broker/coord/coordtest"
+	"github.com/gregorbroker/gregor/broker/producerstate"
 )
 
 func TestPartitionFor(t *testing.T) {
@@ -36,9 +37,6 @@ func TestPartitionFor(t *testing.T) {
 	for _, tt := range tests {
 		if got := PartitionFor(tt.id, tt.partitions); got != tt.want {
 			t.Errorf("PartitionFor(%q, %d) = %d, want %d", tt.id, tt.partitions, got, tt.want)
-		}
-		if got, g := PartitionFor(tt.id, tt.partitions), group.PartitionFor(tt.id, tt.partitions); got != g {
-			t.Errorf("PartitionFor(%q) = %d, group.PartitionFor = %d", tt.id, got, g)
 		}
 	}
 }
@@ -172,13 +170,13 @@ func TestLoadErrors(t *testing.T) {
 		records iter.Seq2[Record, error]
 		ok      bool
 	}{
-		{"good", seqOf([]Record{good}), true},
-		{"unknown key version is skipped", seqOf([]Record{{Key: []byte{0, 9, 1, 2}, Value: []byte{1}}, good}), true},
-		{"short key", seqOf([]Record{{Key: []byte{0}}}), false},
-		{"truncated key", seqOf([]Record{{Key: []byte{0, 0, 0, 9, 'a'}, Value: good.Value}}), false},
-		{"truncated value", seqOf([]Record{{Key: good.Key, Value: good.Value[:9]}}), false},
-		{"unknown value version", seqOf([]Record{{Key: good.Key, Value: v5}}), false},
-		{"unknown state", seqOf([]Record{badState}), false},
+		{"good", coordtest.SeqOf([]Record{good}), true},
+		{"unknown key version is skipped", coordtest.SeqOf([]Record{{Key: []byte{0, 9, 1, 2}, Value: []byte{1}}, good}), true},
+		{"short key", coordtest.SeqOf([]Record{{Key: []byte{0}}}), false},
+		{"truncated key", coordtest.SeqOf([]Record{{Key: []byte{0, 0, 0, 9, 'a'}, Value: good.Value}}), false},
+		{"truncated value", coordtest.SeqOf([]Record{{Key: good.Key, Value: good.Value[:9]}}), false},
+		{"unknown value version", coordtest.SeqOf([]Record{{Key: good.Key, Value: v5}}), false},
+		{"unknown state", coordtest.SeqOf([]Record{badState}), false},
 		{"read error", seqWithErr([]Record{good}, errors.New("disk")), false},
 	}
 	for _, tt := range tests {
@@ -198,11 +196,11 @@ func TestLoadErrors(t *testing.T) {
 			want = errNotCoordinator // a failed load leaves the partition unserved
 		}
 		if code != want {
-			t.Errorf("%s: describe after load = %s, want %s", tt.name, errName(code), errName(want))
+			t.Errorf("%s: describe after load = %s, want %s", tt.name, coordtest.ErrName(code), coordtest.ErrName(want))
 		}
 	}
 	h := newHarness(t, testConfig())
-	if err := h.c.Load(context.Background(), 4, 0, seqOf(nil)); err == nil {
+	if err := h.c.Load(context.Background(), 4, 0, coordtest.SeqOf(nil)); err == nil {
 		t.Error("Load of partition 4 of 4 succeeded")
 	}
 }
@@ -230,10 +228,10 @@ func TestLoadRoundTrip(t *testing.T) {
 	before := snapshot(t, h, ids)
 
 	fresh := newHarness(t, testConfig())
-	fresh.markers.set(true)
+	fresh.markers.Set(true)
 	for p := range h.cfg.TransactionStateTopicPartitions {
 		fresh.c.Unload(p)
-		if err := fresh.c.Load(context.Background(), p, 7, seqOf(h.store.records(p))); err != nil {
+		if err := fresh.c.Load(context.Background(), p, 7, coordtest.SeqOf(h.store.Records(p))); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -251,7 +249,7 @@ func TestLoadRoundTrip(t *testing.T) {
 			t.Errorf("%s: loaded %+v\nwant %+v", id, a, b)
 		}
 	}
-	fresh.markers.set(false)
+	fresh.markers.Set(false)
 	fresh.quiesce()
 	if got := fresh.markers.drain(); len(got) != 1 || got[0].m.CoordinatorEpoch != 7 || !got[0].m.Commit ||
 		got[0].m.ProducerID != 1005 || len(got[0].m.Partitions) != 1 {
@@ -318,17 +316,17 @@ func TestLoadInProgress(t *testing.T) {
 	init.TransactionalID = &id
 	init.TransactionTimeoutMillis = 1000
 	if code := h.c.InitProducerID(ctx, init)().ErrorCode; code != errCoordinatorLoadInProgress {
-		t.Errorf("InitProducerId while loading = %s", errName(code))
+		t.Errorf("InitProducerId while loading = %s", coordtest.ErrName(code))
 	}
 	if code := h.c.ListTransactions(ctx, kmsg.NewPtrListTransactionsRequest()).ErrorCode; code != errCoordinatorLoadInProgress {
-		t.Errorf("ListTransactions while loading = %s", errName(code))
+		t.Errorf("ListTransactions while loading = %s", coordtest.ErrName(code))
 	}
 	close(release)
 	if err := <-loaded; err != nil {
 		t.Fatal(err)
 	}
 	if code := describe(); code != errTransactionalIDNotFound {
-		t.Errorf("describe after load = %s", errName(code))
+		t.Errorf("describe after load = %s", coordtest.ErrName(code))
 	}
 
 	// Unloading a partition while it loads makes the load fail.
@@ -343,7 +341,7 @@ func TestLoadInProgress(t *testing.T) {
 		t.Error("load that was unloaded midway succeeded")
 	}
 	if code := describe(); code != errNotCoordinator {
-		t.Errorf("describe after unload = %s", errName(code))
+		t.Errorf("describe after unload = %s", coordtest.ErrName(code))
 	}
 }
 
@@ -353,7 +351,7 @@ func TestCanceledContext(t *testing.T) {
 	h := newHarness(t, testConfig())
 	s := &script{t: t, h: h}
 	s.run("init id=t1")
-	h.store.set(true)
+	h.store.Set(true)
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
 	req := kmsg.NewPtrEndTxnRequest()
@@ -363,9 +361,9 @@ func TestCanceledContext(t *testing.T) {
 	add.Topics = []kmsg.AddPartitionsToTxnRequestTopic{{Topic: "a", Partitions: []int32{0}}}
 	r := h.c.AddPartitionsToTxn(ctx, add)()
 	if code := r.Topics[0].Partitions[0].ErrorCode; code != errCoordinatorNotAvailable {
-		t.Errorf("AddPartitionsToTxn with expired context = %s", errName(code))
+		t.Errorf("AddPartitionsToTxn with expired context = %s", coordtest.ErrName(code))
 	}
-	h.store.set(false)
+	h.store.Set(false)
 	h.quiesce()
 }
 
@@ -396,38 +394,28 @@ func TestCloseLeaksNothing(t *testing.T) {
 		}()
 	}
 	deadline := time.Now().Add(5 * time.Second)
-	for h.store.held.Load() == 0 && time.Now().Before(deadline) {
+	for h.store.Held() == 0 && time.Now().Before(deadline) {
 		time.Sleep(time.Millisecond)
 	}
-	if len(goroutinesIn("broker/txn.(*shard)")) == 0 {
+	if len(coordtest.GoroutinesIn("broker/coord.(*Shard")) == 0 {
 		t.Fatal("no shard goroutines seen before Close: the leak check would not see them either")
 	}
 	h.c.Close()
 	wg.Wait()
 	for i, code := range codes {
 		if code != errNotCoordinator && code != errConcurrentTransactions {
-			t.Errorf("request %d after Close = %s", i, errName(code))
+			t.Errorf("request %d after Close = %s", i, coordtest.ErrName(code))
 		}
 	}
 	if code := h.c.ListTransactions(ctx, kmsg.NewPtrListTransactionsRequest()).ErrorCode; code != errCoordinatorNotAvailable {
-		t.Errorf("ListTransactions after Close = %s", errName(code))
+		t.Errorf("ListTransactions after Close = %s", coordtest.ErrName(code))
 	}
-	if err := h.c.Load(ctx, 0, 0, seqOf(nil)); err == nil {
+	if err := h.c.Load(ctx, 0, 0, coordtest.SeqOf(nil)); err == nil {
 		t.Error("Load after Close succeeded")
 	}
 	h.c.Unload(0)
 	h.c.Close()
-	deadline = time.Now().Add(5 * time.Second)
-	for {
-		left := goroutinesIn("broker/txn.(*")
-		if len(left) == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("goroutines left after Close:\n%s", strings.Join(left, "\n\n"))
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	coordtest.NoGoroutinesLeft(t, 5*time.Second, "broker/txn.(*", "broker/coord.(*")
 }
 
 // TestMarkersAcceptedByPartitions feeds the markers the coordinator writes
@@ -527,7 +515,7 @@ func TestConcurrentProducers(t *testing.T) {
 			init.TransactionTimeoutMillis = 60000
 			r := h.c.InitProducerID(ctx, init)()
 			if r.ErrorCode != 0 {
-				errs <- fmt.Errorf("%s init: %s", id, errName(r.ErrorCode))
+				errs <- fmt.Errorf("%s init: %s", id, coordtest.ErrName(r.ErrorCode))
 				return
 			}
 			pid, epoch := r.ProducerID, r.ProducerEpoch
@@ -539,7 +527,7 @@ func TestConcurrentProducers(t *testing.T) {
 				tx.Topics = []kmsg.AddPartitionsToTxnRequestTransactionTopic{{Topic: "t", Partitions: []int32{int32(round % 3)}}}
 				add.Transactions = append(add.Transactions, tx)
 				if code := h.c.AddPartitionsToTxn(ctx, add)().Transactions[0].Topics[0].Partitions[0].ErrorCode; code != 0 {
-					errs <- fmt.Errorf("%s add: %s", id, errName(code))
+					errs <- fmt.Errorf("%s add: %s", id, coordtest.ErrName(code))
 					return
 				}
 				for {
@@ -552,7 +540,7 @@ func TestConcurrentProducers(t *testing.T) {
 						continue
 					}
 					if er.ErrorCode != 0 {
-						errs <- fmt.Errorf("%s end: %s", id, errName(er.ErrorCode))
+						errs <- fmt.Errorf("%s end: %s", id, coordtest.ErrName(er.ErrorCode))
 						return
 					}
 					pid, epoch = er.ProducerID, er.ProducerEpoch
@@ -619,7 +607,7 @@ func TestBatchedAddPartitions(t *testing.T) {
 	for _, tx := range resp.Transactions {
 		for _, tp := range tx.Topics {
 			for _, p := range tp.Partitions {
-				got = append(got, fmt.Sprintf("%s:%s/%d=%s", tx.TransactionalID, tp.Topic, p.Partition, errName(p.ErrorCode)))
+				got = append(got, fmt.Sprintf("%s:%s/%d=%s", tx.TransactionalID, tp.Topic, p.Partition, coordtest.ErrName(p.ErrorCode)))
 			}
 		}
 	}
@@ -660,7 +648,7 @@ func TestErrorMapping(t *testing.T) {
 	}
 	for _, tt := range tests {
 		if got := appendErrorCode(tt.err); got != tt.want {
-			t.Errorf("appendErrorCode(%v) = %s, want %s", tt.err, errName(got), errName(tt.want))
+			t.Errorf("appendErrorCode(%v) = %s, want %s", tt.err, coordtest.ErrName(got), coordtest.ErrName(tt.want))
 		}
 	}
 	outcomes := []struct {
@@ -691,6 +679,6 @@ func FuzzReplay(f *testing.F) {
 	f.Add(good.Key, good.Value)
 	f.Add([]byte{0, 0, 0, 1, 'x'}, []byte{0, 0})
 	f.Fuzz(func(t *testing.T, key, value []byte) {
-		_, _ = replay(0, seqOf([]Record{{Key: key, Value: value}}), discardLogger())
+		_, _ = replay(0, coordtest.SeqOf([]Record{{Key: key, Value: value}}), discardLogger())
 	})
 }

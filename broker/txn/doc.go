@@ -9,11 +9,12 @@
 //
 //   - coordinator.go, api.go: the public API the broker's handlers call. Each call
 //     blocks its caller until the answer is ready and never blocks a shard.
-//   - shard.go: one goroutine per shard owns the transactional ids of the
+//   - shard.go: the coordinator runtime's shards (broker/coord): one
+//     goroutine per shard owns the transactional ids of the
 //     __transaction_state partitions mapped to it (partition % shards). Log
 //     appends, marker writes and producer id allocations run on their own
 //     goroutines and hand their completion back through the shard's inbox,
-//     as do timers.
+//     as do timers; shard.go adds the marker writes and allocations.
 //   - machine.go, init.go, add.go, end.go, markers.go, admin.go: the state
 //     machine. It does no I/O: it reads the clock and asks for effects.
 //   - metadata.go: one transactional id's state and its transitions, as

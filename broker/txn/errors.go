@@ -5,6 +5,8 @@ import (
 	"errors"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/gregorbroker/gregor/broker/coord"
 )
 
 // Kafka error codes the coordinator answers.
@@ -34,34 +36,15 @@ var (
 // partitions whose leader it cannot find. Every other failure is retried.
 var ErrPartitionDeleted = errors.New("partition no longer exists")
 
-// appendErrorCode maps a failed Store.Append to the code the client gets, as
-// Kafka's TransactionStateManager.appendTransactionToLog: replication
-// trouble means the coordinator is unavailable, lost leadership means it
-// moved, oversized writes are server errors. A stopping coordinator has
-// moved as far as the client can tell; errors that carry no Kafka code are
-// server errors.
-func appendErrorCode(err error) int16 {
-	if err == nil {
-		return 0
-	}
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		return errNotCoordinator
-	}
-	var ke *kerr.Error
-	if !errors.As(err, &ke) {
-		return errUnknownServerError
-	}
-	switch ke.Code {
-	case kerr.UnknownTopicOrPartition.Code, kerr.NotEnoughReplicas.Code,
-		kerr.NotEnoughReplicasAfterAppend.Code, kerr.RequestTimedOut.Code:
-		return errCoordinatorNotAvailable
-	case kerr.NotLeaderForPartition.Code, kerr.KafkaStorageError.Code:
-		return errNotCoordinator
-	case kerr.MessageTooLarge.Code, kerr.RecordListTooLarge.Code:
-		return errUnknownServerError
-	}
-	return ke.Code
+// appendCodes are the append failures the transaction coordinator maps
+// its own way, as Kafka's TransactionStateManager.appendTransactionToLog
+// (see coord.AppendErrorCode for the rest).
+var appendCodes = map[int16]int16{
+	kerr.NotEnoughReplicasAfterAppend.Code: errCoordinatorNotAvailable,
 }
+
+// appendErrorCode maps a failed Store.Append to the code the client gets.
+func appendErrorCode(err error) int16 { return coord.AppendErrorCode(err, appendCodes) }
 
 // allocErrorCode maps a failed producer id allocation: Kafka answers the
 // error's own code, and a block not yet available is

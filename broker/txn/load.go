@@ -6,6 +6,8 @@ import (
 	"log/slog"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/gregorbroker/gregor/broker/coord"
 )
 
 // replay rebuilds the transactional ids of a partition from its records,
@@ -29,7 +31,7 @@ func replay(partition int32, records iter.Seq2[Record, error], log *slog.Logger)
 }
 
 func replayOne(txns map[string]*txnMeta, partition int32, r Record, log *slog.Logger) error {
-	version, ok := keyVersion(r.Key)
+	version, ok := coord.KeyVersion(r.Key)
 	if !ok {
 		return fmt.Errorf("key of %d bytes has no version", len(r.Key))
 	}
@@ -56,7 +58,7 @@ func replayOne(txns map[string]*txnMeta, partition int32, r Record, log *slog.Lo
 // decodeValue reads a TxnMetadataValue as Kafka's readTxnRecordValue. The
 // last epoch is not persisted: it is -1 after a load.
 func decodeValue(id string, partition int32, value []byte) (*txnMeta, error) {
-	version, ok := keyVersion(value)
+	version, ok := coord.KeyVersion(value)
 	if !ok {
 		return nil, fmt.Errorf("value of %q has %d bytes and no version", id, len(value))
 	}

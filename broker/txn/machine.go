@@ -28,11 +28,13 @@ type timerKey struct {
 // id and writeMarkers hands markers to the MarkerWriter, each calling done
 // on the owner's goroutine once finished. Appends to one partition complete
 // in the order they were issued.
+//
+// The shard runtime (coord.Shard) provides the timers and appends.
 type effects interface {
-	schedule(k timerKey, d time.Duration, fn func())
-	cancel(k timerKey)
-	scheduled(k timerKey) bool
-	append(partition int32, recs []Record, done func(error))
+	Schedule(k timerKey, d time.Duration, fn func())
+	Cancel(k timerKey)
+	Scheduled(k timerKey) bool
+	Append(partition int32, recs []Record, done func(error))
 	allocateProducerID(done func(int64, error))
 	writeMarkers(markers []Marker, done func([][]error))
 }
@@ -87,14 +89,14 @@ func (m *machine) start() {
 }
 
 func (m *machine) scheduleAbortTimedOut() {
-	m.fx.schedule(timerKey{kind: timerAbortTimedOut}, ms(m.cfg.AbortTimedOutTransactionCleanupIntervalMs), func() {
+	m.fx.Schedule(timerKey{kind: timerAbortTimedOut}, ms(m.cfg.AbortTimedOutTransactionCleanupIntervalMs), func() {
 		m.abortTimedOut()
 		m.scheduleAbortTimedOut()
 	})
 }
 
 func (m *machine) scheduleExpireIDs() {
-	m.fx.schedule(timerKey{kind: timerExpireIDs}, ms(m.cfg.RemoveExpiredTransactionalIDCleanupIntervalMs), func() {
+	m.fx.Schedule(timerKey{kind: timerExpireIDs}, ms(m.cfg.RemoveExpiredTransactionalIDCleanupIntervalMs), func() {
 		m.expireIDs()
 		m.scheduleExpireIDs()
 	})
@@ -139,7 +141,7 @@ func (m *machine) appendTransit(t *txnMeta, epoch int32, tr transit, keep func(c
 		return
 	}
 	rec := txnRecord(t.id, tr, m.cfg.TransactionVersion)
-	m.fx.append(t.partition, []Record{rec}, func(err error) {
+	m.fx.Append(t.partition, []Record{rec}, func(err error) {
 		code := appendErrorCode(err)
 		cur := m.currentCode(t, epoch)
 		if code == 0 {
@@ -223,7 +225,7 @@ func (m *machine) unload(partition int32) {
 	}
 	delete(m.partitions, partition)
 	for id := range p.txns {
-		m.fx.cancel(timerKey{kind: timerCompletionRetry, id: id})
+		m.fx.Cancel(timerKey{kind: timerCompletionRetry, id: id})
 	}
 	m.markers.forgetPartition(partition)
 }

@@ -255,10 +255,10 @@ func (m *machine) logMarkerRetry(id string, tp TopicPartition, err error) {
 // with whatever leaders the MarkerWriter then finds.
 func (m *machine) scheduleMarkerRetry() {
 	k := timerKey{kind: timerMarkerRetry}
-	if m.fx.scheduled(k) {
+	if m.fx.Scheduled(k) {
 		return
 	}
-	m.fx.schedule(k, ms(m.cfg.MarkerRetryBackoffMs), func() {
+	m.fx.Schedule(k, ms(m.cfg.MarkerRetryBackoffMs), func() {
 		retry := m.markers.retry
 		m.markers.retry = nil
 		for _, j := range retry {
@@ -296,7 +296,7 @@ func (m *machine) writeCompletion(pc *pendingComplete) {
 		case code == 0:
 		case retriable(code):
 			m.log.Warn("append transaction completion failed; retrying", "transactional_id", t.id, "code", code)
-			m.fx.schedule(timerKey{kind: timerCompletionRetry, id: t.id}, ms(m.cfg.MarkerRetryBackoffMs), func() {
+			m.fx.Schedule(timerKey{kind: timerCompletionRetry, id: t.id}, ms(m.cfg.MarkerRetryBackoffMs), func() {
 				m.writeCompletion(pc)
 			})
 		default:

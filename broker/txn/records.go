@@ -1,28 +1,23 @@
 package txn
 
 import (
-	"context"
-	"encoding/binary"
-
-	"github.com/gregorbroker/gregor/broker/group"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/gregorbroker/gregor/broker/coord"
 )
 
 // Record is one __transaction_state record: a TxnMetadataKey and a
 // TxnMetadataValue, each prefixed by its int16 version. A nil Value is a
-// tombstone. It is the group coordinator's record type, so one Store
-// implementation serves both internal topics.
-type Record = group.Record
+// tombstone. It is the coordinator runtime's record type (coord.Record),
+// so one Store implementation serves every internal topic.
+type Record = coord.Record
 
-// Store appends records to a __transaction_state partition, with the same
-// contract as group.Store: Append returns once the records are durable
-// (acks=all) or have failed; errors that wrap a *kerr.Error map to the
-// client error Kafka answers (NOT_LEADER_OR_FOLLOWER becomes
-// NOT_COORDINATOR, NOT_ENOUGH_REPLICAS becomes COORDINATOR_NOT_AVAILABLE).
-// Appends to one partition are issued one at a time, in order.
-type Store interface {
-	Append(ctx context.Context, partition int32, records []Record) error
-}
+// Store appends records to a __transaction_state partition (see
+// coord.Store), with the group coordinator's contract: errors that wrap a
+// *kerr.Error map to the client error Kafka answers
+// (NOT_LEADER_OR_FOLLOWER becomes NOT_COORDINATOR, NOT_ENOUGH_REPLICAS
+// becomes COORDINATOR_NOT_AVAILABLE).
+type Store = coord.Store
 
 // Names of the internal topics transactions touch.
 const (
@@ -43,9 +38,10 @@ const (
 
 // PartitionFor returns the __transaction_state partition of a
 // transactional id, exactly as Kafka: Utils.abs(id.hashCode()) %
-// partitions, the same function as the group coordinator's.
+// partitions, the same function as the group coordinator's
+// (coord.PartitionFor).
 func PartitionFor(transactionalID string, partitions int32) int32 {
-	return group.PartitionFor(transactionalID, partitions)
+	return coord.PartitionFor(transactionalID, partitions)
 }
 
 func txnKey(id string) []byte {
@@ -85,14 +81,6 @@ func txnRecord(id string, t transit, serverTV int16) Record {
 
 func txnTombstone(id string) Record { return Record{Key: txnKey(id)} }
 
-// keyVersion reads a record key's version prefix.
-func keyVersion(key []byte) (int16, bool) {
-	if len(key) < 2 {
-		return 0, false
-	}
-	return int16(binary.BigEndian.Uint16(key)), true
-}
-
 // groupTopics groups sorted partitions by topic, for responses.
 func groupTopics(parts []TopicPartition) (topics []string, partitions [][]int32) {
 	for _, tp := range parts {
@@ -103,12 +91,4 @@ func groupTopics(parts []TopicPartition) (topics []string, partitions [][]int32)
 		partitions[len(partitions)-1] = append(partitions[len(partitions)-1], tp.Partition)
 	}
 	return topics, partitions
-}
-
-func recordsSize(recs []Record) int {
-	n := 0
-	for _, r := range recs {
-		n += len(r.Key) + len(r.Value)
-	}
-	return n
 }

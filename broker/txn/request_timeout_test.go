@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/gregorbroker/gregor/broker/coord/coordtest"
 )
 
 // TestAppendNeverAnsweredTimesOut: an append to __transaction_state whose
@@ -28,26 +30,26 @@ func TestAppendNeverAnsweredTimesOut(t *testing.T) {
 	init.TransactionalID = &id
 	init.TransactionTimeoutMillis = 10000
 
-	h.store.set(true) // every append waits until its context ends
+	h.store.Set(true) // every append waits until its context ends
 	began := time.Now()
 	resp := h.c.InitProducerID(ctx, init)()
 	if resp.ErrorCode != errCoordinatorNotAvailable {
-		t.Fatalf("InitProducerId with its append unanswered = %s, want COORDINATOR_NOT_AVAILABLE", errName(resp.ErrorCode))
+		t.Fatalf("InitProducerId with its append unanswered = %s, want COORDINATOR_NOT_AVAILABLE", coordtest.ErrName(resp.ErrorCode))
 	}
 	if took := time.Since(began); took > 5*time.Second {
 		t.Errorf("InitProducerId with its append unanswered took %v; the request timeout is %v", took, ms(cfg.RequestTimeoutMs))
 	}
-	if n := len(h.store.records(PartitionFor(id, cfg.TransactionStateTopicPartitions))); n != 0 {
+	if n := len(h.store.Records(PartitionFor(id, cfg.TransactionStateTopicPartitions))); n != 0 {
 		t.Fatalf("%d records appended while appends were held", n)
 	}
 
-	h.store.set(false)
+	h.store.Set(false)
 	resp = h.c.InitProducerID(ctx, init)()
 	if resp.ErrorCode != 0 || resp.ProducerID < 0 || resp.ProducerEpoch < 0 {
 		t.Fatalf("InitProducerId once appends are answered = %s (id %d, epoch %d), want success",
-			errName(resp.ErrorCode), resp.ProducerID, resp.ProducerEpoch)
+			coordtest.ErrName(resp.ErrorCode), resp.ProducerID, resp.ProducerEpoch)
 	}
-	if n := len(h.store.records(PartitionFor(id, cfg.TransactionStateTopicPartitions))); n != 1 {
+	if n := len(h.store.Records(PartitionFor(id, cfg.TransactionStateTopicPartitions))); n != 1 {
 		t.Errorf("%d records in __transaction_state after the retry, want 1", n)
 	}
 }
@@ -69,7 +71,7 @@ func TestCompletionRetriedAfterTimeout(t *testing.T) {
 	init.TransactionTimeoutMillis = 10000
 	resp := h.c.InitProducerID(ctx, init)()
 	if resp.ErrorCode != 0 {
-		t.Fatalf("InitProducerId = %s", errName(resp.ErrorCode))
+		t.Fatalf("InitProducerId = %s", coordtest.ErrName(resp.ErrorCode))
 	}
 	add := kmsg.NewPtrAddPartitionsToTxnRequest()
 	add.TransactionalID, add.ProducerID, add.ProducerEpoch = id, resp.ProducerID, resp.ProducerEpoch
@@ -77,20 +79,20 @@ func TestCompletionRetriedAfterTimeout(t *testing.T) {
 	at.Topic, at.Partitions = "t", []int32{0}
 	add.Topics = append(add.Topics, at)
 	if r := h.c.AddPartitionsToTxn(ctx, add)(); r.Topics[0].Partitions[0].ErrorCode != 0 {
-		t.Fatalf("AddPartitionsToTxn = %s", errName(r.Topics[0].Partitions[0].ErrorCode))
+		t.Fatalf("AddPartitionsToTxn = %s", coordtest.ErrName(r.Topics[0].Partitions[0].ErrorCode))
 	}
 	// The markers are held, then the store: the completion record's
 	// append is the one that times out.
-	h.markers.set(true)
+	h.markers.Set(true)
 	end := kmsg.NewPtrEndTxnRequest()
 	end.TransactionalID, end.ProducerID, end.ProducerEpoch, end.Commit = id, resp.ProducerID, resp.ProducerEpoch, true
 	if r := h.c.EndTxn(ctx, end)(); r.ErrorCode != 0 {
-		t.Fatalf("EndTxn = %s", errName(r.ErrorCode))
+		t.Fatalf("EndTxn = %s", coordtest.ErrName(r.ErrorCode))
 	}
-	h.store.set(true)
-	h.markers.set(false)
+	h.store.Set(true)
+	h.markers.Set(false)
 	time.Sleep(3 * ms(cfg.RequestTimeoutMs)) // the completion's append times out at least once
-	h.store.set(false)
+	h.store.Set(false)
 
 	deadline := time.Now().Add(10 * time.Second)
 	for {
@@ -107,6 +109,6 @@ func TestCompletionRetriedAfterTimeout(t *testing.T) {
 	}
 	resp = h.c.InitProducerID(ctx, init)()
 	if resp.ErrorCode != 0 {
-		t.Fatalf("InitProducerId after the commit completed = %s", errName(resp.ErrorCode))
+		t.Fatalf("InitProducerId after the commit completed = %s", coordtest.ErrName(resp.ErrorCode))
 	}
 }

@@ -2,100 +2,26 @@ package txn
 
 import (
 	"context"
-	"flag"
 	"fmt"
-	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/gregorbroker/gregor/broker/coord/coordtest"
 )
 
-// The scripts in testdata/*.txt are datadriven tests: each case is a
-// command, a line "----" and the expected output, ended by a blank line.
-// Run with -rewrite to regenerate the expected output, then review the diff.
-var rewrite = flag.Bool("rewrite", false, "rewrite testdata scripts with the actual output")
-
+// TestScripts runs the datadriven scripts of testdata/*.txt (see
+// coordtest.RunScripts; -rewrite regenerates their expected output).
 func TestScripts(t *testing.T) {
-	files, err := filepath.Glob("testdata/*.txt")
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no scripts: %v", err)
-	}
-	for _, f := range files {
-		t.Run(strings.TrimSuffix(filepath.Base(f), ".txt"), func(t *testing.T) {
-			runScript(t, f)
-		})
-	}
-}
-
-type scriptCase struct {
-	line    int
-	command string
-	want    string
-}
-
-func parseScript(t *testing.T, path string) (cases []scriptCase, comments map[int][]string) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	lines := strings.Split(string(data), "\n")
-	comments = make(map[int][]string)
-	var pending []string
-	for i := 0; i < len(lines); i++ {
-		l := lines[i]
-		if strings.TrimSpace(l) == "" {
-			continue
-		}
-		if strings.HasPrefix(l, "#") {
-			pending = append(pending, l)
-			continue
-		}
-		c := scriptCase{line: i + 1, command: l}
-		i++
-		if i >= len(lines) || lines[i] != "----" {
-			t.Fatalf("%s:%d: command without ----", path, c.line)
-		}
-		var out []string
-		for i++; i < len(lines) && lines[i] != ""; i++ {
-			out = append(out, lines[i])
-		}
-		c.want = strings.Join(out, "\n")
-		comments[len(cases)] = pending
-		pending = nil
-		cases = append(cases, c)
-	}
-	return cases, comments
-}
-
-func runScript(t *testing.T, path string) {
-	cases, comments := parseScript(t, path)
-	s := &script{t: t, h: newHarness(t, testConfig())}
-	var rewritten strings.Builder
-	for i, c := range cases {
-		got := strings.TrimRight(s.run(c.command), "\n")
-		if *rewrite {
-			for _, cm := range comments[i] {
-				rewritten.WriteString(cm + "\n")
-			}
-			fmt.Fprintf(&rewritten, "%s\n----\n%s\n\n", c.command, got)
-			continue
-		}
-		if got != c.want {
-			t.Errorf("%s:%d: %s\ngot:\n%s\nwant:\n%s", path, c.line, c.command, got, c.want)
-		}
-	}
-	if *rewrite {
-		if err := os.WriteFile(path, []byte(rewritten.String()), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	coordtest.RunScripts(t, func(t *testing.T) func(string) string {
+		s := &script{t: t, h: newHarness(t, testConfig())}
+		return s.run
+	})
 }
 
 // script runs commands against a harness. Requests run on their own
@@ -103,71 +29,24 @@ func runScript(t *testing.T, path string) {
 // once it arrives, "waiting" if it has not by the end of the command.
 // Marker writes print as they happen.
 type script struct {
-	t *testing.T
-	h *harness
-
-	mu      sync.Mutex
-	waiting []*asyncReq
-}
-
-type asyncReq struct {
-	label  string
-	answer string
-	done   bool
-	fresh  bool
-}
-
-type args struct {
-	name string
-	pos  []string
-	kv   map[string]string
 	t    *testing.T
-	line string
+	h    *harness
+	reqs coordtest.Requests
 }
 
-func parseArgs(t *testing.T, line string) args {
-	fields := strings.Fields(line)
-	a := args{name: fields[0], kv: map[string]string{}, t: t, line: line}
-	for _, f := range fields[1:] {
-		if k, v, ok := strings.Cut(f, "="); ok && !strings.Contains(k, "/") {
-			a.kv[k] = v
-		} else {
-			a.pos = append(a.pos, f)
-		}
-	}
-	return a
-}
+type args = coordtest.Args
 
-func (a args) str(k, def string) string {
-	if v, ok := a.kv[k]; ok {
-		return v
-	}
-	return def
-}
-
-func (a args) int(k string, def int64) int64 {
-	v, ok := a.kv[k]
-	if !ok {
-		return def
-	}
-	n, err := strconv.ParseInt(v, 10, 64)
-	if err != nil {
-		a.t.Fatalf("%s: %s=%q is not a number", a.line, k, v)
-	}
-	return n
-}
-
-// parts reads positional topic/partition arguments.
-func (a args) parts() []TopicPartition {
+// topicPartitions reads positional topic/partition arguments.
+func topicPartitions(a args) []TopicPartition {
 	var out []TopicPartition
-	for _, p := range a.pos {
+	for _, p := range a.Pos {
 		topic, n, ok := strings.Cut(p, "/")
 		if !ok {
 			continue
 		}
 		i, err := strconv.Atoi(n)
 		if err != nil {
-			a.t.Fatalf("%s: bad partition %q", a.line, p)
+			a.T.Fatalf("%s: bad partition %q", a.Line, p)
 		}
 		out = append(out, TopicPartition{topic, int32(i)})
 	}
@@ -175,23 +54,12 @@ func (a args) parts() []TopicPartition {
 }
 
 func (s *script) run(line string) string {
-	a := parseArgs(s.t, line)
+	a := coordtest.ParseArgs(s.t, line)
 	var out strings.Builder
 	s.exec(a, &out)
 	s.h.quiesce()
 	s.settle()
-	s.mu.Lock()
-	for _, r := range s.waiting {
-		switch {
-		case r.done:
-			fmt.Fprintf(&out, "%s: %s\n", r.label, r.answer)
-		case r.fresh:
-			fmt.Fprintf(&out, "%s: waiting\n", r.label)
-		}
-		r.fresh = false
-	}
-	s.waiting = slices.DeleteFunc(s.waiting, func(r *asyncReq) bool { return r.done })
-	s.mu.Unlock()
+	s.reqs.Report(&out)
 	for _, at := range s.h.markers.drain() {
 		out.WriteString(fmtMarker(at) + "\n")
 	}
@@ -206,20 +74,13 @@ func (s *script) run(line string) string {
 func (s *script) settle() {
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		s.mu.Lock()
-		open := 0
-		for _, r := range s.waiting {
-			if !r.done {
-				open++
-			}
-		}
-		s.mu.Unlock()
+		open := s.reqs.Open()
 		c := s.h.c
-		if int64(open) == c.posted.Load()-c.answered.Load() {
+		if int64(open) == c.rt.Posted()-c.rt.Answered() {
 			return
 		}
 		if time.Now().After(deadline) {
-			s.t.Fatalf("requests did not settle: %d open, %d parked", open, c.posted.Load()-c.answered.Load())
+			s.t.Fatalf("requests did not settle: %d open, %d parked", open, c.rt.Posted()-c.rt.Answered())
 		}
 		time.Sleep(20 * time.Microsecond)
 	}
@@ -229,21 +90,15 @@ func (s *script) settle() {
 // handed to a shard (posts of them) or answered, so the shards see it
 // before the command quiesces.
 func (s *script) submit(label string, posts int64, fn func(ctx context.Context) string) {
-	r := &asyncReq{label: label, fresh: true}
-	s.mu.Lock()
-	s.waiting = append(s.waiting, r)
-	s.mu.Unlock()
-	before := s.h.c.posted.Load()
+	answer := s.reqs.Add(label)
+	before := s.h.c.rt.Posted()
 	finished := make(chan struct{})
 	go func() {
-		answer := fn(context.Background())
-		s.mu.Lock()
-		r.done, r.answer = true, answer
-		s.mu.Unlock()
+		answer(fn(context.Background()))
 		close(finished)
 	}()
 	deadline := time.After(10 * time.Second)
-	for s.h.c.posted.Load() < before+posts {
+	for s.h.c.rt.Posted() < before+posts {
 		select {
 		case <-finished:
 			return
@@ -254,16 +109,6 @@ func (s *script) submit(label string, posts int64, fn func(ctx context.Context) 
 	}
 }
 
-func errName(code int16) string {
-	if code == 0 {
-		return "NONE"
-	}
-	if ke, ok := kerr.ErrorForCode(code).(*kerr.Error); ok && ke.Code == code {
-		return ke.Message
-	}
-	return fmt.Sprint(code)
-}
-
 func errByName(t *testing.T, name string) error {
 	switch name {
 	case "deleted":
@@ -271,10 +116,8 @@ func errByName(t *testing.T, name string) error {
 	case "plain":
 		return fmt.Errorf("disk on fire")
 	}
-	for code := int16(-1); code < 200; code++ {
-		if e, ok := kerr.ErrorForCode(code).(*kerr.Error); ok && e.Code == code && e.Message == name {
-			return fmt.Errorf("failed: %w", e)
-		}
+	if e := coordtest.KafkaError(name); e != nil {
+		return fmt.Errorf("failed: %w", e)
 	}
 	t.Fatalf("unknown error %q", name)
 	return nil
@@ -307,12 +150,12 @@ func fmtMarker(at markerAttempt) string {
 func (s *script) exec(a args, out *strings.Builder) {
 	ctx := context.Background()
 	h := s.h
-	switch a.name {
+	switch a.Name {
 	case "config":
 		// Restart on a fresh store with changed settings.
 		cfg := testConfig()
-		cfg.TransactionVersion = int16(a.int("tv", int64(cfg.TransactionVersion)))
-		cfg.TransactionalIDExpirationMs = a.int("expiration", cfg.TransactionalIDExpirationMs)
+		cfg.TransactionVersion = int16(a.Int("tv", int64(cfg.TransactionVersion)))
+		cfg.TransactionalIDExpirationMs = a.Int("expiration", cfg.TransactionalIDExpirationMs)
 		s.h.c.Close()
 		s.h = newHarness(s.t, cfg)
 	case "init":
@@ -323,13 +166,13 @@ func (s *script) exec(a args, out *strings.Builder) {
 		s.add(a, true)
 	case "offsets":
 		req := kmsg.NewPtrAddOffsetsToTxnRequest()
-		req.Version = int16(a.int("v", 4))
-		req.TransactionalID = a.str("id", "t1")
-		req.ProducerID = a.int("pid", 1000)
-		req.ProducerEpoch = int16(a.int("epoch", 0))
-		req.Group = a.str("group", "g1")
+		req.Version = int16(a.Int("v", 4))
+		req.TransactionalID = a.Str("id", "t1")
+		req.ProducerID = a.Int("pid", 1000)
+		req.ProducerEpoch = int16(a.Int("epoch", 0))
+		req.Group = a.Str("group", "g1")
 		s.submit("offsets "+req.TransactionalID, 1, func(ctx context.Context) string {
-			return errName(h.c.AddOffsetsToTxn(ctx, req)().ErrorCode)
+			return coordtest.ErrName(h.c.AddOffsetsToTxn(ctx, req)().ErrorCode)
 		})
 	case "end":
 		s.end(a)
@@ -338,81 +181,68 @@ func (s *script) exec(a args, out *strings.Builder) {
 	case "list":
 		out.WriteString(s.list(a))
 	case "advance":
-		d, err := time.ParseDuration(a.pos[0])
-		if err != nil {
-			s.t.Fatalf("%s: %v", a.line, err)
-		}
-		h.advance(d)
+		h.advance(a.Duration(0))
 	case "store":
-		switch {
-		case slices.Contains(a.pos, "hold"):
-			h.store.set(true)
-		case slices.Contains(a.pos, "release"):
-			h.store.set(false)
-		case slices.Contains(a.pos, "ok"):
-			h.store.setFail(nil)
-		case a.kv["fail"] != "":
-			h.store.setFail(errByName(s.t, a.kv["fail"]))
-		}
+		coordtest.StoreCommand(a, h.store, func(name string) error { return errByName(s.t, name) })
 	case "markers":
 		switch {
-		case slices.Contains(a.pos, "hold"):
-			h.markers.set(true)
-		case slices.Contains(a.pos, "release"):
-			h.markers.set(false)
-		case a.kv["fail"] != "":
-			err := errByName(s.t, a.kv["fail"])
-			for _, tp := range a.parts() {
-				h.markers.fail(tp, err, int(a.int("times", 1)))
+		case slices.Contains(a.Pos, "hold"):
+			h.markers.Set(true)
+		case slices.Contains(a.Pos, "release"):
+			h.markers.Set(false)
+		case a.KV["fail"] != "":
+			err := errByName(s.t, a.KV["fail"])
+			for _, tp := range topicPartitions(a) {
+				h.markers.fail(tp, err, int(a.Int("times", 1)))
 			}
 		}
 	case "alloc":
-		h.alloc.failing.Store(slices.Contains(a.pos, "fail"))
+		h.alloc.failing.Store(slices.Contains(a.Pos, "fail"))
 	case "records":
 		out.WriteString(s.records(a))
 	case "restart":
 		h.restart()
 	case "unload":
-		h.c.Unload(int32(a.int("p", 0)))
+		h.c.Unload(int32(a.Int("p", 0)))
 	case "load":
-		p := int32(a.int("p", 0))
-		if err := h.c.Load(ctx, p, int32(a.int("epoch", int64(h.epoch))), seqOf(h.store.records(p))); err != nil {
+		p := int32(a.Int("p", 0))
+		if err := h.c.Load(ctx, p, int32(a.Int("epoch", int64(h.epoch))), coordtest.SeqOf(h.store.Records(p))); err != nil {
 			fmt.Fprintf(out, "error: %v\n", err)
 		}
 	case "state":
-		out.WriteString(s.state(a.str("id", "t1")))
+		out.WriteString(s.state(a.Str("id", "t1")))
 	case "set-epoch":
 		// Jump an id's epoch, to reach exhaustion without 32,000 steps.
-		id := a.str("id", "t1")
+		id := a.Str("id", "t1")
 		h.onShard(id, func(m *machine) {
 			_, t, _ := m.lookup(id)
-			t.producerEpoch = int16(a.int("epoch", 0))
+			t.producerEpoch = int16(a.Int("epoch", 0))
 		})
 	case "partition":
-		fmt.Fprintf(out, "%d\n", h.c.PartitionFor(a.str("id", "t1")))
+		fmt.Fprintf(out, "%d\n", h.c.PartitionFor(a.Str("id", "t1")))
 	default:
-		s.t.Fatalf("unknown command %q", a.name)
+		s.t.Fatalf("unknown command %q", a.Name)
 	}
 }
 
 func (s *script) init(a args) {
 	req := kmsg.NewPtrInitProducerIDRequest()
-	req.Version = int16(a.int("v", 5))
+	req.Version = int16(a.Int("v", 5))
 	label := "init"
-	if id, ok := a.kv["id"]; ok {
+	if id, ok := a.KV["id"]; ok {
 		req.TransactionalID = &id
 		label = "init " + id
 	}
-	req.TransactionTimeoutMillis = int32(a.int("timeout", 60000))
-	req.ProducerID = a.int("pid", -1)
-	req.ProducerEpoch = int16(a.int("epoch", -1))
+	req.TransactionTimeoutMillis = int32(a.Int("timeout", 60000))
+	req.ProducerID = a.Int("pid", -1)
+	req.ProducerEpoch = int16(a.Int("epoch", -1))
 	posts := int64(1)
 	if req.TransactionalID == nil {
 		posts = 0
 	}
 	s.submit(label, posts, func(ctx context.Context) string {
 		r := s.h.c.InitProducerID(ctx, req)()
-		return fmt.Sprintf("%s pid=%d epoch=%d", errName(r.ErrorCode), r.ProducerID, r.ProducerEpoch)
+		return fmt.Sprintf("%s pid=%d epoch=%d", coordtest.ErrName(r.ErrorCode), r.ProducerID, r.ProducerEpoch)
 	})
 }
 
@@ -424,12 +254,12 @@ func (s *script) add(a args, verify bool) {
 	if verify {
 		def = 4
 	}
-	req.Version = int16(a.int("v", def))
-	id := a.str("id", "t1")
-	pid, epoch := a.int("pid", 1000), int16(a.int("epoch", 0))
+	req.Version = int16(a.Int("v", def))
+	id := a.Str("id", "t1")
+	pid, epoch := a.Int("pid", 1000), int16(a.Int("epoch", 0))
 	var topics []string
 	parts := map[string][]int32{}
-	for _, tp := range a.parts() {
+	for _, tp := range topicPartitions(a) {
 		if _, ok := parts[tp.Topic]; !ok {
 			topics = append(topics, tp.Topic)
 		}
@@ -452,12 +282,12 @@ func (s *script) add(a args, verify bool) {
 		}
 		req.Transactions = append(req.Transactions, tx)
 	}
-	label := a.name + " " + id
+	label := a.Name + " " + id
 	s.submit(label, 1, func(ctx context.Context) string {
 		r := s.h.c.AddPartitionsToTxn(ctx, req)()
 		var b []string
 		add := func(topic string, p int32, code int16) {
-			b = append(b, fmt.Sprintf("%s/%d=%s", topic, p, errName(code)))
+			b = append(b, fmt.Sprintf("%s/%d=%s", topic, p, coordtest.ErrName(code)))
 		}
 		for _, t := range r.Topics {
 			for _, p := range t.Partitions {
@@ -477,28 +307,28 @@ func (s *script) add(a args, verify bool) {
 
 func (s *script) end(a args) {
 	req := kmsg.NewPtrEndTxnRequest()
-	req.Version = int16(a.int("v", 4))
-	req.TransactionalID = a.str("id", "t1")
-	req.ProducerID = a.int("pid", 1000)
-	req.ProducerEpoch = int16(a.int("epoch", 0))
-	req.Commit = slices.Contains(a.pos, "commit")
+	req.Version = int16(a.Int("v", 4))
+	req.TransactionalID = a.Str("id", "t1")
+	req.ProducerID = a.Int("pid", 1000)
+	req.ProducerEpoch = int16(a.Int("epoch", 0))
+	req.Commit = slices.Contains(a.Pos, "commit")
 	s.submit("end "+req.TransactionalID, 1, func(ctx context.Context) string {
 		r := s.h.c.EndTxn(ctx, req)()
 		if req.Version >= 5 {
-			return fmt.Sprintf("%s pid=%d epoch=%d", errName(r.ErrorCode), r.ProducerID, r.ProducerEpoch)
+			return fmt.Sprintf("%s pid=%d epoch=%d", coordtest.ErrName(r.ErrorCode), r.ProducerID, r.ProducerEpoch)
 		}
-		return errName(r.ErrorCode)
+		return coordtest.ErrName(r.ErrorCode)
 	})
 }
 
 func (s *script) describe(a args) string {
 	req := kmsg.NewPtrDescribeTransactionsRequest()
-	req.TransactionalIDs = a.pos
+	req.TransactionalIDs = a.Pos
 	resp := s.h.c.DescribeTransactions(context.Background(), req)
 	var b strings.Builder
 	for _, st := range resp.TransactionStates {
 		if st.ErrorCode != 0 {
-			fmt.Fprintf(&b, "%s: %s\n", st.TransactionalID, errName(st.ErrorCode))
+			fmt.Fprintf(&b, "%s: %s\n", st.TransactionalID, coordtest.ErrName(st.ErrorCode))
 			continue
 		}
 		fmt.Fprintf(&b, "%s: state=%s pid=%d epoch=%d timeout=%d start=%s", st.TransactionalID, st.State,
@@ -523,24 +353,24 @@ func (s *script) showTime(msTs int64) string {
 
 func (s *script) list(a args) string {
 	req := kmsg.NewPtrListTransactionsRequest()
-	req.Version = int16(a.int("v", 2))
-	if v := a.str("states", ""); v != "" {
+	req.Version = int16(a.Int("v", 2))
+	if v := a.Str("states", ""); v != "" {
 		req.StateFilters = strings.Split(v, ",")
 	}
-	if v := a.str("pids", ""); v != "" {
+	if v := a.Str("pids", ""); v != "" {
 		for _, f := range strings.Split(v, ",") {
 			n, _ := strconv.ParseInt(f, 10, 64)
 			req.ProducerIDFilters = append(req.ProducerIDFilters, n)
 		}
 	}
-	req.DurationFilterMillis = a.int("duration", -1)
-	if v, ok := a.kv["pattern"]; ok {
+	req.DurationFilterMillis = a.Int("duration", -1)
+	if v, ok := a.KV["pattern"]; ok {
 		req.TransactionalIDPattern = &v
 	}
 	resp := s.h.c.ListTransactions(context.Background(), req)
 	var b strings.Builder
 	if resp.ErrorCode != 0 {
-		fmt.Fprintf(&b, "%s\n", errName(resp.ErrorCode))
+		fmt.Fprintf(&b, "%s\n", coordtest.ErrName(resp.ErrorCode))
 	}
 	if len(resp.UnknownStateFilters) > 0 {
 		fmt.Fprintf(&b, "unknown states: %s\n", strings.Join(resp.UnknownStateFilters, ","))
@@ -557,12 +387,12 @@ func (s *script) list(a args) string {
 // records prints a partition's records decoded (p=N, or the partition of
 // id=X).
 func (s *script) records(a args) string {
-	p := int32(a.int("p", 0))
-	if id, ok := a.kv["id"]; ok {
+	p := int32(a.Int("p", 0))
+	if id, ok := a.KV["id"]; ok {
 		p = s.h.c.PartitionFor(id)
 	}
 	var b strings.Builder
-	for _, r := range s.h.store.records(p) {
+	for _, r := range s.h.store.Records(p) {
 		var k kmsg.TxnMetadataKey
 		if err := k.ReadFrom(r.Key); err != nil {
 			fmt.Fprintf(&b, "bad key: %v\n", err)
@@ -603,7 +433,7 @@ func (s *script) state(id string) string {
 		_, t, code := m.lookup(id)
 		switch {
 		case code != 0:
-			out = errName(code) + "\n"
+			out = coordtest.ErrName(code) + "\n"
 		case t == nil:
 			out = "no such id\n"
 		default:
