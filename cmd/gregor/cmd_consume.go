@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,7 +12,9 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 func consumeCommand() *command {
@@ -86,9 +89,9 @@ type consumePlan struct {
 	start      kgo.Offset
 	partitions []int32
 	parts      []formatPart
-	// pending maps each partition still to read to the offset it ends at,
-	// for -e.
-	pending map[int32]int64
+	// pending holds, for -e, each partition still to read: the next
+	// offset to see and the offset it ends at.
+	pending map[int32]*offsetRange
 }
 
 func planConsume(c *cmd, f consumeFlags) (consumePlan, error) {
@@ -176,7 +179,7 @@ func checkTopic(c *cmd, topic string) error {
 
 // pendingPartitions returns, for -e, the partitions that have records
 // between where consuming starts and their current end, with that end.
-func pendingPartitions(c *cmd, f consumeFlags, plan consumePlan) (map[int32]int64, error) {
+func pendingPartitions(c *cmd, f consumeFlags, plan consumePlan) (map[int32]*offsetRange, error) {
 	topic := c.args[0]
 	adm, _ := c.admin()
 	ctx := c.context()
@@ -188,7 +191,7 @@ func pendingPartitions(c *cmd, f consumeFlags, plan consumePlan) (map[int32]int6
 	if err != nil {
 		return nil, err
 	}
-	pending := map[int32]int64{}
+	pending := map[int32]*offsetRange{}
 	for p, end := range ends[topic] {
 		if len(plan.partitions) > 0 && !containsPartition(plan.partitions, p) {
 			continue
@@ -197,7 +200,7 @@ func pendingPartitions(c *cmd, f consumeFlags, plan consumePlan) (map[int32]int6
 			return nil, fmt.Errorf("end offset of %s/%d: %w", topic, p, end.Err)
 		}
 		if from, ok := starts[p]; ok && from < end.Offset {
-			pending[p] = end.Offset
+			pending[p] = &offsetRange{next: from, end: end.Offset}
 		}
 	}
 	return pending, nil
@@ -277,6 +280,9 @@ func containsPartition(ps []int32, p int32) bool {
 	return false
 }
 
+// offsetRange is what -e has still to read of a partition.
+type offsetRange struct{ next, end int64 }
+
 // consumeLoop polls and prints until -n records, the ends of -e, the
 // --timeout-ms idle time, or an interrupt.
 func consumeLoop(c *cmd, cl *kgo.Client, f consumeFlags, plan consumePlan) error {
@@ -285,6 +291,7 @@ func consumeLoop(c *cmd, cl *kgo.Client, f consumeFlags, plan consumePlan) error
 	enc := json.NewEncoder(w)
 	var buf []byte
 	printed := 0
+	lastRecord := time.Now()
 	for plan.pending == nil || len(plan.pending) > 0 {
 		want := 10000
 		if f.num > 0 {
@@ -293,7 +300,7 @@ func consumeLoop(c *cmd, cl *kgo.Client, f consumeFlags, plan consumePlan) error
 		if want <= 0 {
 			break
 		}
-		fetches, idle := pollOnce(ctx, cl, want, f.idleMs)
+		fetches, quiet := pollOnce(ctx, cl, want, pollWait(f, plan))
 		if err := fetchError(fetches); err != nil {
 			return err
 		}
@@ -305,18 +312,61 @@ func consumeLoop(c *cmd, cl *kgo.Client, f consumeFlags, plan consumePlan) error
 				w.Write(buf)
 			}
 			printed++
-			if end, ok := plan.pending[r.Partition]; ok && r.Offset+1 >= end {
-				delete(plan.pending, r.Partition)
+			lastRecord = time.Now()
+			if pr, ok := plan.pending[r.Partition]; ok {
+				pr.next = r.Offset + 1
+				if pr.next >= pr.end {
+					delete(plan.pending, r.Partition)
+				}
 			}
 		}
 		if err := w.Flush(); err != nil {
 			return fmt.Errorf("write: %w", err)
 		}
-		if idle || ctx.Err() != nil {
+		if ctx.Err() != nil || (f.idleMs > 0 && time.Since(lastRecord) >= time.Duration(f.idleMs)*time.Millisecond) {
 			break
+		}
+		if quiet && plan.pending != nil {
+			if err := dropDrained(c, cl, plan, f.isolation == "read_committed"); err != nil {
+				return err
+			}
 		}
 	}
 	return commitConsumed(c, cl, f)
+}
+
+// pollWait is how long one poll waits for records: --timeout-ms, and at
+// most a second with -e, after which quiet partitions are checked for
+// records that never arrive as such (transaction markers).
+func pollWait(f consumeFlags, plan consumePlan) int {
+	wait := f.idleMs
+	if plan.pending != nil && (wait <= 0 || wait > 1000) {
+		wait = 1000
+	}
+	return wait
+}
+
+// dropDrained removes from -e's pending partitions those with nothing
+// left to see before their end.
+func dropDrained(c *cmd, cl *kgo.Client, plan consumePlan, readCommitted bool) error {
+	adm, _ := c.admin()
+	topic := c.args[0]
+	ts, err := adm.ListTopics(c.ctx, topic)
+	if err != nil {
+		return fmt.Errorf("metadata of %s: %w", topic, err)
+	}
+	td := ts[topic]
+	for p, pr := range plan.pending {
+		leader := td.Partitions[p].Leader
+		done, err := drained(c.ctx, cl, leader, td.ID, topic, p, *pr, readCommitted)
+		if err != nil {
+			return err
+		}
+		if done {
+			delete(plan.pending, p)
+		}
+	}
+	return nil
 }
 
 // pollOnce polls up to want records, waiting at most idleMs when set; idle
@@ -353,4 +403,97 @@ func commitConsumed(c *cmd, cl *kgo.Client, f consumeFlags) error {
 		return fmt.Errorf("commit offsets of group %s: %w", f.group, err)
 	}
 	return nil
+}
+
+// drained reads the partition from r.next to r.end straight from its
+// leader and reports whether nothing in it is a record a consumer would
+// see: only transaction markers, or (read committed) aborted batches.
+// The client consumes those silently, so -e cannot otherwise tell that a
+// partition whose log ends in a marker is at its end.
+func drained(ctx context.Context, cl *kgo.Client, leader int32, id [16]byte, topic string, p int32, r offsetRange, readCommitted bool) (bool, error) {
+	for r.next < r.end {
+		resp, err := fetchRaw(ctx, cl, leader, id, topic, p, r.next, readCommitted)
+		if err != nil {
+			return false, err
+		}
+		next, visible := scanBatches(resp, r.next, readCommitted)
+		if visible {
+			return false, nil
+		}
+		if next <= r.next {
+			return false, nil // nothing readable yet: let the consumer go on
+		}
+		r.next = next
+	}
+	return true, nil
+}
+
+// fetchRaw fetches one partition from offset at its leader.
+func fetchRaw(ctx context.Context, cl *kgo.Client, leader int32, id [16]byte, topic string, p int32, offset int64, readCommitted bool) (*kmsg.FetchResponseTopicPartition, error) {
+	req := kmsg.NewPtrFetchRequest()
+	req.ReplicaID, req.MaxWaitMillis, req.MinBytes, req.MaxBytes = -1, 0, 1, 1<<20
+	if readCommitted {
+		req.IsolationLevel = 1
+	}
+	rt := kmsg.NewFetchRequestTopic()
+	rt.Topic, rt.TopicID = topic, id
+	rp := kmsg.NewFetchRequestTopicPartition()
+	rp.Partition, rp.FetchOffset, rp.PartitionMaxBytes, rp.CurrentLeaderEpoch = p, offset, 1<<20, -1
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(ctx, cl.Broker(int(leader)))
+	if err != nil {
+		return nil, fmt.Errorf("fetch %s/%d at %d: %w", topic, p, offset, err)
+	}
+	if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
+		return nil, fmt.Errorf("fetch %s/%d at %d: %w", topic, p, offset, err)
+	}
+	if len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
+		return nil, fmt.Errorf("fetch %s/%d at %d: %w", topic, p, offset, errNoAnswer)
+	}
+	part := &resp.Topics[0].Partitions[0]
+	if err := kerr.ErrorForCode(part.ErrorCode); err != nil {
+		return nil, fmt.Errorf("fetch %s/%d at %d: %w", topic, p, offset, err)
+	}
+	return part, nil
+}
+
+// scanBatches walks the batches of a fetch from offset and returns the
+// offset after the last whole batch and whether any batch at or after
+// offset holds records a consumer sees.
+func scanBatches(part *kmsg.FetchResponseTopicPartition, offset int64, readCommitted bool) (int64, bool) {
+	aborted := map[int64]int64{} // producer id -> first aborted offset
+	for _, a := range part.AbortedTransactions {
+		aborted[a.ProducerID] = a.FirstOffset
+	}
+	next := offset
+	data := part.RecordBatches
+	for len(data) >= 12 {
+		length := int(binary.BigEndian.Uint32(data[8:12]))
+		if len(data) < 12+length {
+			break // a partial batch at the end of the response
+		}
+		var b kmsg.RecordBatch
+		if err := b.ReadFrom(data[:12+length]); err != nil {
+			break
+		}
+		data = data[12+length:]
+		last := b.FirstOffset + int64(b.LastOffsetDelta)
+		if last < offset {
+			continue
+		}
+		next = last + 1
+		control := b.Attributes&0x20 != 0
+		if control {
+			// The producer's transaction ends here: its later batches are
+			// not part of the aborted one.
+			delete(aborted, b.ProducerID)
+			continue
+		}
+		first, isAborted := aborted[b.ProducerID]
+		if !(readCommitted && isAborted && first <= b.FirstOffset) {
+			return next, true
+		}
+	}
+	return next, false
 }

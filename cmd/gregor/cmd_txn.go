@@ -143,10 +143,29 @@ func txnAbort(c *cmd) error {
 // abortByTxnID initialises a producer under the transactional id: the
 // coordinator aborts the id's ongoing transaction and bumps its epoch.
 func abortByTxnID(c *cmd, txnID string) error {
-	if err := reachable(c.seeds()); err != nil {
+	adm, err := c.admin()
+	if err != nil {
 		return err
 	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.seeds()...), kgo.ClientID("gregor-cli"), kgo.TransactionalID(txnID))
+	described, err := adm.DescribeTransactions(c.context(), txnID)
+	if err != nil {
+		return fmt.Errorf("describe %s: %w", txnID, err)
+	}
+	d, err := described.On(txnID, nil)
+	if err == nil {
+		err = d.Err
+	}
+	if err != nil {
+		return fmt.Errorf("describe %s: %w", txnID, err)
+	}
+	if d.State != "Ongoing" {
+		_, err := fmt.Fprintf(c.out, "%s has no open transaction (state %s): nothing to abort\n", txnID, d.State)
+		return err
+	}
+	// The transaction's own timeout, which InitProducerId would otherwise
+	// replace with the client's.
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.seeds()...), kgo.ClientID("gregor-cli"), kgo.TransactionalID(txnID),
+		kgo.TransactionTimeout(time.Duration(d.TimeoutMillis)*time.Millisecond))
 	if err != nil {
 		return fmt.Errorf("abort %s: %w", txnID, err)
 	}
