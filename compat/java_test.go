@@ -44,6 +44,12 @@ const javaHeap = "-Xmx256m"
 var javaExtras = []harness.Scenario{
 	{ID: "group.resume.consumer", Pass: "as group.resume with the KIP-848 consumer (group.protocol=consumer)"},
 	{ID: "group.split.consumer", Pass: "as group.split with the KIP-848 consumer and its server-side assignor"},
+	{ID: "group.static", Pass: "static membership (KIP-345): a member closed without leaving keeps its place (DescribeGroups shows both), comes back with its group.instance.id to the same partitions without a rebalance of the other; both leave by instance id and the group is Empty"},
+	{ID: "group.cooperative", Pass: "classic with the cooperative-sticky assignor: when a second member joins, the first revokes only the partitions that move and keeps the rest; records are read once; when it leaves, they come back without another revocation"},
+	{ID: "group.rebalance.consumer", Pass: "as group.cooperative with the KIP-848 consumer: the broker's reassignment revokes only what moves"},
+	{ID: "group.regex.consumer", Pass: "KIP-848 regex subscription resolved by the broker: the member reads the two matching topics, a matching topic created later, and not a topic that does not match"},
+	{ID: "txn.eos", Pass: "consume-transform-produce with sendOffsetsToTransaction (classic group): one transaction aborted and redone; the output read_committed holds each result once and the group's offsets are the input's ends"},
+	{ID: "txn.eos.consumer", Pass: "as txn.eos with a KIP-848 group (TxnOffsetCommit checked against its member epoch)"},
 	{ID: "txn.v2", Pass: "transaction.version 2 is finalized; commit, abort, commit bump the producer epoch each time (the coordinator and the batches show it); read_committed sees only the committed records"},
 	{ID: "admin.topics", Pass: "createTopics (validateOnly, then two topics: partitions, replication, topic id, configs answered; again: TOPIC_ALREADY_EXISTS), listTopics, describeTopics one partition per response and by topic id, deleteTopics by name and by id"},
 	{ID: "admin.cluster", Pass: "describeCluster (cluster id, node 1, controller), describeFeatures (transaction.version, group.version finalized and supported), describeMetadataQuorum (leader 1 among the voters), describeConfigs of broker 1 (auto.create.topics.enable as each target was started)"},
@@ -54,7 +60,7 @@ var javaExtras = []harness.Scenario{
 	{ID: "admin.logdirs", Pass: "describeLogDirs of broker 1 shows the partition in one log dir with its bytes, no lag, and the dir's total and usable bytes"},
 	{ID: "admin.producers", Pass: "describeProducers shows an idempotent producer's id, epoch 0 and last sequence, and no producer for a plain producer's partition"},
 	{ID: "admin.transactions", Pass: "an open transaction in listTransactions (also by producer id) and describeTransactions, its start offset in describeProducers and the last stable offset; abortTransaction moves the LSO past its marker; fenceProducers bumps the epoch and fences the producer; read_committed reads nothing"},
-	{ID: "telemetry.first_send", Pass: "KafkaProducer construction to the first acknowledged send under 2 s, (the JVM's first producer under 5 s), and KafkaConsumer construction to the first record under 5 s, whatever the KIP-714 telemetry handshake does"},
+	{ID: "telemetry.first_send", Pass: "KafkaProducer construction to the first acknowledged send under 2 s (the JVM's first producer under 5 s), and KafkaConsumer construction to the first record under 5 s, whatever the KIP-714 telemetry handshake does"},
 }
 
 func javaClient() clientImpl {
@@ -334,7 +340,7 @@ func javaScenario(ctx context.Context, e *env, id string) (string, error) {
 
 func javaExtraTimeout(id string) time.Duration {
 	switch id {
-	case "group.split.consumer":
+	case "group.split.consumer", "group.static", "group.cooperative", "group.rebalance.consumer":
 		return 2 * time.Minute
 	}
 	return 90 * time.Second

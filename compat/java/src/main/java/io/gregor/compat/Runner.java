@@ -34,6 +34,8 @@ public final class Runner {
 
     /** The scenario failed; the message is the reason. */
     static final class Fail extends Exception {
+        private static final long serialVersionUID = 1L;
+
         Fail(String msg) {
             super(msg);
         }
@@ -41,6 +43,8 @@ public final class Runner {
 
     /** The client itself lacks the feature the scenario needs. */
     static final class NotApplicable extends Exception {
+        private static final long serialVersionUID = 1L;
+
         NotApplicable(String msg) {
             super(msg);
         }
@@ -50,6 +54,7 @@ public final class Runner {
         Map<String, Scenario> m = new LinkedHashMap<>();
         Scenarios.register(m);
         Extras.register(m);
+        Groups.register(m);
         return m;
     }
 

@@ -430,9 +430,14 @@ final class Scenarios {
     }
 
     static List<String> readCommitted(Env env, int want) throws Exception {
+        return readCommittedFrom(env.bootstrap(), env.topic(), want);
+    }
+
+    /** Partition 0 of topic read_committed: want values, and any more that come within a second. */
+    static List<String> readCommittedFrom(String bootstrap, String topic, int want) throws Exception {
         List<String> values = new ArrayList<>();
-        try (KafkaConsumer<byte[], byte[]> c = consumer(env.bootstrap(), Map.of(ConsumerConfig.ISOLATION_LEVEL_CONFIG, "read_committed"))) {
-            TopicPartition tp = new TopicPartition(env.topic(), 0);
+        try (KafkaConsumer<byte[], byte[]> c = consumer(bootstrap, Map.of(ConsumerConfig.ISOLATION_LEVEL_CONFIG, "read_committed"))) {
+            TopicPartition tp = new TopicPartition(topic, 0);
             c.assign(List.of(tp));
             c.seekToBeginning(List.of(tp));
             long deadline = System.currentTimeMillis() + 30000;
