@@ -96,6 +96,23 @@ func TestCLIProduceConsume(t *testing.T) {
 		t.Errorf("-k/-H round trip: %q", kd)
 	}
 
+	// As a group member: what is printed is committed, and the next run
+	// starts after it.
+	grouped := mustCLI(t, addr, "", "consume", "rec", "-g", "cg", "-n", "60", "-f", `%k\n`)
+	if strings.Count(grouped, "\n") != 60 {
+		t.Fatalf("consume -g -n 60 printed %d records", strings.Count(grouped, "\n"))
+	}
+	if n := committedSum(t, adm, "cg"); n != 60 {
+		t.Errorf("group cg committed %d records after printing 60", n)
+	}
+	rest := mustCLI(t, addr, "", "consume", "rec", "-g", "cg", "-e", "-f", `%k\n`)
+	if strings.Count(rest, "\n") != 41 || strings.Contains(rest, strings.SplitN(grouped, "\n", 2)[0]+"\n") {
+		t.Errorf("second consume -g -e printed %d records, want the other 41", strings.Count(rest, "\n"))
+	}
+	if n := committedSum(t, adm, "cg"); n != 101 {
+		t.Errorf("group cg committed %d records, want 101", n)
+	}
+
 	var offs []partitionOffsets
 	cliJSON(t, addr, &offs, "offsets", "rec", "--time", "1h")
 	ends, err := adm.ListEndOffsets(ctx, "rec")

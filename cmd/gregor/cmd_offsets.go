@@ -124,7 +124,12 @@ func printOffsets(c *cmd, out []partitionOffsets, withTime bool) error {
 		if withTime {
 			row = append(row, "-", "-")
 			if r.AtTime != nil && *r.AtTime >= 0 {
-				row[4], row[5] = itoa(*r.AtTime), time.UnixMilli(*r.AtTimestamp).UTC().Format(time.RFC3339Nano)
+				row[4] = itoa(*r.AtTime)
+			}
+			// No record at or after the time: the offset is the end, with
+			// no timestamp.
+			if r.AtTimestamp != nil && *r.AtTimestamp >= 0 {
+				row[5] = time.UnixMilli(*r.AtTimestamp).UTC().Format(time.RFC3339Nano)
 			}
 		}
 		rows = append(rows, row)
