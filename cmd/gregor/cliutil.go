@@ -189,11 +189,12 @@ func (c *cmd) flagError(err error) error {
 	msg := err.Error()
 	if name, ok := strings.CutPrefix(msg, "flag provided but not defined: -"); ok {
 		var names []string
+		name = strings.TrimLeft(name, "-")
 		c.fs.VisitAll(func(f *flag.Flag) { names = append(names, f.Name) })
-		if s := nearest(strings.TrimLeft(name, "-"), names); s != "" {
-			return usagef("%s: unknown flag --%s; did you mean %s?", c.path, strings.TrimLeft(name, "-"), flagName(s))
+		if s := nearest(name, names); s != "" {
+			return usagef("%s: unknown flag %s; did you mean %s?", c.path, flagName(name), flagName(s))
 		}
-		return usagef("%s: unknown flag --%s (see gregor %s -h)", c.path, strings.TrimLeft(name, "-"), c.path)
+		return usagef("%s: unknown flag %s (see gregor %s -h)", c.path, flagName(name), c.path)
 	}
 	return usagef("%s: %s (see gregor %s -h)", c.path, msg, c.path)
 }
@@ -207,7 +208,7 @@ func flagName(s string) string {
 
 // help prints the usage line, description, flags and examples.
 func (c *cmd) help(w io.Writer) {
-	fmt.Fprintf(w, "usage: gregor %s %s [flags]\n\n%s\n", c.path, c.spec.args, c.spec.short)
+	fmt.Fprintf(w, "usage: %s [flags]\n\n%s\n", strings.Join(slices.DeleteFunc([]string{"gregor", c.path, c.spec.args}, func(s string) bool { return s == "" }), " "), c.spec.short)
 	if c.spec.long != "" {
 		fmt.Fprintf(w, "\n%s\n", strings.TrimSpace(c.spec.long))
 	}
@@ -443,9 +444,12 @@ func parseTime(s string, now time.Time) (time.Time, error) {
 // nearest returns the candidate closest to s, if close enough to be the
 // likely intent (a typo, or a unique prefix), else "".
 func nearest(s string, candidates []string) string {
+	if len(s) < 2 {
+		return "" // every one-letter name is one edit away
+	}
 	best, bestDist := "", len(s)/2+2
 	for _, c := range candidates {
-		if len(s) >= 2 && strings.HasPrefix(c, s) {
+		if strings.HasPrefix(c, s) {
 			return c
 		}
 		if d := editDistance(s, c); d < bestDist {

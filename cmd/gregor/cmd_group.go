@@ -94,7 +94,6 @@ type groupJSONRow struct {
 }
 
 func groupDescribe(c *cmd) error {
-	c.fs.StringVar(&c.brokers, "bootstrap", defaultBrokers(), "same as --brokers")
 	if err := c.parse(1, -1); err != nil {
 		return err
 	}
