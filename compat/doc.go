@@ -34,6 +34,10 @@
 // Gregor may serve fewer APIs or versions than Kafka only where listed
 // with a reason.
 //
+// TestKafkaTools runs Kafka 4.4's own bin/kafka-*.sh tools against a
+// gregor and a three-node gregor cluster (kafka-dump-log on gregor's data
+// files), checking their output and the broker's state with franz-go.
+//
 // make compat writes docs/compatibility.md through cmd/compatdoc (Kafka
 // and Gregor side by side per client and scenario); make compat-peers
 // runs other projects' own test suites through cmd/peers; make kafka-ref
