@@ -75,7 +75,7 @@ func TestCLIGroup(t *testing.T) {
 		t.Fatalf("dry run: exit %d\n%s%s", dry.code, dry.out, dry.err)
 	}
 	expect("after the dry run", 3, 6)
-	mustCLI(t, addr, "", "group", "reset-offsets", "g", "--topic", "gt", "--to-earliest", "--execute")
+	mustCLI(t, addr, "", "group", "reset-offsets", "--group", "g", "--topic", "gt", "--to-earliest", "--execute")
 	expect("--to-earliest --execute", 0, 0)
 	mustCLI(t, addr, "", "group", "reset-offsets", "g", "--topic", "gt:0", "--shift-by", "4", "--execute")
 	expect("--shift-by 4 on partition 0", 4, 0)

@@ -88,7 +88,8 @@ func TestCLITopic(t *testing.T) {
 	addr, cl, adm := cliCluster(t)
 	ctx := testCtx(t, 2*time.Minute)
 
-	out := mustCLI(t, addr, "", "topic", "create", "t1", "-p", "3", "-r", "1", "-c", "retention.ms=1000")
+	// Kafka's flag names work too: --topic for the argument.
+	out := mustCLI(t, addr, "", "topic", "create", "--topic", "t1", "--partitions", "3", "-r", "1", "-c", "retention.ms=1000")
 	if !strings.Contains(out, "t1") || !strings.Contains(out, "OK") {
 		t.Fatalf("create output:\n%s", out)
 	}

@@ -45,7 +45,7 @@ func TestCLIProduceConsume(t *testing.T) {
 		}
 	}
 	// All partitions with -n: the same set of lines.
-	all := mustCLI(t, addr, "", "consume", "rec", "-f", format, "-n", "100")
+	all := mustCLI(t, addr, "", "consume", "--topic", "rec", "-f", format, "--max-messages", "100", "--from-beginning")
 	gotLines := strings.SplitAfter(all, "\n")
 	gotLines = gotLines[:len(gotLines)-1]
 	wantLines := strings.SplitAfter(in.String(), "\n")

@@ -36,6 +36,9 @@ type command struct {
 	long     string // more text for -h, optional
 	examples string // lines of examples for -h
 	run      func(*cmd) error
+	// argFlag names a flag that gives the positional arguments too, as
+	// Kafka's tools take them (--topic T, --group G).
+	argFlag string
 	// raw runs a command that parses its own arguments (serve, perf).
 	raw func(args []string, in io.Reader, out, errOut io.Writer) error
 	sub []*command
@@ -68,6 +71,7 @@ type cmd struct {
 	errOut  io.Writer
 	raw     []string // the arguments after the command's name
 	args    []string // the positional arguments, after parse
+	named   []string // the values of the spec's argFlag
 	brokers string
 	json    bool
 	timeout time.Duration
@@ -86,6 +90,9 @@ func newCmd(spec *command, path string, raw []string, in io.Reader, out, errOut 
 	c.fs.StringVar(&c.brokers, "bootstrap-server", defaultBrokers(), "same as --brokers, as Kafka's tools name it")
 	c.fs.BoolVar(&c.json, "json", false, "print JSON for scripts instead of a table")
 	c.fs.DurationVar(&c.timeout, "timeout", 30*time.Second, "give up after this long")
+	if spec.argFlag != "" {
+		c.listVar(&c.named, spec.argFlag, "", "the same as the "+spec.args+" argument, as Kafka's tools take it")
+	}
 	return c
 }
 
@@ -171,6 +178,7 @@ func (c *cmd) parse(min, max int) error {
 		c.args = append(c.args, c.fs.Arg(0))
 		rest = c.fs.Args()[1:]
 	}
+	c.args = append(c.args, c.named...)
 	if len(c.args) < min {
 		return usagef("%s needs %s (see gregor %s -h)", c.path, c.spec.args, c.path)
 	}

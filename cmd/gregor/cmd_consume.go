@@ -18,7 +18,7 @@ import (
 )
 
 func consumeCommand() *command {
-	return &command{name: "consume", args: "TOPIC", run: runConsumeCmd,
+	return &command{name: "consume", argFlag: "topic", args: "TOPIC", run: runConsumeCmd,
 		short: "print records of a topic, as kcat -C and kafka-console-consumer",
 		long: `Prints each record's value on a line, or the --format given, or one JSON
 object a line with --json (the form produce --json reads). Without -n or -e

@@ -13,11 +13,11 @@ func groupCommand() *command {
 		{name: "list", aliases: []string{"ls"}, args: "", run: groupList, short: "list groups with their type (classic or consumer) and state",
 			examples: `  gregor group list
   gregor group list --json`},
-		{name: "describe", args: "GROUP...", run: groupDescribe,
+		{name: "describe", argFlag: "group", args: "GROUP...", run: groupDescribe,
 			short: "show members, assignments, committed offsets and lag per partition, with the total lag",
 			examples: `  gregor group describe billing
   gregor group describe billing --json | jq .total_lag`},
-		{name: "reset-offsets", args: "GROUP", run: groupResetOffsets,
+		{name: "reset-offsets", argFlag: "group", args: "GROUP", run: groupResetOffsets,
 			short: "move a group's committed offsets (a dry run unless --execute), as kafka-consumer-groups --reset-offsets",
 			long: `Prints the plan: each partition's committed offset and the new one. Nothing
 changes without --execute. The group must have no members (stop its
@@ -30,13 +30,13 @@ the topics the group has committed offsets for.`,
   gregor group reset-offsets billing --topic orders:0,1 --to-offset 42 --execute
   gregor group reset-offsets billing --all-topics --shift-by -10 --execute
   gregor group reset-offsets billing --topic orders --to-datetime 2026-12-01T10:00:00Z --execute`},
-		{name: "seek", args: "GROUP", run: groupSeek,
+		{name: "seek", argFlag: "group", args: "GROUP", run: groupSeek,
 			short: "move a group's offsets at once, as rpk group seek: --to start|end|N|@TIME",
 			examples: `  gregor group seek billing --to start
   gregor group seek billing --to @1h --topic orders`},
-		{name: "delete", args: "GROUP...", run: groupDelete, short: "delete groups that have no members, with their offsets",
+		{name: "delete", argFlag: "group", args: "GROUP...", run: groupDelete, short: "delete groups that have no members, with their offsets",
 			examples: `  gregor group delete billing old-billing`},
-		{name: "delete-offsets", args: "GROUP", run: groupDeleteOffsets, short: "delete a group's committed offsets for topics or partitions",
+		{name: "delete-offsets", argFlag: "group", args: "GROUP", run: groupDeleteOffsets, short: "delete a group's committed offsets for topics or partitions",
 			examples: `  gregor group delete-offsets billing --topic orders
   gregor group delete-offsets billing --topic orders:0,1`},
 	}}

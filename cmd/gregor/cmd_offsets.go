@@ -10,7 +10,7 @@ import (
 )
 
 func offsetsCommand() *command {
-	return &command{name: "offsets", args: "TOPIC", run: runOffsets,
+	return &command{name: "offsets", argFlag: "topic", args: "TOPIC", run: runOffsets,
 		short: "show each partition's log start and end offsets, or the offset at a time",
 		long: `LOG-START-OFFSET is the first offset still held, HIGH-WATERMARK the next to be
 written (ListOffsets). --time adds the first offset whose record is at or

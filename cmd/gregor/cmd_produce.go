@@ -16,7 +16,7 @@ import (
 )
 
 func produceCommand() *command {
-	return &command{name: "produce", args: "TOPIC", run: runProduceCmd,
+	return &command{name: "produce", argFlag: "topic", args: "TOPIC", run: runProduceCmd,
 		short: "write records read from stdin or a file, one a line (or in a --format)",
 		long: `Each input line is a record's value. -k DELIM splits a line into key and
 value at the first DELIM; -f reads any layout of key, value, headers and

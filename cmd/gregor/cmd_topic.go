@@ -15,26 +15,26 @@ import (
 // topicCommand is `gregor topic`: topics, as kafka-topics and rpk topic.
 func topicCommand() *command {
 	return &command{name: "topic", aliases: []string{"topics"}, short: "create, list, describe, alter and delete topics", sub: []*command{
-		{name: "create", args: "TOPIC...", run: topicCreate, short: "create topics",
+		{name: "create", argFlag: "topic", args: "TOPIC...", run: topicCreate, short: "create topics",
 			examples: `  gregor topic create orders -p 3 -r 1
   gregor topic create logs -c retention.ms=86400000 -c cleanup.policy=delete
   gregor topic create a b c --if-not-exists -b broker1:9092`},
 		{name: "list", aliases: []string{"ls"}, args: "", run: topicList, short: "list topics with their partition and replica counts",
 			examples: `  gregor topic list
   gregor topic list --internal --json`},
-		{name: "describe", args: "TOPIC...", run: topicDescribe, short: "show a topic's configs (with their sources) and partitions (leaders, replicas, ISR, offsets, sizes)",
+		{name: "describe", argFlag: "topic", args: "TOPIC...", run: topicDescribe, short: "show a topic's configs (with their sources) and partitions (leaders, replicas, ISR, offsets, sizes)",
 			examples: `  gregor topic describe orders
   gregor topic describe orders --json | jq '.[0].partitions'`},
-		{name: "alter-config", args: "TOPIC...", run: topicAlterConfig, short: "set or remove topic configs (IncrementalAlterConfigs)",
+		{name: "alter-config", argFlag: "topic", args: "TOPIC...", run: topicAlterConfig, short: "set or remove topic configs (IncrementalAlterConfigs)",
 			examples: `  gregor topic alter-config orders --add-config retention.ms=3600000
   gregor topic alter-config orders --delete-config retention.ms`},
-		{name: "add-partitions", args: "TOPIC...", run: topicAddPartitions, short: "grow topics to --partitions N in all, or by -n N more",
+		{name: "add-partitions", argFlag: "topic", args: "TOPIC...", run: topicAddPartitions, short: "grow topics to --partitions N in all, or by -n N more",
 			examples: `  gregor topic add-partitions orders --partitions 6
   gregor topic add-partitions orders -n 2`},
-		{name: "delete", args: "TOPIC...", run: topicDelete, short: "delete topics",
+		{name: "delete", argFlag: "topic", args: "TOPIC...", run: topicDelete, short: "delete topics",
 			examples: `  gregor topic delete orders
   gregor topic delete a b c`},
-		{name: "trim-prefix", args: "TOPIC", run: topicTrimPrefix, short: "delete the records before an offset (DeleteRecords)",
+		{name: "trim-prefix", argFlag: "topic", args: "TOPIC", run: topicTrimPrefix, short: "delete the records before an offset (DeleteRecords)",
 			examples: `  gregor topic trim-prefix orders --offset 1000            # every partition
   gregor topic trim-prefix orders --offset 1000 -p 0,2
   gregor topic trim-prefix orders --offset end              # everything written so far`},

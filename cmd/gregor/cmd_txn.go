@@ -13,9 +13,9 @@ func txnCommand() *command {
 		{name: "list", aliases: []string{"ls"}, args: "", run: txnList, short: "list transactional ids with their producer id and state",
 			examples: `  gregor txn list
   gregor txn list --state Ongoing --json`},
-		{name: "describe", args: "TXN-ID...", run: txnDescribe, short: "show a transaction's state, producer, timeout, start and partitions",
+		{name: "describe", argFlag: "transactional-id", args: "TXN-ID...", run: txnDescribe, short: "show a transaction's state, producer, timeout, start and partitions",
 			examples: `  gregor txn describe payments-1`},
-		{name: "abort", args: "[TXN-ID]", run: txnAbort,
+		{name: "abort", argFlag: "transactional-id", args: "[TXN-ID]", run: txnAbort,
 			short: "abort a hanging transaction, by transactional id or, as kafka-transactions abort, by partition and start offset",
 			long: `By TXN-ID: takes over the transactional id (InitProducerId), which makes the
 coordinator abort its ongoing transaction and fences its producer.

@@ -55,7 +55,7 @@ func parseFormat(f string) ([]formatPart, error) {
 				lit = append(lit, '%')
 				continue
 			}
-			if !strings.ContainsRune("kvhpotTKSd", rune(f[i])) {
+			if !strings.ContainsRune("kvhpotTKS", rune(f[i])) {
 				return nil, usagef("format %q: unknown field %%%c (%s)", f, f[i], formatHelp)
 			}
 			parts = append(parts, formatPart{lit: lit, field: f[i]})
@@ -94,7 +94,7 @@ func writeRecord(buf []byte, parts []formatPart, r *kgo.Record) []byte {
 			buf = strconv.AppendInt(buf, r.Offset, 10)
 		case 't':
 			buf = append(buf, r.Topic...)
-		case 'T', 'd':
+		case 'T':
 			buf = strconv.AppendInt(buf, r.Timestamp.UnixMilli(), 10)
 		case 'K':
 			buf = strconv.AppendInt(buf, int64(len(r.Key)), 10)
