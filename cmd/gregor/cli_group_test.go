@@ -109,6 +109,18 @@ func TestCLIGroup(t *testing.T) {
 	if err != nil || len(groups) != 0 {
 		t.Errorf("groups after delete: %v %v", groups.Groups(), err)
 	}
+	if r := runCLI(t, addr, "", "group", "describe", "g"); r.code != 1 || !strings.Contains(r.err, "consumer group g does not exist") {
+		t.Errorf("describe a deleted group: exit %d %s", r.code, r.err)
+	}
+	// A group that never existed can be given offsets, as in Kafka.
+	mustCLI(t, addr, "", "group", "reset-offsets", "fresh", "--topic", "gt", "--to-latest", "--execute")
+	fresh, err := adm.FetchOffsets(ctx, "fresh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o0, _ := fresh.Lookup("gt", 0); o0.At != 10 {
+		t.Errorf("new group committed %d on partition 0, want 10", o0.At)
+	}
 }
 
 // waitGroupEmpty waits until a classic group has no members.

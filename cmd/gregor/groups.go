@@ -3,6 +3,7 @@ package main
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -11,6 +12,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 )
 
 // groupMember is one member of a group, whatever its protocol.
@@ -56,6 +58,11 @@ func gatherGroup(ctx context.Context, adm *kadm.Client, name string) (describedG
 		g, ok := gs[name]
 		if !ok {
 			return d, fmt.Errorf("describe group %s: not in the answer", name)
+		}
+		// DescribeGroups v6+ answers GROUP_ID_NOT_FOUND where older
+		// versions answered the state Dead: a group that does not exist.
+		if errors.Is(g.Err, kerr.GroupIDNotFound) {
+			g.Err, g.State = nil, "Dead"
 		}
 		if g.Err != nil {
 			return d, fmt.Errorf("describe group %s: %w", name, g.Err)
