@@ -44,7 +44,7 @@ const javaHeap = "-Xmx256m"
 var javaExtras = []harness.Scenario{
 	{ID: "group.resume.consumer", Pass: "as group.resume with the KIP-848 consumer (group.protocol=consumer)"},
 	{ID: "group.split.consumer", Pass: "as group.split with the KIP-848 consumer and its server-side assignor"},
-	{ID: "group.static", Pass: "static membership (KIP-345): a member closed without leaving keeps its place (DescribeGroups shows both), comes back with its group.instance.id to the same partitions without a rebalance of the other; both leave by instance id and the group is Empty"},
+	{ID: "group.static", Pass: "static membership (KIP-345): a member closed without leaving keeps its place (DescribeGroups shows both), comes back with its group.instance.id to the same partitions without a rebalance of the other; one leaves by instance id, Admin removes the other (removeMembersFromConsumerGroup) and the group is Empty"},
 	{ID: "group.cooperative", Pass: "classic with the cooperative-sticky assignor: when a second member joins, the first revokes only the partitions that move and keeps the rest; records are read once; when it leaves, they come back without another revocation"},
 	{ID: "group.rebalance.consumer", Pass: "as group.cooperative with the KIP-848 consumer: the broker's reassignment revokes only what moves"},
 	{ID: "group.regex.consumer", Pass: "KIP-848 regex subscription resolved by the broker: the member reads the two matching topics, a matching topic created later, and not a topic that does not match"},
@@ -56,6 +56,8 @@ var javaExtras = []harness.Scenario{
 	{ID: "admin.groups.classic", Pass: "a classic group live (listGroups, describeConsumerGroups: Stable, the member and its partitions) and empty (listConsumerGroupOffsets, alterConsumerGroupOffsets, deleteConsumerGroupOffsets, deleteConsumerGroups), each read back"},
 	{ID: "admin.groups.consumer", Pass: "as admin.groups.classic for a KIP-848 group (ConsumerGroupDescribe: member and group epochs)"},
 	{ID: "admin.listoffsets", Pass: "listOffsets for the highest timestamp (not the last record's), the latest of two partitions in one call, and earliest and earliest-local after DeleteRecords"},
+	{ID: "admin.configs", Pass: "DescribeConfigs with synonyms, types and documentation; IncrementalAlterConfigs validate-only (nothing changes), APPEND and SUBTRACT on a list, DELETE back to the default, and an invalid value and an unknown name refused with INVALID_CONFIG"},
+	{ID: "consumer.offsets", Pass: "the consumer's beginningOffsets, endOffsets, offsetsForTimes (and none past the last record), seek, position, currentLag, commitSync and committed, each read back"},
 	{ID: "admin.reassign", Pass: "alterPartitionReassignments onto the partition's replica completes (listPartitionReassignments), onto a missing broker fails, a cancel without one fails; electLeaders preferred and unclean answer ELECTION_NOT_NEEDED"},
 	{ID: "admin.logdirs", Pass: "describeLogDirs of broker 1 shows the partition in one log dir with its bytes, no lag, and the dir's total and usable bytes"},
 	{ID: "admin.producers", Pass: "describeProducers shows an idempotent producer's id, epoch 0 and last sequence, and no producer for a plain producer's partition"},

@@ -20,6 +20,7 @@ import java.util.Set;
 import java.util.TreeMap;
 import org.apache.kafka.clients.admin.AbortTransactionSpec;
 import org.apache.kafka.clients.admin.Admin;
+import org.apache.kafka.clients.admin.AlterConfigOp;
 import org.apache.kafka.clients.admin.ConfigEntry;
 import org.apache.kafka.clients.admin.ConsumerGroupDescription;
 import org.apache.kafka.clients.admin.CreateTopicsOptions;
@@ -84,6 +85,8 @@ final class Extras {
         m.put("admin.groups.classic", env -> adminGroups(env, "classic"));
         m.put("admin.groups.consumer", env -> adminGroups(env, "consumer"));
         m.put("admin.listoffsets", Extras::adminListOffsets);
+        m.put("admin.configs", Extras::adminConfigs);
+        m.put("consumer.offsets", Extras::consumerOffsets);
         m.put("admin.reassign", Extras::adminReassign);
         m.put("admin.logdirs", Extras::adminLogDirs);
         m.put("admin.producers", Extras::adminProducers);
@@ -320,6 +323,103 @@ final class Extras {
             }
         }
         check(wrong.isEmpty(), String.join("; ", wrong));
+        return "";
+    }
+
+    /**
+     * DescribeConfigs with synonyms, types and documentation, and each
+     * IncrementalAlterConfigs operation (validate only, SET, APPEND,
+     * SUBTRACT, DELETE, and two SETs the broker must refuse).
+     */
+    static String adminConfigs(Env env) throws Exception {
+        String t = env.topic();
+        createTopic(env.bootstrap(), t, 1, map("retention.ms", "3600000", "cleanup.policy", "delete"));
+        ConfigResource res = new ConfigResource(ConfigResource.Type.TOPIC, t);
+        try (Admin a = admin(env.bootstrap())) {
+            Map<String, ConfigEntry> got = new java.util.HashMap<>();
+            for (ConfigEntry e : a.describeConfigs(List.of(res), new org.apache.kafka.clients.admin.DescribeConfigsOptions()
+                    .includeSynonyms(true).includeDocumentation(true)).all().get().get(res).entries()) {
+                got.put(e.name(), e);
+            }
+            ConfigEntry ret = got.get("retention.ms");
+            check(ret != null && "3600000".equals(ret.value()) && ret.type() == ConfigEntry.ConfigType.LONG
+                    && ret.documentation() != null && !ret.documentation().isEmpty(), "retention.ms described as " + ret);
+            var syn = ret.synonyms();
+            // Kafka lists the broker's log.retention.* among the synonyms
+            // only where the broker sets one; the topic's own comes first.
+            check(!syn.isEmpty() && syn.get(0).source() == ConfigEntry.ConfigSource.DYNAMIC_TOPIC_CONFIG && syn.get(0).name().equals("retention.ms")
+                    && syn.get(0).value().equals("3600000"), "retention.ms synonyms " + syn + ", want the topic's value first");
+            Map<String, ConfigEntry.ConfigType> types = Map.of("min.insync.replicas", ConfigEntry.ConfigType.INT,
+                    "cleanup.policy", ConfigEntry.ConfigType.LIST, "compression.type", ConfigEntry.ConfigType.STRING,
+                    "unclean.leader.election.enable", ConfigEntry.ConfigType.BOOLEAN);
+            for (var e : types.entrySet()) {
+                ConfigEntry c = got.get(e.getKey());
+                check(c != null && c.type() == e.getValue(), e.getKey() + " described as " + c + ", want type " + e.getValue());
+            }
+            a.incrementalAlterConfigs(Map.of(res, List.of(op("retention.ms", "1", AlterConfigOp.OpType.SET))),
+                    new org.apache.kafka.clients.admin.AlterConfigsOptions().validateOnly(true)).all().get();
+            check("3600000".equals(describeConfigs(a, res).get("retention.ms").value()), "a validateOnly SET changed retention.ms");
+            a.incrementalAlterConfigs(Map.of(res, List.of(op("cleanup.policy", "compact", AlterConfigOp.OpType.APPEND)))).all().get();
+            String cp = describeConfigs(a, res).get("cleanup.policy").value();
+            check("delete,compact".equals(cp), "after APPEND compact cleanup.policy is " + cp + ", want delete,compact");
+            a.incrementalAlterConfigs(Map.of(res, List.of(op("cleanup.policy", "delete", AlterConfigOp.OpType.SUBTRACT)))).all().get();
+            cp = describeConfigs(a, res).get("cleanup.policy").value();
+            check("compact".equals(cp), "after SUBTRACT delete cleanup.policy is " + cp + ", want compact");
+            a.incrementalAlterConfigs(Map.of(res, List.of(op("retention.ms", null, AlterConfigOp.OpType.DELETE)))).all().get();
+            ConfigEntry back = describeConfigs(a, res).get("retention.ms");
+            check("604800000".equals(back.value()) && back.source() != ConfigEntry.ConfigSource.DYNAMIC_TOPIC_CONFIG,
+                    "after DELETE retention.ms is " + back + ", want the default 604800000");
+            expectThrows("SET retention.ms=abc", org.apache.kafka.common.errors.InvalidConfigurationException.class,
+                    () -> a.incrementalAlterConfigs(Map.of(res, List.of(op("retention.ms", "abc", AlterConfigOp.OpType.SET)))).all().get());
+            expectThrows("SET an unknown topic config", org.apache.kafka.common.errors.InvalidConfigurationException.class,
+                    () -> a.incrementalAlterConfigs(Map.of(res, List.of(op("no.such.config", "1", AlterConfigOp.OpType.SET)))).all().get());
+        }
+        return "";
+    }
+
+    static AlterConfigOp op(String name, String value, AlterConfigOp.OpType type) {
+        return new AlterConfigOp(new ConfigEntry(name, value), type);
+    }
+
+    /**
+     * The consumer's own offset calls: beginningOffsets, endOffsets,
+     * offsetsForTimes, position, commitSync, committed and currentLag.
+     */
+    static String consumerOffsets(Env env) throws Exception {
+        String t = env.topic();
+        createTopic(env.bootstrap(), t, 2, Map.of());
+        List<ProducerRecord<byte[], byte[]>> recs = new ArrayList<>();
+        for (int i = 0; i < 10; i++) {
+            recs.add(new ProducerRecord<>(t, i % 2, TIME_BASE + i * 1000L, null, bytes(String.valueOf(i))));
+        }
+        produce(env.bootstrap(), recs, Map.of());
+        TopicPartition p0 = new TopicPartition(t, 0), p1 = new TopicPartition(t, 1);
+        List<TopicPartition> both = List.of(p0, p1);
+        Map<String, Object> props = groupProps(t + "-group", "classic", 10000);
+        try (KafkaConsumer<byte[], byte[]> c = consumer(env.bootstrap(), props)) {
+            Map<TopicPartition, Long> begin = c.beginningOffsets(both), end = c.endOffsets(both);
+            check(begin.equals(Map.of(p0, 0L, p1, 0L)) && end.equals(Map.of(p0, 5L, p1, 5L)), "beginning " + begin + " end " + end + ", want 0 and 5");
+            var times = c.offsetsForTimes(Map.of(p0, TIME_BASE + 3000, p1, TIME_BASE + 3000));
+            check(times.get(p0) != null && times.get(p0).offset() == 2 && times.get(p0).timestamp() == TIME_BASE + 4000
+                    && times.get(p1) != null && times.get(p1).offset() == 1 && times.get(p1).timestamp() == TIME_BASE + 3000,
+                    "offsetsForTimes " + times + ", want p0 offset 2 (stamped +4s) and p1 offset 1 (+3s)");
+            var future = c.offsetsForTimes(Map.of(p0, TIME_BASE + 60000));
+            check(future.get(p0) == null, "offsetsForTimes after every record: " + future.get(p0) + ", want none");
+            c.assign(both);
+            c.seek(p0, 2);
+            List<ConsumerRecord<byte[], byte[]>> got = new ArrayList<>();
+            long deadline = System.currentTimeMillis() + 15000;
+            while (got.size() < 8 && System.currentTimeMillis() < deadline) {
+                c.poll(Duration.ofMillis(200)).forEach(got::add);
+            }
+            check(got.size() == 8, "read " + got.size() + " records from p0 at 2 and p1 from the start, want 8");
+            check(c.position(p0) == 5 && c.position(p1) == 5, "positions " + c.position(p0) + " and " + c.position(p1) + ", want 5 and 5");
+            check(c.currentLag(p0).equals(java.util.OptionalLong.of(0)), "currentLag of p0 " + c.currentLag(p0) + ", want 0");
+            c.commitSync();
+            Map<TopicPartition, OffsetAndMetadata> com = c.committed(new HashSet<>(both));
+            check(com.get(p0) != null && com.get(p0).offset() == 5 && com.get(p1) != null && com.get(p1).offset() == 5,
+                    "committed " + com + ", want 5 and 5");
+        }
         return "";
     }
 

@@ -233,8 +233,12 @@ final class Groups {
             produceSpread(env, t, 4, 40);
             readOnce(t, 40, a2, b);
             a2.close(CloseOptions.groupMembershipOperation(CloseOptions.GroupMembershipOperation.LEAVE_GROUP));
-            b.close(CloseOptions.groupMembershipOperation(CloseOptions.GroupMembershipOperation.LEAVE_GROUP));
-            waitForChecked("the group empty after both static members left", 10000, () -> {
+            // b stays in the group when it closes; Admin removes it by its
+            // instance id (LeaveGroup v3+ sent by the admin client).
+            b.close(CloseOptions.groupMembershipOperation(CloseOptions.GroupMembershipOperation.REMAIN_IN_GROUP));
+            adm.removeMembersFromConsumerGroup(group, new org.apache.kafka.clients.admin.RemoveMembersFromConsumerGroupOptions(
+                    List.of(new org.apache.kafka.clients.admin.MemberToRemove("b")))).all().get();
+            waitForChecked("the group empty after a left and Admin removed b", 10000, () -> {
                 ConsumerGroupDescription e = adm.describeConsumerGroups(List.of(group)).describedGroups().get(group).get();
                 return e.groupState() == GroupState.EMPTY && e.members().isEmpty() ? null : e.groupState() + " with " + e.members().size() + " members";
             });
