@@ -22,6 +22,15 @@ func TestCLIClusterNodeDown(t *testing.T) {
 	waitHealth(t, addr, "healthy", func(h clusterHealthReport, code int) bool {
 		return code == 0 && h.Healthy && slices.Equal(h.Brokers, []int32{1, 2, 3})
 	})
+	// Each partition: three replicas, all in sync, led by one of them,
+	// with the leader's log size.
+	var described []topicDescription
+	cliJSON(t, addr, &described, "topic", "describe", "h")
+	for _, p := range described[0].Partitions {
+		if len(p.Replicas) != 3 || len(p.ISR) != 3 || !slices.Contains(p.Replicas, p.Leader) || p.SizeBytes < 0 {
+			t.Errorf("partition on three nodes: %+v", p)
+		}
+	}
 	var q quorumStatus
 	cliJSON(t, addr, &q, "quorum", "describe")
 	roles := map[string]int{}

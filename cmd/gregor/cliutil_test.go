@@ -131,3 +131,14 @@ func TestResetTargetChoice(t *testing.T) {
 		t.Errorf("orders:2,0 = %s %v %v", topic, ps, err)
 	}
 }
+
+func TestWriteRecordFields(t *testing.T) {
+	parts, err := parseFormat(`%t/%p@%o %T k%K=%k v%S=%v 100%%\0`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &kgo.Record{Topic: "t", Partition: 3, Offset: 42, Timestamp: time.UnixMilli(1700000000123), Key: []byte("ab"), Value: []byte("xyz")}
+	if got, want := string(writeRecord(nil, parts, r)), "t/3@42 1700000000123 k2=ab v3=xyz 100%\x00"; got != want {
+		t.Errorf("wrote %q, want %q", got, want)
+	}
+}
