@@ -66,7 +66,8 @@ func runProduceCmd(c *cmd) error {
 	if err != nil {
 		return usagef("%s: %v", c.path, err)
 	}
-	cl, err := c.client(kgo.DefaultProduceTopic(c.args[0]), kgo.ProducerBatchCompression(codec),
+	// --timeout bounds each record's delivery, not the whole input.
+	cl, err := c.client(kgo.DefaultProduceTopic(c.args[0]), kgo.ProducerBatchCompression(codec), kgo.RecordDeliveryTimeout(c.timeout),
 		kgo.RecordPartitioner(explicitPartitioner{kgo.StickyKeyPartitioner(nil)}))
 	if err != nil {
 		return err
