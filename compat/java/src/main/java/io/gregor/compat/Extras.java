@@ -80,6 +80,9 @@ final class Extras {
         m.put("group.resume.consumer", env -> Scenarios.groupResume(env, "consumer"));
         m.put("group.split.consumer", env -> Scenarios.groupSplit(env, "consumer"));
         m.put("txn.v2", Extras::txnV2);
+        m.put("txn.interleaved", Extras::txnInterleaved);
+        m.put("txn.timeout", Extras::txnTimeout);
+        m.put("produce.record_shapes", Extras::recordShapes);
         m.put("admin.topics", Extras::adminTopics);
         m.put("admin.cluster", Extras::adminCluster);
         m.put("admin.groups.classic", env -> adminGroups(env, "classic"));
@@ -120,6 +123,108 @@ final class Extras {
             check(got.equals(want), "read_committed read " + got + ", want " + want);
             return "transaction.version " + tv.maxVersionLevel() + "; producer " + d.producerId() + " at epoch " + d.producerEpoch();
         }
+    }
+
+    static List<String> values(List<ConsumerRecord<byte[], byte[]>> rs) {
+        List<String> out = new ArrayList<>();
+        for (ConsumerRecord<byte[], byte[]> r : rs) {
+            out.add(str(r.value()));
+        }
+        return out;
+    }
+
+    /**
+     * Two transactional producers interleave on one partition, one
+     * commits and one aborts: read_committed returns the committed
+     * records only (the fetch's aborted-transactions list at work) and
+     * read_uncommitted returns all of them, in offset order.
+     */
+    static String txnInterleaved(Env env) throws Exception {
+        String t = env.topic();
+        createTopic(env.bootstrap(), t, 1, Map.of());
+        try (KafkaProducer<byte[], byte[]> p1 = producer(env.bootstrap(), Map.of(ProducerConfig.TRANSACTIONAL_ID_CONFIG, t + "-1"));
+                KafkaProducer<byte[], byte[]> p2 = producer(env.bootstrap(), Map.of(ProducerConfig.TRANSACTIONAL_ID_CONFIG, t + "-2"))) {
+            p1.initTransactions();
+            p2.initTransactions();
+            p1.beginTransaction();
+            p2.beginTransaction();
+            for (int round = 0; round < 3; round++) {
+                sendAll(p1, List.of(rec(t, 0, null, "c" + round)));
+                sendAll(p2, List.of(rec(t, 0, null, "a" + round)));
+            }
+            p2.abortTransaction();
+            sendAll(p1, List.of(rec(t, 0, null, "c3")));
+            p1.commitTransaction();
+            // A plain record after both: read by every isolation level.
+            produce(env.bootstrap(), List.of(rec(t, 0, null, "plain")), Map.of());
+        }
+        List<String> committed = Scenarios.readCommittedFrom(env.bootstrap(), t, 5);
+        check(committed.equals(List.of("c0", "c1", "c2", "c3", "plain")), "read_committed read " + committed + ", want c0..c3 and plain");
+        List<String> all = values(readAll(env.bootstrap(), t, 1, 8, Map.of("isolation.level", "read_uncommitted"), 15000));
+        check(all.equals(List.of("c0", "a0", "c1", "a1", "c2", "a2", "c3", "plain")), "read_uncommitted read " + all);
+        return "";
+    }
+
+    /**
+     * A transaction left open past transaction.timeout.ms is aborted by
+     * the coordinator: the last stable offset moves past it, nothing of it
+     * is read committed, and the producer can no longer commit it.
+     */
+    static String txnTimeout(Env env) throws Exception {
+        String t = env.topic();
+        createTopic(env.bootstrap(), t, 1, Map.of());
+        TopicPartition tp = new TopicPartition(t, 0);
+        long start;
+        try (Admin a = admin(env.bootstrap());
+                KafkaProducer<byte[], byte[]> p = producer(env.bootstrap(), Map.of(ProducerConfig.TRANSACTIONAL_ID_CONFIG, t + "-txn",
+                        ProducerConfig.TRANSACTION_TIMEOUT_CONFIG, "3000"))) {
+            p.initTransactions();
+            p.beginTransaction();
+            sendAll(p, List.of(rec(t, 0, null, "never")));
+            start = System.currentTimeMillis();
+            // Kafka checks for timed-out transactions every 10 s by default.
+            waitForChecked("the coordinator to abort the timed-out transaction", 40000, () -> {
+                TransactionDescription d = describeTxn(a, t + "-txn");
+                long lso = a.listOffsets(Map.of(tp, OffsetSpec.latest()), new ListOffsetsOptions(IsolationLevel.READ_COMMITTED)).all().get().get(tp).offset();
+                return lso == 2 && d.state() != TransactionState.ONGOING ? null : "transaction " + d.state() + ", last stable offset " + lso;
+            });
+            long took = System.currentTimeMillis() - start;
+            Throwable e = expectThrows("commit a transaction the coordinator aborted", org.apache.kafka.common.KafkaException.class, p::commitTransaction);
+            check(Scenarios.readCommitted(env, 0).isEmpty(), "read_committed read records of the timed-out transaction");
+            return "aborted " + took + " ms after its last send; commit: " + describe(e);
+        }
+    }
+
+    /**
+     * Records of every shape round-trip: null key, null value (a
+     * tombstone), empty value, a header with a null value and repeated
+     * header keys; a LogAppendTime topic stamps records with the broker's
+     * time, which the produce acknowledgement and the consumer both see.
+     */
+    static String recordShapes(Env env) throws Exception {
+        String t = env.topic(), tl = env.topic() + "-lat";
+        createTopic(env.bootstrap(), t, 1, Map.of());
+        createTopic(env.bootstrap(), tl, 1, map("message.timestamp.type", "LogAppendTime"));
+        ProducerRecord<byte[], byte[]> hdr = new ProducerRecord<>(t, 0, bytes("h"), bytes("v"));
+        hdr.headers().add("k", null).add("dup", bytes("1")).add("dup", bytes("2"));
+        produce(env.bootstrap(), List.of(new ProducerRecord<>(t, 0, null, bytes("nokey")), new ProducerRecord<>(t, 0, bytes("tomb"), null),
+                new ProducerRecord<>(t, 0, bytes("empty"), new byte[0]), hdr), Map.of());
+        List<ConsumerRecord<byte[], byte[]>> got = readAll(env.bootstrap(), t, 1, 4, Map.of(), 15000);
+        check(got.get(0).key() == null && "nokey".equals(str(got.get(0).value())), "null key read back as " + str(got.get(0).key()));
+        check("tomb".equals(str(got.get(1).key())) && got.get(1).value() == null, "null value read back as " + str(got.get(1).value()));
+        check(got.get(2).value() != null && got.get(2).value().length == 0, "empty value read back as " + str(got.get(2).value()));
+        var hs = got.get(3).headers().toArray();
+        check(hs.length == 3 && hs[0].key().equals("k") && hs[0].value() == null && hs[1].key().equals("dup") && "1".equals(str(hs[1].value()))
+                && hs[2].key().equals("dup") && "2".equals(str(hs[2].value())), "headers read back as " + got.get(3).headers());
+        long before = System.currentTimeMillis();
+        var md = produce(env.bootstrap(), List.of(new ProducerRecord<>(tl, 0, TIME_BASE, null, bytes("lat"))), Map.of()).get(0);
+        long after = System.currentTimeMillis();
+        check(md.timestamp() >= before - 5000 && md.timestamp() <= after + 5000,
+                "LogAppendTime topic: the acknowledgement's timestamp " + md.timestamp() + ", want the broker's time near " + before);
+        ConsumerRecord<byte[], byte[]> r = readAll(env.bootstrap(), tl, 1, 1, Map.of(), 15000).get(0);
+        check(r.timestampType() == org.apache.kafka.common.record.TimestampType.LOG_APPEND_TIME && r.timestamp() == md.timestamp(),
+                "LogAppendTime record read back as " + r.timestampType() + " " + r.timestamp() + ", acknowledged " + md.timestamp());
+        return "";
     }
 
     static String adminTopics(Env env) throws Exception {
