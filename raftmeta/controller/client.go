@@ -88,7 +88,7 @@ func invoke[Req, Resp any](ctx context.Context, c *Client, r *rpc[Req, Resp], re
 	var out Resp
 	err := c.call(ctx,
 		func(ctrl *Controller) bool { out = r.serve(ctx, ctrl, req); return r.notController(out) },
-		r.api, encodeValue(req),
+		r.api, r.body().encodeReq(req),
 		func(b []byte) (bool, error) {
 			d := compact.Decoder{Buf: b}
 			if err := getErr(&d); err != nil {
@@ -97,7 +97,7 @@ func invoke[Req, Resp any](ctx context.Context, c *Client, r *rpc[Req, Resp], re
 			if d.Err != nil {
 				return false, fmt.Errorf("decode answer: %w", d.Err)
 			}
-			res, err := decodeValue[Resp](d.Buf)
+			res, err := r.body().decodeResp(d.Buf)
 			if err != nil {
 				return false, err
 			}

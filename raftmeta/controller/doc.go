@@ -7,9 +7,11 @@
 // out through a raftnode.Node and waits until they apply.
 //
 // It also holds the controller's rpcs, so that any node can reach the
-// active controller: rpc.go is one table with an entry per call, encoded
-// by one shape-driven codec (codec.go), sent by Client through one retry
-// path (invoke) and served by Handlers on the raftnode transport.
+// active controller: rpc.go is one table with an entry per call, sent by
+// Client through one retry path (invoke) and served by Handlers on the
+// raftnode transport. A call travels as the Kafka request it stands for,
+// encoded by kmsg, where Kafka's messages carry it without loss
+// (kafka.go), else in a codec driven by the Go values' shape (codec.go).
 //
 // It sits above raftnode and image and below package raftmeta, which
 // starts a node with its controller.

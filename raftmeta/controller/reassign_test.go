@@ -357,22 +357,24 @@ func TestReassignSnapshot(t *testing.T) {
 // A reassignment's nil replicas (a cancel) stay apart from empty ones on
 // the wire, and the answers keep their per-partition errors.
 func TestReassignRPCCodec(t *testing.T) {
+	codec := alterReassignmentsRPC.body()
 	req := alterReassignmentsReq{Topics: []ReassignTopic{{Topic: "a", Partitions: []ReassignPartition{{Partition: 0, Replicas: []int32{1, 2}}, {Partition: 1}, {Partition: 2, Replicas: []int32{}}}}}}
-	got, err := decodeValue[alterReassignmentsReq](encodeValue(req))
+	got, err := codec.decodeReq(codec.encodeReq(req))
 	if err != nil || got.AllowRFChange || !reflect.DeepEqual(got, req) || got.Topics[0].Partitions[1].Replicas != nil || got.Topics[0].Partitions[2].Replicas == nil {
 		t.Fatalf("request: %#v %v", got, err)
 	}
 	resp := errResult[[]ReassignTopicResult]{Value: []ReassignTopicResult{{Topic: "a", Partitions: []ReassignPartitionResult{{Partition: 0}, {Partition: 1, Err: apiError(kerr.NoReassignmentInProgress, "none")}}}}}
-	gotResp, err := decodeValue[errResult[[]ReassignTopicResult]](encodeValue(resp))
+	gotResp, err := codec.decodeResp(codec.encodeResp(resp))
 	if err != nil || !reflect.DeepEqual(gotResp, resp) {
 		t.Fatalf("response: %#v %v", gotResp, err)
 	}
-	refused, err := decodeValue[errResult[[]ReassignTopicResult]](encodeValue(errResult[[]ReassignTopicResult]{Err: notController()}))
+	refused, err := codec.decodeResp(codec.encodeResp(errResult[[]ReassignTopicResult]{Err: notController()}))
 	if err != nil || !errors.Is(refused.Err, kerr.NotController) || refused.Value != nil {
 		t.Fatalf("call error: %+v %v", refused, err)
 	}
+	list := listReassignmentsRPC.body()
 	for _, topics := range [][]TopicPartitions{nil, {}, {{Topic: "a", Partitions: []int32{0, 3}}}} {
-		got, err := decodeValue[[]TopicPartitions](encodeValue(topics))
+		got, err := list.decodeReq(list.encodeReq(topics))
 		if err != nil || !reflect.DeepEqual(got, topics) {
 			t.Fatalf("list request %#v: %#v %v", topics, got, err)
 		}

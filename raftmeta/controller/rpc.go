@@ -11,25 +11,28 @@ import (
 )
 
 // The controller rpcs. Each call is one entry of rpcs: its number on the
-// wire, the controller method that serves it, and what a caller gets when
-// the call fails as a whole. Requests and answers travel in the shape
-// codec of codec.go, behind the call's error (raftnode's rpc framing), and
-// Client sends every call through the one path of invoke.
+// wire, the controller method that serves it, how its request and answer
+// are encoded, and what a caller gets when the call fails as a whole.
+// Requests and answers travel behind the call's error (raftnode's rpc
+// framing), as Kafka's own messages where those fit (kafka.go), else in
+// the shape codec of codec.go; Client sends every call through the one
+// path of invoke.
 //
-// Number 11 is the node's own (raftnode.APIAddLearner).
+// A call's number is the API key of the Kafka request it stands for.
+// raftnode.APIAddLearner, which no Kafka request is, is the node's own.
 const (
-	apiCreateTopics        byte = 1
-	apiDeleteTopics        byte = 2
-	apiCreatePartitions    byte = 3
-	apiAlterConfigs        byte = 4
-	apiRegisterBroker      byte = 5
-	apiAllocateProducerIDs byte = 6
-	apiAlterPartition      byte = 7
-	apiElectLeaders        byte = 8
-	apiBrokerHeartbeat     byte = 9
-	apiDescribeQuorum      byte = 10
-	apiAlterReassignments  byte = 12
-	apiListReassignments   byte = 13
+	apiCreateTopics        byte = 19
+	apiDeleteTopics        byte = 20
+	apiCreatePartitions    byte = 37
+	apiElectLeaders        byte = 43
+	apiAlterConfigs        byte = 44 // IncrementalAlterConfigs
+	apiAlterReassignments  byte = 45
+	apiListReassignments   byte = 46
+	apiDescribeQuorum      byte = 55
+	apiAlterPartition      byte = 56
+	apiRegisterBroker      byte = 62 // BrokerRegistration
+	apiBrokerHeartbeat     byte = 63
+	apiAllocateProducerIDs byte = 67
 )
 
 // rpc is one controller call with request Req and answer Resp.
@@ -43,6 +46,21 @@ type rpc[Req, Resp any] struct {
 	// failed is the answer when no controller answered, or the one that
 	// did refused the call as a whole with err.
 	failed func(req Req, err error) Resp
+	// codec encodes the request and answer; nil is the shape codec.
+	codec bodyCodec[Req, Resp]
+}
+
+func (r *rpc[Req, Resp]) body() bodyCodec[Req, Resp] {
+	if r.codec == nil {
+		return shapeCodec[Req, Resp]{}
+	}
+	return r.codec
+}
+
+// withCodec returns r carried by codec.
+func withCodec[Req, Resp any](r *rpc[Req, Resp], codec bodyCodec[Req, Resp]) *rpc[Req, Resp] {
+	r.codec = codec
+	return r
 }
 
 // rpcEntry is an rpc of any types, as the server's table holds it.
@@ -56,11 +74,11 @@ type rpcEntry interface {
 func (r *rpc[Req, Resp]) number() byte { return r.api }
 
 func (r *rpc[Req, Resp]) handle(ctx context.Context, c *Controller, body []byte) []byte {
-	req, err := decodeValue[Req](body)
+	req, err := r.body().decodeReq(body)
 	if err != nil {
 		return encodeValue[error](apiError(kerr.InvalidRequest, "%v", err))
 	}
-	return append(encodeValue[error](nil), encodeValue(r.serve(ctx, c, req))...)
+	return append(encodeValue[error](nil), r.body().encodeResp(r.serve(ctx, c, req))...)
 }
 
 // rpcs is the table of controller calls the server answers.
@@ -135,6 +153,7 @@ var createTopicsRPC = &rpc[createTopicsReq, []CreateTopicResult]{
 		}
 		return out
 	},
+	codec: createTopicsCodec,
 }
 
 type deleteTopicsReq struct {
@@ -158,6 +177,7 @@ var deleteTopicsRPC = &rpc[deleteTopicsReq, []DeleteTopicResult]{
 		}
 		return out
 	},
+	codec: deleteTopicsCodec,
 }
 
 type createPartitionsReq struct {
@@ -178,6 +198,7 @@ var createPartitionsRPC = &rpc[createPartitionsReq, []CreatePartitionsResult]{
 		}
 		return out
 	},
+	codec: createPartitionsCodec,
 }
 
 type alterConfigsReq struct {
@@ -187,9 +208,9 @@ type alterConfigsReq struct {
 	ValidateOnly bool
 }
 
-var alterConfigsRPC = valueRPC(apiAlterConfigs, func(ctx context.Context, c *Controller, r alterConfigsReq) (struct{}, error) {
+var alterConfigsRPC = withCodec(valueRPC(apiAlterConfigs, func(ctx context.Context, c *Controller, r alterConfigsReq) (struct{}, error) {
 	return struct{}{}, c.AlterConfigs(ctx, r.ResourceType, r.Name, r.Set, r.ValidateOnly)
-})
+}), alterConfigsCodec)
 
 var registerBrokerRPC = valueRPC(apiRegisterBroker, func(ctx context.Context, c *Controller, r image.RegisterBrokerRecord) (int64, error) {
 	return c.RegisterBroker(ctx, r)
@@ -228,18 +249,18 @@ type alterReassignmentsReq struct {
 	AllowRFChange bool
 }
 
-var alterReassignmentsRPC = valueRPC(apiAlterReassignments, func(ctx context.Context, c *Controller, r alterReassignmentsReq) ([]ReassignTopicResult, error) {
+var alterReassignmentsRPC = withCodec(valueRPC(apiAlterReassignments, func(ctx context.Context, c *Controller, r alterReassignmentsReq) ([]ReassignTopicResult, error) {
 	return c.AlterPartitionReassignments(ctx, r.Topics, r.AllowRFChange)
-})
+}), alterReassignmentsCodec)
 
-var listReassignmentsRPC = valueRPC(apiListReassignments, func(ctx context.Context, c *Controller, topics []TopicPartitions) ([]OngoingTopicReassignments, error) {
+var listReassignmentsRPC = withCodec(valueRPC(apiListReassignments, func(ctx context.Context, c *Controller, topics []TopicPartitions) ([]OngoingTopicReassignments, error) {
 	return c.ListPartitionReassignments(ctx, topics)
-})
+}), listReassignmentsCodec)
 
 var brokerHeartbeatRPC = valueRPC(apiBrokerHeartbeat, func(ctx context.Context, c *Controller, hb BrokerHeartbeat) (BrokerHeartbeatResult, error) {
 	return c.BrokerHeartbeat(ctx, hb)
 })
 
-var describeQuorumRPC = valueRPC(apiDescribeQuorum, func(ctx context.Context, c *Controller, _ struct{}) (raftnode.QuorumInfo, error) {
+var describeQuorumRPC = withCodec(valueRPC(apiDescribeQuorum, func(ctx context.Context, c *Controller, _ struct{}) (raftnode.QuorumInfo, error) {
 	return c.DescribeQuorum(ctx)
-})
+}), describeQuorumCodec)
