@@ -297,6 +297,7 @@ type callError struct {
 	msg  string
 }
 
+// Error reads as controller.Error does.
 func (e *callError) Error() string {
 	if e.msg == "" {
 		return e.code.Error()
@@ -304,6 +305,7 @@ func (e *callError) Error() string {
 	return e.code.Message + ": " + e.msg
 }
 
+// Unwrap returns the Kafka error code, for errors.Is.
 func (e *callError) Unwrap() error { return e.code }
 
 // readCallError reads what AppendCallError wrote.
