@@ -16,14 +16,27 @@ const module = "github.com/gregorbroker/gregor/"
 
 // allowed lists, for each package, the project packages it may import:
 // imports point one way, cmd → broker → {raftmeta, storage, protocol}, and
-// storage → protocol for batch headers only (see DESIGN.md).
+// storage → protocol for batch headers only (see DESIGN.md). A key covers
+// its package and those below it unless one of them has a key of its own;
+// packages under the same key import each other freely.
+//
+// raftmeta is layered: raftmeta (a node with its controller) →
+// controller (the controller and its rpcs) → raftnode (raft, the log on
+// disk, the transport) → image (the metadata image and records) →
+// internal/compact (the encoding they share).
 var allowed = map[string][]string{
 	"vfs":      {},
 	"protocol": {},
 	"config":   {},
 	"storage":  {"protocol", "vfs"},
-	"raftmeta": {"vfs"},
-	"broker":   {"protocol", "storage", "raftmeta", "config", "vfs"},
+
+	"raftmeta/internal/compact": {},
+	"raftmeta/image":            {"raftmeta/internal/compact"},
+	"raftmeta/raftnode":         {"raftmeta/image", "raftmeta/internal/compact", "vfs"},
+	"raftmeta/controller":       {"raftmeta/raftnode", "raftmeta/image", "raftmeta/internal/compact"},
+	"raftmeta":                  {"raftmeta/controller", "raftmeta/raftnode", "vfs"},
+
+	"broker": {"protocol", "storage", "raftmeta", "raftmeta/controller", "raftmeta/raftnode", "raftmeta/image", "config", "vfs"},
 }
 
 // forbiddenStd are standard packages a package must not import: protocol is
@@ -32,6 +45,25 @@ var forbiddenStd = map[string][]string{
 	"protocol": {"net", "os"},
 	"storage":  {"net"},
 	"raftmeta": {"net/http"},
+}
+
+// forbiddenLayer are packages a raftmeta layer must not import, by path
+// prefix: the image is plain data, with no raft, disk or network in it.
+var forbiddenLayer = map[string][]string{
+	"raftmeta/image":            {"go.etcd.io/raft", "net", "os"},
+	"raftmeta/internal/compact": {"go.etcd.io/raft", "net", "os"},
+}
+
+// layerOf returns the key of allowed that governs package path p (a path
+// in the module), or "" if none does.
+func layerOf(p string) string {
+	best := ""
+	for k := range allowed {
+		if (p == k || strings.HasPrefix(p, k+"/")) && len(k) > len(best) {
+			best = k
+		}
+	}
+	return best
 }
 
 func TestImportRules(t *testing.T) {
@@ -43,11 +75,13 @@ func TestImportRules(t *testing.T) {
 		if d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
 			return nil
 		}
-		top := strings.Split(filepath.ToSlash(path), "/")[0]
-		rules, ok := allowed[top]
-		if !ok {
+		pkg := filepath.ToSlash(filepath.Dir(path))
+		top := strings.Split(pkg, "/")[0]
+		layer := layerOf(pkg)
+		if layer == "" {
 			return nil
 		}
+		rules := allowed[layer]
 		f, err := parser.ParseFile(fset, path, nil, parser.ImportsOnly)
 		if err != nil {
 			return err
@@ -59,19 +93,24 @@ func TestImportRules(t *testing.T) {
 					t.Errorf("%s imports %s, which %s must not", path, p, top)
 				}
 			}
+			for _, bad := range forbiddenLayer[layer] {
+				if p == bad || strings.HasPrefix(p, bad+"/") {
+					t.Errorf("%s imports %s, which %s must not", path, p, layer)
+				}
+			}
 			if !strings.HasPrefix(p, module) {
 				continue
 			}
-			dep := strings.Split(strings.TrimPrefix(p, module), "/")[0]
-			if dep == top {
+			dep := strings.TrimPrefix(p, module)
+			depLayer := layerOf(dep)
+			if depLayer == "" {
+				depLayer = strings.Split(dep, "/")[0]
+			}
+			if depLayer == layer {
 				continue
 			}
-			ok := false
-			for _, a := range rules {
-				ok = ok || a == dep
-			}
-			if !ok {
-				t.Errorf("%s imports %s: %s may import only %v", path, p, top, rules)
+			if !slices.Contains(rules, depLayer) {
+				t.Errorf("%s imports %s: %s may import only %v", path, p, layer, rules)
 			}
 		}
 		return nil

@@ -11,7 +11,7 @@ import (
 	"github.com/gregorbroker/gregor/broker/producerstate"
 	"github.com/gregorbroker/gregor/config"
 	"github.com/gregorbroker/gregor/protocol"
-	"github.com/gregorbroker/gregor/raftmeta"
+	"github.com/gregorbroker/gregor/raftmeta/image"
 )
 
 // Produce (key 0), versions 0-13; v0-v2 answer UNSUPPORTED_VERSION.
@@ -272,7 +272,7 @@ func validAcks(acks int16) bool { return acks == -1 || acks == 0 || acks == 1 }
 
 // partitionExists reports whether the cluster's metadata has the
 // partition (Kafka's metadataCache.contains), whoever leads it.
-func partitionExists(img *raftmeta.Image, topic string, partition int32) bool {
+func partitionExists(img *image.Image, topic string, partition int32) bool {
 	t, ok := img.Topic(topic)
 	return ok && partition >= 0 && int(partition) < len(t.Partitions)
 }

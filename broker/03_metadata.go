@@ -8,7 +8,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/gregorbroker/gregor/raftmeta"
+	"github.com/gregorbroker/gregor/raftmeta/controller"
+	"github.com/gregorbroker/gregor/raftmeta/image"
 )
 
 // Metadata (key 3), versions 0-13.
@@ -51,7 +52,7 @@ func handleMetadata(s *Server, r *request) (result, error) {
 	if len(names) > 0 && autoCreate {
 		var missing []string
 		for _, name := range names {
-			if _, ok := img.Topic(name); !ok && raftmeta.ValidateTopicName(name) == nil {
+			if _, ok := img.Topic(name); !ok && image.ValidateTopicName(name) == nil {
 				missing = append(missing, name)
 			}
 		}
@@ -95,7 +96,7 @@ func handleMetadata(s *Server, r *request) (result, error) {
 		mt.AuthorizedOperations = authorizedOpsNotRequested
 		mt.IsInternal = isInternalTopic(name)
 		mt.ErrorCode = kerr.UnknownTopicOrPartition.Code
-		if raftmeta.ValidateTopicName(name) != nil {
+		if image.ValidateTopicName(name) != nil {
 			mt.ErrorCode = kerr.InvalidTopicException.Code
 		}
 		resp.Topics = append(resp.Topics, mt)
@@ -149,12 +150,12 @@ func metadataErrorResponse(req *kmsg.MetadataRequest, ke *kerr.Error) *kmsg.Meta
 
 // autoCreateTopics creates topics with the broker defaults, as a Metadata
 // request with auto-creation does, and returns the image that holds them.
-func (s *Server) autoCreateTopics(names []string) *raftmeta.Image {
+func (s *Server) autoCreateTopics(names []string) *image.Image {
 	ctx, cancel := context.WithTimeout(s.ctx, 10*time.Second)
 	defer cancel()
-	specs := make([]raftmeta.CreateTopic, len(names))
+	specs := make([]controller.CreateTopic, len(names))
 	for i, n := range names {
-		specs[i] = raftmeta.CreateTopic{
+		specs[i] = controller.CreateTopic{
 			Name:              n,
 			NumPartitions:     s.cfg.NumPartitions,
 			ReplicationFactor: s.cfg.DefaultReplicationFactor,
@@ -174,7 +175,7 @@ func (s *Server) autoCreateTopics(names []string) *raftmeta.Image {
 	return img
 }
 
-func (s *Server) controllerID(img *raftmeta.Image) int32 {
+func (s *Server) controllerID(img *image.Image) int32 {
 	if id, ok := s.meta.LeaderID(); ok {
 		return int32(id)
 	}
@@ -183,7 +184,7 @@ func (s *Server) controllerID(img *raftmeta.Image) int32 {
 
 // metadataBrokers lists the live brokers with the address of the listener
 // the client connected through, as Kafka does.
-func (s *Server) metadataBrokers(img *raftmeta.Image, listener string) []kmsg.MetadataResponseBroker {
+func (s *Server) metadataBrokers(img *image.Image, listener string) []kmsg.MetadataResponseBroker {
 	var out []kmsg.MetadataResponseBroker
 	for _, b := range img.Brokers() {
 		if b.Fenced {
@@ -203,7 +204,7 @@ func (s *Server) metadataBrokers(img *raftmeta.Image, listener string) []kmsg.Me
 	return out
 }
 
-func (s *Server) metadataTopic(img *raftmeta.Image, t *raftmeta.TopicImage, withOps bool) kmsg.MetadataResponseTopic {
+func (s *Server) metadataTopic(img *image.Image, t *image.TopicImage, withOps bool) kmsg.MetadataResponseTopic {
 	mt := kmsg.NewMetadataResponseTopic()
 	name := t.Name
 	mt.Topic = &name

@@ -8,7 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/gregorbroker/gregor/broker/group"
-	"github.com/gregorbroker/gregor/raftmeta"
+	"github.com/gregorbroker/gregor/raftmeta/image"
 )
 
 // FindCoordinator (key 10), versions 0-6; v4+ batches keys.
@@ -83,7 +83,7 @@ func (s *Server) findCoordinator(keyType int8, key, listener string) kmsg.FindCo
 	p := group.PartitionFor(key, int32(len(t.Partitions)))
 	leader := t.Partitions[p].Leader
 	b, ok := img.Broker(leader)
-	if !ok || leader == raftmeta.NoLeader {
+	if !ok || leader == image.NoLeader {
 		return fail(kerr.CoordinatorNotAvailable)
 	}
 	l, ok := b.Listener(listener)

@@ -10,7 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/gregorbroker/gregor/config"
-	"github.com/gregorbroker/gregor/raftmeta"
+	"github.com/gregorbroker/gregor/raftmeta/controller"
 )
 
 // CreateTopics (key 19), versions 2-7 (Kafka 4's range).
@@ -37,7 +37,7 @@ func handleCreateTopics(s *Server, r *request) (result, error) {
 		index int // into specs; -1 when already answered, -2 when not answered on its own
 	}
 	slots := make([]slot, len(req.Topics))
-	var specs []raftmeta.CreateTopic
+	var specs []controller.CreateTopic
 	for i, t := range req.Topics {
 		st := kmsg.NewCreateTopicsResponseTopic()
 		st.Topic = t.Topic
@@ -73,7 +73,7 @@ func handleCreateTopics(s *Server, r *request) (result, error) {
 			setCreateErr(&slots[i].resp, kerr.InvalidConfig, err.Error())
 			continue
 		}
-		spec := raftmeta.CreateTopic{
+		spec := controller.CreateTopic{
 			Name:              t.Topic,
 			NumPartitions:     t.NumPartitions,
 			ReplicationFactor: t.ReplicationFactor,

@@ -9,7 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/gregorbroker/gregor/config"
-	"github.com/gregorbroker/gregor/raftmeta"
+	"github.com/gregorbroker/gregor/raftmeta/image"
 )
 
 // DescribeConfigs (key 32), versions 1-4 (Kafka 4's range).
@@ -75,10 +75,10 @@ func handleDescribeConfigs(s *Server, r *request) (result, error) {
 
 // describeResource is the configs of one resource, or Kafka's error for
 // it (ConfigHelper.describeConfigs).
-func (s *Server) describeResource(img *raftmeta.Image, rtype kmsg.ConfigResourceType, name string) ([]config.Entry, error) {
+func (s *Server) describeResource(img *image.Image, rtype kmsg.ConfigResourceType, name string) ([]config.Entry, error) {
 	switch rtype {
 	case resourceTopic:
-		if err := raftmeta.ValidateTopicName(name); err != nil {
+		if err := image.ValidateTopicName(name); err != nil {
 			return nil, kerrMsg(kerr.InvalidTopicException, err.Error())
 		}
 		t, ok := img.Topic(name)

@@ -7,7 +7,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/gregorbroker/gregor/raftmeta"
+	"github.com/gregorbroker/gregor/raftmeta/controller"
 )
 
 // CreatePartitions (key 37), versions 0-3.
@@ -38,14 +38,14 @@ func handleCreatePartitions(s *Server, r *request) (result, error) {
 	for _, t := range req.Topics {
 		seen[t.Topic]++
 	}
-	var specs []raftmeta.CreatePartitions
+	var specs []controller.CreatePartitions
 	idx := make([]int, len(req.Topics))
 	for i, t := range req.Topics {
 		idx[i] = -1
 		if seen[t.Topic] > 1 {
 			continue
 		}
-		spec := raftmeta.CreatePartitions{Topic: t.Topic, Count: t.Count}
+		spec := controller.CreatePartitions{Topic: t.Topic, Count: t.Count}
 		for _, a := range t.Assignment {
 			spec.Assignments = append(spec.Assignments, a.Replicas)
 		}

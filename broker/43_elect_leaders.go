@@ -8,7 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/gregorbroker/gregor/raftmeta"
+	"github.com/gregorbroker/gregor/raftmeta/controller"
 )
 
 // ElectLeaders (key 43), versions 0-2: preferred (0) or unclean (1, v1+)
@@ -42,16 +42,16 @@ func handleElectLeaders(s *Server, r *request) (result, error) {
 		}
 		ctx, cancel := context.WithTimeout(r.conn.ctx, timeout)
 		defer cancel()
-		var topics []raftmeta.TopicPartitions
+		var topics []controller.TopicPartitions
 		if req.Topics != nil {
-			topics = make([]raftmeta.TopicPartitions, 0, len(req.Topics))
+			topics = make([]controller.TopicPartitions, 0, len(req.Topics))
 			for _, t := range req.Topics {
-				topics = append(topics, raftmeta.TopicPartitions{Topic: t.Topic, Partitions: t.Partitions})
+				topics = append(topics, controller.TopicPartitions{Topic: t.Topic, Partitions: t.Partitions})
 			}
 		}
-		typ := raftmeta.ElectPreferred
+		typ := controller.ElectPreferred
 		if req.ElectionType == 1 {
-			typ = raftmeta.ElectUnclean
+			typ = controller.ElectUnclean
 		}
 		results, err := s.ctrl.ElectLeaders(ctx, typ, topics)
 		if err != nil {

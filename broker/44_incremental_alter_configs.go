@@ -12,7 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/gregorbroker/gregor/config"
-	"github.com/gregorbroker/gregor/raftmeta"
+	"github.com/gregorbroker/gregor/raftmeta/image"
 )
 
 // IncrementalAlterConfigs (key 44), versions 0-1.
@@ -164,7 +164,7 @@ func (s *Server) alterTopicConfigs(name string, ops []configOp, replace, validat
 	if name == "" {
 		return kerrMsg(kerr.InvalidRequest, "Default topic resources are not allowed.")
 	}
-	if err := raftmeta.ValidateTopicName(name); err != nil {
+	if err := image.ValidateTopicName(name); err != nil {
 		return kerrMsg(kerr.InvalidTopicException, err.Error())
 	}
 	t, exists := s.meta.Image().Topic(name)

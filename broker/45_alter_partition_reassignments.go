@@ -7,7 +7,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/gregorbroker/gregor/raftmeta"
+	"github.com/gregorbroker/gregor/raftmeta/controller"
 )
 
 // AlterPartitionReassignments (key 45), versions 0-1: moves partitions to
@@ -44,18 +44,18 @@ func handleAlterPartitionReassignments(s *Server, r *request) (result, error) {
 		}
 		ctx, cancel := context.WithTimeout(r.conn.ctx, timeout)
 		defer cancel()
-		topics := make([]raftmeta.ReassignTopic, 0, len(req.Topics))
+		topics := make([]controller.ReassignTopic, 0, len(req.Topics))
 		for _, t := range req.Topics {
-			rt := raftmeta.ReassignTopic{Topic: t.Topic, Partitions: make([]raftmeta.ReassignPartition, 0, len(t.Partitions))}
+			rt := controller.ReassignTopic{Topic: t.Topic, Partitions: make([]controller.ReassignPartition, 0, len(t.Partitions))}
 			for _, p := range t.Partitions {
-				rt.Partitions = append(rt.Partitions, raftmeta.ReassignPartition{Partition: p.Partition, Replicas: p.Replicas})
+				rt.Partitions = append(rt.Partitions, controller.ReassignPartition{Partition: p.Partition, Replicas: p.Replicas})
 			}
 			topics = append(topics, rt)
 		}
 		results, err := s.ctrl.AlterPartitionReassignments(ctx, topics, allow)
 		if err != nil {
 			resp.ErrorCode = errCode(err)
-			resp.ErrorMessage = raftmeta.ErrorMessage(err)
+			resp.ErrorMessage = controller.ErrorMessage(err)
 			return resp
 		}
 		for _, tr := range results {
@@ -65,7 +65,7 @@ func handleAlterPartitionReassignments(s *Server, r *request) (result, error) {
 				rp := kmsg.NewAlterPartitionAssignmentsResponseTopicPartition()
 				rp.Partition = pr.Partition
 				rp.ErrorCode = errCode(pr.Err)
-				rp.ErrorMessage = raftmeta.ErrorMessage(pr.Err)
+				rp.ErrorMessage = controller.ErrorMessage(pr.Err)
 				rt.Partitions = append(rt.Partitions, rp)
 			}
 			resp.Topics = append(resp.Topics, rt)

@@ -6,7 +6,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/gregorbroker/gregor/raftmeta"
+	"github.com/gregorbroker/gregor/raftmeta/controller"
 )
 
 // ListPartitionReassignments (key 46), version 0: the partitions with a
@@ -26,17 +26,17 @@ func handleListPartitionReassignments(s *Server, r *request) (result, error) {
 		}
 		ctx, cancel := context.WithTimeout(r.conn.ctx, timeout)
 		defer cancel()
-		var topics []raftmeta.TopicPartitions
+		var topics []controller.TopicPartitions
 		if req.Topics != nil {
-			topics = make([]raftmeta.TopicPartitions, 0, len(req.Topics))
+			topics = make([]controller.TopicPartitions, 0, len(req.Topics))
 			for _, t := range req.Topics {
-				topics = append(topics, raftmeta.TopicPartitions{Topic: t.Topic, Partitions: t.Partitions})
+				topics = append(topics, controller.TopicPartitions{Topic: t.Topic, Partitions: t.Partitions})
 			}
 		}
 		results, err := s.ctrl.ListPartitionReassignments(ctx, topics)
 		if err != nil {
 			resp.ErrorCode = errCode(err)
-			resp.ErrorMessage = raftmeta.ErrorMessage(err)
+			resp.ErrorMessage = controller.ErrorMessage(err)
 			return resp
 		}
 		for _, tr := range results {

@@ -5,7 +5,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/gregorbroker/gregor/broker/producerstate"
-	"github.com/gregorbroker/gregor/raftmeta"
+	"github.com/gregorbroker/gregor/raftmeta/image"
 )
 
 // DescribeProducers (key 61), version 0: the active producers of each
@@ -20,7 +20,7 @@ func handleDescribeProducers(s *Server, r *request) (result, error) {
 	for _, rt := range req.Topics {
 		st := kmsg.NewDescribeProducersResponseTopic()
 		st.Topic = rt.Topic
-		nameErr := raftmeta.ValidateTopicName(rt.Topic)
+		nameErr := image.ValidateTopicName(rt.Topic)
 		for _, part := range rt.Partitions {
 			sp := kmsg.NewDescribeProducersResponseTopicPartition()
 			sp.Partition = part

@@ -15,7 +15,7 @@ import (
 	"github.com/gregorbroker/gregor/broker/group"
 	"github.com/gregorbroker/gregor/broker/producerstate"
 	"github.com/gregorbroker/gregor/protocol"
-	"github.com/gregorbroker/gregor/raftmeta"
+	"github.com/gregorbroker/gregor/raftmeta/image"
 	"github.com/gregorbroker/gregor/storage"
 )
 
@@ -160,7 +160,7 @@ func (v imageTopics) Topics() map[string]group.TopicInfo {
 // reconcile loads the __consumer_offsets partitions this node now leads
 // and unloads those it no longer leads, and tells consumer groups (whose
 // assignments follow the topics) that metadata changed.
-func (gc *groupCoordinator) reconcile(img *raftmeta.Image) {
+func (gc *groupCoordinator) reconcile(img *image.Image) {
 	if gc.topicsApplied != img.Offset() {
 		gc.topicsApplied = img.Offset()
 		gc.coord.TopicsChanged()
@@ -181,7 +181,7 @@ type partitionLoader struct {
 	loaded map[int32]int32 // partition → leader epoch loaded at (or loading)
 }
 
-func (l *partitionLoader) reconcile(img *raftmeta.Image) {
+func (l *partitionLoader) reconcile(img *image.Image) {
 	leading := make(map[int32]int32)
 	if t, ok := img.Topic(l.topic); ok {
 		for i, pi := range t.Partitions {
@@ -281,7 +281,7 @@ var errStopIteration = errors.New("stop")
 
 // ensureOffsetsTopic creates __consumer_offsets if it does not exist yet,
 // with Kafka's settings for it, and returns the image that holds it.
-func (s *Server) ensureOffsetsTopic(ctx context.Context) (*raftmeta.Image, error) {
+func (s *Server) ensureOffsetsTopic(ctx context.Context) (*image.Image, error) {
 	return s.ensureInternalTopic(ctx, offsetsTopic, s.cfg.OffsetsTopicNumPartitions, s.cfg.OffsetsTopicReplicationFactor,
 		map[string]string{
 			"cleanup.policy":   "compact",

@@ -9,7 +9,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/gregorbroker/gregor/config"
-	"github.com/gregorbroker/gregor/raftmeta"
+	"github.com/gregorbroker/gregor/raftmeta/controller"
+	"github.com/gregorbroker/gregor/raftmeta/image"
 )
 
 // replicaFetch sends, over the socket, the fetch of partition 0 that
@@ -52,11 +53,11 @@ func replicaFetch(t *testing.T, cl *kgo.Client, p *partition, replica int32, epo
 func TestISRExpansionChecksBrokerEpoch(t *testing.T) {
 	ts := startServer(t, "")
 	ctx := testContext(t)
-	e1, err := ts.ctrl.RegisterBroker(ctx, raftmeta.RegisterBrokerRecord{BrokerID: 2, IncarnationID: [16]byte{15: 1}})
+	e1, err := ts.ctrl.RegisterBroker(ctx, image.RegisterBrokerRecord{BrokerID: 2, IncarnationID: [16]byte{15: 1}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	res := ts.ctrl.CreateTopics(ctx, []raftmeta.CreateTopic{{Name: "kip903", NumPartitions: -1, ReplicationFactor: -1,
+	res := ts.ctrl.CreateTopics(ctx, []controller.CreateTopic{{Name: "kip903", NumPartitions: -1, ReplicationFactor: -1,
 		Assignments: map[int32][]int32{0: {1, 2}}}}, false)
 	if res[0].Err != nil {
 		t.Fatal(res[0].Err)
@@ -69,7 +70,7 @@ func TestISRExpansionChecksBrokerEpoch(t *testing.T) {
 	// Take broker 2 out of the ISR, as the leader would once it lagged.
 	a := p.assign.Load()
 	pi, err := ts.ctrl.AlterPartition(ctx, p.topicID, 0, a.leaderEpoch, a.partitionEpoch,
-		[]raftmeta.ISRMember{{ID: 1, BrokerEpoch: ts.epoch.Load()}})
+		[]controller.ISRMember{{ID: 1, BrokerEpoch: ts.epoch.Load()}})
 	if err != nil {
 		t.Fatalf("shrink: %v", err)
 	}
@@ -97,7 +98,7 @@ func TestISRExpansionChecksBrokerEpoch(t *testing.T) {
 	}
 
 	// Broker 2 restarts.
-	e2, err := ts.ctrl.RegisterBroker(ctx, raftmeta.RegisterBrokerRecord{BrokerID: 2, IncarnationID: [16]byte{15: 2}})
+	e2, err := ts.ctrl.RegisterBroker(ctx, image.RegisterBrokerRecord{BrokerID: 2, IncarnationID: [16]byte{15: 2}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,7 +122,7 @@ func TestISRExpansionChecksBrokerEpoch(t *testing.T) {
 	if f.brokerEpoch != e1 || f.leo != 5 {
 		t.Fatalf("after the late fetch: epoch %d, log end %d", f.brokerEpoch, f.leo)
 	}
-	want := []raftmeta.ISRMember{{ID: 1, BrokerEpoch: ts.epoch.Load()}, {ID: 2, BrokerEpoch: e1}}
+	want := []controller.ISRMember{{ID: 1, BrokerEpoch: ts.epoch.Load()}, {ID: 2, BrokerEpoch: e1}}
 	if !slices.Equal(members, want) {
 		t.Fatalf("ISR members %+v, want %+v", members, want)
 	}
@@ -165,7 +166,7 @@ func TestISRExpansionChecksBrokerEpoch(t *testing.T) {
 }
 
 // imagePartition is partition 0 of topic in the node's metadata image.
-func imagePartition(t *testing.T, ts *testServer, topic string) raftmeta.PartitionImage {
+func imagePartition(t *testing.T, ts *testServer, topic string) image.PartitionImage {
 	t.Helper()
 	tp, ok := ts.meta.Image().Topic(topic)
 	if !ok || len(tp.Partitions) == 0 {
@@ -186,7 +187,7 @@ func TestReplicaFetcherSendsBrokerEpoch(t *testing.T) {
 		t.Fatal("partition kip903f-0 is not led here")
 	}
 	a := p.assign.Load()
-	ts.applyAssignment(p, raftmeta.PartitionImage{Replicas: []int32{1, 2}, ISR: []int32{1}, Leader: 1,
+	ts.applyAssignment(p, image.PartitionImage{Replicas: []int32{1, 2}, ISR: []int32{1}, Leader: 1,
 		LeaderEpoch: a.leaderEpoch + 1, PartitionEpoch: a.partitionEpoch + 1})
 
 	ts2 := startServer(t, "", func(c *config.Broker) {

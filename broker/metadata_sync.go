@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/gregorbroker/gregor/config"
-	"github.com/gregorbroker/gregor/raftmeta"
+	"github.com/gregorbroker/gregor/raftmeta/image"
 	"github.com/gregorbroker/gregor/storage"
 )
 
@@ -71,7 +71,7 @@ func (e *createLogsError) Unwrap() error { return e.first }
 // node as a replica, and deletes the logs of topics that are gone. Handlers
 // that change metadata call it too, after their change applies, so that
 // their answer reflects it; it is idempotent.
-func (s *Server) reconcile(img *raftmeta.Image) error {
+func (s *Server) reconcile(img *image.Image) error {
 	s.reconcileMu.Lock()
 	defer s.reconcileMu.Unlock()
 	// Callers read the image before they take the lock, so two of them

@@ -6,7 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/gregorbroker/gregor/raftmeta"
+	"github.com/gregorbroker/gregor/raftmeta/controller"
 	"github.com/gregorbroker/gregor/storage"
 )
 
@@ -89,15 +89,15 @@ func (s *Server) dirOffline(p *partition) bool {
 
 // offlinePartitions lists the hosted partitions whose log dir is offline,
 // for the heartbeat. It is nil while every dir is healthy.
-func (s *Server) offlinePartitions() []raftmeta.TopicIDPartition {
+func (s *Server) offlinePartitions() []controller.TopicIDPartition {
 	if !s.offlineDirs.any.Load() {
 		return nil
 	}
-	var out []raftmeta.TopicIDPartition
+	var out []controller.TopicIDPartition
 	for _, tp := range s.parts.all() {
 		for _, p := range tp.parts {
 			if p != nil && s.dirOffline(p) {
-				out = append(out, raftmeta.TopicIDPartition{TopicID: p.topicID, Partition: p.index})
+				out = append(out, controller.TopicIDPartition{TopicID: p.topicID, Partition: p.index})
 			}
 		}
 	}

@@ -9,6 +9,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/gregorbroker/gregor/raftmeta"
+	"github.com/gregorbroker/gregor/raftmeta/controller"
+	"github.com/gregorbroker/gregor/raftmeta/raftnode"
 )
 
 // The metadata quorum. A single node (one voter, itself) runs the metadata
@@ -38,7 +40,7 @@ func (s *Server) startMetadata(clusterID string) error {
 		for id, addr := range s.cfg.ControllerQuorumVoters {
 			peers[uint64(id)] = addr
 		}
-		tr, err := raftmeta.NewTCPTransport(raftmeta.TransportConfig{
+		tr, err := raftnode.NewTCPTransport(raftnode.TransportConfig{
 			NodeID: uint64(s.cfg.NodeID), ClusterID: clusterID, Peers: peers,
 			Bootstrap: s.cfg.ControllerQuorumBootstrapServers, Logger: s.log.With("component", "quorum"),
 		})
@@ -47,7 +49,7 @@ func (s *Server) startMetadata(clusterID string) error {
 		}
 		s.quorum = tr
 		cfg.Transport = tr
-		cfg.Controller = raftmeta.ControllerConfig{
+		cfg.Controller = controller.Config{
 			BrokerSessionTimeout:               time.Duration(s.cfg.BrokerSessionTimeoutMs) * time.Millisecond,
 			UncleanLeaderElection:              s.cfg.UncleanLeaderElectionEnable,
 			AutoLeaderRebalance:                s.cfg.AutoLeaderRebalanceEnable,
@@ -65,7 +67,7 @@ func (s *Server) startMetadata(clusterID string) error {
 	if err != nil {
 		return fmt.Errorf("start metadata log: %w", err)
 	}
-	s.ctrl = raftmeta.NewControllerClient(s.meta, s.quorum)
+	s.ctrl = controller.NewClient(s.meta, s.quorum)
 	return nil
 }
 
@@ -120,7 +122,7 @@ func (s *Server) heartbeatLoop() {
 func (s *Server) heartbeat(shutdown bool) error {
 	ctx, cancel := context.WithTimeout(s.ctx, 5*time.Second)
 	defer cancel()
-	res, err := s.ctrl.BrokerHeartbeat(ctx, raftmeta.BrokerHeartbeat{
+	res, err := s.ctrl.BrokerHeartbeat(ctx, controller.BrokerHeartbeat{
 		BrokerID: s.cfg.NodeID, BrokerEpoch: s.epoch.Load(),
 		CurrentMetadataOffset: int64(s.meta.Image().Offset()), WantShutdown: shutdown,
 		OfflinePartitions: s.offlinePartitions(),

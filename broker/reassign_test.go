@@ -11,7 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/gregorbroker/gregor/raftmeta"
+	"github.com/gregorbroker/gregor/raftmeta/image"
 )
 
 // AlterPartitionReassignments and ListPartitionReassignments on a single
@@ -132,13 +132,13 @@ func TestLeaderTracksAddedReplicaAndPendingISR(t *testing.T) {
 		t.Fatal("a fetch from a broker that is not a replica was accepted")
 	}
 	// The reassignment's first record: replica 2 added, same leader epoch.
-	ts.applyAssignment(p, raftmeta.PartitionImage{Replicas: []int32{1, 2}, ISR: []int32{1}, Leader: 1,
+	ts.applyAssignment(p, image.PartitionImage{Replicas: []int32{1, 2}, ISR: []int32{1}, Leader: 1,
 		LeaderEpoch: a.leaderEpoch, PartitionEpoch: a.partitionEpoch + 1, AddingReplicas: []int32{2}})
 	if err := ts.followerFetched(p, 2, -1, 10); err != nil {
 		t.Fatalf("fetch from the added replica: %v", err)
 	}
 	// An older image does not undo the newer assignment.
-	ts.applyAssignment(p, raftmeta.PartitionImage{Replicas: []int32{1}, ISR: []int32{1}, Leader: 1,
+	ts.applyAssignment(p, image.PartitionImage{Replicas: []int32{1}, ISR: []int32{1}, Leader: 1,
 		LeaderEpoch: a.leaderEpoch, PartitionEpoch: a.partitionEpoch})
 	if got := p.assign.Load(); !slices.Equal(got.replicas, []int32{1, 2}) {
 		t.Fatalf("stale image applied: %+v", got)
@@ -159,7 +159,7 @@ func TestLeaderTracksAddedReplicaAndPendingISR(t *testing.T) {
 	}
 	// A newer partition epoch settles the change: replica 2 no longer
 	// holds the high watermark back.
-	ts.applyAssignment(p, raftmeta.PartitionImage{Replicas: []int32{1, 2}, ISR: []int32{1}, Leader: 1,
+	ts.applyAssignment(p, image.PartitionImage{Replicas: []int32{1, 2}, ISR: []int32{1}, Leader: 1,
 		LeaderEpoch: a.leaderEpoch, PartitionEpoch: a.partitionEpoch + 2, AddingReplicas: []int32{2}})
 	produce(5)
 	if hw := p.highWatermark(); hw != 20 {

@@ -9,7 +9,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
-	"github.com/gregorbroker/gregor/raftmeta"
+	"github.com/gregorbroker/gregor/raftmeta/controller"
+	"github.com/gregorbroker/gregor/raftmeta/image"
 )
 
 // Replication, leader side. Followers fetch from the leader with the Fetch
@@ -64,7 +65,7 @@ func (p *partition) isLeader(self int32) bool {
 // the image. A new leader epoch resets what the leader knew of followers
 // and, for a follower, what it knew of producers: a leader rebuilds
 // producer state from its log when it needs it.
-func (s *Server) applyAssignment(p *partition, pi raftmeta.PartitionImage) {
+func (s *Server) applyAssignment(p *partition, pi image.PartitionImage) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	prev := p.assign.Load()
@@ -211,7 +212,7 @@ func (s *Server) followerFetched(p *partition, replica int32, brokerEpoch int64,
 	// no sooner than isrRetry.
 	join := !slices.Contains(a.isr, replica) && offset >= p.hw.Load() && !f.pendingISRChangeSent &&
 		now.Sub(f.lastISRAttempt) >= isrRetry && s.brokerEligible(replica, brokerEpoch)
-	var newISR []raftmeta.ISRMember
+	var newISR []controller.ISRMember
 	if join {
 		f.pendingISRChangeSent = true
 		f.joining = true
@@ -251,10 +252,10 @@ func (s *Server) ownBrokerEpoch() int64 {
 // isrMembersLocked names each broker of isr with the broker epoch it is
 // known at (Kafka's NewIsrWithEpochs): this node's own, a follower's from
 // its last fetch, -1 when unknown. The caller holds p.mu.
-func (s *Server) isrMembersLocked(p *partition, isr []int32) []raftmeta.ISRMember {
-	out := make([]raftmeta.ISRMember, len(isr))
+func (s *Server) isrMembersLocked(p *partition, isr []int32) []controller.ISRMember {
+	out := make([]controller.ISRMember, len(isr))
 	for i, r := range isr {
-		out[i] = raftmeta.ISRMember{ID: r, BrokerEpoch: -1}
+		out[i] = controller.ISRMember{ID: r, BrokerEpoch: -1}
 		switch f := p.followers[r]; {
 		case r == s.cfg.NodeID:
 			out[i].BrokerEpoch = s.ownBrokerEpoch()
@@ -268,7 +269,7 @@ func (s *Server) isrMembersLocked(p *partition, isr []int32) []raftmeta.ISRMembe
 // alterISR asks the controller for a new ISR and, when it agrees, applies
 // the answer at once instead of waiting for the metadata log to reach this
 // node.
-func (s *Server) alterISR(p *partition, a *assignment, members []raftmeta.ISRMember) {
+func (s *Server) alterISR(p *partition, a *assignment, members []controller.ISRMember) {
 	ctx, cancel := context.WithTimeout(s.ctx, 10*time.Second)
 	defer cancel()
 	pi, err := s.ctrl.AlterPartition(ctx, p.topicID, p.index, a.leaderEpoch, a.partitionEpoch, members)
@@ -291,7 +292,7 @@ func (s *Server) alterISR(p *partition, a *assignment, members []raftmeta.ISRMem
 	p.mu.Lock()
 	for r, f := range p.followers {
 		f.pendingISRChangeSent = false
-		if refused && slices.ContainsFunc(members, func(m raftmeta.ISRMember) bool { return m.ID == r }) && !slices.Contains(a.isr, r) {
+		if refused && slices.ContainsFunc(members, func(m controller.ISRMember) bool { return m.ID == r }) && !slices.Contains(a.isr, r) {
 			f.joining = false
 		}
 	}
@@ -331,7 +332,7 @@ func (s *Server) isrLoop() {
 						}
 					}
 				}
-				var newISR []raftmeta.ISRMember
+				var newISR []controller.ISRMember
 				if len(out) > 0 {
 					newISR = s.isrMembersLocked(p, slices.DeleteFunc(slices.Clone(a.isr), func(r int32) bool { return slices.Contains(out, r) }))
 				}

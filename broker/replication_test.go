@@ -11,7 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/gregorbroker/gregor/protocol"
-	"github.com/gregorbroker/gregor/raftmeta"
+	"github.com/gregorbroker/gregor/raftmeta/image"
 )
 
 // produceAsync sends one acks=all produce of records to topic/0 on its own
@@ -92,7 +92,7 @@ func TestDeposedLeaderAnswersNotLeader(t *testing.T) {
 	a := p.assign.Load()
 	// A follower that has never fetched holds the high watermark back, so
 	// the produce below waits.
-	ts.applyAssignment(p, raftmeta.PartitionImage{Replicas: []int32{self, other}, ISR: []int32{self, other},
+	ts.applyAssignment(p, image.PartitionImage{Replicas: []int32{self, other}, ISR: []int32{self, other},
 		Leader: self, LeaderEpoch: a.leaderEpoch + 1, PartitionEpoch: a.partitionEpoch + 1})
 
 	answer := produceAsync(ts.addr, "deposed", testBatch(t, "never-replicated"), 5*time.Second)
@@ -111,7 +111,7 @@ func TestDeposedLeaderAnswersNotLeader(t *testing.T) {
 	// follows it: it truncates, fetches the new leader's records and its
 	// high watermark.
 	newEpoch := a.leaderEpoch + 2
-	ts.applyAssignment(p, raftmeta.PartitionImage{Replicas: []int32{self, other}, ISR: []int32{self, other},
+	ts.applyAssignment(p, image.PartitionImage{Replicas: []int32{self, other}, ISR: []int32{self, other},
 		Leader: other, LeaderEpoch: newEpoch, PartitionEpoch: a.partitionEpoch + 2})
 	if err := ts.truncateFollower(p, 0); err != nil {
 		t.Fatal(err)
@@ -149,7 +149,7 @@ func TestFollowerRefusesLateAppend(t *testing.T) {
 		t.Fatal("partition late-0 is not hosted and led here")
 	}
 	a := p.assign.Load()
-	ts.applyAssignment(p, raftmeta.PartitionImage{Replicas: []int32{ts.cfg.NodeID, ts.cfg.NodeID + 1}, ISR: []int32{ts.cfg.NodeID, ts.cfg.NodeID + 1},
+	ts.applyAssignment(p, image.PartitionImage{Replicas: []int32{ts.cfg.NodeID, ts.cfg.NodeID + 1}, ISR: []int32{ts.cfg.NodeID, ts.cfg.NodeID + 1},
 		Leader: ts.cfg.NodeID + 1, LeaderEpoch: a.leaderEpoch + 1, PartitionEpoch: a.partitionEpoch + 1})
 	_, err := ts.appendLocal(p, testBatch(t, "late"), time.Now().UnixMilli())
 	if !errors.Is(err, kerr.NotLeaderForPartition) {

@@ -21,6 +21,9 @@ import (
 	"github.com/gregorbroker/gregor/config"
 	"github.com/gregorbroker/gregor/protocol"
 	"github.com/gregorbroker/gregor/raftmeta"
+	"github.com/gregorbroker/gregor/raftmeta/controller"
+	"github.com/gregorbroker/gregor/raftmeta/image"
+	"github.com/gregorbroker/gregor/raftmeta/raftnode"
 	"github.com/gregorbroker/gregor/storage"
 	"github.com/gregorbroker/gregor/vfs"
 )
@@ -51,8 +54,8 @@ type Server struct {
 
 	versions *protocol.Versions
 	meta     *raftmeta.Node
-	ctrl     raftmeta.ControllerAPI
-	quorum   *raftmeta.TCPTransport // nil on a single node
+	ctrl     controller.API
+	quorum   *raftnode.TCPTransport // nil on a single node
 	ctrlLn   net.Listener           // the controller listener, when this node is a controller in a quorum
 	epoch    atomic.Int64           // this broker's epoch from its registration
 	logs     *storage.Manager
@@ -206,7 +209,7 @@ func voterIDs(cfg *config.Broker) []uint64 {
 func (s *Server) register() error {
 	ctx, cancel := context.WithTimeout(s.ctx, 30*time.Second)
 	defer cancel()
-	rec := raftmeta.RegisterBrokerRecord{BrokerID: s.cfg.NodeID, IncarnationID: newUUID()}
+	rec := image.RegisterBrokerRecord{BrokerID: s.cfg.NodeID, IncarnationID: newUUID()}
 	for _, l := range s.advertised() {
 		if l.Host == "" {
 			// As Kafka: an empty host advertises this machine's name.
@@ -214,7 +217,7 @@ func (s *Server) register() error {
 				l.Host = h
 			}
 		}
-		rec.Listeners = append(rec.Listeners, raftmeta.Listener{Name: l.Name, Host: l.Host, Port: int32(l.Port), SecurityProtocol: 0})
+		rec.Listeners = append(rec.Listeners, image.Listener{Name: l.Name, Host: l.Host, Port: int32(l.Port), SecurityProtocol: 0})
 	}
 	for {
 		epoch, err := s.ctrl.RegisterBroker(ctx, rec)

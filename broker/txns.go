@@ -15,7 +15,8 @@ import (
 	"github.com/gregorbroker/gregor/broker/producerstate"
 	"github.com/gregorbroker/gregor/broker/txn"
 	"github.com/gregorbroker/gregor/protocol"
-	"github.com/gregorbroker/gregor/raftmeta"
+	"github.com/gregorbroker/gregor/raftmeta/controller"
+	"github.com/gregorbroker/gregor/raftmeta/image"
 )
 
 // Transactions: the transaction coordinator (broker/txn) keeps its state
@@ -93,12 +94,12 @@ func (s *Server) startTxnCoordinator() error {
 
 // ensureInternalTopic creates an internal topic if it does not exist yet
 // and returns the image that holds it.
-func (s *Server) ensureInternalTopic(ctx context.Context, name string, partitions int32, rf int16, configs map[string]string) (*raftmeta.Image, error) {
+func (s *Server) ensureInternalTopic(ctx context.Context, name string, partitions int32, rf int16, configs map[string]string) (*image.Image, error) {
 	img := s.meta.Image()
 	if _, ok := img.Topic(name); ok {
 		return img, nil
 	}
-	res := s.ctrl.CreateTopics(ctx, []raftmeta.CreateTopic{{
+	res := s.ctrl.CreateTopics(ctx, []controller.CreateTopic{{
 		Name: name, NumPartitions: partitions, ReplicationFactor: rf, Configs: configs,
 	}}, false)
 	if err := res[0].Err; err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
@@ -111,7 +112,7 @@ func (s *Server) ensureInternalTopic(ctx context.Context, name string, partition
 	return img, nil
 }
 
-func (s *Server) ensureTxnTopic(ctx context.Context) (*raftmeta.Image, error) {
+func (s *Server) ensureTxnTopic(ctx context.Context) (*image.Image, error) {
 	return s.ensureInternalTopic(ctx, txnStateTopic, s.cfg.TransactionStateLogNumPartitions, s.cfg.TransactionStateLogReplicationFactor,
 		map[string]string{
 			"cleanup.policy":      "compact",

@@ -13,6 +13,10 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/gregorbroker/gregor/raftmeta/controller"
+	"github.com/gregorbroker/gregor/raftmeta/image"
+	"github.com/gregorbroker/gregor/raftmeta/raftnode"
 )
 
 // tcpCluster runs three voters (1, 2, 3) and any learners in one process,
@@ -32,8 +36,8 @@ type tcpCluster struct {
 
 type tcpNode struct {
 	node   *Node
-	tr     *TCPTransport
-	client *ControllerClient
+	tr     *raftnode.TCPTransport
+	client *controller.Client
 	served chan struct{}
 }
 
@@ -70,7 +74,7 @@ func (c *tcpCluster) start(id uint64) *tcpNode {
 	if c.dirs[id] == "" {
 		c.dirs[id] = c.t.TempDir()
 	}
-	tcfg := TransportConfig{
+	tcfg := raftnode.TransportConfig{
 		NodeID: id, ClusterID: "tcp-cluster", Peers: c.addrs, Logger: discardLogger(),
 		MinBackoff: 5 * time.Millisecond, MaxBackoff: 50 * time.Millisecond,
 	}
@@ -82,7 +86,7 @@ func (c *tcpCluster) start(id uint64) *tcpNode {
 			tcfg.Bootstrap = append(tcfg.Bootstrap, c.addrs[vid])
 		}
 	}
-	tr, err := NewTCPTransport(tcfg)
+	tr, err := raftnode.NewTCPTransport(tcfg)
 	if err != nil {
 		c.t.Fatal(err)
 	}
@@ -98,7 +102,7 @@ func (c *tcpCluster) start(id uint64) *tcpNode {
 		tr.Close()
 		c.t.Fatalf("start node %d: %v", id, err)
 	}
-	tn := &tcpNode{node: n, tr: tr, client: NewControllerClient(n, tr), served: make(chan struct{})}
+	tn := &tcpNode{node: n, tr: tr, client: controller.NewClient(n, tr), served: make(chan struct{})}
 	if addr, ok := c.addrs[id]; ok {
 		ln := c.pending[id]
 		delete(c.pending, id)
@@ -127,7 +131,11 @@ func (c *tcpCluster) stop(id uint64, transfer bool) {
 		return
 	}
 	delete(c.nodes, id)
-	tn.node.close(transfer)
+	if transfer {
+		tn.node.Close()
+	} else {
+		tn.node.Stop()
+	}
 	tn.tr.Close()
 	<-tn.served
 }
@@ -177,9 +185,9 @@ func (c *tcpCluster) waitConverged() {
 	})
 }
 
-func mustCreate(t *testing.T, api ControllerAPI, name string, partitions int32, rf int16) CreateTopicResult {
+func mustCreate(t *testing.T, api controller.API, name string, partitions int32, rf int16) controller.CreateTopicResult {
 	t.Helper()
-	res := api.CreateTopics(ctxT(t), []CreateTopic{{Name: name, NumPartitions: partitions, ReplicationFactor: rf}}, false)
+	res := api.CreateTopics(ctxT(t), []controller.CreateTopic{{Name: name, NumPartitions: partitions, ReplicationFactor: rf}}, false)
 	if len(res) != 1 || res[0].Err != nil {
 		t.Fatalf("create topic %s: %+v", name, res)
 	}
@@ -209,7 +217,7 @@ func TestTCPClusterForwardingAndLearner(t *testing.T) {
 	// Requests sent from a follower and from the learner reach the active
 	// controller; their results are those of the local controller.
 	f := c.follower()
-	if _, err := f.client.RegisterBroker(ctxT(t), RegisterBrokerRecord{BrokerID: 1, IncarnationID: NewUUID()}); err != nil {
+	if _, err := f.client.RegisterBroker(ctxT(t), image.RegisterBrokerRecord{BrokerID: 1, IncarnationID: image.NewUUID()}); err != nil {
 		t.Fatal(err)
 	}
 	res := mustCreate(t, f.client, "from-follower", 3, 1)
@@ -217,14 +225,14 @@ func TestTCPClusterForwardingAndLearner(t *testing.T) {
 		t.Fatalf("forwarded result %+v", res)
 	}
 	mustCreate(t, learner.client, "from-learner", 1, 1)
-	dup := learner.client.CreateTopics(ctxT(t), []CreateTopic{{Name: "from-follower", NumPartitions: 1, ReplicationFactor: 1}}, false)
-	if !errors.Is(dup[0].Err, kerr.TopicAlreadyExists) || ErrorMessage(dup[0].Err) == nil {
+	dup := learner.client.CreateTopics(ctxT(t), []controller.CreateTopic{{Name: "from-follower", NumPartitions: 1, ReplicationFactor: 1}}, false)
+	if !errors.Is(dup[0].Err, kerr.TopicAlreadyExists) || controller.ErrorMessage(dup[0].Err) == nil {
 		t.Fatalf("duplicate forwarded: %+v", dup[0])
 	}
-	if err := learner.client.AlterConfigs(ctxT(t), ResourceTopic, "from-learner", map[string]*string{"retention.ms": strp("10")}, false); err != nil {
+	if err := learner.client.AlterConfigs(ctxT(t), image.ResourceTopic, "from-learner", map[string]*string{"retention.ms": strp("10")}, false); err != nil {
 		t.Fatal(err)
 	}
-	if first, count, err := f.client.AllocateProducerIDs(ctxT(t), 1); err != nil || count != ProducerIDBlockSize || first != 0 {
+	if first, count, err := f.client.AllocateProducerIDs(ctxT(t), 1); err != nil || count != controller.ProducerIDBlockSize || first != 0 {
 		t.Fatalf("AllocateProducerIDs: %d %d %v", first, count, err)
 	}
 	c.waitConverged()
@@ -262,7 +270,7 @@ func TestTCPClusterLeaderKill(t *testing.T) {
 		c.start(id)
 	}
 	leader := c.waitLeader()
-	if _, err := leader.client.RegisterBroker(ctxT(t), RegisterBrokerRecord{BrokerID: 1, IncarnationID: NewUUID()}); err != nil {
+	if _, err := leader.client.RegisterBroker(ctxT(t), image.RegisterBrokerRecord{BrokerID: 1, IncarnationID: image.NewUUID()}); err != nil {
 		t.Fatal(err)
 	}
 	f := c.follower()
@@ -281,7 +289,7 @@ func TestTCPClusterLeaderKill(t *testing.T) {
 			}
 			name := fmt.Sprintf("t%03d", i)
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			res := f.client.CreateTopics(ctx, []CreateTopic{{Name: name, NumPartitions: 1, ReplicationFactor: 1}}, false)
+			res := f.client.CreateTopics(ctx, []controller.CreateTopic{{Name: name, NumPartitions: 1, ReplicationFactor: 1}}, false)
 			cancel()
 			if err := res[0].Err; err == nil || errors.Is(err, kerr.TopicAlreadyExists) {
 				mu.Lock()
@@ -323,7 +331,7 @@ func TestTCPClusterSnapshotCatchUp(t *testing.T) {
 		c.start(id)
 	}
 	leader := c.waitLeader()
-	if _, err := leader.client.RegisterBroker(ctxT(t), RegisterBrokerRecord{BrokerID: 1, IncarnationID: NewUUID()}); err != nil {
+	if _, err := leader.client.RegisterBroker(ctxT(t), image.RegisterBrokerRecord{BrokerID: 1, IncarnationID: image.NewUUID()}); err != nil {
 		t.Fatal(err)
 	}
 	lagging := c.follower().node.NodeID()
@@ -331,10 +339,10 @@ func TestTCPClusterSnapshotCatchUp(t *testing.T) {
 	for i := range 40 {
 		mustCreate(t, c.waitLeader().client, fmt.Sprintf("s%02d", i), 1, 1)
 	}
-	first, _ := c.waitLeader().node.st.FirstIndex()
+	first := c.waitLeader().node.FirstIndex()
 	back := c.start(lagging)
 	c.waitConverged()
-	if back.node.snapsIn.Load() == 0 {
+	if back.node.SnapshotsInstalled() == 0 {
 		t.Fatalf("node %d caught up without a snapshot (leader log starts at %d)", lagging, first)
 	}
 	if _, ok := back.node.Image().Topic("s39"); !ok {
@@ -354,7 +362,7 @@ func TestTCPClusterLearnerDoesNotVote(t *testing.T) {
 	}
 	learner := c.start(4)
 	leader := c.waitLeader()
-	if _, err := learner.client.RegisterBroker(ctxT(t), RegisterBrokerRecord{BrokerID: 4, IncarnationID: NewUUID()}); err != nil {
+	if _, err := learner.client.RegisterBroker(ctxT(t), image.RegisterBrokerRecord{BrokerID: 4, IncarnationID: image.NewUUID()}); err != nil {
 		t.Fatal(err)
 	}
 	mustCreate(t, learner.client, "before", 1, 1)
@@ -373,9 +381,9 @@ func TestTCPClusterLearnerDoesNotVote(t *testing.T) {
 			c.stop(id, false)
 		}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 8*electionTicks*testTick)
+	ctx, cancel := context.WithTimeout(context.Background(), 8*raftnode.ElectionTicks*testTick)
 	defer cancel()
-	res := learner.client.CreateTopics(ctx, []CreateTopic{{Name: "after", NumPartitions: 1, ReplicationFactor: 1}}, false)
+	res := learner.client.CreateTopics(ctx, []controller.CreateTopic{{Name: "after", NumPartitions: 1, ReplicationFactor: 1}}, false)
 	if res[0].Err == nil {
 		t.Fatal("a topic was created without a quorum")
 	}
@@ -400,7 +408,7 @@ func TestTCPClusterGracefulTransfer(t *testing.T) {
 		c.start(id)
 	}
 	leader := c.waitLeader()
-	if _, err := leader.client.RegisterBroker(ctxT(t), RegisterBrokerRecord{BrokerID: 1, IncarnationID: NewUUID()}); err != nil {
+	if _, err := leader.client.RegisterBroker(ctxT(t), image.RegisterBrokerRecord{BrokerID: 1, IncarnationID: image.NewUUID()}); err != nil {
 		t.Fatal(err)
 	}
 	mustCreate(t, leader.client, "a", 1, 1)
@@ -419,7 +427,7 @@ func TestTCPClusterGracefulTransfer(t *testing.T) {
 	}
 	start := time.Now()
 	nl := c.waitLeader()
-	if d := time.Since(start); d > electionTicks*testTick {
+	if d := time.Since(start); d > raftnode.ElectionTicks*testTick {
 		t.Fatalf("new active controller after %v", d)
 	}
 	mustCreate(t, nl.client, "b", 1, 1)
@@ -430,10 +438,10 @@ func TestTCPClusterGracefulTransfer(t *testing.T) {
 
 // runHeartbeats sends broker id's heartbeats through api every interval
 // until ctx ends, as a broker does.
-func runHeartbeats(ctx context.Context, api ControllerAPI, n *Node, id int32, epoch int64, every time.Duration) {
+func runHeartbeats(ctx context.Context, api controller.API, n *Node, id int32, epoch int64, every time.Duration) {
 	for ctx.Err() == nil {
 		hctx, cancel := context.WithTimeout(ctx, time.Second)
-		_, _ = api.BrokerHeartbeat(hctx, BrokerHeartbeat{BrokerID: id, BrokerEpoch: epoch, CurrentMetadataOffset: int64(n.Image().Offset())})
+		_, _ = api.BrokerHeartbeat(hctx, controller.BrokerHeartbeat{BrokerID: id, BrokerEpoch: epoch, CurrentMetadataOffset: int64(n.Image().Offset())})
 		cancel()
 		select {
 		case <-ctx.Done():
@@ -463,7 +471,7 @@ func TestTCPClusterBrokerFencing(t *testing.T) {
 	defer stop4()
 	for id := int32(1); id <= 4; id++ {
 		tn := c.nodes[uint64(id)]
-		epoch, err := tn.client.RegisterBroker(ctxT(t), RegisterBrokerRecord{BrokerID: id, IncarnationID: NewUUID()})
+		epoch, err := tn.client.RegisterBroker(ctxT(t), image.RegisterBrokerRecord{BrokerID: id, IncarnationID: image.NewUUID()})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -479,7 +487,7 @@ func TestTCPClusterBrokerFencing(t *testing.T) {
 	}
 	learner := c.nodes[4]
 	waitFor(t, "all brokers unfenced", func() bool { return len(learner.node.Image().UnfencedBrokerIDs()) == 4 })
-	res := learner.client.CreateTopics(ctxT(t), []CreateTopic{{Name: "p", NumPartitions: -1, ReplicationFactor: -1,
+	res := learner.client.CreateTopics(ctxT(t), []controller.CreateTopic{{Name: "p", NumPartitions: -1, ReplicationFactor: -1,
 		Assignments: map[int32][]int32{0: {4, 1, 2}, 1: {1, 4, 3}}}}, false)
 	if res[0].Err != nil {
 		t.Fatal(res[0].Err)
@@ -522,7 +530,7 @@ func TestTCPClusterCloseLeaksNoGoroutine(t *testing.T) {
 		c.start(id)
 	}
 	learner := c.start(4)
-	if _, err := learner.client.RegisterBroker(ctxT(t), RegisterBrokerRecord{BrokerID: 4}); err != nil {
+	if _, err := learner.client.RegisterBroker(ctxT(t), image.RegisterBrokerRecord{BrokerID: 4}); err != nil {
 		t.Fatal(err)
 	}
 	mustCreate(t, learner.client, "a", 1, 1)

@@ -1,0 +1,210 @@
+package controller
+
+import (
+	"context"
+	"slices"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/gregorbroker/gregor/raftmeta/image"
+)
+
+// defaultImbalanceCheckInterval is leader.imbalance.check.interval.seconds.
+const defaultImbalanceCheckInterval = 300 * time.Second
+
+// BrokerHeartbeat is a broker's heartbeat to the active controller
+// (Kafka's BrokerHeartbeat, key 63).
+type BrokerHeartbeat struct {
+	BrokerID    int32
+	BrokerEpoch int64
+	// CurrentMetadataOffset is the offset of the broker's metadata image
+	// (Image.Offset): the broker is caught up, and may be unfenced, once
+	// it reaches its own registration.
+	CurrentMetadataOffset int64
+	// WantFence asks to be (or stay) fenced.
+	WantFence bool
+	// WantShutdown starts a controlled shutdown: the controller moves the
+	// broker's leaderships away and answers ShouldShutdown once none is
+	// left.
+	WantShutdown bool
+	// OfflinePartitions are the partitions this broker holds on log dirs
+	// that have gone offline after a disk error (KIP-858's
+	// OfflineLogDirs, by partition: see offline_dirs.go). Every heartbeat
+	// carries the whole list; the controller moves their leadership and
+	// ISR membership to other replicas.
+	OfflinePartitions []TopicIDPartition
+}
+
+// BrokerHeartbeatResult is the controller's answer to a heartbeat.
+type BrokerHeartbeatResult struct {
+	IsCaughtUp     bool
+	IsFenced       bool
+	ShouldShutdown bool
+}
+
+// livenessOn reports whether brokers are expected to send heartbeats.
+func (c *Controller) livenessOn() bool { return c.cfg.BrokerSessionTimeout > 0 }
+
+// periodicInterval is how often the controller goroutine checks broker
+// sessions and the rebalance schedule.
+func (c *Controller) periodicInterval() time.Duration {
+	d := 500 * time.Millisecond
+	if c.livenessOn() {
+		d = min(d, c.cfg.BrokerSessionTimeout/8)
+	}
+	if c.cfg.AutoLeaderRebalance {
+		d = min(d, c.cfg.LeaderImbalanceCheckInterval)
+	}
+	return max(d, 5*time.Millisecond)
+}
+
+// activate resets the controller's soft state when its node has become the
+// active controller in a new term: every broker gets a full session from
+// now, as Kafka's BrokerHeartbeatManager gives on activation, and
+// controlled shutdowns are learnt again from the next heartbeats. The
+// offline log dirs brokers reported are kept: they belong to broker
+// epochs, which a new term does not change, and the next heartbeats
+// repeat them anyway.
+func (c *Controller) activate() {
+	term := c.node.ActiveTerm()
+	if term == c.term {
+		return
+	}
+	c.term = term
+	now := c.cfg.Now()
+	clear(c.lastContact)
+	clear(c.shuttingDown)
+	for _, b := range c.node.Image().Brokers() {
+		c.lastContact[b.ID] = now
+	}
+	c.nextBalance = now.Add(c.cfg.LeaderImbalanceCheckInterval)
+}
+
+// periodic runs on the controller goroutine at periodicInterval.
+func (c *Controller) periodic() {
+	if !c.node.IsLeader() {
+		return
+	}
+	c.activate()
+	now := c.cfg.Now()
+	if c.livenessOn() {
+		c.fenceStale(now)
+	}
+	if !now.Before(c.nextBalance) {
+		c.nextBalance = now.Add(c.cfg.LeaderImbalanceCheckInterval)
+		if c.cfg.AutoLeaderRebalance {
+			c.rebalance()
+		}
+		c.electUncleanLeaders()
+	}
+}
+
+// fenceStale fences every unfenced broker whose session has expired, one
+// log entry per broker so that each fencing is visible before the next is
+// worked out.
+func (c *Controller) fenceStale(now time.Time) {
+	for _, b := range c.node.Image().Brokers() {
+		if b.Fenced {
+			continue
+		}
+		last, ok := c.lastContact[b.ID]
+		if !ok {
+			c.lastContact[b.ID] = now
+			continue
+		}
+		if now.Sub(last) <= c.cfg.BrokerSessionTimeout {
+			continue
+		}
+		c.log.Info("fencing broker whose session timed out", "broker", b.ID, "epoch", b.Epoch, "silent_for", now.Sub(last))
+		if err := c.fence(b.ID); err != nil {
+			c.log.Warn("fencing broker failed", "broker", b.ID, "err", err)
+			return
+		}
+	}
+}
+
+// fence takes a broker out of every ISR, moves its leaderships away and
+// marks it fenced, as Kafka's handleBrokerFenced.
+func (c *Controller) fence(id int32) error {
+	img := c.node.Image()
+	b, ok := img.Broker(id)
+	if !ok || b.Fenced {
+		return nil
+	}
+	recs := c.removeFromISRs(img, id)
+	recs = append(recs, &image.BrokerRegistrationChangeRecord{BrokerID: id, BrokerEpoch: b.Epoch, Fenced: true})
+	return c.proposeChunked(recs)
+}
+
+// BrokerHeartbeat records that a broker is alive and moves it between
+// fenced, unfenced and controlled shutdown as Kafka's
+// BrokerHeartbeatManager does. It fails with BROKER_ID_NOT_REGISTERED for
+// an unknown broker and STALE_BROKER_EPOCH for an old registration.
+func (c *Controller) BrokerHeartbeat(ctx context.Context, hb BrokerHeartbeat) (BrokerHeartbeatResult, error) {
+	hb.OfflinePartitions = slices.Clone(hb.OfflinePartitions)
+	var res BrokerHeartbeatResult
+	var out error
+	if err := c.do(ctx, func() { res, out = c.brokerHeartbeat(hb) }); err != nil {
+		return BrokerHeartbeatResult{}, err
+	}
+	return res, out
+}
+
+func (c *Controller) brokerHeartbeat(hb BrokerHeartbeat) (BrokerHeartbeatResult, error) {
+	if !c.node.IsLeader() {
+		return BrokerHeartbeatResult{}, notController()
+	}
+	c.activate()
+	img := c.node.Image()
+	b, ok := img.Broker(hb.BrokerID)
+	if !ok {
+		return BrokerHeartbeatResult{}, apiError(kerr.BrokerIDNotRegistered, "No broker registration found for broker %d", hb.BrokerID)
+	}
+	if b.Epoch != hb.BrokerEpoch {
+		return BrokerHeartbeatResult{}, apiError(kerr.StaleBrokerEpoch, "Expected broker epoch %d, but got broker epoch %d", b.Epoch, hb.BrokerEpoch)
+	}
+	c.lastContact[hb.BrokerID] = c.cfg.Now()
+	// Partitions on offline log dirs move first, so that an unfencing
+	// below elects no leader on them. Repeated lists change nothing.
+	if offline := c.noteOffline(img, b, hb.OfflinePartitions); len(offline) > 0 {
+		if err := c.proposeChunked(c.removeOffline(img, b.ID, offline)); err != nil {
+			return BrokerHeartbeatResult{}, err
+		}
+		img = c.node.Image()
+	}
+	// The broker's epoch is at or below the index of its registration
+	// entry, so reaching it means the broker has read its registration.
+	caughtUp := hb.CurrentMetadataOffset >= b.Epoch
+	res := BrokerHeartbeatResult{IsCaughtUp: caughtUp, IsFenced: b.Fenced}
+	var err error
+	switch {
+	case b.Fenced && hb.WantShutdown:
+		res.ShouldShutdown = true
+	case b.Fenced && !hb.WantFence && caughtUp:
+		recs := []image.Record{&image.BrokerRegistrationChangeRecord{BrokerID: b.ID, BrokerEpoch: b.Epoch, Fenced: false}}
+		recs = append(recs, c.electLeaderless(img, b.ID)...)
+		if err = c.proposeChunked(recs); err == nil {
+			res.IsFenced = false
+			c.log.Info("unfenced broker", "broker", b.ID, "epoch", b.Epoch)
+		}
+	case !b.Fenced && hb.WantShutdown:
+		if !c.shuttingDown[b.ID] {
+			c.log.Info("broker entered controlled shutdown", "broker", b.ID)
+		}
+		c.shuttingDown[b.ID] = true
+		if err = c.proposeChunked(c.removeFromISRs(img, b.ID)); err != nil {
+			break
+		}
+		if !hasLeaderships(c.node.Image(), b.ID) {
+			if err = c.fence(b.ID); err == nil {
+				res.IsFenced, res.ShouldShutdown = true, true
+			}
+		}
+	case !b.Fenced && hb.WantFence:
+		if err = c.fence(b.ID); err == nil {
+			res.IsFenced = true
+		}
+	}
+	return res, err
+}
