@@ -82,6 +82,11 @@ func sha(b []byte) string {
 }
 
 // createTopic creates a topic through the out-of-band admin.
+// createTopic creates topic out of band and waits until the broker's
+// metadata shows every partition with a leader, as Kafka's own test
+// utilities do: Kafka answers CreateTopics once the controller committed
+// the topic, and the broker serves its partitions a moment later, when
+// the metadata reaches it (Gregor serves them at once).
 func (e *env) createTopic(ctx context.Context, topic string, partitions int32, configs map[string]*string) error {
 	resp, err := e.adm.CreateTopic(ctx, partitions, 1, configs, topic)
 	if err == nil {
@@ -90,7 +95,27 @@ func (e *env) createTopic(ctx context.Context, topic string, partitions int32, c
 	if err != nil {
 		return fmt.Errorf("create topic %s (out of band): %w", topic, err)
 	}
-	return nil
+	return visible(ctx, "topic "+topic+" served after create (out of band)", func() error {
+		md, err := e.adm.Metadata(ctx, topic)
+		if err != nil {
+			return err
+		}
+		td, ok := md.Topics[topic]
+		switch {
+		case !ok:
+			return fmt.Errorf("not in metadata")
+		case td.Err != nil:
+			return td.Err
+		case len(td.Partitions) != int(partitions):
+			return fmt.Errorf("%d partitions", len(td.Partitions))
+		}
+		for _, p := range td.Partitions {
+			if p.Err != nil || p.Leader < 0 {
+				return fmt.Errorf("partition %d: leader %d, %v", p.Partition, p.Leader, p.Err)
+			}
+		}
+		return nil
+	})
 }
 
 func strp(s string) *string { return &s }
@@ -259,6 +284,21 @@ func topicMissing(ctx context.Context, addr, topic string) error {
 }
 
 // waitFor polls cond every 100 ms until it returns nil or ctx ends.
+// visible waits up to visibleWithin for cond, for what an admin request
+// changed to show in the broker's metadata or configs: Kafka propagates
+// a committed change from its controller to the brokers asynchronously,
+// so a client that reads right after it writes may see the old state for
+// a moment. Clients that check their own admin changes poll the same way.
+func visible(ctx context.Context, what string, cond func() error) error {
+	ctx, cancel := context.WithTimeout(ctx, visibleWithin)
+	defer cancel()
+	return waitFor(ctx, what, cond)
+}
+
+// visibleWithin bounds visible: Kafka's propagation takes milliseconds,
+// so seconds are a failure, not a slow machine.
+const visibleWithin = 15 * time.Second
+
 func waitFor(ctx context.Context, what string, cond func() error) error {
 	for {
 		err := cond()

@@ -112,6 +112,13 @@ func kgoPartitions(ctx context.Context, adm *kadm.Client, topic string) (int, er
 	return len(td.Partitions), nil
 }
 
+func kgoWantPartitions(ctx context.Context, adm *kadm.Client, topic string, want int) error {
+	if n, err := kgoPartitions(ctx, adm, topic); err != nil || n != want {
+		return fmt.Errorf("%d partitions, %v; want %d", n, err, want)
+	}
+	return nil
+}
+
 func kgoTopicsAdmin(ctx context.Context, e *env) (string, error) {
 	topic := e.topic("topics.admin")
 	cl, err := newKgo(e.addr, &lastLog{})
@@ -123,14 +130,14 @@ func kgoTopicsAdmin(ctx context.Context, e *env) (string, error) {
 	if r, err := adm.CreateTopic(ctx, 3, 1, nil, topic); err != nil || r.Err != nil {
 		return "", fmt.Errorf("CreateTopics: %v %v", err, r.Err)
 	}
-	if n, err := kgoPartitions(ctx, adm, topic); err != nil || n != 3 {
-		return "", fmt.Errorf("after create: %d partitions, %v; want 3", n, err)
+	if err := visible(ctx, "after create", func() error { return kgoWantPartitions(ctx, adm, topic, 3) }); err != nil {
+		return "", err
 	}
 	if r, err := adm.UpdatePartitions(ctx, 5, topic); err != nil || r[topic].Err != nil {
 		return "", fmt.Errorf("CreatePartitions: %v %v", err, r[topic].Err)
 	}
-	if n, err := kgoPartitions(ctx, adm, topic); err != nil || n != 5 {
-		return "", fmt.Errorf("after CreatePartitions: %d partitions, %v; want 5", n, err)
+	if err := visible(ctx, "after CreatePartitions", func() error { return kgoWantPartitions(ctx, adm, topic, 5) }); err != nil {
+		return "", err
 	}
 	if r, err := adm.DeleteTopic(ctx, topic); err != nil || r.Err != nil {
 		return "", fmt.Errorf("DeleteTopics: %v %v", err, r.Err)
@@ -582,7 +589,12 @@ func kgoConfigsDescribe(ctx context.Context, e *env) (string, error) {
 	return "", kgoWantConfigs(ctx, adm, topic, map[string]string{"retention.ms": "123456789", "cleanup.policy": "delete"})
 }
 
+// kgoWantConfigs waits until DescribeConfigs shows want (see visible).
 func kgoWantConfigs(ctx context.Context, adm *kadm.Client, topic string, want map[string]string) error {
+	return visible(ctx, "DescribeConfigs "+topic, func() error { return kgoHasConfigs(ctx, adm, topic, want) })
+}
+
+func kgoHasConfigs(ctx context.Context, adm *kadm.Client, topic string, want map[string]string) error {
 	rcs, err := adm.DescribeTopicConfigs(ctx, topic)
 	if err != nil {
 		return fmt.Errorf("DescribeConfigs: %w", err)

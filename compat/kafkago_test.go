@@ -119,6 +119,13 @@ func kafkaGoPartitions(ctx context.Context, addr string, topic string) (int, err
 	return len(md.Topics[0].Partitions), nil
 }
 
+func kafkaGoWantPartitions(ctx context.Context, addr, topic string, want int) error {
+	if n, err := kafkaGoPartitions(ctx, addr, topic); err != nil || n != want {
+		return fmt.Errorf("%d partitions, %v; want %d", n, err, want)
+	}
+	return nil
+}
+
 func kafkaGoTopicsAdmin(ctx context.Context, e *env) (string, error) {
 	topic := e.topic("topics.admin")
 	cl := kafkaGoClient(e.addr)
@@ -129,8 +136,8 @@ func kafkaGoTopicsAdmin(ctx context.Context, e *env) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("CreateTopics: %w", err)
 	}
-	if n, err := kafkaGoPartitions(ctx, e.addr, topic); err != nil || n != 3 {
-		return "", fmt.Errorf("after create: %d partitions, %v; want 3", n, err)
+	if err := visible(ctx, "after create", func() error { return kafkaGoWantPartitions(ctx, e.addr, topic, 3) }); err != nil {
+		return "", err
 	}
 	pr, err := cl.CreatePartitions(ctx, &kafka.CreatePartitionsRequest{Topics: []kafka.TopicPartitionsConfig{{Name: topic, Count: 5}}})
 	if err == nil {
@@ -139,8 +146,8 @@ func kafkaGoTopicsAdmin(ctx context.Context, e *env) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("CreatePartitions: %w", err)
 	}
-	if n, err := kafkaGoPartitions(ctx, e.addr, topic); err != nil || n != 5 {
-		return "", fmt.Errorf("after CreatePartitions: %d partitions, %v; want 5", n, err)
+	if err := visible(ctx, "after CreatePartitions", func() error { return kafkaGoWantPartitions(ctx, e.addr, topic, 5) }); err != nil {
+		return "", err
 	}
 	dr, err := cl.DeleteTopics(ctx, &kafka.DeleteTopicsRequest{Topics: []string{topic}})
 	if err == nil {
@@ -417,7 +424,12 @@ func kafkaGoListOffsetsTime(ctx context.Context, e *env) (string, error) {
 	return "", nil
 }
 
+// kafkaGoWantConfigs waits until DescribeConfigs shows want (see visible).
 func kafkaGoWantConfigs(ctx context.Context, cl *kafka.Client, topic string, want map[string]string) error {
+	return visible(ctx, "DescribeConfigs "+topic, func() error { return kafkaGoHasConfigs(ctx, cl, topic, want) })
+}
+
+func kafkaGoHasConfigs(ctx context.Context, cl *kafka.Client, topic string, want map[string]string) error {
 	r, err := cl.DescribeConfigs(ctx, &kafka.DescribeConfigsRequest{Resources: []kafka.DescribeConfigRequestResource{
 		{ResourceType: kafka.ResourceTypeTopic, ResourceName: topic}}})
 	if err != nil {

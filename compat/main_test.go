@@ -11,6 +11,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
 	"github.com/gregorbroker/gregor/compat/harness"
 )
 
@@ -109,17 +113,31 @@ func startKafkaRefs() {
 			wg.Add(2)
 			go func() {
 				defer wg.Done()
-				kafkaRes.main, errMain = harness.StartKafkaRef(ctx, script, filepath.Join(workDir, "kafka-main"), 1, nil)
+				kafkaRes.main, errMain = startKafkaRef(ctx, script, "kafka-main", nil)
 			}()
 			go func() {
 				defer wg.Done()
-				kafkaRes.strict, errStrict = harness.StartKafkaRef(ctx, script, filepath.Join(workDir, "kafka-strict"), 1,
-					map[string]string{"auto.create.topics.enable": "false"})
+				kafkaRes.strict, errStrict = startKafkaRef(ctx, script, "kafka-strict", map[string]string{"auto.create.topics.enable": "false"})
 			}()
 			wg.Wait()
 			kafkaErr = errors.Join(errMain, errStrict)
+			if kafkaErr == nil {
+				kafkaErr = warmKafka(ctx, kafkaRes.main.Addr)
+			}
 		}()
 	})
+}
+
+// startKafkaRef starts one single-node reference in workDir/name, with
+// a second try: on a loaded machine a JVM has been seen to vanish while
+// booting, and one lost boot should not cost the run its reference.
+func startKafkaRef(ctx context.Context, script, name string, props map[string]string) (*harness.KafkaRef, error) {
+	k, err := harness.StartKafkaRef(ctx, script, filepath.Join(workDir, name), 1, props)
+	if err != nil && ctx.Err() == nil {
+		fmt.Fprintf(os.Stderr, "kafka reference %s did not start, trying again: %v\n", name, err)
+		k, err = harness.StartKafkaRef(ctx, script, filepath.Join(workDir, name), 1, props)
+	}
+	return k, err
 }
 
 // kafkaReference returns the running references, starting them if the
@@ -134,16 +152,63 @@ func kafkaReference(t testing.TB) kafkaRefs {
 	return kafkaRes
 }
 
-// stopKafkaRefs stops whatever references the run started.
+// stopKafkaRefs stops whatever references the run started and, when the
+// run writes results, keeps each one's server.log beside them
+// (kafka-main.log, kafka-strict.log), since the data dirs go.
 func stopKafkaRefs() {
 	kafkaOnce.Do(func() { close(kafkaReady) }) // never started: nothing to wait for
 	// A start under way ends within its 6-minute context.
 	<-kafkaReady
-	for _, k := range []*harness.KafkaRef{kafkaRes.main, kafkaRes.strict} {
-		if k != nil {
-			if err := k.Close(); err != nil {
-				fmt.Fprintln(os.Stderr, err)
+	for name, k := range map[string]*harness.KafkaRef{"kafka-main": kafkaRes.main, "kafka-strict": kafkaRes.strict} {
+		if k == nil {
+			continue
+		}
+		if err := k.Close(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+		}
+		if *flagResults != "" {
+			log, err := os.ReadFile(filepath.Join(k.Dir, "node-1", "server.log"))
+			if err == nil {
+				err = os.WriteFile(filepath.Join(filepath.Dir(*flagResults), name+".log"), log, 0o644)
+			}
+			if err != nil {
+				fmt.Fprintln(os.Stderr, "keep the kafka reference's log:", err)
 			}
 		}
 	}
+}
+
+// warmKafka has the fresh reference create its internal topics
+// (__consumer_offsets and __transaction_state, 50 partitions each by
+// Kafka's defaults) before any client asks for a coordinator: a
+// long-running cluster has them, and creating them inside the first
+// scenario's deadline would time the machine, not the client. It asks
+// FindCoordinator for both kinds until each answers without error.
+func warmKafka(ctx context.Context, addr string) error {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
+	if err != nil {
+		return fmt.Errorf("warm kafka reference: %w", err)
+	}
+	defer cl.Close()
+	for _, typ := range []int8{0, 1} { // group, transaction
+		req := kmsg.NewPtrFindCoordinatorRequest()
+		req.CoordinatorType = typ
+		req.CoordinatorKeys = []string{"gregor-compat-warm-up"}
+		err := waitFor(ctx, fmt.Sprintf("kafka reference: coordinator of type %d", typ), func() error {
+			resp, err := req.RequestWith(ctx, cl)
+			if err != nil {
+				return err
+			}
+			for _, c := range resp.Coordinators {
+				if err := kerr.ErrorForCode(c.ErrorCode); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("warm kafka reference: %w", err)
+		}
+	}
+	return nil
 }

@@ -154,17 +154,23 @@ func saramaTopicsAdmin(ctx context.Context, e *env) (string, error) {
 		}
 		return len(md[0].Partitions), nil
 	}
+	wantCount := func(want int) error {
+		if n, err := count(); err != nil || n != want {
+			return fmt.Errorf("%d partitions, %v; want %d", n, err, want)
+		}
+		return nil
+	}
 	if err := adm.CreateTopic(topic, &sarama.TopicDetail{NumPartitions: 3, ReplicationFactor: 1}, false); err != nil {
 		return "", fmt.Errorf("CreateTopics: %w", err)
 	}
-	if n, err := count(); err != nil || n != 3 {
-		return "", fmt.Errorf("after create: %d partitions, %v; want 3", n, err)
+	if err := visible(ctx, "after create", func() error { return wantCount(3) }); err != nil {
+		return "", err
 	}
 	if err := adm.CreatePartitions(topic, 5, nil, false); err != nil {
 		return "", fmt.Errorf("CreatePartitions: %w", err)
 	}
-	if n, err := count(); err != nil || n != 5 {
-		return "", fmt.Errorf("after CreatePartitions: %d partitions, %v; want 5", n, err)
+	if err := visible(ctx, "after CreatePartitions", func() error { return wantCount(5) }); err != nil {
+		return "", err
 	}
 	if err := adm.DeleteTopic(topic); err != nil {
 		return "", fmt.Errorf("DeleteTopics: %w", err)
@@ -567,7 +573,12 @@ func saramaListOffsetsTime(ctx context.Context, e *env) (string, error) {
 	return "", nil
 }
 
-func saramaWantConfigs(adm sarama.ClusterAdmin, topic string, want map[string]string) error {
+// saramaWantConfigs waits until DescribeConfigs shows want (see visible).
+func saramaWantConfigs(ctx context.Context, adm sarama.ClusterAdmin, topic string, want map[string]string) error {
+	return visible(ctx, "DescribeConfigs "+topic, func() error { return saramaHasConfigs(adm, topic, want) })
+}
+
+func saramaHasConfigs(adm sarama.ClusterAdmin, topic string, want map[string]string) error {
 	entries, err := adm.DescribeConfig(sarama.ConfigResource{Type: sarama.TopicResource, Name: topic})
 	if err != nil {
 		return fmt.Errorf("DescribeConfigs: %w", err)
@@ -595,7 +606,7 @@ func saramaConfigsDescribe(ctx context.Context, e *env) (string, error) {
 		ConfigEntries: map[string]*string{"retention.ms": strp("123456789")}}, false); err != nil {
 		return "", fmt.Errorf("CreateTopics: %w", err)
 	}
-	return "", saramaWantConfigs(adm, topic, map[string]string{"retention.ms": "123456789", "cleanup.policy": "delete"})
+	return "", saramaWantConfigs(ctx, adm, topic, map[string]string{"retention.ms": "123456789", "cleanup.policy": "delete"})
 }
 
 func saramaConfigsAlter(ctx context.Context, e *env) (string, error) {
@@ -613,7 +624,7 @@ func saramaConfigsAlter(ctx context.Context, e *env) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("IncrementalAlterConfigs: %w", err)
 	}
-	return "", saramaWantConfigs(adm, topic, map[string]string{"retention.ms": "987654321"})
+	return "", saramaWantConfigs(ctx, adm, topic, map[string]string{"retention.ms": "987654321"})
 }
 
 func saramaDeleteRecords(ctx context.Context, e *env) (string, error) {

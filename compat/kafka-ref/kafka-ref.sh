@@ -219,6 +219,8 @@ start_nodes() {
 			exit 1
 		fi
 	done
+	echo "$bootstrap" >"$dir/bootstrap.pending"
+	local jpids=()
 	for ((i = 1; i <= nodes; i++)); do
 		local nd="$dir/node-$i"
 		# shellcheck disable=SC2086
@@ -226,23 +228,27 @@ start_nodes() {
 			-Dlog4j2.configurationFile="$here/log4j2.xml" -Dkafka.log.dir="$nd" \
 			${KAFKA_OPTS:-} -cp "$cp" kafka.Kafka "$nd/server.properties" \
 			>"$nd/stdout.log" 2>&1 </dev/null &
+		jpids[i]=$!
 		echo $! >"$nd/pid"
 	done
 	if [ -n "$owner" ]; then
 		# The watcher outlives this script: it polls the owner and stops
-		# the nodes once the owner is gone.
+		# the nodes once the owner is gone (it ends without stopping them
+		# when they are stopped or failed to start: no bootstrap file).
 		setsid nohup bash -c 'while kill -0 "$1" 2>/dev/null && [ -s "$3/bootstrap.pending" -o -s "$3/bootstrap" ]; do sleep 1; done; kill -0 "$1" 2>/dev/null || "$2" stop --nodes "$4" --dir "$3"' \
 			watcher "$owner" "$here/kafka-ref.sh" "$dir" "$nodes" >/dev/null 2>&1 </dev/null &
 	fi
-	echo "$bootstrap" >"$dir/bootstrap.pending"
 	local deadline=$((SECONDS + ${KAFKA_REF_START_TIMEOUT:-180}))
 	for ((i = 1; i <= nodes; i++)); do
 		local nd="$dir/node-$i"
 		client=${ports[2 * (i - 1)]}
 		until grep -q "Kafka Server started" "$nd/server.log" 2>/dev/null && answers "127.0.0.1:$client"; do
 			if ! pid_of "$i" >/dev/null; then
-				echo "kafka-ref: node $i exited while starting; its logs:" >&2
-				tail -n 40 "$nd/stdout.log" "$nd/server.log" >&2 2>/dev/null || true
+				local status=0
+				wait "${jpids[i]}" || status=$?
+				echo "kafka-ref: node $i exited while starting (exit status $status); its output and log:" >&2
+				cat "$nd/stdout.log" >&2
+				tail -n 40 "$nd/server.log" >&2 2>/dev/null || true
 				rm -f "$dir/bootstrap.pending"
 				stop_nodes
 				exit 1

@@ -198,9 +198,10 @@ async function topicsAdmin (a) {
     if (!await admin.createTopics({ topics: [{ topic: a.topic, numPartitions: 3, replicationFactor: 1 }], waitForLeaders: true })) {
       throw new Fail('CreateTopics answered that the topic existed')
     }
-    if (await parts() !== 3) throw new Fail(`after create: ${await parts()} partitions, want 3`)
+    const want = n => async () => { const got = await parts(); return got === n ? null : `${got} partitions, want ${n}` }
+    await visible('after create', want(3))
     await admin.createPartitions({ topicPartitions: [{ topic: a.topic, count: 5 }] })
-    if (await parts() !== 5) throw new Fail(`after CreatePartitions: ${await parts()} partitions, want 5`)
+    await visible('after CreatePartitions', want(5))
     await admin.deleteTopics({ topics: [a.topic] })
     const deadline = Date.now() + 15000
     while (true) {
@@ -462,11 +463,27 @@ async function describe (addr, topic) {
   })
 }
 
-async function wantConfigs (addr, topic, want) {
-  const got = await describe(addr, topic)
-  for (const [k, v] of Object.entries(want)) {
-    if (got[k] !== v) throw new Fail(`DescribeConfigs ${topic}: ${k}=${got[k]}, want ${v}`)
+// visible polls check (which returns null when satisfied, else what it
+// saw) for up to 15 s: Kafka's brokers learn of a committed admin change a
+// moment after the request returns.
+async function visible (what, check) {
+  const deadline = Date.now() + 15000
+  while (true) {
+    const last = await check()
+    if (last === null) return
+    if (Date.now() > deadline) throw new Fail(`${what}: still ${last} after 15s`)
+    await sleep(100)
   }
+}
+
+async function wantConfigs (addr, topic, want) {
+  await visible(`DescribeConfigs ${topic}`, async () => {
+    const got = await describe(addr, topic)
+    for (const [k, v] of Object.entries(want)) {
+      if (got[k] !== v) return `${k}=${got[k]}, want ${v}`
+    }
+    return null
+  })
 }
 
 async function configsDescribe (a) {

@@ -127,12 +127,14 @@ def partitions(addr, topic):
 
 
 def topics_admin(a):
+    # Kafka's brokers learn of a committed admin change a moment after the
+    # request returns, so each step is polled until the metadata shows it.
     create(a.bootstrap, a.topic, 3)
-    if partitions(a.bootstrap, a.topic) != 3:
-        raise Fail("after create: %s partitions, want 3" % partitions(a.bootstrap, a.topic))
+    common.wait_for("after create: partitions",
+                    lambda: None if partitions(a.bootstrap, a.topic) == 3 else partitions(a.bootstrap, a.topic))
     wait_futures(admin(a.bootstrap).create_partitions([NewPartitions(a.topic, 5)]), "CreatePartitions")
-    if partitions(a.bootstrap, a.topic) != 5:
-        raise Fail("after CreatePartitions: %s partitions, want 5" % partitions(a.bootstrap, a.topic))
+    common.wait_for("after CreatePartitions: partitions",
+                    lambda: None if partitions(a.bootstrap, a.topic) == 5 else partitions(a.bootstrap, a.topic))
     wait_futures(admin(a.bootstrap).delete_topics([a.topic], operation_timeout=TIMEOUT), "DeleteTopics")
 
     def gone():
@@ -328,10 +330,15 @@ def describe(addr, topic):
 
 
 def want_configs(addr, topic, want):
-    got = describe(addr, topic)
-    for k, v in want.items():
-        if got.get(k) != v:
-            raise Fail("DescribeConfigs %s: %s=%r, want %r" % (topic, k, got.get(k), v))
+    # Polled: Kafka's brokers learn of a committed config change a moment
+    # after the request returns.
+    def differs():
+        got = describe(addr, topic)
+        for k, v in want.items():
+            if got.get(k) != v:
+                return "%s=%r, want %r" % (k, got.get(k), v)
+        return None
+    common.wait_for("DescribeConfigs %s" % topic, differs)
 
 
 def configs_describe(a):

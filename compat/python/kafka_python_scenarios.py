@@ -116,17 +116,18 @@ def count_partitions(addr, topic):
 
 
 def topics_admin(a):
+    # Polled: Kafka's brokers learn of a committed admin change a moment
+    # after the request returns.
+    def has(n):
+        got = count_partitions(a.bootstrap, a.topic)
+        return None if got is not None and len(got) == n else "partitions %s, want %d" % (got, n)
     create(a.bootstrap, a.topic, 3)
-    got = count_partitions(a.bootstrap, a.topic)
-    if got is None or len(got) != 3:
-        raise Fail("after create: partitions %s, want 3" % got)
+    common.wait_for("after create", lambda: has(3))
     adm = admin(a.bootstrap)
     try:
         r = adm.create_partitions({a.topic: NewPartitions(5)}, timeout_ms=TIMEOUT * 1000)
         check_codes("CreatePartitions", [(t[0], t[1]) for t in r.topic_errors])
-        got = count_partitions(a.bootstrap, a.topic)
-        if got is None or len(got) != 5:
-            raise Fail("after CreatePartitions: partitions %s, want 5" % got)
+        common.wait_for("after CreatePartitions", lambda: has(5))
         r = adm.delete_topics([a.topic], timeout_ms=TIMEOUT * 1000)
         check_codes("DeleteTopics", r.topic_error_codes)
     finally:
@@ -309,10 +310,15 @@ def describe(addr, topic):
 
 
 def want_configs(addr, topic, want):
-    got = describe(addr, topic)
-    for k, v in want.items():
-        if got.get(k) != v:
-            raise Fail("DescribeConfigs %s: %s=%r, want %r" % (topic, k, got.get(k), v))
+    # Polled: Kafka's brokers learn of a committed config change a moment
+    # after the request returns.
+    def differs():
+        got = describe(addr, topic)
+        for k, v in want.items():
+            if got.get(k) != v:
+                return "%s=%r, want %r" % (k, got.get(k), v)
+        return None
+    common.wait_for("DescribeConfigs %s" % topic, differs)
 
 
 def configs_describe(a):
