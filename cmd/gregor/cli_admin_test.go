@@ -82,6 +82,17 @@ func TestCLIClusterQuorumConfig(t *testing.T) {
 			checkConfig(t, brokerEntries, c.Key, c.MaybeValue(), c.Source.String())
 		}
 	}
+	// The cluster-wide defaults are the broker resource with no name.
+	cliJSON(t, addr, &brokerEntries, "config", "get", "--broker-defaults")
+	rcs, err = adm.DescribeBrokerConfigs(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc, _ = rcs.On("", nil)
+	if len(brokerEntries) != len(rc.Configs) {
+		t.Errorf("config get --broker-defaults: %d entries, kadm %d", len(brokerEntries), len(rc.Configs))
+	}
+
 	// Setting one either works (read back) or fails with the broker's
 	// reason and exit 1.
 	r := runCLI(t, addr, "", "config", "set", "--broker", "1", "log.cleaner.threads=2")
@@ -143,13 +154,17 @@ func TestCLITxn(t *testing.T) {
 	}
 	epoch := described[0].ProducerEpoch
 
-	mustCLI(t, addr, "", "txn", "abort", "tx1")
+	mustCLI(t, addr, "", "txn", "abort", "--transactional-id", "tx1")
 	d := waitTxnState(t, adm, "tx1", "Empty", "CompleteAbort")
 	if d.ProducerEpoch <= epoch {
 		t.Errorf("epoch %d after abort, was %d", d.ProducerEpoch, epoch)
 	}
 	if err := tx1.EndTransaction(ctx, kgo.TryCommit); err == nil {
 		t.Errorf("the fenced producer committed")
+	}
+
+	if out := mustCLI(t, addr, "", "txn", "abort", "tx1"); !strings.Contains(out, "nothing to abort") {
+		t.Errorf("abort of a closed transaction: %q", out)
 	}
 
 	// A second transaction, aborted by its partition and start offset.

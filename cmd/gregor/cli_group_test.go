@@ -45,6 +45,20 @@ func TestCLIGroup(t *testing.T) {
 	if len(listed) != 1 || listed[0].Group != "g" || listed[0].State != "Empty" {
 		t.Fatalf("group list: %+v", listed)
 	}
+	// The group's commits made __consumer_offsets: listed with -i only.
+	var topics []struct {
+		Topic    string `json:"topic"`
+		Internal bool   `json:"internal"`
+	}
+	cliJSON(t, addr, &topics, "topic", "list", "-i")
+	if len(topics) != 2 || topics[0].Topic != "__consumer_offsets" || !topics[0].Internal || topics[1].Topic != "gt" {
+		t.Errorf("topic list -i: %+v", topics)
+	}
+	cliJSON(t, addr, &topics, "topic", "list")
+	if len(topics) != 1 || topics[0].Topic != "gt" {
+		t.Errorf("topic list: %+v", topics)
+	}
+
 	var described []groupJSON
 	cliJSON(t, addr, &described, "group", "describe", "g")
 	if len(described) != 1 || described[0].TotalLag != 7 || len(described[0].Partitions) != 2 {

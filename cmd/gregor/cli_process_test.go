@@ -142,8 +142,12 @@ func TestCLITopic(t *testing.T) {
 	}
 
 	mustCLI(t, addr, "", "topic", "add-partitions", "t1", "--partitions", "5")
-	if n := partitionCount(t, adm, "t1"); n != 5 {
+	if n := waitPartitions(t, adm, "t1", 5); n != 5 {
 		t.Errorf("after add-partitions: %d partitions, want 5", n)
+	}
+	mustCLI(t, addr, "", "topic", "add-partitions", "t1", "-n", "1")
+	if n := waitPartitions(t, adm, "t1", 6); n != 6 {
+		t.Errorf("after add-partitions -n 1: %d partitions, want 6", n)
 	}
 
 	for i := range 10 {
@@ -183,13 +187,24 @@ func checkConfig(t *testing.T, cs []configEntry, name, value, source string) {
 	t.Errorf("no config %s in %+v", name, cs)
 }
 
-func partitionCount(t *testing.T, adm *kadm.Client, topic string) int {
+// waitPartitions polls the topic's partition count until it is want (or
+// 10s pass) and returns the last count: like Kafka, a broker answers
+// CreatePartitions once the controller has it, and its metadata follows
+// a moment later.
+func waitPartitions(t *testing.T, adm *kadm.Client, topic string, want int) int {
 	t.Helper()
-	ts, err := adm.ListTopics(context.Background(), topic)
-	if err != nil {
-		t.Fatal(err)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		ts, err := adm.ListTopics(context.Background(), topic)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := len(ts[topic].Partitions)
+		if n == want || time.Now().After(deadline) {
+			return n
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
-	return len(ts[topic].Partitions)
 }
 
 // TestCLIErrors: a typo gets the nearest command or flag, a broker that is

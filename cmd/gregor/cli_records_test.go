@@ -113,6 +113,12 @@ func TestCLIProduceConsume(t *testing.T) {
 		t.Errorf("group cg committed %d records, want 101", n)
 	}
 
+	// --timeout-ms: nothing arrives after the end, so it stops.
+	start := time.Now()
+	if got := mustCLI(t, addr, "", "consume", "rec", "--offset", "end", "--timeout-ms", "300"); got != "" || time.Since(start) > 30*time.Second {
+		t.Errorf("consume from the end with --timeout-ms printed %q after %v", got, time.Since(start))
+	}
+
 	var offs []partitionOffsets
 	cliJSON(t, addr, &offs, "offsets", "rec", "--time", "1h")
 	ends, err := adm.ListEndOffsets(ctx, "rec")
