@@ -46,6 +46,7 @@ var javaExtras = []harness.Scenario{
 	{ID: "group.split.consumer", Pass: "as group.split with the KIP-848 consumer and its server-side assignor"},
 	{ID: "group.static", Pass: "static membership (KIP-345): a member closed without leaving keeps its place (DescribeGroups shows both), comes back with its group.instance.id to the same partitions without a rebalance of the other; one leaves by instance id, Admin removes the other (removeMembersFromConsumerGroup) and the group is Empty"},
 	{ID: "group.cooperative", Pass: "classic with the cooperative-sticky assignor: when a second member joins, the first revokes only the partitions that move and keeps the rest; records are read once; when it leaves, they come back without another revocation"},
+	{ID: "group.session_expiry", Pass: "a classic member that vanishes without LeaveGroup is expired after its 6 s session timeout and its partitions go to the other member, which then reads every record once"},
 	{ID: "group.rebalance.consumer", Pass: "as group.cooperative with the KIP-848 consumer: the broker's reassignment revokes only what moves"},
 	{ID: "group.regex.consumer", Pass: "KIP-848 regex subscription resolved by the broker: the member reads the two matching topics, a matching topic created later, and not a topic that does not match"},
 	{ID: "txn.eos", Pass: "consume-transform-produce with sendOffsetsToTransaction (classic group): one transaction aborted and redone; the output read_committed holds each result once and the group's offsets are the input's ends"},
@@ -345,7 +346,7 @@ func javaScenario(ctx context.Context, e *env, id string) (string, error) {
 
 func javaExtraTimeout(id string) time.Duration {
 	switch id {
-	case "group.split.consumer", "group.static", "group.cooperative", "group.rebalance.consumer", "txn.timeout":
+	case "group.split.consumer", "group.static", "group.cooperative", "group.rebalance.consumer", "group.session_expiry", "txn.timeout":
 		return 2 * time.Minute
 	}
 	return 90 * time.Second

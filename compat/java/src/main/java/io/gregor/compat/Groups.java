@@ -45,6 +45,7 @@ final class Groups {
     static void register(Map<String, Scenario> m) {
         m.put("group.static", Groups::staticMembership);
         m.put("group.cooperative", env -> incremental(env, "classic"));
+        m.put("group.session_expiry", Groups::sessionExpiry);
         m.put("group.rebalance.consumer", env -> incremental(env, "consumer"));
         m.put("group.regex.consumer", Groups::regex);
         m.put("txn.eos", env -> eos(env, "classic"));
@@ -292,6 +293,35 @@ final class Groups {
             if (b != null) {
                 b.close(CloseOptions.timeout(Duration.ofSeconds(5)));
             }
+        }
+    }
+
+    /**
+     * A member that vanishes without leaving (closed without LeaveGroup,
+     * as a crashed process) is expired by the broker after its session
+     * timeout, and its partitions go to the member that remains.
+     */
+    static String sessionExpiry(Env env) throws Exception {
+        String t = env.topic(), group = t + "-group";
+        createTopic(env.bootstrap(), t, 4, Map.of());
+        // 6 s: Kafka's group.min.session.timeout.ms.
+        Map<String, Object> props = groupProps(group, "classic", 6000);
+        Member a = member(env, "expiry-a", props, t), b = member(env, "expiry-b", props, t);
+        try {
+            waitFor("wait for both members to hold a part of the topic", 45000,
+                    () -> !a.errors.isEmpty() ? a.errors.get(0) : !b.errors.isEmpty() ? b.errors.get(0) : validSplit(sets(a, b)));
+            b.close(CloseOptions.groupMembershipOperation(CloseOptions.GroupMembershipOperation.REMAIN_IN_GROUP));
+            long gone = System.currentTimeMillis();
+            waitFor("wait for the vanished member's partitions to come to the other", 30000,
+                    () -> !a.errors.isEmpty() ? a.errors.get(0) : a.parts().size() == 4 ? null : "holds " + a.parts());
+            long took = System.currentTimeMillis() - gone;
+            check(took >= 3000, "the partitions moved " + took + " ms after the member vanished: it left the group instead of expiring");
+            produceSpread(env, t, 4, 40);
+            readOnce(t, 40, a);
+            return "reassigned " + took + " ms after the member vanished";
+        } finally {
+            a.close(CloseOptions.timeout(Duration.ofSeconds(5)));
+            b.close(CloseOptions.timeout(Duration.ofSeconds(5)));
         }
     }
 
