@@ -168,9 +168,14 @@ func TestCLITopic(t *testing.T) {
 	}
 
 	mustCLI(t, addr, "", "topic", "delete", "t1")
-	ts, err := adm.ListTopics(ctx)
-	if err != nil || ts.Has("t1") {
-		t.Errorf("after delete: %v %v", ts.Names(), err)
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		ts, err := adm.ListTopics(ctx)
+		if err == nil && !ts.Has("t1") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after delete: %v %v", ts.Names(), err)
+		}
 	}
 }
 
