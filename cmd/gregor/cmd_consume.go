@@ -351,14 +351,18 @@ func pollWait(f consumeFlags, plan consumePlan) int {
 func dropDrained(c *cmd, cl *kgo.Client, plan consumePlan, readCommitted bool) error {
 	adm, _ := c.admin()
 	topic := c.args[0]
-	ts, err := adm.ListTopics(c.ctx, topic)
+	// Bounded by --timeout: a cluster gone quiet because it went down
+	// ends the command instead of hanging it.
+	ctx, cancel := context.WithTimeout(c.ctx, c.timeout)
+	defer cancel()
+	ts, err := adm.ListTopics(ctx, topic)
 	if err != nil {
 		return fmt.Errorf("metadata of %s: %w", topic, err)
 	}
 	td := ts[topic]
 	for p, pr := range plan.pending {
 		leader := td.Partitions[p].Leader
-		done, err := drained(c.ctx, cl, leader, td.ID, topic, p, *pr, readCommitted)
+		done, err := drained(ctx, cl, leader, td.ID, topic, p, *pr, readCommitted)
 		if err != nil {
 			return err
 		}
