@@ -86,10 +86,8 @@ func testToolsCluster(t *testing.T, k *kafkaTools) {
 	for _, g := range gs {
 		addrs = append(addrs, g.Addr)
 	}
-	// One harness.Gregor stands for the cluster: its Addr seeds every
-	// node.
-	e := newKTEnv(t, k, &harness.Gregor{Addr: strings.Join(addrs, ","), LogPath: gs[0].LogPath})
-	e.bs = []string{"--bootstrap-server", strings.Join(addrs, ",")}
+	e := newKTEnv(t, k, strings.Join(addrs, ","), gregorDataDir(gs[0].LogPath))
+	e.ours = true
 	// The quorum elects a leader and the brokers register: wait until
 	// all three are in the metadata.
 	deadline := time.Now().Add(30 * time.Second)

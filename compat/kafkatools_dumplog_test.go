@@ -76,7 +76,7 @@ func testToolDumpLog(t *testing.T, e *ktEnv) {
 	}
 	// A committed transaction of three records, then an aborted one of
 	// two: a COMMIT and an ABORT marker, and an aborted-transaction entry.
-	tx, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(e.g.Addr, ",")...), kgo.TransactionalID(txnID),
+	tx, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(e.addr, ",")...), kgo.TransactionalID(txnID),
 		kgo.DefaultProduceTopic(topic), kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	if err != nil {
 		t.Fatal(err)
@@ -135,7 +135,7 @@ func testToolDumpLog(t *testing.T, e *ktEnv) {
 	alter("604800000")
 
 	all := e.consumeAll(t, topic, kgo.ReadUncommitted())
-	dir := filepath.Join(gregorDataDir(e.g.LogPath), topic+"-0")
+	dir := filepath.Join(e.dataDir, topic+"-0")
 	seg := func(off int64, ext string) string { return filepath.Join(dir, fmt.Sprintf("%020d%s", off, ext)) }
 	files := []string{seg(0, ".log"), seg(0, ".index"), seg(0, ".timeindex"), seg(0, ".txnindex"), seg(rollAt, ".snapshot")}
 	var missing []string
