@@ -90,6 +90,7 @@ final class Extras {
         m.put("admin.listoffsets", Extras::adminListOffsets);
         m.put("admin.configs", Extras::adminConfigs);
         m.put("consumer.offsets", Extras::consumerOffsets);
+        m.put("admin.errors", Extras::adminErrors);
         m.put("admin.reassign", Extras::adminReassign);
         m.put("admin.logdirs", Extras::adminLogDirs);
         m.put("admin.producers", Extras::adminProducers);
@@ -525,6 +526,62 @@ final class Extras {
             check(com.get(p0) != null && com.get(p0).offset() == 5 && com.get(p1) != null && com.get(p1).offset() == 5,
                     "committed " + com + ", want 5 and 5");
         }
+        return "";
+    }
+
+    /** One refusal: call must fail with want (or a cause of that class); otherwise its outcome is added to wrong. */
+    static void refused(List<String> wrong, String what, Class<? extends Throwable> want, CheckedRunnable call) {
+        try {
+            expectThrows(what, want, call);
+        } catch (Runner.Fail f) {
+            wrong.add(f.getMessage());
+        }
+    }
+
+    /**
+     * The Admin calls' refusals, each with the error Kafka gives: every
+     * one is checked, and the wrong ones are reported together.
+     */
+    static String adminErrors(Env env) throws Exception {
+        String t = env.topic(), missing = env.topic() + "-missing";
+        createTopic(env.bootstrap(), t, 2, Map.of());
+        produce(env.bootstrap(), Scenarios.numbered(t, 5), Map.of());
+        TopicPartition p0 = new TopicPartition(t, 0);
+        List<String> wrong = new ArrayList<>();
+        try (Admin a = admin(env.bootstrap())) {
+            refused(wrong, "deleteRecords past the high watermark", org.apache.kafka.common.errors.OffsetOutOfRangeException.class,
+                    () -> a.deleteRecords(Map.of(p0, org.apache.kafka.clients.admin.RecordsToDelete.beforeOffset(10))).all().get());
+            refused(wrong, "createTopics with replication factor 2 on one broker", org.apache.kafka.common.errors.InvalidReplicationFactorException.class,
+                    () -> a.createTopics(List.of(new NewTopic(t + "-rf2", 1, (short) 2))).all().get());
+            refused(wrong, "createTopics named bad/name", org.apache.kafka.common.errors.InvalidTopicException.class,
+                    () -> a.createTopics(List.of(new NewTopic("bad/name", 1, (short) 1))).all().get());
+            refused(wrong, "createPartitions down to 1 of 2", org.apache.kafka.common.errors.InvalidPartitionsException.class,
+                    () -> a.createPartitions(Map.of(t, org.apache.kafka.clients.admin.NewPartitions.increaseTo(1))).all().get());
+            refused(wrong, "describeConfigs of a missing topic", org.apache.kafka.common.errors.UnknownTopicOrPartitionException.class,
+                    () -> a.describeConfigs(List.of(new ConfigResource(ConfigResource.Type.TOPIC, missing))).all().get());
+            refused(wrong, "deleteTopics of a missing topic", org.apache.kafka.common.errors.UnknownTopicOrPartitionException.class,
+                    () -> a.deleteTopics(List.of(missing)).all().get());
+            refused(wrong, "deleteConsumerGroups of a missing group", GroupIdNotFoundException.class,
+                    () -> a.deleteConsumerGroups(List.of(t + "-nogroup")).all().get());
+            refused(wrong, "electLeaders of a missing partition", org.apache.kafka.common.errors.UnknownTopicOrPartitionException.class, () -> {
+                Optional<Throwable> e = a.electLeaders(ElectionType.PREFERRED, Set.of(new TopicPartition(missing, 0))).partitions().get()
+                        .get(new TopicPartition(missing, 0));
+                if (e != null && e.isPresent()) {
+                    throw new java.util.concurrent.ExecutionException(e.get());
+                }
+            });
+            refused(wrong, "describeTransactions of a missing transactional id", org.apache.kafka.common.errors.TransactionalIdNotFoundException.class,
+                    () -> a.describeTransactions(List.of(t + "-notxn")).all().get());
+            try {
+                Map<TopicPartition, OffsetAndMetadata> none = a.listConsumerGroupOffsets(t + "-nogroup").partitionsToOffsetAndMetadata().get();
+                if (!none.isEmpty()) {
+                    wrong.add("listConsumerGroupOffsets of a missing group: " + none + ", want none");
+                }
+            } catch (Exception e) {
+                wrong.add("listConsumerGroupOffsets of a missing group: " + describe(e) + ", want no offsets");
+            }
+        }
+        check(wrong.isEmpty(), String.join("; ", wrong));
         return "";
     }
 
