@@ -80,14 +80,21 @@ func startGregorCluster(t *testing.T) []*harness.Gregor {
 
 // testToolsCluster runs the tools that move partitions and leaders, and
 // describe the quorum, against a three-node gregor cluster.
-func testToolsCluster(t *testing.T, k *kafkaTools) {
-	gs := startGregorCluster(t)
-	var addrs []string
-	for _, g := range gs {
-		addrs = append(addrs, g.Addr)
+// A non-empty bootstrap names a running three-node cluster to use
+// instead.
+func testToolsCluster(t *testing.T, k *kafkaTools, bootstrap string) {
+	var e *ktEnv
+	if bootstrap != "" {
+		e = newKTEnv(t, k, bootstrap, "")
+	} else {
+		gs := startGregorCluster(t)
+		var addrs []string
+		for _, g := range gs {
+			addrs = append(addrs, g.Addr)
+		}
+		e = newKTEnv(t, k, strings.Join(addrs, ","), gregorDataDir(gs[0].LogPath))
+		e.ours = true
 	}
-	e := newKTEnv(t, k, strings.Join(addrs, ","), gregorDataDir(gs[0].LogPath))
-	e.ours = true
 	// The quorum elects a leader and the brokers register: wait until
 	// all three are in the metadata.
 	deadline := time.Now().Add(30 * time.Second)
