@@ -131,16 +131,7 @@ func produceInput(c *cmd, f produceFlags) (func() (*kgo.Record, error), func(), 
 
 // escapePercent keeps a delimiter literal inside a format (escapes in it
 // are still read, so -k '\t' is a tab).
-func escapePercent(s string) string {
-	out := ""
-	for _, ch := range s {
-		if ch == '%' {
-			out += "%"
-		}
-		out += string(ch)
-	}
-	return out
-}
+func escapePercent(s string) string { return strings.ReplaceAll(s, "%", "%%") }
 
 // jsonLines reads one JSON record a line; blank lines are skipped.
 func jsonLines(in io.Reader) func() (*kgo.Record, error) {

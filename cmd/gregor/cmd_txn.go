@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -103,21 +104,10 @@ func txnDescribe(c *cmd) error {
 			start = time.UnixMilli(t.StartTimestamp).UTC().Format(time.RFC3339)
 		}
 		rows = append(rows, []string{t.TxnID, dash(t.State), itoa(t.ProducerID), itoa(t.ProducerEpoch), itoa(t.TimeoutMillis), start,
-			itoa(t.Coordinator), dash(joinComma(d.Partitions)), errText(t.Err, "")})
+			itoa(t.Coordinator), dash(strings.Join(d.Partitions, ",")), errText(t.Err, "")})
 	}
 	return c.report([]string{"TRANSACTIONAL-ID", "STATE", "PRODUCER-ID", "EPOCH", "TIMEOUT-MS", "START", "COORDINATOR", "PARTITIONS", "STATUS"},
 		rows, out, failed, "transactions")
-}
-
-func joinComma(s []string) string {
-	out := ""
-	for i, x := range s {
-		if i > 0 {
-			out += ","
-		}
-		out += x
-	}
-	return out
 }
 
 func txnAbort(c *cmd) error {
