@@ -89,6 +89,15 @@ func TestCLIProduceConsume(t *testing.T) {
 		t.Errorf("record key-050 copied as %+v", r)
 	}
 
+	// --acks 1 and a compression codec: the records arrive the same.
+	mustCLI(t, addr, "a\nb\n", "produce", "copy", "-p", "2", "--acks", "1", "-z", "zstd")
+	if got := mustCLI(t, addr, "", "consume", "copy", "-p", "2", "--offset", "-2", "-e"); got != "a\nb\n" {
+		t.Errorf("--acks 1 -z zstd round trip: %q", got)
+	}
+	if r := runCLI(t, addr, "x\n", "produce", "copy", "--acks", "2"); r.code != 2 || !strings.Contains(r.err, "want all, 1 or 0") {
+		t.Errorf("--acks 2: exit %d %s", r.code, r.err)
+	}
+
 	// -k splits at the first delimiter; -H adds headers to each record.
 	mustCLI(t, addr, "k1:v:1\nk2:v2\n", "produce", "copy", "-k", ":", "-H", "src=cli", "-p", "1")
 	kd := mustCLI(t, addr, "", "consume", "copy", "-p", "1", "--offset", "-2", "-e", "-f", `%k=%v;%h\n`)

@@ -35,10 +35,10 @@ record is acknowledged and prints how many went to each partition.
 
 // produceFlags is what `gregor produce` was asked to do.
 type produceFlags struct {
-	keyDelim, format, file, compression string
-	headers                             []string
-	partition                           int
-	quiet                               bool
+	keyDelim, format, file, compression, acks string
+	headers                                   []string
+	partition                                 int
+	quiet                                     bool
 }
 
 func runProduceCmd(c *cmd) error {
@@ -49,6 +49,7 @@ func runProduceCmd(c *cmd) error {
 	c.listVar(&f.headers, "header", "H", "add a header `key=value` to every record (repeatable)")
 	c.intVar(&f.partition, "partition", "p", -1, "send every record to this partition (default: by key, else spread)")
 	c.stringVar(&f.compression, "compression", "z", "none", "batch compression: none, gzip, snappy, lz4 or zstd")
+	c.stringVar(&f.acks, "acks", "", "all", "acknowledgements: all (-1, idempotent), 1 (the leader) or 0 (none)")
 	c.boolVar(&f.quiet, "quiet", "q", false, "print nothing on success")
 	if err := c.parse(1, 1); err != nil {
 		return err
@@ -66,9 +67,13 @@ func runProduceCmd(c *cmd) error {
 	if err != nil {
 		return usagef("%s: %v", c.path, err)
 	}
+	acks, err := acksOpts(f.acks)
+	if err != nil {
+		return usagef("%s: %v", c.path, err)
+	}
 	// --timeout bounds each record's delivery, not the whole input.
-	cl, err := c.client(kgo.DefaultProduceTopic(c.args[0]), kgo.ProducerBatchCompression(codec), kgo.RecordDeliveryTimeout(c.timeout),
-		kgo.RecordPartitioner(explicitPartitioner{kgo.StickyKeyPartitioner(nil)}))
+	cl, err := c.client(append(acks, kgo.DefaultProduceTopic(c.args[0]), kgo.ProducerBatchCompression(codec), kgo.RecordDeliveryTimeout(c.timeout),
+		kgo.RecordPartitioner(explicitPartitioner{kgo.StickyKeyPartitioner(nil)}))...)
 	if err != nil {
 		return err
 	}
@@ -85,6 +90,19 @@ func runProduceCmd(c *cmd) error {
 		return nil
 	}
 	return printProduced(c, c.args[0], sum)
+}
+
+// acksOpts reads --acks. Below all, writes cannot be idempotent.
+func acksOpts(acks string) ([]kgo.Opt, error) {
+	switch acks {
+	case "all", "-1":
+		return []kgo.Opt{kgo.RequiredAcks(kgo.AllISRAcks())}, nil
+	case "1":
+		return []kgo.Opt{kgo.RequiredAcks(kgo.LeaderAck()), kgo.DisableIdempotentWrite()}, nil
+	case "0":
+		return []kgo.Opt{kgo.RequiredAcks(kgo.NoAck()), kgo.DisableIdempotentWrite()}, nil
+	}
+	return nil, fmt.Errorf("--acks %q: want all, 1 or 0", acks)
 }
 
 // joinHeaders lets -H be given many times; each is one k=v.
