@@ -63,17 +63,11 @@ func runProduceCmd(c *cmd) error {
 	if err != nil {
 		return usagef("%s: %v", c.path, err)
 	}
-	codec, err := compressionCodec(f.compression)
+	opts, err := f.clientOpts(c)
 	if err != nil {
-		return usagef("%s: %v", c.path, err)
+		return err
 	}
-	acks, err := acksOpts(f.acks)
-	if err != nil {
-		return usagef("%s: %v", c.path, err)
-	}
-	// --timeout bounds each record's delivery, not the whole input.
-	cl, err := c.client(append(acks, kgo.DefaultProduceTopic(c.args[0]), kgo.ProducerBatchCompression(codec), kgo.RecordDeliveryTimeout(c.timeout),
-		kgo.RecordPartitioner(explicitPartitioner{kgo.StickyKeyPartitioner(nil)}))...)
+	cl, err := c.client(opts...)
 	if err != nil {
 		return err
 	}
@@ -90,6 +84,21 @@ func runProduceCmd(c *cmd) error {
 		return nil
 	}
 	return printProduced(c, c.args[0], sum)
+}
+
+// clientOpts are the producer's options from the flags.
+func (f produceFlags) clientOpts(c *cmd) ([]kgo.Opt, error) {
+	codec, err := compressionCodec(f.compression)
+	if err != nil {
+		return nil, usagef("%s: %v", c.path, err)
+	}
+	acks, err := acksOpts(f.acks)
+	if err != nil {
+		return nil, usagef("%s: %v", c.path, err)
+	}
+	// --timeout bounds each record's delivery, not the whole input.
+	return append(acks, kgo.DefaultProduceTopic(c.args[0]), kgo.ProducerBatchCompression(codec), kgo.RecordDeliveryTimeout(c.timeout),
+		kgo.RecordPartitioner(explicitPartitioner{kgo.StickyKeyPartitioner(nil)})), nil
 }
 
 // acksOpts reads --acks. Below all, writes cannot be idempotent.
