@@ -55,6 +55,7 @@ public final class Runner {
         Scenarios.register(m);
         Extras.register(m);
         Groups.register(m);
+        Streams.register(m);
         return m;
     }
 
