@@ -35,91 +35,121 @@ type describedGroup struct {
 // offsets of the partitions it has committed or been assigned.
 func gatherGroup(ctx context.Context, adm *kadm.Client, name string) (describedGroup, error) {
 	d := describedGroup{name: name}
-	cgs, err := adm.DescribeConsumerGroups(ctx, name)
-	cg, ok := cgs[name]
-	if err == nil && ok && cg.Err == nil {
-		// A KIP-848 consumer group.
-		d.state = cg.State
-		for _, m := range cg.Members {
-			gm := groupMember{id: m.MemberID, host: m.ClientHost, client: m.ClientID, assigned: map[string][]int32{}}
-			for t, ps := range m.Assignment {
-				for p := range ps {
-					gm.assigned[t] = append(gm.assigned[t], p)
-				}
-			}
-			d.members = append(d.members, gm)
-		}
-	} else {
-		// A classic group, or a broker without KIP-848.
-		gs, err := adm.DescribeGroups(ctx, name)
-		if err != nil {
-			return d, fmt.Errorf("describe group %s: %w", name, err)
-		}
-		g, ok := gs[name]
-		if !ok {
-			return d, fmt.Errorf("describe group %s: not in the answer", name)
-		}
-		// DescribeGroups v6+ answers GROUP_ID_NOT_FOUND where older
-		// versions answered the state Dead: a group that does not exist.
-		if errors.Is(g.Err, kerr.GroupIDNotFound) {
-			g.Err, g.State = nil, "Dead"
-		}
-		if g.Err != nil {
-			return d, fmt.Errorf("describe group %s: %w", name, g.Err)
-		}
-		d.state = g.State
-		for _, m := range g.Members {
-			gm := groupMember{id: m.MemberID, host: m.ClientHost, client: m.ClientID, assigned: map[string][]int32{}}
-			if c, ok := m.Assigned.AsConsumer(); ok {
-				for _, t := range c.Topics {
-					gm.assigned[t.Topic] = append(gm.assigned[t.Topic], t.Partitions...)
-				}
-			}
-			d.members = append(d.members, gm)
-		}
+	var err error
+	cgs, cgErr := adm.DescribeConsumerGroups(ctx, name)
+	if cg, ok := cgs[name]; cgErr == nil && ok && cg.Err == nil {
+		d.state, d.members = consumerGroupMembers(cg)
+	} else if d.state, d.members, err = classicGroupMembers(ctx, adm, name); err != nil {
+		return d, err
 	}
-	offsets, err := adm.FetchOffsets(ctx, name)
-	if err != nil {
-		return d, fmt.Errorf("fetch offsets of %s: %w", name, err)
+	if d.committed, err = committedOffsets(ctx, adm, name); err != nil {
+		return d, err
 	}
-	d.committed = map[string]map[int32]int64{}
 	topics := map[string]bool{}
-	for t, ps := range offsets {
-		for p, o := range ps {
-			if o.Err != nil || o.At < 0 {
-				continue
-			}
-			if d.committed[t] == nil {
-				d.committed[t] = map[int32]int64{}
-			}
-			d.committed[t][p] = o.At
-			topics[t] = true
-		}
+	for t := range d.committed {
+		topics[t] = true
 	}
 	for _, m := range d.members {
 		for t := range m.assigned {
 			topics[t] = true
 		}
 	}
-	d.logEnd = map[string]map[int32]int64{}
-	if len(topics) > 0 {
-		ends, err := adm.ListEndOffsets(ctx, slices.Sorted(maps.Keys(topics))...)
-		if err != nil {
-			return d, fmt.Errorf("list end offsets for %s: %w", name, err)
+	d.logEnd, err = logEndOffsets(ctx, adm, slices.Sorted(maps.Keys(topics)))
+	if err != nil {
+		return d, fmt.Errorf("list end offsets for %s: %w", name, err)
+	}
+	return d, nil
+}
+
+// consumerGroupMembers reads a KIP-848 consumer group's members.
+func consumerGroupMembers(cg kadm.DescribedConsumerGroup) (string, []groupMember) {
+	var members []groupMember
+	for _, m := range cg.Members {
+		gm := groupMember{id: m.MemberID, host: m.ClientHost, client: m.ClientID, assigned: map[string][]int32{}}
+		for t, ps := range m.Assignment {
+			for p := range ps {
+				gm.assigned[t] = append(gm.assigned[t], p)
+			}
 		}
-		for t, ps := range ends {
-			for p, o := range ps {
-				if d.logEnd[t] == nil {
-					d.logEnd[t] = map[int32]int64{}
-				}
-				d.logEnd[t][p] = -1
-				if o.Err == nil {
-					d.logEnd[t][p] = o.Offset
-				}
+		members = append(members, gm)
+	}
+	return cg.State, members
+}
+
+// classicGroupMembers describes a classic group (or any group on a broker
+// without KIP-848).
+func classicGroupMembers(ctx context.Context, adm *kadm.Client, name string) (string, []groupMember, error) {
+	gs, err := adm.DescribeGroups(ctx, name)
+	if err != nil {
+		return "", nil, fmt.Errorf("describe group %s: %w", name, err)
+	}
+	g, ok := gs[name]
+	if !ok {
+		return "", nil, fmt.Errorf("describe group %s: not in the answer", name)
+	}
+	// DescribeGroups v6+ answers GROUP_ID_NOT_FOUND where older versions
+	// answered the state Dead: a group that does not exist.
+	if errors.Is(g.Err, kerr.GroupIDNotFound) {
+		return "Dead", nil, nil
+	}
+	if g.Err != nil {
+		return "", nil, fmt.Errorf("describe group %s: %w", name, g.Err)
+	}
+	var members []groupMember
+	for _, m := range g.Members {
+		gm := groupMember{id: m.MemberID, host: m.ClientHost, client: m.ClientID, assigned: map[string][]int32{}}
+		if c, ok := m.Assigned.AsConsumer(); ok {
+			for _, t := range c.Topics {
+				gm.assigned[t.Topic] = append(gm.assigned[t.Topic], t.Partitions...)
+			}
+		}
+		members = append(members, gm)
+	}
+	return g.State, members, nil
+}
+
+// committedOffsets is the group's committed offset per partition.
+func committedOffsets(ctx context.Context, adm *kadm.Client, name string) (map[string]map[int32]int64, error) {
+	offsets, err := adm.FetchOffsets(ctx, name)
+	if err != nil {
+		return nil, fmt.Errorf("fetch offsets of %s: %w", name, err)
+	}
+	committed := map[string]map[int32]int64{}
+	for t, ps := range offsets {
+		for p, o := range ps {
+			if o.Err != nil || o.At < 0 {
+				continue
+			}
+			if committed[t] == nil {
+				committed[t] = map[int32]int64{}
+			}
+			committed[t][p] = o.At
+		}
+	}
+	return committed, nil
+}
+
+// logEndOffsets lists the end offset of each partition of topics, -1
+// where it could not be read.
+func logEndOffsets(ctx context.Context, adm *kadm.Client, topics []string) (map[string]map[int32]int64, error) {
+	out := map[string]map[int32]int64{}
+	if len(topics) == 0 {
+		return out, nil
+	}
+	ends, err := adm.ListEndOffsets(ctx, topics...)
+	if err != nil {
+		return nil, err
+	}
+	for t, ps := range ends {
+		out[t] = map[int32]int64{}
+		for p, o := range ps {
+			out[t][p] = -1
+			if o.Err == nil {
+				out[t][p] = o.Offset
 			}
 		}
 	}
-	return d, nil
+	return out, nil
 }
 
 // groupRow is one line of `group describe`.
