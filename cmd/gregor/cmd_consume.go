@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"strconv"
 	"strings"
 	"time"
@@ -287,9 +288,7 @@ type offsetRange struct{ next, end int64 }
 // --timeout-ms idle time, or an interrupt.
 func consumeLoop(c *cmd, cl *kgo.Client, f consumeFlags, plan consumePlan) error {
 	ctx := c.interruptible()
-	w := bufio.NewWriterSize(c.out, 1<<16)
-	enc := json.NewEncoder(w)
-	var buf []byte
+	out := newRecordPrinter(c.out, plan.parts, c.json)
 	printed := 0
 	lastRecord := time.Now()
 	for plan.pending == nil || len(plan.pending) > 0 {
@@ -305,22 +304,12 @@ func consumeLoop(c *cmd, cl *kgo.Client, f consumeFlags, plan consumePlan) error
 			return err
 		}
 		for _, r := range fetches.Records() {
-			if c.json {
-				enc.Encode(toJSONRecord(r))
-			} else {
-				buf = writeRecord(buf[:0], plan.parts, r)
-				w.Write(buf)
-			}
+			out.print(r)
 			printed++
 			lastRecord = time.Now()
-			if pr, ok := plan.pending[r.Partition]; ok {
-				pr.next = r.Offset + 1
-				if pr.next >= pr.end {
-					delete(plan.pending, r.Partition)
-				}
-			}
+			plan.seen(r)
 		}
-		if err := w.Flush(); err != nil {
+		if err := out.w.Flush(); err != nil {
 			return fmt.Errorf("write: %w", err)
 		}
 		if ctx.Err() != nil || (f.idleMs > 0 && time.Since(lastRecord) >= time.Duration(f.idleMs)*time.Millisecond) {
@@ -333,6 +322,40 @@ func consumeLoop(c *cmd, cl *kgo.Client, f consumeFlags, plan consumePlan) error
 		}
 	}
 	return commitConsumed(c, cl, f)
+}
+
+// seen notes for -e that r was read.
+func (p consumePlan) seen(r *kgo.Record) {
+	if pr, ok := p.pending[r.Partition]; ok {
+		pr.next = r.Offset + 1
+		if pr.next >= pr.end {
+			delete(p.pending, r.Partition)
+		}
+	}
+}
+
+// recordPrinter writes records in a format, or as JSON lines.
+type recordPrinter struct {
+	w     *bufio.Writer
+	enc   *json.Encoder
+	parts []formatPart
+	json  bool
+	buf   []byte
+}
+
+func newRecordPrinter(out io.Writer, parts []formatPart, asJSON bool) *recordPrinter {
+	w := bufio.NewWriterSize(out, 1<<16)
+	return &recordPrinter{w: w, enc: json.NewEncoder(w), parts: parts, json: asJSON}
+}
+
+// print buffers one record; write errors surface at the flush.
+func (p *recordPrinter) print(r *kgo.Record) {
+	if p.json {
+		p.enc.Encode(toJSONRecord(r))
+		return
+	}
+	p.buf = writeRecord(p.buf[:0], p.parts, r)
+	p.w.Write(p.buf)
 }
 
 // pollWait is how long one poll waits for records: --timeout-ms, and at
