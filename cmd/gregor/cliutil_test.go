@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"io"
 	"strings"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 func TestNearest(t *testing.T) {
@@ -140,5 +142,44 @@ func TestWriteRecordFields(t *testing.T) {
 	r := &kgo.Record{Topic: "t", Partition: 3, Offset: 42, Timestamp: time.UnixMilli(1700000000123), Key: []byte("ab"), Value: []byte("xyz")}
 	if got, want := string(writeRecord(nil, parts, r)), "t/3@42 1700000000123 k2=ab v3=xyz 100%\x00"; got != want {
 		t.Errorf("wrote %q, want %q", got, want)
+	}
+}
+
+// TestScanBatches: what consume -e counts as still to read past a quiet
+// point: data batches, but not transaction markers nor (read committed)
+// batches of an aborted transaction, until that producer's marker.
+func TestScanBatches(t *testing.T) {
+	batch := func(first int64, last int32, pid int64, control bool) []byte {
+		b := kmsg.RecordBatch{FirstOffset: first, LastOffsetDelta: last, ProducerID: pid, Magic: 2, NumRecords: last + 1}
+		if control {
+			b.Attributes = 0x20
+		}
+		raw := b.AppendTo(nil)
+		// Length counts the bytes after itself (offset and length).
+		binary.BigEndian.PutUint32(raw[8:12], uint32(len(raw)-12))
+		return raw
+	}
+	aborted := []kmsg.FetchResponseTopicPartitionAbortedTransaction{{ProducerID: 7, FirstOffset: 0}}
+	abortedThenMarker := append(batch(0, 1, 7, false), batch(2, 0, 7, true)...)
+	tests := []struct {
+		name          string
+		data          []byte
+		from          int64
+		readCommitted bool
+		next          int64
+		visible       bool
+	}{
+		{"aborted batch and its marker, read committed", abortedThenMarker, 0, true, 3, false},
+		{"the same, read uncommitted", abortedThenMarker, 0, false, 2, true},
+		{"a later batch of the same producer", append(abortedThenMarker, batch(3, 0, 7, false)...), 0, true, 4, true},
+		{"only the marker past the start", abortedThenMarker, 2, false, 3, false},
+		{"a truncated batch is left for the next fetch", batch(0, 0, 1, false)[:20], 0, false, 0, false},
+	}
+	for _, tt := range tests {
+		part := &kmsg.FetchResponseTopicPartition{RecordBatches: tt.data, AbortedTransactions: aborted}
+		next, visible := scanBatches(part, tt.from, tt.readCommitted)
+		if next != tt.next || visible != tt.visible {
+			t.Errorf("%s: next %d visible %v, want %d %v", tt.name, next, visible, tt.next, tt.visible)
+		}
 	}
 }
