@@ -83,10 +83,12 @@ func sha(b []byte) string {
 
 // createTopic creates a topic through the out-of-band admin.
 // createTopic creates topic out of band and waits until the broker's
-// metadata shows every partition with a leader, as Kafka's own test
-// utilities do: Kafka answers CreateTopics once the controller committed
-// the topic, and the broker serves its partitions a moment later, when
-// the metadata reaches it (Gregor serves them at once).
+// metadata shows every partition with a leader and every partition
+// answers ListOffsets, as Kafka's own test utilities wait: Kafka answers
+// CreateTopics once the controller committed the topic, and the broker
+// serves its partitions a moment later, when the metadata reaches it
+// (its metadata cache first, the partitions' logs just after; Gregor
+// serves them at once).
 func (e *env) createTopic(ctx context.Context, topic string, partitions int32, configs map[string]*string) error {
 	resp, err := e.adm.CreateTopic(ctx, partitions, 1, configs, topic)
 	if err == nil {
@@ -114,7 +116,8 @@ func (e *env) createTopic(ctx context.Context, topic string, partitions int32, c
 				return fmt.Errorf("partition %d: leader %d, %v", p.Partition, p.Leader, p.Err)
 			}
 		}
-		return nil
+		_, err = e.endOffsets(ctx, topic)
+		return err
 	})
 }
 

@@ -123,3 +123,25 @@ func TestStartKafkaRefFailure(t *testing.T) {
 		t.Fatal("a launcher that printed no address: no error")
 	}
 }
+
+// TestCommittedLists reads the committed differences lists: each parses,
+// and each line names a known client and scenario.
+func TestCommittedLists(t *testing.T) {
+	d, err := ReadDifferencesFile("../differences.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	clients := map[string]bool{}
+	for _, c := range Clients {
+		clients[c.Name] = true
+	}
+	for key := range d {
+		client, scenario, _ := strings.Cut(key, " ")
+		if !clients[client] || ScenarioIndex(scenario) == len(Scenarios) {
+			t.Errorf("differences.txt: %q names an unknown client or scenario", key)
+		}
+	}
+	if _, err := ReadAPIDifferences("../api-differences.tsv"); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -123,10 +123,24 @@ async function withAdmin (addr, fn) {
 }
 
 async function create (addr, topic, numPartitions = 1, configs = {}) {
-  await withAdmin(addr, admin => admin.createTopics({
-    waitForLeaders: true,
-    topics: [{ topic, numPartitions, replicationFactor: 1, configEntries: Object.entries(configs).map(([name, value]) => ({ name, value })) }]
-  }))
+  await withAdmin(addr, async admin => {
+    // Not waitForLeaders: with this suite's short retries kafkajs gives up
+    // while a loaded Kafka is still creating the partitions' logs. Kafka's
+    // broker serves a new topic's partitions a moment after its
+    // controller answers: the scenario starts when every partition
+    // answers ListOffsets, as on a settled cluster.
+    await admin.createTopics({
+      topics: [{ topic, numPartitions, replicationFactor: 1, configEntries: Object.entries(configs).map(([name, value]) => ({ name, value })) }]
+    })
+    await visible(`topic ${topic} served after create`, async () => {
+      try {
+        const offs = await admin.fetchTopicOffsets(topic)
+        return offs.length === numPartitions ? null : `${offs.length} partitions answered`
+      } catch (e) {
+        return String(e)
+      }
+    })
+  })
 }
 
 async function produce (addr, topic, messages, opts = {}, sendOpts = {}) {
@@ -195,10 +209,17 @@ async function metadata (a) {
 async function topicsAdmin (a) {
   await withAdmin(a.bootstrap, async admin => {
     const parts = async () => (await admin.fetchTopicMetadata({ topics: [a.topic] })).topics[0].partitions.length
-    if (!await admin.createTopics({ topics: [{ topic: a.topic, numPartitions: 3, replicationFactor: 1 }], waitForLeaders: true })) {
+    if (!await admin.createTopics({ topics: [{ topic: a.topic, numPartitions: 3, replicationFactor: 1 }] })) {
       throw new Fail('CreateTopics answered that the topic existed')
     }
-    const want = n => async () => { const got = await parts(); return got === n ? null : `${got} partitions, want ${n}` }
+    const want = n => async () => {
+      try {
+        const got = await parts()
+        return got === n ? null : `${got} partitions, want ${n}`
+      } catch (e) {
+        return String(e)
+      }
+    }
     await visible('after create', want(3))
     await admin.createPartitions({ topicPartitions: [{ topic: a.topic, count: 5 }] })
     await visible('after CreatePartitions', want(5))

@@ -12,7 +12,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from confluent_kafka import (  # noqa: E402
-    OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition)
+    OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition)
 from confluent_kafka.admin import (  # noqa: E402
     AdminClient, ConfigResource, NewPartitions, NewTopic)
 
@@ -45,6 +45,21 @@ def create(addr, topic, partitions=1, config=None):
     wait_futures(admin(addr).create_topics(
         [NewTopic(topic, num_partitions=partitions, replication_factor=1, config=config or {})],
         operation_timeout=TIMEOUT), "CreateTopics")
+    # Kafka answers CreateTopics once its controller committed the topic;
+    # its broker serves the partitions a moment later. The scenario starts
+    # when every partition answers ListOffsets, as on a settled cluster.
+    c = consumer(addr)
+    try:
+        def unserved():
+            for p in range(partitions):
+                try:
+                    c.get_watermark_offsets(TopicPartition(topic, p), 2)
+                except KafkaException as e:
+                    return "partition %d: %s" % (p, e)
+            return None
+        common.wait_for("topic %s served after create" % topic, unserved)
+    finally:
+        c.close()
 
 
 def produce(addr, msgs, **conf):

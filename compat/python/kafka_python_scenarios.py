@@ -16,7 +16,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from kafka import (  # noqa: E402
     ConsumerRebalanceListener, KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition)
 from kafka.admin import ConfigResource, ConfigResourceType, NewPartitions, NewTopic  # noqa: E402
-from kafka.errors import KafkaTimeoutError, MessageSizeTooLargeError  # noqa: E402
+from kafka.errors import KafkaError, KafkaTimeoutError, MessageSizeTooLargeError  # noqa: E402
 
 import common  # noqa: E402
 from common import Fail, NotApplicable  # noqa: E402
@@ -42,6 +42,20 @@ def create(addr, topic, partitions=1, configs=None):
         check_codes("CreateTopics", [(t[0], t[1]) for t in r.topic_errors])
     finally:
         a.close()
+    # Kafka answers CreateTopics once its controller committed the topic;
+    # its broker serves the partitions a moment later. The scenario starts
+    # when every partition answers ListOffsets, as on a settled cluster.
+    c = consumer(addr)
+    try:
+        def unserved():
+            try:
+                c.end_offsets([TopicPartition(topic, p) for p in range(partitions)])
+            except KafkaError as e:
+                return repr(e)
+            return None
+        common.wait_for("topic %s served after create" % topic, unserved)
+    finally:
+        c.close()
 
 
 def producer(addr, **kw):
