@@ -46,10 +46,11 @@ const (
 // kafkaTools runs Kafka's command-line tools through
 // java/kafka-run-class.sh, as bin/kafka-*.sh do in a Kafka installation.
 type kafkaTools struct {
-	script string        // absolute path of kafka-run-class.sh
-	env    []string      // the process environment plus heap and log4j settings
-	dir    string        // scratch directory for the tools' JSON input files
-	slots  chan struct{} // bounds the JVMs running at once
+	script  string        // absolute path of kafka-run-class.sh
+	javaDir string        // absolute path of compat/java
+	opts    string        // KAFKA_OPTS: JVM flags and the log4j2 configuration
+	dir     string        // scratch directory for the tools' JSON input files
+	slots   chan struct{} // bounds the JVMs running at once
 }
 
 // toolJVMs is how many tools run at once: the subtests run in parallel,
@@ -79,29 +80,63 @@ func newKafkaTools(t *testing.T) *kafkaTools {
 		t.Fatalf("resolve Kafka's classpath (java/classpath.sh): %v\n%s", err, stderr.String())
 	}
 	return &kafkaTools{
-		script: filepath.Join(javaDir, "kafka-run-class.sh"),
-		env: append(os.Environ(),
-			// Small heaps: the tools move a few kilobytes, and several
-			// helpers share the machine. C1 only: every JVM here lives
-			// for a second or two.
-			"KAFKA_HEAP_OPTS=-Xmx128m",
-			"KAFKA_OPTS=-XX:TieredStopAtLevel=1 -Dlog4j2.configurationFile="+filepath.Join(javaDir, "tools", "log4j2.properties"),
-		),
+		script:  filepath.Join(javaDir, "kafka-run-class.sh"),
+		javaDir: javaDir,
+		// C1 only and the serial collector: every JVM here lives for a
+		// few seconds. The JVM's own warnings go to stderr, never among
+		// the output the tests parse.
+		opts: "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -Xlog:disable -Xlog:all=warning:stderr" +
+			" -Dlog4j2.configurationFile=" + filepath.Join(javaDir, "tools", "log4j2.properties"),
 		dir:   t.TempDir(),
 		slots: make(chan struct{}, toolJVMs),
 	}
+}
+
+// useClassArchive makes every later tool start from a class-data-sharing
+// archive of Kafka's classes, which halves a tool's start-up CPU (most of
+// it is loading and verifying the same client classes from a hundred
+// jars). The archive is dumped once, at the exit of a kafka-topics --list
+// against addr, and kept in java/target until the classpath changes. A
+// failure only costs speed.
+func (k *kafkaTools) useClassArchive(t *testing.T, addr string) {
+	t.Helper()
+	archive := filepath.Join(k.javaDir, "target", "kafka-tools.jsa")
+	cp, errCP := os.Stat(filepath.Join(k.javaDir, "target", "classpath.txt"))
+	if fi, err := os.Stat(archive); err != nil || errCP != nil || fi.ModTime().Before(cp.ModTime()) {
+		tmp := fmt.Sprintf("%s.%d.tmp", archive, os.Getpid())
+		dump := k.opts + " -XX:ArchiveClassesAtExit=" + tmp
+		r := k.runOpts(t, dump, "", classTopics, "--bootstrap-server", addr, "--list")
+		if r.err != nil {
+			os.Remove(tmp)
+			t.Logf("no class archive (tools start slower): %v\n%s", r.err, r.stderr)
+			return
+		}
+		if err := os.Rename(tmp, archive); err != nil {
+			t.Logf("no class archive (tools start slower): %v", err)
+			return
+		}
+	}
+	k.opts += " -XX:SharedArchiveFile=" + archive
 }
 
 // run runs class with args, stdin fed from stdin, and returns what it
 // printed. Every run is logged with its duration, so a slow tool shows.
 func (k *kafkaTools) run(t *testing.T, stdin, class string, args ...string) toolRun {
 	t.Helper()
+	return k.runOpts(t, k.opts, stdin, class, args...)
+}
+
+// runOpts is run with the JVM options opts.
+func (k *kafkaTools) runOpts(t *testing.T, opts, stdin, class string, args ...string) toolRun {
+	t.Helper()
 	k.slots <- struct{}{}
 	defer func() { <-k.slots }()
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, k.script, append([]string{class}, args...)...)
-	cmd.Env = k.env
+	// Small heaps: the tools move a few kilobytes, and several helpers
+	// share the machine.
+	cmd.Env = append(os.Environ(), "KAFKA_HEAP_OPTS=-Xmx128m", "KAFKA_OPTS="+opts)
 	cmd.Stdin = strings.NewReader(stdin)
 	var stdout, stderr strings.Builder
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -386,6 +421,7 @@ func TestKafkaTools(t *testing.T) {
 		e = newKTEnv(t, k, g.Addr, gregorDataDir(g.LogPath))
 		e.ours = true
 	}
+	k.useClassArchive(t, e.addr)
 
 	// The subtests work on topics and groups of their own and run in
 	// parallel; kafkaTools.run bounds the JVMs.
