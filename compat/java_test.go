@@ -57,6 +57,8 @@ var javaExtras = []harness.Scenario{
 	{ID: "produce.record_shapes", Pass: "null key, null value, empty value, a null header value and repeated header keys round-trip; a LogAppendTime topic stamps the broker's time, shown by the acknowledgement and the consumer"},
 	{ID: "streams.wordcount", Pass: "a Kafka Streams 4.4.0 word count (at least once): Streams creates its repartition and compacted changelog topics, the counts on the output topic reach the expected ones, and the app's group commits the input's ends"},
 	{ID: "streams.eos_v2", Pass: "as streams.wordcount with processing.guarantee=exactly_once_v2, the output read committed"},
+	{ID: "streams.protocol", Pass: "as streams.wordcount with group.protocol=streams (KIP-1071 streams groups, StreamsGroupHeartbeat)"},
+	{ID: "share.consume", Pass: "a share group (KIP-932) through KafkaShareConsumer: the group's share.auto.offset.reset set to earliest (a GROUP config), every record delivered once, acknowledged and committed; describeShareGroups and listGroups show the group"},
 	{ID: "admin.topics", Pass: "createTopics (validateOnly, then two topics: partitions, replication, topic id, configs answered; again: TOPIC_ALREADY_EXISTS), listTopics, describeTopics one partition per response and by topic id, deleteTopics by name and by id"},
 	{ID: "admin.cluster", Pass: "describeCluster (cluster id, node 1, controller), describeFeatures (transaction.version, group.version finalized and supported), describeMetadataQuorum (leader 1 among the voters), describeConfigs of broker 1 (auto.create.topics.enable as each target was started)"},
 	{ID: "admin.groups.classic", Pass: "a classic group live (listGroups, describeConsumerGroups: Stable, the member and its partitions) and empty (listConsumerGroupOffsets, alterConsumerGroupOffsets, deleteConsumerGroupOffsets, deleteConsumerGroups), each read back"},
@@ -349,7 +351,7 @@ func javaScenario(ctx context.Context, e *env, id string) (string, error) {
 
 func javaExtraTimeout(id string) time.Duration {
 	switch id {
-	case "group.split.consumer", "group.static", "group.cooperative", "group.rebalance.consumer", "group.session_expiry", "txn.timeout", "streams.wordcount", "streams.eos_v2":
+	case "group.split.consumer", "group.static", "group.cooperative", "group.rebalance.consumer", "group.session_expiry", "txn.timeout", "streams.wordcount", "streams.eos_v2", "streams.protocol", "share.consume":
 		return 2 * time.Minute
 	}
 	return 90 * time.Second

@@ -43,6 +43,7 @@ type produceFlags struct {
 
 func runProduceCmd(c *cmd) error {
 	var f produceFlags
+	c.fs.Lookup("json").Usage = "read one JSON record a line (as consume --json writes them) and print the summary as JSON"
 	c.stringVar(&f.keyDelim, "key-delimiter", "k", "", "split each line into key and value at this `delimiter`")
 	c.stringVar(&f.format, "format", "f", "", "the input `format` (default %v\\n, a value a line)")
 	c.stringVar(&f.file, "file", "F", "", "read records from this `file` instead of stdin")

@@ -43,15 +43,18 @@ final class Streams {
     private Streams() {}
 
     static void register(Map<String, Scenario> m) {
-        m.put("streams.wordcount", env -> wordCount(env, StreamsConfig.AT_LEAST_ONCE));
-        m.put("streams.eos_v2", env -> wordCount(env, StreamsConfig.EXACTLY_ONCE_V2));
+        m.put("streams.wordcount", env -> wordCount(env, StreamsConfig.AT_LEAST_ONCE, "classic"));
+        m.put("streams.eos_v2", env -> wordCount(env, StreamsConfig.EXACTLY_ONCE_V2, "classic"));
+        m.put("streams.protocol", env -> wordCount(env, StreamsConfig.AT_LEAST_ONCE, "streams"));
+        m.put("share.consume", Streams::shareConsume);
     }
 
     static final String[] LINES = {
         "the quick brown fox", "jumps over the lazy dog", "the dog barks", "a fox runs", "the end",
     };
 
-    static String wordCount(Env env, String guarantee) throws Exception {
+    /** The word count with guarantee, its group on protocol (classic, or KIP-1071's streams groups). */
+    static String wordCount(Env env, String guarantee, String protocol) throws Exception {
         String t = env.topic(), in = t + "-in", out = t + "-out", app = t + "-app";
         createTopic(env.bootstrap(), in, 2, Map.of());
         createTopic(env.bootstrap(), out, 1, Map.of());
@@ -83,6 +86,7 @@ final class Streams {
         p.put(StreamsConfig.STATESTORE_CACHE_MAX_BYTES_CONFIG, "0");
         p.put(StreamsConfig.consumerPrefix(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG), "earliest");
         p.put(StreamsConfig.REPLICATION_FACTOR_CONFIG, "1");
+        p.put(StreamsConfig.GROUP_PROTOCOL_CONFIG, protocol);
         Map<String, Long> last = new TreeMap<>();
         List<String> failures = new java.util.concurrent.CopyOnWriteArrayList<>();
         try (KafkaStreams ks = new KafkaStreams(b.build(), p)) {
@@ -136,5 +140,58 @@ final class Streams {
                     "the app's committed input offsets " + inOffs + ", want " + LINES.length * 2 + " on both partitions");
         }
         return want.size() + " words counted";
+    }
+
+    /**
+     * A share group (KIP-932) through KafkaShareConsumer: with the group's
+     * share.auto.offset.reset set to earliest, one member reads every
+     * record once, acknowledges and commits them; Admin lists and
+     * describes the group.
+     */
+    static String shareConsume(Env env) throws Exception {
+        String t = env.topic(), group = t + "-share";
+        createTopic(env.bootstrap(), t, 2, Map.of());
+        List<ProducerRecord<byte[], byte[]>> recs = new ArrayList<>();
+        for (int i = 0; i < 20; i++) {
+            recs.add(rec(t, i % 2, null, String.valueOf(i)));
+        }
+        produce(env.bootstrap(), recs, Map.of());
+        try (Admin a = admin(env.bootstrap())) {
+            var res = new org.apache.kafka.common.config.ConfigResource(org.apache.kafka.common.config.ConfigResource.Type.GROUP, group);
+            a.incrementalAlterConfigs(Map.of(res, List.of(new org.apache.kafka.clients.admin.AlterConfigOp(
+                    new org.apache.kafka.clients.admin.ConfigEntry("share.auto.offset.reset", "earliest"),
+                    org.apache.kafka.clients.admin.AlterConfigOp.OpType.SET)))).all().get();
+            Properties p = common(env.bootstrap());
+            p.put(ConsumerConfig.GROUP_ID_CONFIG, group);
+            p.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, org.apache.kafka.common.serialization.ByteArrayDeserializer.class.getName());
+            p.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, org.apache.kafka.common.serialization.ByteArrayDeserializer.class.getName());
+            p.put("share.acknowledgement.mode", "explicit");
+            Map<String, Integer> seen = new TreeMap<>();
+            try (var c = new org.apache.kafka.clients.consumer.KafkaShareConsumer<byte[], byte[]>(p)) {
+                c.subscribe(List.of(t));
+                long deadline = System.currentTimeMillis() + 60000;
+                while (seen.size() < 20) {
+                    check(System.currentTimeMillis() < deadline, "the share consumer read " + seen.size() + " of 20 records in 60s");
+                    for (ConsumerRecord<byte[], byte[]> r : c.poll(Duration.ofMillis(200))) {
+                        seen.merge(str(r.value()), 1, Integer::sum);
+                        c.acknowledge(r, org.apache.kafka.clients.consumer.AcknowledgeType.ACCEPT);
+                    }
+                    for (var e : c.commitSync().entrySet()) {
+                        if (e.getValue().isPresent()) {
+                            throw new Runner.Fail("acknowledging " + e.getKey() + ": " + describe(e.getValue().get()));
+                        }
+                    }
+                }
+                for (var e : seen.entrySet()) {
+                    check(e.getValue() == 1, "record " + e.getKey() + " delivered " + e.getValue() + " times");
+                }
+                var d = a.describeShareGroups(List.of(group)).describedGroups().get(group).get();
+                check(d.groupState() == org.apache.kafka.common.GroupState.STABLE && d.members().size() == 1,
+                        "share group described as " + d.groupState() + " with " + d.members().size() + " members");
+                check(a.listGroups(org.apache.kafka.clients.admin.ListGroupsOptions.forShareGroups()).all().get().stream()
+                        .anyMatch(g -> g.groupId().equals(group)), "listGroups for share groups misses " + group);
+            }
+        }
+        return "";
     }
 }
