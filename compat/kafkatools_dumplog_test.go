@@ -1,6 +1,7 @@
 package compat
 
 import (
+	"encoding/json"
 	"fmt"
 	"maps"
 	"os"
@@ -353,5 +354,145 @@ func testToolDumpLog(t *testing.T, e *ktEnv) {
 	}
 	if t.Failed() {
 		t.Logf("kafka-dump-log output:\n%s", out)
+	}
+
+	// The coordinators' internal topics, decoded by the tool.
+	t.Run("consumer-offsets", func(t *testing.T) { testToolDumpLogOffsets(t, e, topic) })
+	t.Run("transaction-state", func(t *testing.T) { testToolDumpLogTxnState(t, e, txnID, txnPID, topic) })
+}
+
+// javaStringHash is Java's String.hashCode of an ASCII string, which
+// Kafka's coordinators map a group or transactional id to a partition of
+// their internal topic with (Utils.abs(hash) % partitions).
+func javaStringHash(s string) int32 {
+	var h int32
+	for _, c := range []byte(s) {
+		h = 31*h + int32(c)
+	}
+	return h
+}
+
+// coordinatorPartition is the partition of an internal topic that holds
+// key's records.
+func (e *ktEnv) coordinatorPartition(t *testing.T, topic, key string) int32 {
+	t.Helper()
+	md, err := e.adm.ListTopicsWithInternal(ktCtx(t), topic)
+	if err != nil || md[topic].Err != nil || len(md[topic].Partitions) == 0 {
+		t.Fatalf("metadata of %s: %v %v", topic, err, md[topic].Err)
+	}
+	return (javaStringHash(key) & 0x7fffffff) % int32(len(md[topic].Partitions))
+}
+
+// decodedRecord is one record of kafka-dump-log with a decoder: its key
+// and payload as JSON ("type" names the record schema), payload null for
+// a tombstone.
+type decodedRecord struct {
+	offset  int64
+	key     map[string]any
+	payload map[string]any
+}
+
+// decodedRecords reads the records of a --offsets-decoder or
+// --transaction-log-decoder dump.
+func decodedRecords(t *testing.T, out string) []decodedRecord {
+	t.Helper()
+	var rs []decodedRecord
+	for _, l := range outLines(out) {
+		if !strings.HasPrefix(l, "| offset:") {
+			continue
+		}
+		head, rest, ok := strings.Cut(l, " key: ")
+		if !ok {
+			t.Fatalf("decoded record %q has no key", l)
+		}
+		keyJSON, payloadJSON, ok := strings.Cut(rest, " payload: ")
+		if !ok {
+			t.Fatalf("decoded record %q has no payload", l)
+		}
+		r := decodedRecord{offset: atoi64(t, "offset", dumpKV(head)["offset"])}
+		if err := json.Unmarshal([]byte(keyJSON), &r.key); err != nil {
+			t.Fatalf("decoded record %q: key is not JSON: %v", l, err)
+		}
+		if payloadJSON != "<DELETE>" {
+			if err := json.Unmarshal([]byte(payloadJSON), &r.payload); err != nil {
+				t.Fatalf("decoded record %q: payload is not JSON: %v", l, err)
+			}
+		}
+		rs = append(rs, r)
+	}
+	return rs
+}
+
+// dumpInternal runs kafka-dump-log with decoder on the first segment of
+// an internal topic's partition.
+func (e *ktEnv) dumpInternal(t *testing.T, decoder, topic string, partition int32) string {
+	t.Helper()
+	seg := filepath.Join(e.dataDir, fmt.Sprintf("%s-%d", topic, partition), fmt.Sprintf("%020d.log", 0))
+	if _, err := os.Stat(seg); err != nil {
+		t.Fatalf("%s: %v", topic, err)
+	}
+	return e.k.must(t, "", classDumpLog, "--files", seg, decoder)
+}
+
+// testToolDumpLogOffsets: kafka-dump-log --offsets-decoder reads the
+// offset commit gregor wrote to __consumer_offsets: Kafka's key and value
+// schemas, in the partition Kafka's coordinator would use.
+func testToolDumpLogOffsets(t *testing.T, e *ktEnv, topic string) {
+	const group = "tools-dump-log-group"
+	var os kadm.Offsets
+	os.Add(kadm.Offset{Topic: topic, Partition: 0, At: 7, LeaderEpoch: -1, Metadata: "dump-log"})
+	resp, err := e.adm.CommitOffsets(ktCtx(t), group, os)
+	if err == nil {
+		err = resp.Error()
+	}
+	if err != nil {
+		t.Fatalf("commit: %v", err)
+	}
+	p := e.coordinatorPartition(t, "__consumer_offsets", group)
+	out := e.dumpInternal(t, "--offsets-decoder", "__consumer_offsets", p)
+	found := false
+	for _, r := range decodedRecords(t, out) {
+		data, _ := r.key["data"].(map[string]any)
+		if data["group"] != group {
+			continue
+		}
+		if r.key["type"] != "1" || data["topic"] != topic || data["partition"] != float64(0) || r.payload == nil {
+			t.Errorf("record at %d: key %v payload %v; want an offset commit of %s-0", r.offset, r.key, r.payload, topic)
+			continue
+		}
+		v, _ := r.payload["data"].(map[string]any)
+		if v["offset"] != float64(7) || v["metadata"] != "dump-log" {
+			t.Errorf("offset commit at %d: %v, want offset 7 with metadata dump-log", r.offset, v)
+		}
+		found = true
+	}
+	if !found {
+		t.Errorf("__consumer_offsets-%d holds no offset commit of group %s:\n%s", p, group, out)
+	}
+}
+
+// testToolDumpLogTxnState: kafka-dump-log --transaction-log-decoder reads
+// the transactional id's states from __transaction_state: its producer id
+// and, last, the completed abort.
+func testToolDumpLogTxnState(t *testing.T, e *ktEnv, txnID string, pid int64, topic string) {
+	p := e.coordinatorPartition(t, "__transaction_state", txnID)
+	out := e.dumpInternal(t, "--transaction-log-decoder", "__transaction_state", p)
+	var states []string
+	for _, r := range decodedRecords(t, out) {
+		data, _ := r.key["data"].(map[string]any)
+		if data["transactionalId"] != txnID {
+			continue
+		}
+		v, _ := r.payload["data"].(map[string]any)
+		if v["producerId"] != float64(pid) {
+			t.Errorf("state record at %d: producer %v, want %d", r.offset, v["producerId"], pid)
+		}
+		states = append(states, fmt.Sprint(v["transactionStatus"]))
+	}
+	t.Logf("__transaction_state-%d: %s went through %v", p, txnID, states)
+	// Empty after InitProducerId; then per transaction Ongoing,
+	// Prepare*, Complete*.
+	if len(states) == 0 || states[len(states)-1] != "CompleteAbort" || !slices.Contains(states, "CompleteCommit") {
+		t.Errorf("__transaction_state-%d states of %s: %q, want a CompleteCommit and last CompleteAbort:\n%s", p, txnID, states, out)
 	}
 }
