@@ -124,12 +124,14 @@ async function withAdmin (addr, fn) {
 
 async function create (addr, topic, numPartitions = 1, configs = {}) {
   await withAdmin(addr, async admin => {
-    // Not waitForLeaders: with this suite's short retries kafkajs gives up
-    // while a loaded Kafka is still creating the partitions' logs. Kafka's
-    // broker serves a new topic's partitions a moment after its
-    // controller answers: the scenario starts when every partition
-    // answers ListOffsets, as on a settled cluster.
+    // waitForLeaders off (kafkajs's default is on): with this suite's
+    // short retries kafkajs gives up while a loaded Kafka is still
+    // creating the partitions' logs. Kafka's broker serves a new topic's
+    // partitions a moment after its controller answers: the scenario
+    // starts when every partition answers ListOffsets, as on a settled
+    // cluster.
     await admin.createTopics({
+      waitForLeaders: false,
       topics: [{ topic, numPartitions, replicationFactor: 1, configEntries: Object.entries(configs).map(([name, value]) => ({ name, value })) }]
     })
     await visible(`topic ${topic} served after create`, async () => {
@@ -209,7 +211,7 @@ async function metadata (a) {
 async function topicsAdmin (a) {
   await withAdmin(a.bootstrap, async admin => {
     const parts = async () => (await admin.fetchTopicMetadata({ topics: [a.topic] })).topics[0].partitions.length
-    if (!await admin.createTopics({ topics: [{ topic: a.topic, numPartitions: 3, replicationFactor: 1 }] })) {
+    if (!await admin.createTopics({ topics: [{ topic: a.topic, numPartitions: 3, replicationFactor: 1 }], waitForLeaders: false })) {
       throw new Fail('CreateTopics answered that the topic existed')
     }
     const want = n => async () => {
