@@ -358,9 +358,11 @@ func javaExtraTimeout(id string) time.Duration {
 }
 
 // TestJava runs the scenarios only the Java client has (javaExtras)
-// through the same runner as TestClients' java client, against its own
-// pair of gregor processes, with expected.txt judging them as it does
-// the shared ones.
+// through the same runner as TestClients' java client: against its own
+// pair of gregor processes, with expected.txt judging the outcomes as it
+// does the shared ones, and (unless -compat.kafka=false) against the
+// Apache Kafka reference too, where every scenario must pass: a scenario
+// that fails on Kafka asserts something Kafka does not do.
 func TestJava(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the Java client's extra scenarios run in the full suite only")
@@ -375,48 +377,66 @@ func TestJava(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	main := startGregor(t, nil)
-	strict := startGregor(t, map[string]string{"auto.create.topics.enable": "false"})
-	cl, err := kgo.NewClient(kgo.SeedBrokers(main.Addr))
-	if err != nil {
-		t.Fatal(err)
+	targets := []string{harness.TargetGregor}
+	if useKafka() {
+		startKafkaRefs()
+		targets = append(targets, harness.TargetKafka)
 	}
-	defer cl.Close()
-	e := &env{client: "java", addr: main.Addr, strict: strict.Addr, adm: kadm.NewClient(cl)}
-	// Registered after startGregor's cleanups, so it runs before them:
-	// the JVM ends before the brokers it talks to.
-	t.Cleanup(func() { closeJava(e.addr) })
-	got := map[string]harness.Status{}
-	ran := map[string]bool{} // scenarios -run selected, for the missing check
-	for _, s := range javaExtras {
-		t.Run(s.ID, func(t *testing.T) {
-			ran[s.ID] = true
-			start := time.Now()
-			ctx, cancel := context.WithTimeout(context.Background(), javaExtraTimeout(s.ID))
-			defer cancel()
-			note, err := javaScenario(ctx, e, s.ID)
-			if err == nil {
-				var more string
-				more, err = javaExtraCheck(ctx, e, s.ID)
-				note += more
+	got := map[string]map[string]harness.Result{} // target, then scenario
+	ran := map[string]bool{}                      // scenarios -run selected on gregor, for the missing check
+	for _, tg := range targets {
+		got[tg] = map[string]harness.Result{}
+		t.Run(tg, func(t *testing.T) {
+			e := &env{client: "java", target: tg}
+			logTail := func(int) string { return "" }
+			switch tg {
+			case harness.TargetKafka:
+				refs := kafkaReference(t)
+				e.addr, e.strict, logTail = refs.main.Addr, refs.strict.Addr, refs.main.Tail
+			default:
+				main := startGregor(t, nil)
+				strict := startGregor(t, map[string]string{"auto.create.topics.enable": "false"})
+				e.addr, e.strict, logTail = main.Addr, strict.Addr, main.Tail
 			}
-			res := harness.Result{Client: "java", Scenario: s.ID, Status: harness.Pass, Reason: note, Duration: time.Since(start)}
-			var na notApplicableError
-			switch {
-			case errors.As(err, &na):
-				res.Status, res.Reason = harness.NotApplicable, na.why
-			case err != nil:
-				res.Status, res.Reason = harness.Fail, err.Error()
+			cl, err := kgo.NewClient(kgo.SeedBrokers(e.addr))
+			if err != nil {
+				t.Fatal(err)
 			}
-			got[res.Key()] = res.Status
-			t.Logf("RESULT %s %s %s %.1fs %s", res.Client, res.Scenario, res.Status, res.Duration.Seconds(), res.Reason)
-			if exp[res.Key()] == harness.Pass && res.Status != harness.Pass {
-				t.Errorf("regression: %s %s passed before, now %s: %s\ngregor log tail:\n%s",
-					res.Client, res.Scenario, res.Status, res.Reason, main.Tail(1500))
+			defer cl.Close()
+			e.adm = kadm.NewClient(cl)
+			// Registered after startGregor's cleanups, so it runs before
+			// them: the JVM ends before the brokers it talks to.
+			t.Cleanup(func() { closeJava(e.addr) })
+			for _, s := range javaExtras {
+				t.Run(s.ID, func(t *testing.T) {
+					res := runJavaExtra(e, s.ID)
+					got[tg][s.ID] = res
+					t.Logf("RESULT %s %s %s %s %.1fs %s", tg, res.Client, res.Scenario, res.Status, res.Duration.Seconds(), res.Reason)
+					switch {
+					case tg == harness.TargetKafka && res.Status != harness.Pass:
+						t.Errorf("%s fails on Kafka itself, so it asserts what Kafka does not do: %s\nKafka log tail:\n%s",
+							s.ID, res.Reason, logTail(1500))
+					case tg == harness.TargetGregor:
+						ran[s.ID] = true
+						if exp[res.Key()] == harness.Pass && res.Status != harness.Pass {
+							t.Errorf("regression: %s %s passed before, now %s: %s\ngregor log tail:\n%s",
+								res.Client, res.Scenario, res.Status, res.Reason, logTail(1500))
+						}
+					}
+				})
 			}
 		})
 	}
-	d := harness.Compare(exp, got, func(key string) bool {
+	for id, k := range got[harness.TargetKafka] {
+		if g, ok := got[harness.TargetGregor][id]; ok && k.Status == harness.Pass && g.Status != harness.Pass {
+			t.Logf("gregor differs from Kafka: java %s passes on Kafka, is %s on gregor: %s", id, g.Status, g.Reason)
+		}
+	}
+	statuses := map[string]harness.Status{}
+	for _, r := range got[harness.TargetGregor] {
+		statuses[r.Key()] = r.Status
+	}
+	d := harness.Compare(exp, statuses, func(key string) bool {
 		client, scenario, _ := strings.Cut(key, " ")
 		return client == "java" && ran[scenario]
 	})
@@ -430,10 +450,34 @@ func TestJava(t *testing.T) {
 		t.Errorf("expected to pass but did not run: %s", k)
 	}
 	if *flagUpdate {
-		if err := harness.WriteExpectedFile("expected.txt", expectedHeader, harness.Merge(exp, got)); err != nil {
+		if err := harness.WriteExpectedFile("expected.txt", expectedHeader, harness.Merge(exp, statuses)); err != nil {
 			t.Fatal(err)
 		}
 	}
+}
+
+// runJavaExtra runs one of javaExtras in e's JVM, then its out-of-band
+// check.
+func runJavaExtra(e *env, id string) harness.Result {
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), javaExtraTimeout(id))
+	defer cancel()
+	note, err := javaScenario(ctx, e, id)
+	if err == nil {
+		var more string
+		more, err = javaExtraCheck(ctx, e, id)
+		note += more
+	}
+	res := harness.Result{Target: e.target, Client: "java", Scenario: id, Status: harness.Pass, Reason: note}
+	var na notApplicableError
+	switch {
+	case errors.As(err, &na):
+		res.Status, res.Reason = harness.NotApplicable, na.why
+	case err != nil:
+		res.Status, res.Reason = harness.Fail, err.Error()
+	}
+	res.Duration = time.Since(start)
+	return res
 }
 
 // javaExtraCheck verifies out of band what the Java client cannot see.
@@ -514,5 +558,5 @@ func advertisedNote(ctx context.Context, addr string, key int16, what string) (s
 			return fmt.Sprintf("; %s: %s %s advertised", what, v.Name, v.Range()), nil
 		}
 	}
-	return fmt.Sprintf("; %s: API key %d not advertised by gregor", what, key), nil
+	return fmt.Sprintf("; %s: API key %d not advertised", what, key), nil
 }
