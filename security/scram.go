@@ -104,6 +104,18 @@ type Scram struct {
 	mechanism string
 	hash      func() hash.Hash
 	store     CredentialStore
+	// serverNonce makes the server's part of the nonce; tests replace
+	// it to replay RFC 7677's example.
+	serverNonce func() (string, error)
+}
+
+// kafkaNonce is Kafka's server nonce: 130 random bits in base 36.
+func kafkaNonce() (string, error) {
+	n, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 130))
+	if err != nil {
+		return "", fmt.Errorf("server nonce: %w", err)
+	}
+	return n.Text(36), nil
 }
 
 // NewScram serves mechanism with the credentials of store.
@@ -112,7 +124,7 @@ func NewScram(mechanism string, store CredentialStore) (*Scram, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Scram{mechanism: mechanism, hash: h, store: store}, nil
+	return &Scram{mechanism: mechanism, hash: h, store: store, serverNonce: kafkaNonce}, nil
 }
 
 // Name is the mechanism's name.
@@ -211,10 +223,9 @@ func (s *scramSession) clientFirst(msg string) ([]byte, error) {
 	if cred.Iterations < ScramMinIterations {
 		return nil, fmt.Errorf("iterations %d is less than the minimum %d for %s", cred.Iterations, ScramMinIterations, s.m.mechanism)
 	}
-	// Kafka's server nonce: 130 random bits in base 36.
-	n, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 130))
+	serverNonce, err := s.m.serverNonce()
 	if err != nil {
-		return nil, fmt.Errorf("server nonce: %w", err)
+		return nil, err
 	}
 	s.user, s.cred = user, cred
 	gs2End := strings.Index(msg, ",n=")
@@ -223,7 +234,7 @@ func (s *scramSession) clientFirst(msg string) ([]byte, error) {
 	}
 	s.gs2 = msg[:gs2End+1]
 	s.clientFirstBare = msg[gs2End+1:]
-	s.nonce = clientNonce + n.Text(36)
+	s.nonce = clientNonce + serverNonce
 	s.serverFirst = fmt.Sprintf("r=%s,s=%s,i=%d", s.nonce, base64.StdEncoding.EncodeToString(cred.Salt), cred.Iterations)
 	return []byte(s.serverFirst), nil
 }
