@@ -12,17 +12,20 @@ import (
 	"encoding/binary"
 	"encoding/pem"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"math/big"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/IBM/sarama"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -688,5 +691,106 @@ func TestSecurityStartRefusals(t *testing.T) {
 	cfg.LogDirs = []string{t.TempDir()}
 	if _, err := New(cfg, Options{Logger: testLogger()}); err == nil || !strings.Contains(err.Error(), "SCRAM-SHA-512 needs SCRAM credentials") {
 		t.Fatalf("SCRAM without a store: %v", err)
+	}
+}
+
+// TestSASLSarama runs sarama over SASL_SSL with both handshake versions:
+// v0 (as clients before Kafka 1.0, without ApiVersions first) sends the
+// PLAIN token bare, v1 in SaslAuthenticate. The record versions are
+// Kafka 2.1's, since Kafka 4 (and Gregor) no longer serve the produce
+// versions of the v0 era.
+func TestSASLSarama(t *testing.T) {
+	s, ca := saslServer(t)
+	addr := s.addr(t, "SASL_SSL")
+	for _, v := range []struct {
+		handshake int16
+		kafka     sarama.KafkaVersion
+	}{{sarama.SASLHandshakeV0, sarama.V2_1_0_0}, {sarama.SASLHandshakeV1, sarama.V2_8_0_0}} {
+		for _, pass := range []string{"alice-secret", "wrong"} {
+			cfg := sarama.NewConfig()
+			cfg.Version = v.kafka
+			cfg.Net.TLS.Enable = true
+			cfg.Net.TLS.Config = ca.clientTLS(t, nil, nil)
+			cfg.Net.SASL.Enable = true
+			cfg.Net.SASL.Mechanism = sarama.SASLTypePlaintext
+			cfg.Net.SASL.Version = v.handshake
+			// Clients of the v0 era sent no ApiVersions first.
+			cfg.ApiVersionsRequest = v.handshake != sarama.SASLHandshakeV0
+			cfg.Net.SASL.User, cfg.Net.SASL.Password = "alice", pass
+			cfg.Producer.Return.Successes = true
+			cfg.Metadata.Retry.Max = 0
+			cfg.Producer.Retry.Max = 0
+			topic := fmt.Sprintf("sarama-v%d", v.handshake)
+			prod, err := sarama.NewSyncProducer([]string{addr}, cfg)
+			if pass == "wrong" {
+				if err == nil {
+					prod.Close()
+					t.Fatalf("handshake v%d: sarama connected with a wrong password", v.handshake)
+				}
+				continue
+			}
+			if err != nil {
+				t.Fatalf("handshake v%d: %v", v.handshake, err)
+			}
+			_, off, err := prod.SendMessage(&sarama.ProducerMessage{Topic: topic, Value: sarama.StringEncoder("hello")})
+			prod.Close()
+			if err != nil {
+				t.Fatalf("handshake v%d: produce: %v", v.handshake, err)
+			}
+			cons, err := sarama.NewConsumer([]string{addr}, cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			pc, err := cons.ConsumePartition(topic, 0, off)
+			if err != nil {
+				cons.Close()
+				t.Fatal(err)
+			}
+			select {
+			case m := <-pc.Messages():
+				if string(m.Value) != "hello" {
+					t.Fatalf("handshake v%d: consumed %q", v.handshake, m.Value)
+				}
+			case err := <-pc.Errors():
+				t.Fatalf("handshake v%d: consume: %v", v.handshake, err)
+			case <-time.After(10 * time.Second):
+				t.Fatalf("handshake v%d: nothing consumed", v.handshake)
+			}
+			pc.Close()
+			cons.Close()
+		}
+	}
+	s.log.waitLog(t, "connection authenticated", "listener=SASL_SSL", "principal=User:alice", "mechanism=PLAIN")
+}
+
+// TestSASLKcat runs librdkafka (kcat) against the SASL listener: SCRAM
+// with both hashes, and a wrong password refused.
+func TestSASLKcat(t *testing.T) {
+	if _, err := exec.LookPath("kcat"); err != nil {
+		t.Skip("no kcat")
+	}
+	s, _ := saslServer(t)
+	addr := s.addr(t, "SASL_PLAINTEXT")
+	kcat := func(mech, pass, stdin string, args ...string) (string, error) {
+		args = append([]string{"-b", addr, "-X", "security.protocol=SASL_PLAINTEXT", "-X", "sasl.mechanisms=" + mech,
+			"-X", "sasl.username=bob", "-X", "sasl.password=" + pass}, args...)
+		cmd := exec.Command("kcat", args...)
+		cmd.Stdin = strings.NewReader(stdin)
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	for _, mech := range []string{"SCRAM-SHA-256", "SCRAM-SHA-512"} {
+		topic := "kcat-" + strings.ToLower(mech)
+		if out, err := kcat(mech, "bob-secret", "a\nb\n", "-P", "-t", topic); err != nil {
+			t.Fatalf("%s produce: %v\n%s\nserver log:\n%s", mech, err, out, s.log.String())
+		}
+		out, err := kcat(mech, "bob-secret", "", "-C", "-t", topic, "-o", "beginning", "-c", "2", "-e")
+		if err != nil || out != "a\nb\n" {
+			t.Fatalf("%s consume: %v\n%q", mech, err, out)
+		}
+		s.log.waitLog(t, "connection authenticated", "principal=User:bob", "mechanism="+mech)
+		if out, err := kcat(mech, "not-bobs", "", "-L", "-m", "2"); err == nil || !strings.Contains(out, "Authentication failed") {
+			t.Fatalf("%s wrong password: %v\n%s", mech, err, out)
+		}
 	}
 }

@@ -245,7 +245,9 @@ func (s *scramSession) clientFinal(msg string) ([]byte, error) {
 		return nil, fmt.Errorf("invalid SCRAM client final message format: %q", msg)
 	}
 	channel, nonce, proofB64 := m[1], m[2], m[3]
-	if nonce != s.nonce {
+	// Kafka checks only that the nonce ends with the combined one:
+	// librdkafka sends its own nonce again in front of it.
+	if !strings.HasSuffix(nonce, s.nonce) {
 		return nil, errors.New("invalid client nonce in the final client message")
 	}
 	if cb, err := base64.StdEncoding.DecodeString(channel); err != nil || string(cb) != s.gs2 {
