@@ -71,7 +71,7 @@ func (s *Server) serveConn(nc net.Conn, listener string) {
 		// As Kafka's "Failed authentication with ...": the client's
 		// doing, logged at info.
 		s.log.Info("closing connection: failed authentication", "remote", nc.RemoteAddr().String(), "listener", listener, "err", err)
-		nc.Close()
+		s.closeFailedAuth(nc, err)
 		return
 	}
 	ctx, cancel := context.WithCancel(s.ctx)

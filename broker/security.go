@@ -3,7 +3,9 @@ package broker
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
+	"io"
 	"net"
 	"time"
 
@@ -82,7 +84,12 @@ func (s *Server) secureConn(nc net.Conn, listener string) (net.Conn, security.Pr
 			defer cancel()
 		}
 		if err := tc.HandshakeContext(ctx); err != nil {
-			return nc, principal, fmt.Errorf("TLS handshake: %w", err)
+			if errors.Is(err, io.EOF) || ctx.Err() != nil {
+				return nc, principal, fmt.Errorf("TLS handshake: %w", err)
+			}
+			// A bad certificate, protocol or cipher: Kafka's
+			// SslAuthenticationException.
+			return nc, principal, fmt.Errorf("%w: TLS handshake: %w", errAuthFailed, err)
 		}
 		nc = tc
 		if !sec.cfg.SASL() {
@@ -104,4 +111,20 @@ func (s *Server) secureConn(nc net.Conn, listener string) (net.Conn, security.Pr
 	s.log.Debug("connection authenticated", "remote", nc.RemoteAddr().String(), "listener", listener,
 		"principal", principal.String(), "mechanism", mechanism)
 	return nc, principal, nil
+}
+
+// closeFailedAuth closes a connection that failed authentication after
+// connection.failed.authentication.delay.ms, as Kafka does, so a client
+// guessing passwords gets its answers slowly; other failures close at
+// once.
+func (s *Server) closeFailedAuth(nc net.Conn, err error) {
+	if d := time.Duration(s.cfg.ConnectionFailedAuthenticationDelayMs) * time.Millisecond; d > 0 && errors.Is(err, errAuthFailed) {
+		t := time.NewTimer(d)
+		select {
+		case <-t.C:
+		case <-s.ctx.Done():
+			t.Stop()
+		}
+	}
+	nc.Close()
 }

@@ -415,10 +415,11 @@ func saslServer(t testing.TB) (*secureServer, *testCA) {
 		"listener.name.sasl_plaintext.plain.sasl.jaas.config": plainJAAS,
 		"listener.name.sasl_ssl.plain.sasl.jaas.config":       plainJAAS,
 		"listener.name.sasl_ssl.sasl.enabled.mechanisms":      "PLAIN",
-		"ssl.keystore.type":              "PEM",
-		"ssl.keystore.certificate.chain": certPEM(srvCert),
-		"ssl.keystore.key":               keyPEM(t, srvKey),
-		"sasl.server.max.receive.size":   "4096",
+		"ssl.keystore.type":                         "PEM",
+		"ssl.keystore.certificate.chain":            certPEM(srvCert),
+		"ssl.keystore.key":                          keyPEM(t, srvKey),
+		"sasl.server.max.receive.size":              "4096",
+		"connection.failed.authentication.delay.ms": "300",
 	}, Options{ScramCredentials: store})
 	return s, ca
 }
@@ -551,11 +552,16 @@ func TestSASL(t *testing.T) {
 			bad.roundTrip(t, hs, &kmsg.SASLHandshakeResponse{Version: 1})
 			au.SASLAuthBytes = []byte("alice\x00alice-secret")
 			bad.roundTrip(t, au, aur)
+			answered := time.Now()
 			if aur.ErrorCode != kerr.SaslAuthenticationFailed.Code || aur.ErrorMessage == nil ||
 				*aur.ErrorMessage != "Invalid SASL/PLAIN response: expected 3 tokens, got 2" {
 				t.Fatalf("v%d malformed token: %+v", v, aur)
 			}
 			bad.expectClosed(t)
+			// connection.failed.authentication.delay.ms (300 here).
+			if d := time.Since(answered); d < 250*time.Millisecond {
+				t.Fatalf("v%d: closed %v after the failure, want about 300ms", v, d)
+			}
 		}
 	})
 
@@ -793,4 +799,84 @@ func TestSASLKcat(t *testing.T) {
 			t.Fatalf("%s wrong password: %v\n%s", mech, err, out)
 		}
 	}
+}
+
+// TestTLSOptions: ssl.client.auth=requested, ssl.enabled.protocols,
+// ssl.cipher.suites, and an inline PEM key encrypted by openssl with
+// ssl.key.password.
+func TestTLSOptions(t *testing.T) {
+	if _, err := exec.LookPath("openssl"); err != nil {
+		t.Skip("no openssl")
+	}
+	ca := newTestCA(t)
+	srvCert, srvKey := ca.issue(t, pkix.Name{CommonName: "broker"}, true)
+	plainKey := writeFile(t, "key.pem", keyPEM(t, srvKey))
+	encKey, err := exec.Command("openssl", "pkcs8", "-topk8", "-v2", "aes256", "-in", plainKey, "-passout", "pass:k3y").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := startSecureServer(t, map[string]string{
+		"listeners":                                       "PLAINTEXT://127.0.0.1:0,REQ://127.0.0.1:0,TLS12://127.0.0.1:0,CONTROLLER://127.0.0.1:0",
+		"listener.security.protocol.map":                  "PLAINTEXT:PLAINTEXT,REQ:SSL,TLS12:SSL,CONTROLLER:PLAINTEXT",
+		"ssl.keystore.type":                               "PEM",
+		"ssl.keystore.certificate.chain":                  certPEM(srvCert),
+		"ssl.keystore.key":                                string(encKey),
+		"ssl.key.password":                                "k3y",
+		"ssl.truststore.type":                             "PEM",
+		"ssl.truststore.certificates":                     certPEM(ca.cert),
+		"listener.name.req.ssl.client.auth":               "requested",
+		"listener.name.req.ssl.enabled.protocols":         "TLSv1.3",
+		"listener.name.tls12.ssl.cipher.suites":           "TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384",
+		"listener.name.tls12.ssl.principal.mapping.rules": "RULE:^CN=(.*)$/$1/L",
+	}, Options{})
+
+	dial := func(addr string, cfg *tls.Config) (tls.ConnectionState, error) {
+		c, err := tls.DialWithDialer(&net.Dialer{Timeout: 5 * time.Second}, "tcp", addr, cfg)
+		if err != nil {
+			return tls.ConnectionState{}, err
+		}
+		defer c.Close()
+		return c.ConnectionState(), nil
+	}
+	req := s.addr(t, "REQ")
+	// requested: a client without a certificate is served, anonymous.
+	cl := newClient(t, req, kgo.DialTLSConfig(ca.clientTLS(t, nil, nil)))
+	if err := pingErr(cl); err != nil {
+		t.Fatal(err)
+	}
+	s.log.waitLog(t, "connection authenticated", "listener=REQ", "principal=User:ANONYMOUS")
+	cert, key := ca.issue(t, pkix.Name{CommonName: "Carol"}, false)
+	cl = newClient(t, req, kgo.DialTLSConfig(ca.clientTLS(t, cert, key)))
+	if err := pingErr(cl); err != nil {
+		t.Fatal(err)
+	}
+	s.log.waitLog(t, "connection authenticated", "listener=REQ", `principal="User:CN=Carol"`)
+	// TLSv1.3 only.
+	old := ca.clientTLS(t, nil, nil)
+	old.MaxVersion = tls.VersionTLS12
+	if _, err := dial(req, old); err == nil {
+		t.Fatal("a TLS 1.2 client was served with ssl.enabled.protocols=TLSv1.3")
+	}
+	if st, err := dial(req, ca.clientTLS(t, nil, nil)); err != nil || st.Version != tls.VersionTLS13 {
+		t.Fatalf("TLS 1.3: %v, version %x", err, st.Version)
+	}
+
+	// Only a TLS 1.2 suite listed: TLS 1.2 with that suite.
+	t12 := s.addr(t, "TLS12")
+	st, err := dial(t12, ca.clientTLS(t, nil, nil))
+	if err != nil || st.Version != tls.VersionTLS12 || st.CipherSuite != tls.TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384 {
+		t.Fatalf("TLS12 listener: %v, version %x suite %s", err, st.Version, tls.CipherSuiteName(st.CipherSuite))
+	}
+	other := ca.clientTLS(t, nil, nil)
+	other.CipherSuites = []uint16{tls.TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256}
+	if _, err := dial(t12, other); err == nil {
+		t.Fatal("a cipher suite not in ssl.cipher.suites was negotiated")
+	}
+	cert2, key2 := ca.issue(t, pkix.Name{CommonName: "Dave"}, false)
+	cl = newClient(t, t12, kgo.DialTLSConfig(ca.clientTLS(t, cert2, key2)))
+	if err := pingErr(cl); err != nil {
+		t.Fatal(err)
+	}
+	// ssl.client.auth is none here: the certificate is not asked for.
+	s.log.waitLog(t, "connection authenticated", "listener=TLS12", "principal=User:ANONYMOUS")
 }

@@ -65,6 +65,9 @@ type Broker struct {
 	NumNetworkThreads            int32
 	NumIOThreads                 int32
 	BackgroundThreads            int32
+	// ConnectionFailedAuthenticationDelayMs is
+	// connection.failed.authentication.delay.ms.
+	ConnectionFailedAuthenticationDelayMs int32
 
 	// Logs.
 	LogDirs                                 []string // log.dirs, else log.dir
