@@ -68,9 +68,7 @@ type slot struct {
 func (s *Server) serveConn(nc net.Conn, listener string) {
 	nc, principal, err := s.secureConn(nc, listener)
 	if err != nil {
-		// As Kafka's "Failed authentication with ...": the client's
-		// doing, logged at info.
-		s.log.Info("closing connection: failed authentication", "remote", nc.RemoteAddr().String(), "listener", listener, "err", err)
+		s.logFailedAuth(nc, listener, err)
 		s.closeFailedAuth(nc, err)
 		return
 	}

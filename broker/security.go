@@ -128,3 +128,14 @@ func (s *Server) closeFailedAuth(nc net.Conn, err error) {
 	}
 	nc.Close()
 }
+
+// logFailedAuth logs a connection that ended before it authenticated: at
+// info when the client failed authentication (as Kafka's "Failed
+// authentication with ..."), at debug when it went away or stalled.
+func (s *Server) logFailedAuth(nc net.Conn, listener string, err error) {
+	if errors.Is(err, errAuthFailed) {
+		s.log.Info("closing connection: failed authentication", "remote", nc.RemoteAddr().String(), "listener", listener, "err", err)
+		return
+	}
+	s.log.Debug("connection closed before authentication", "remote", nc.RemoteAddr().String(), "listener", listener, "err", err)
+}
