@@ -159,3 +159,13 @@ func TestSensitiveSecurityKeysHidden(t *testing.T) {
 	}
 	t.Fatal("ssl.keystore.password not described")
 }
+
+func TestSecurityTablesNameKeys(t *testing.T) {
+	for _, m := range []map[string]string{securityLimits, refusedSecurityKeys} {
+		for name := range m {
+			if _, ok := brokerKeyIndex[name]; !ok {
+				t.Errorf("%s is not a broker key", name)
+			}
+		}
+	}
+}

@@ -113,6 +113,9 @@ precedence over the plain property; a SASL listener's JAAS config is
 			dflt = "(empty)"
 		}
 		status := "honoured"
+		if limits, ok := securityLimits[name]; ok {
+			status += ": " + limits
+		}
 		if why, ok := unsupportedKeys[name]; ok {
 			status = "not supported: " + why
 		}
