@@ -61,7 +61,7 @@ var securityKeys = []brokerKey{
 		doc: "The TLS versions a TLS listener accepts: TLSv1.2, TLSv1.3."},
 	{name: "ssl.protocol", typ: TypeString, dflt: "TLSv1.3", check: oneOf("TLSv1.2", "TLSv1.3", "TLS"),
 		doc: "The highest TLS version (TLSv1.3, or TLSv1.2 to stop at 1.2; TLS is the highest supported); ssl.enabled.protocols selects among those up to it."},
-	{name: "ssl.cipher.suites", typ: TypeList, null: true,
+	{name: "ssl.cipher.suites", typ: TypeList, dflt: "",
 		doc: "The TLS 1.2 cipher suites a TLS listener accepts, by their IANA names; TLS 1.3 suites cannot be chosen one by one: list all three or none, and listing none (with some TLS 1.2 ones) disables TLS 1.3. Not set: Go's defaults."},
 	{name: "ssl.principal.mapping.rules", typ: TypeString, dflt: "DEFAULT",
 		doc: "Rules mapping a client certificate's subject (RFC 2253) to the principal's name: RULE:pattern/replacement/[LU] entries and DEFAULT (the subject as is), first match wins."},
@@ -76,10 +76,14 @@ var securityKeys = []brokerKey{
 	{name: "connection.failed.authentication.delay.ms", typ: TypeInt, dflt: "100", check: atLeast(0),
 		doc: "How long a connection that failed authentication (SASL, or the TLS handshake) is held before it is closed, to slow down password guessing.",
 		set: func(b *Broker, v value) { b.ConnectionFailedAuthenticationDelayMs = int32(v.i) }},
+	{name: "ssl.keymanager.algorithm", typ: TypeString, dflt: "SunX509",
+		doc: "The Java key manager algorithm."},
+	{name: "ssl.trustmanager.algorithm", typ: TypeString, dflt: "PKIX",
+		doc: "The Java trust manager algorithm."},
 	{name: "sasl.mechanism.inter.broker.protocol", typ: TypeString, dflt: "GSSAPI",
 		doc: "The SASL mechanism brokers use with each other."},
-	{name: "principal.builder.class", typ: TypeClass, null: true,
-		doc: "A Java class building principals; refused when set (principals come from the SASL user or the certificate subject)."},
+	{name: "principal.builder.class", typ: TypeClass, dflt: "org.apache.kafka.common.security.authenticator.DefaultKafkaPrincipalBuilder",
+		doc: "The Java class building principals; Gregor builds them as Kafka's default one does (the SASL user, or the mapped certificate subject), and refuses any other class."},
 	{name: "sasl.server.callback.handler.class", typ: TypeClass, null: true,
 		doc: "A Java class checking SASL credentials; refused when set (PLAIN users come from the JAAS config)."},
 	{name: "ssl.engine.factory.class", typ: TypeClass, null: true,
@@ -94,7 +98,7 @@ var securityKeys = []brokerKey{
 // let in if honoured; Gregor cannot honour them, so setting one (plainly
 // or per listener) stops start-up rather than being silently ignored.
 var refusedSecurityKeys = map[string]string{
-	"principal.builder.class":            "principals are built from the SASL user or the certificate subject, not by a Java class",
+	"principal.builder.class":            "principals are built as Kafka's DefaultKafkaPrincipalBuilder does; no other class can run",
 	"sasl.server.callback.handler.class": "SASL credentials are checked against the JAAS config's users, not by a Java class",
 	"ssl.engine.factory.class":           "TLS is Go's crypto/tls, not a Java engine factory",
 	"ssl.provider":                       "TLS is Go's crypto/tls, not a Java security provider",
@@ -234,7 +238,8 @@ func (b *Broker) deriveSecurity(props map[string]string) error {
 				key = k
 			}
 		}
-		if why, ok := refusedSecurityKeys[key]; ok && javaTrim(props[name]) != "" {
+		// Setting a refused key to Kafka's default asks for nothing else.
+		if why, ok := refusedSecurityKeys[key]; ok && javaTrim(props[name]) != "" && javaTrim(props[name]) != brokerKeyIndex[key].dflt {
 			return invalid(name, props[name], "not supported: %s", why)
 		}
 	}

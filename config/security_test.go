@@ -127,6 +127,7 @@ func TestListenerSecurityRefusals(t *testing.T) {
 		{map[string]string{"listener.name.sasl_ssl.plain.sasl.jaas.config": ""}, "listener.name.sasl_ssl.plain.sasl.jaas.config", "PlainLoginModule"},
 		{map[string]string{"connections.max.reauth.ms": "60000"}, "connections.max.reauth.ms", "re-authentication"},
 		{map[string]string{"principal.builder.class": "com.example.Builder"}, "principal.builder.class", "not supported"},
+		{map[string]string{"listener.name.ssl.ssl.provider": "SunJSSE"}, "listener.name.ssl.ssl.provider", "not supported"},
 		{map[string]string{"listener.name.sasl_ssl.plain.sasl.server.callback.handler.class": "com.example.H"}, "listener.name.sasl_ssl.plain.sasl.server.callback.handler.class", "not supported"},
 	}
 	for _, tt := range tests {
@@ -135,6 +136,15 @@ func TestListenerSecurityRefusals(t *testing.T) {
 		if !errors.As(err, &ce) || ce.Name != tt.key || !strings.Contains(err.Error(), tt.msg) {
 			t.Errorf("Parse(+%v) = %v, want %s refused with %q", tt.extra, err, tt.key, tt.msg)
 		}
+	}
+}
+
+func TestRefusedKeyAtDefault(t *testing.T) {
+	_, _, err := Parse(secureProps(map[string]string{
+		"principal.builder.class": "org.apache.kafka.common.security.authenticator.DefaultKafkaPrincipalBuilder",
+	}))
+	if err != nil {
+		t.Fatalf("Kafka's default principal builder refused: %v", err)
 	}
 }
 

@@ -48,6 +48,8 @@ var unsupportedKeys = map[string]string{
 	"transaction.state.log.load.buffer.size":          "__transaction_state is read batch by batch",
 	"ssl.endpoint.identification.algorithm":           "brokers connect to each other in PLAINTEXT only",
 	"sasl.mechanism.inter.broker.protocol":            "brokers connect to each other in PLAINTEXT only",
+	"ssl.keymanager.algorithm":                        "Go's crypto/tls presents the key store's certificate itself, with no Java key manager",
+	"ssl.trustmanager.algorithm":                      "Go's crypto/x509 verifies client certificates against the trust store (PKIX path validation), with no Java trust manager",
 }
 
 // UnsupportedSetting is a property set in the configuration that Gregor
