@@ -264,3 +264,35 @@ func TestEncryptedPEMKey(t *testing.T) {
 		}
 	}
 }
+
+// TestOpenSSLTrustStore: a PKCS12 trust store made by openssl has plain
+// certificate bags, without the trust attribute keytool writes; it is
+// refused with a message saying so rather than trusted by guess.
+func TestOpenSSLTrustStore(t *testing.T) {
+	if _, err := exec.LookPath("openssl"); err != nil {
+		t.Skip("no openssl")
+	}
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(7), Subject: pkix.Name{CommonName: "openssl CA"},
+		NotBefore: time.Now(), NotAfter: time.Now().Add(time.Hour), IsCA: true, BasicConstraintsValid: true}
+	der, _ := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	dir := t.TempDir()
+	pemPath, p12Path := filepath.Join(dir, "ca.pem"), filepath.Join(dir, "trust.p12")
+	os.WriteFile(pemPath, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600)
+	if out, err := exec.Command("openssl", "pkcs12", "-export", "-nokeys", "-in", pemPath, "-out", p12Path, "-passout", "pass:tp").CombinedOutput(); err != nil {
+		t.Fatalf("openssl: %v\n%s", err, out)
+	}
+	_, err := loadTruststore(config.SSLSettings{TruststoreType: config.StoreTypePKCS12, TruststoreLocation: p12Path, TruststorePassword: "tp"})
+	if err == nil || !strings.Contains(err.Error(), "keytool -importcert") {
+		t.Fatalf("openssl trust store: %v", err)
+	}
+	// The same certificate as PEM is a trust store.
+	pool, err := loadTruststore(config.SSLSettings{TruststoreType: config.StoreTypePEM, TruststoreLocation: pemPath})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, _ := x509.ParseCertificate(der)
+	if _, err := cert.Verify(x509.VerifyOptions{Roots: pool}); err != nil {
+		t.Fatalf("the PEM store does not trust its certificate: %v", err)
+	}
+}

@@ -241,22 +241,11 @@ func loadTruststore(s config.SSLSettings) (*x509.CertPool, error) {
 			break
 		}
 		// keytool marks trusted entries with Java's trust attribute; a
-		// store made by openssl has plain certificate bags.
+		// store without it (openssl pkcs12 -export -nokeys) holds
+		// certificates nobody said to trust.
 		certs, err = pkcs12.DecodeTrustStore(data, s.TruststorePassword)
 		if err != nil {
-			blocks, err2 := pkcs12.ToPEM(data, s.TruststorePassword)
-			if err2 != nil {
-				return nil, fmt.Errorf("decode PKCS12 trust store (is ssl.truststore.password right?): %w", err)
-			}
-			for _, b := range blocks {
-				if b.Type == "CERTIFICATE" {
-					c, err := x509.ParseCertificate(b.Bytes)
-					if err != nil {
-						return nil, fmt.Errorf("parse trust store certificate: %w", err)
-					}
-					certs = append(certs, c)
-				}
-			}
+			return nil, fmt.Errorf("decode PKCS12 trust store (its password, ssl.truststore.password, must be right, and its certificates marked trusted as keytool -importcert does; or use a PEM trust store): %w", err)
 		}
 	}
 	if len(certs) == 0 {
