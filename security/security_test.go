@@ -296,3 +296,33 @@ func TestOpenSSLTrustStore(t *testing.T) {
 		t.Fatalf("the PEM store does not trust its certificate: %v", err)
 	}
 }
+
+// TestOpenSSLKeyStore: a PKCS12 key store written by openssl 3 (PBES2,
+// AES-256, SHA-256 MAC) loads, and a wrong password does not.
+func TestOpenSSLKeyStore(t *testing.T) {
+	if _, err := exec.LookPath("openssl"); err != nil {
+		t.Skip("no openssl")
+	}
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(9), Subject: pkix.Name{CommonName: "broker"},
+		NotBefore: time.Now(), NotAfter: time.Now().Add(time.Hour)}
+	der, _ := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	kder, _ := x509.MarshalPKCS8PrivateKey(key)
+	dir := t.TempDir()
+	certPath, keyPath, p12Path := filepath.Join(dir, "c.pem"), filepath.Join(dir, "k.pem"), filepath.Join(dir, "ks.p12")
+	os.WriteFile(certPath, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600)
+	os.WriteFile(keyPath, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: kder}), 0o600)
+	if out, err := exec.Command("openssl", "pkcs12", "-export", "-in", certPath, "-inkey", keyPath, "-out", p12Path, "-passout", "pass:sp").CombinedOutput(); err != nil {
+		t.Fatalf("openssl: %v\n%s", err, out)
+	}
+	c, err := loadKeystore(config.SSLSettings{KeystoreType: config.StoreTypePKCS12, KeystoreLocation: p12Path, KeystorePassword: "sp"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(c.Leaf.Raw) != string(der) {
+		t.Fatal("another certificate loaded")
+	}
+	if _, err := loadKeystore(config.SSLSettings{KeystoreType: config.StoreTypePKCS12, KeystoreLocation: p12Path, KeystorePassword: "no"}); err == nil {
+		t.Fatal("a wrong key store password was accepted")
+	}
+}
