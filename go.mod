@@ -12,7 +12,10 @@ require (
 	go.etcd.io/raft/v3 v3.7.0
 )
 
-require google.golang.org/protobuf v1.36.11
+require (
+	google.golang.org/protobuf v1.36.11
+	software.sslmate.com/src/go-pkcs12 v0.7.4
+)
 
 require (
 	github.com/davecgh/go-spew v1.1.1 // indirect

@@ -16,7 +16,7 @@ const module = "github.com/gregorbroker/gregor/"
 
 // allowed lists, for each package, the project packages it may import:
 // imports point one way, cmd → broker → {raftmeta, storage, protocol}, and
-// storage → protocol for batch headers only (see DESIGN.md). A key covers
+// storage → protocol for batch headers only (see docs/architecture.md). A key covers
 // its package and those below it unless one of them has a key of its own;
 // packages under the same key import each other freely.
 //
@@ -29,6 +29,7 @@ var allowed = map[string][]string{
 	"protocol": {},
 	"config":   {},
 	"storage":  {"protocol", "vfs"},
+	"security": {"config"},
 
 	"raftmeta/internal/compact": {},
 	"raftmeta/image":            {"raftmeta/internal/compact"},
@@ -36,7 +37,7 @@ var allowed = map[string][]string{
 	"raftmeta/controller":       {"raftmeta/raftnode", "raftmeta/image", "raftmeta/internal/compact"},
 	"raftmeta":                  {"raftmeta/controller", "raftmeta/raftnode", "vfs"},
 
-	"broker": {"protocol", "storage", "raftmeta", "raftmeta/controller", "raftmeta/raftnode", "raftmeta/image", "config", "vfs"},
+	"broker": {"protocol", "storage", "raftmeta", "raftmeta/controller", "raftmeta/raftnode", "raftmeta/image", "config", "security", "vfs"},
 }
 
 // forbiddenStd are standard packages a package must not import: protocol is

@@ -17,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/gregorbroker/gregor/protocol"
+	"github.com/gregorbroker/gregor/security"
 )
 
 // maxInFlight bounds how many requests of one connection may be read ahead
@@ -50,6 +51,9 @@ type conn struct {
 	// writers waits for it at the connection's end.
 	writing atomic.Bool
 	writers sync.WaitGroup
+	// principal is who the connection authenticated as (security.go):
+	// User:ANONYMOUS on PLAINTEXT.
+	principal security.Principal
 }
 
 // slot is the place of one request in the connection's response order.
@@ -62,16 +66,23 @@ type slot struct {
 }
 
 func (s *Server) serveConn(nc net.Conn, listener string) {
+	nc, principal, err := s.secureConn(nc, listener)
+	if err != nil {
+		s.logFailedAuth(nc, listener, err)
+		s.closeFailedAuth(nc, err)
+		return
+	}
 	ctx, cancel := context.WithCancel(s.ctx)
 	c := &conn{
-		s:        s,
-		nc:       nc,
-		listener: listener,
-		log:      s.log.With("remote", nc.RemoteAddr().String()),
-		slots:    make(chan *slot, maxInFlight),
-		ctx:      ctx,
-		cancel:   cancel,
-		limits:   s.limits(),
+		s:         s,
+		nc:        nc,
+		listener:  listener,
+		principal: principal,
+		log:       s.log.With("remote", nc.RemoteAddr().String()),
+		slots:     make(chan *slot, maxInFlight),
+		ctx:       ctx,
+		cancel:    cancel,
+		limits:    s.limits(),
 	}
 	if sc, ok := nc.(syscall.Conn); ok && haveSendfile {
 		if raw, err := sc.SyscallConn(); err == nil {

@@ -39,6 +39,9 @@ type Options struct {
 	// even where sendfile could send them from the segment file (for
 	// benchmarks that compare the two).
 	CopyFetch bool
+	// ScramCredentials is where SASL/SCRAM looks users up; nil refuses a
+	// listener enabling SCRAM (security.go).
+	ScramCredentials ScramCredentials
 }
 
 // Server is one Gregor node: the broker and, in combined mode, the
@@ -89,6 +92,10 @@ type Server struct {
 
 	netLimits netLimits // broker-wide request budgets (conn_limits.go)
 
+	// security secures the SSL and SASL client listeners, by name
+	// (security.go).
+	security map[string]*listenerSecurity
+
 	mu        sync.Mutex // guards listeners and conns
 	listeners []net.Listener
 	conns     map[net.Conn]struct{}
@@ -119,6 +126,12 @@ func New(cfg *config.Broker, opts Options) (*Server, error) {
 		conns:    make(map[net.Conn]struct{}),
 	}
 	s.copyFetch = opts.CopyFetch
+	sec, err := newListenerSecurity(cfg, s.clientListeners(), opts.ScramCredentials)
+	if err != nil {
+		stop()
+		return nil, err
+	}
+	s.security = sec
 	quotas, err := newConnQuotas(cfg, len(s.clientListeners()))
 	if err != nil {
 		stop()
@@ -217,7 +230,7 @@ func (s *Server) register() error {
 				l.Host = h
 			}
 		}
-		rec.Listeners = append(rec.Listeners, image.Listener{Name: l.Name, Host: l.Host, Port: int32(l.Port), SecurityProtocol: 0})
+		rec.Listeners = append(rec.Listeners, image.Listener{Name: l.Name, Host: l.Host, Port: int32(l.Port), SecurityProtocol: config.SecurityProtocolID(s.cfg.ListenerSecurityProtocolMap[l.Name])})
 	}
 	for {
 		epoch, err := s.ctrl.RegisterBroker(ctx, rec)

@@ -65,6 +65,9 @@ type Broker struct {
 	NumNetworkThreads            int32
 	NumIOThreads                 int32
 	BackgroundThreads            int32
+	// ConnectionFailedAuthenticationDelayMs is
+	// connection.failed.authentication.delay.ms.
+	ConnectionFailedAuthenticationDelayMs int32
 
 	// Logs.
 	LogDirs                                 []string // log.dirs, else log.dir
@@ -166,6 +169,10 @@ type Broker struct {
 	ProducerIDExpirationMs                               int32
 	ProducerIDExpirationCheckIntervalMs                  int32
 
+	// listenerSecurity is each client listener's resolved security
+	// (ListenerSecurity).
+	listenerSecurity map[string]ListenerSecurity
+
 	// Props is the property map as given (file and overrides), unparsed:
 	// DescribeConfigs reports these as STATIC_BROKER_CONFIG.
 	Props map[string]string
@@ -235,6 +242,11 @@ func Parse(props map[string]string) (*Broker, []string, error) {
 	if err := b.derive(vals, props); err != nil {
 		return nil, unknown, err
 	}
+	// listener.name.<name>.ssl.* and the like are known once the
+	// listeners are.
+	unknown = slices.DeleteFunc(unknown, func(name string) bool {
+		return isListenerSecurityKey(name, b.ListenerSecurityProtocolMap)
+	})
 	return b, unknown, nil
 }
 
@@ -275,7 +287,10 @@ func (b *Broker) derive(vals map[string]value, props map[string]string) error {
 	if err := b.checkSockets(vals, props); err != nil {
 		return err
 	}
-	return b.checkServedProtocols(props)
+	if err := b.checkServedProtocols(props); err != nil {
+		return err
+	}
+	return b.deriveSecurity(props)
 }
 
 func (b *Broker) deriveIdentity(vals map[string]value, props map[string]string) error {

@@ -317,15 +317,17 @@ func TestParseValueSyntax(t *testing.T) {
 
 func TestUnknownNamesReturned(t *testing.T) {
 	_, unknown, err := Parse(map[string]string{
-		"num.partitions":          "3",
-		"zookeeper.connect":       "localhost:2181",
-		"ssl.keystore.location":   "/x",
-		"a.typo.in.a.config.name": "1",
+		"num.partitions":                                "3",
+		"zookeeper.connect":                             "localhost:2181",
+		"sasl.kerberos.service.name":                    "kafka",
+		"listener.name.plaintext.ssl.keystore.location": "/x",
+		"a.typo.in.a.config.name":                       "1",
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"a.typo.in.a.config.name", "ssl.keystore.location", "zookeeper.connect"}
+	// A known key behind a listener prefix is known; sasl.kerberos.* is not.
+	want := []string{"a.typo.in.a.config.name", "sasl.kerberos.service.name", "zookeeper.connect"}
 	if !slices.Equal(unknown, want) {
 		t.Fatalf("unknown = %q, want %q", unknown, want)
 	}

@@ -49,7 +49,8 @@ var (
 
 // brokerKeys is every broker property Gregor knows, in Kafka's names. The
 // defaults are Kafka 4.2's except where the package doc says otherwise.
-var brokerKeys = []brokerKey{
+// The SSL and SASL ones are in security_keys.go.
+var brokerKeys = append([]brokerKey{
 	// KRaft: roles, identity and the metadata quorum.
 	{name: "process.roles", typ: TypeList, dflt: "broker,controller", check: listOf(true, "broker", "controller"),
 		doc: "The roles this node plays: broker, controller, or both (combined mode). Kafka has no default; Gregor runs both.",
@@ -468,7 +469,7 @@ var brokerKeys = []brokerKey{
 	{name: "producer.id.expiration.check.interval.ms", typ: TypeInt, dflt: "600000", check: atLeast(1),
 		doc: "How often expired producer ids are removed.",
 		set: func(b *Broker, v value) { b.ProducerIDExpirationCheckIntervalMs = int32(v.i) }},
-}
+}, securityKeys...)
 
 // brokerKeyIndex finds a broker key by name.
 var brokerKeyIndex = func() map[string]*brokerKey {

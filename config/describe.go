@@ -148,9 +148,17 @@ func (b *Broker) DescribeBroker() []Entry {
 		if len(syn) > 0 {
 			src = syn[0].Source
 		}
+		sensitive := k.typ == TypePassword
+		if sensitive {
+			// As Kafka: a password is described, never shown.
+			s, null = "", true
+			for i := range syn {
+				syn[i].Value = ""
+			}
+		}
 		out = append(out, Entry{
 			Name: k.name, Value: s, IsNull: null, Source: src, ReadOnly: !k.dynamic,
-			Type: k.typ, Doc: k.doc, Synonyms: syn,
+			Sensitive: sensitive, Type: k.typ, Doc: k.doc, Synonyms: syn,
 		})
 	}
 	sortEntries(out)

@@ -2,16 +2,18 @@ package config
 
 import "slices"
 
-// ServedSecurityProtocols are the security protocols Gregor serves. A
-// listener mapped to any other protocol is refused at start: serving it in
-// plaintext would hand unauthenticated clients what its operator meant to
-// protect.
-var ServedSecurityProtocols = []string{"PLAINTEXT"}
+// ServedSecurityProtocols are the security protocols Gregor serves on a
+// client listener.
+var ServedSecurityProtocols = []string{"PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"}
 
-// checkServedProtocols refuses a configuration in which a listener that is
-// used (listeners, advertised.listeners, controller.listener.names or the
-// inter-broker listener) maps to a protocol Gregor does not serve yet. It
-// runs after Kafka's own checks, which it does not replace.
+// checkServedProtocols refuses a configuration in which a listener Gregor
+// itself connects to, a controller listener (controller.listener.names)
+// or the inter-broker listener, maps to a protocol other than PLAINTEXT:
+// the broker's own connections (the metadata quorum, replica fetchers,
+// transaction markers) do not speak TLS or SASL yet, and serving such a
+// listener in plaintext would hand unauthenticated peers what its operator
+// meant to protect. Client listeners may use any protocol. It runs after
+// Kafka's own checks, which it does not replace.
 func (b *Broker) checkServedProtocols(props map[string]string) error {
 	var used []string
 	add := func(name string) {
@@ -19,24 +21,22 @@ func (b *Broker) checkServedProtocols(props map[string]string) error {
 			used = append(used, name)
 		}
 	}
-	for _, l := range b.Listeners {
-		add(l.Name)
-	}
-	for _, l := range b.AdvertisedListeners {
-		add(l.Name)
-	}
 	for _, n := range b.ControllerListenerNames {
 		add(n)
 	}
 	add(b.InterBrokerListenerName)
 	for _, name := range used {
 		proto, ok := b.ListenerSecurityProtocolMap[name]
-		if !ok || slices.Contains(ServedSecurityProtocols, proto) {
+		if !ok || proto == "PLAINTEXT" {
 			continue
 		}
+		role := "the inter-broker listener"
+		if slices.Contains(b.ControllerListenerNames, name) {
+			role = "a controller listener"
+		}
 		return invalid("listener.security.protocol.map", b.rawOrDefault(props, "listener.security.protocol.map"),
-			"listener %s uses security protocol %s, which gregor does not serve yet (only %v): start-up refused rather than serve it without %s",
-			name, proto, ServedSecurityProtocols, protectionOf(proto))
+			"listener %s uses security protocol %s, which gregor does not serve yet on %s (brokers and controllers connect to each other in PLAINTEXT only): start-up refused rather than serve it without %s",
+			name, proto, role, protectionOf(proto))
 	}
 	return nil
 }

@@ -2,11 +2,14 @@ package config
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 )
 
-func TestUnservedSecurityProtocolRefused(t *testing.T) {
+// TestInternalListenerSecurityRefused: the controller and inter-broker
+// listeners, which Gregor's own connections use, must be PLAINTEXT.
+func TestInternalListenerSecurityRefused(t *testing.T) {
 	tests := []struct {
 		props          map[string]string
 		listener, prot string
@@ -17,7 +20,7 @@ func TestUnservedSecurityProtocolRefused(t *testing.T) {
 			"listeners":                      "CLIENT://:9092,INTERNAL://:9094,CONTROLLER://:9093",
 			"advertised.listeners":           "CLIENT://h:9092,INTERNAL://h:9094",
 			"listener.security.protocol.map": "CLIENT:PLAINTEXT,INTERNAL:SASL_SSL,CONTROLLER:PLAINTEXT",
-			"inter.broker.listener.name":     "CLIENT",
+			"inter.broker.listener.name":     "INTERNAL",
 		}, "INTERNAL", "SASL_SSL"},
 		{map[string]string{
 			"listeners":                      "PLAINTEXT://:9092,SSL://:9094,CONTROLLER://:9093",
@@ -45,5 +48,134 @@ func TestUnservedSecurityProtocolRefused(t *testing.T) {
 	}
 	if b.ListenerSecurityProtocolMap["SPARE"] != "SASL_SSL" {
 		t.Fatalf("map = %v", b.ListenerSecurityProtocolMap)
+	}
+}
+
+// secureProps is a broker with a PLAINTEXT inter-broker listener and the
+// client listeners given, all mapped by name (SSL:SSL...).
+func secureProps(extra map[string]string) map[string]string {
+	p := map[string]string{
+		"listeners":                                           "PLAINTEXT://:9092,SSL://:9094,SASL_SSL://:9095,SASL_PLAINTEXT://:9096,CONTROLLER://:9093",
+		"advertised.listeners":                                "PLAINTEXT://h:9092,SSL://h:9094,SASL_SSL://h:9095,SASL_PLAINTEXT://h:9096",
+		"listener.security.protocol.map":                      "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_SSL:SASL_SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,CONTROLLER:PLAINTEXT",
+		"ssl.keystore.type":                                   "PKCS12",
+		"ssl.keystore.location":                               "/etc/k.p12",
+		"sasl.enabled.mechanisms":                             "PLAIN",
+		"listener.name.sasl_ssl.plain.sasl.jaas.config":       `org.apache.kafka.common.security.plain.PlainLoginModule required user_a="b";`,
+		"listener.name.sasl_plaintext.plain.sasl.jaas.config": `org.apache.kafka.common.security.plain.PlainLoginModule required user_a="b";`,
+	}
+	for k, v := range extra {
+		if v == "" {
+			delete(p, k)
+		} else {
+			p[k] = v
+		}
+	}
+	return p
+}
+
+func TestListenerSecurityPrefixes(t *testing.T) {
+	b, unknown, err := Parse(secureProps(map[string]string{
+		"listener.name.ssl.ssl.keystore.location":             "/etc/ssl-only.pem",
+		"listener.name.ssl.ssl.keystore.type":                 "PEM",
+		"listener.name.ssl.ssl.client.auth":                   "required",
+		"listener.name.ssl.ssl.truststore.location":           "/etc/ca.pem",
+		"listener.name.ssl.ssl.truststore.type":               "PEM",
+		"listener.name.sasl_ssl.sasl.enabled.mechanisms":      "SCRAM-SHA-512,PLAIN",
+		"listener.name.sasl_ssl.sasl.server.max.receive.size": "1024",
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(unknown) != 0 {
+		t.Fatalf("unknown = %v", unknown)
+	}
+	ssl := b.ListenerSecurity("SSL")
+	if !ssl.TLS() || ssl.SASL() || ssl.SSL.KeystoreLocation != "/etc/ssl-only.pem" || ssl.SSL.KeystoreType != "PEM" ||
+		ssl.SSL.ClientAuth != "required" || ssl.SSL.Source["ssl.keystore.location"] != "listener.name.ssl.ssl.keystore.location" {
+		t.Fatalf("SSL = %+v", ssl)
+	}
+	ss := b.ListenerSecurity("SASL_SSL")
+	if !ss.TLS() || !ss.SASL() || ss.SSL.KeystoreLocation != "/etc/k.p12" || ss.SSL.ClientAuth != "none" ||
+		!slices.Equal(ss.SASLMechanisms, []string{"SCRAM-SHA-512", "PLAIN"}) || ss.SASLMaxReceiveSize != 1024 ||
+		!strings.Contains(ss.JAAS["PLAIN"], "user_a") || ss.SSL.Source["ssl.keystore.location"] != "ssl.keystore.location" {
+		t.Fatalf("SASL_SSL = %+v", ss)
+	}
+	sp := b.ListenerSecurity("SASL_PLAINTEXT")
+	if sp.TLS() || !slices.Equal(sp.SASLMechanisms, []string{"PLAIN"}) || sp.SASLMaxReceiveSize != 524288 {
+		t.Fatalf("SASL_PLAINTEXT = %+v", sp)
+	}
+	if p := b.ListenerSecurity("PLAINTEXT"); p.TLS() || p.SASL() {
+		t.Fatalf("PLAINTEXT = %+v", p)
+	}
+}
+
+func TestListenerSecurityRefusals(t *testing.T) {
+	tests := []struct {
+		extra    map[string]string
+		key, msg string
+	}{
+		{map[string]string{"ssl.keystore.type": ""}, "ssl.keystore.type", "JKS stores are not supported"},
+		{map[string]string{"listener.name.ssl.ssl.keystore.type": "JKS"}, "listener.name.ssl.ssl.keystore.type", "keytool"},
+		{map[string]string{"ssl.keystore.location": ""}, "ssl.keystore.location", "needs a key store"},
+		{map[string]string{"ssl.keystore.key": "x"}, "ssl.keystore.location", "not both"},
+		{map[string]string{"ssl.client.auth": "required"}, "ssl.client.auth", "trust store"},
+		{map[string]string{"ssl.client.auth": "sometimes"}, "ssl.client.auth", "String must be one of"},
+		{map[string]string{"ssl.enabled.protocols": "TLSv1.1"}, "ssl.enabled.protocols", "String must be one of"},
+		{map[string]string{"sasl.enabled.mechanisms": ""}, "sasl.enabled.mechanisms", "GSSAPI is not supported"},
+		{map[string]string{"listener.name.sasl_ssl.sasl.enabled.mechanisms": "OAUTHBEARER"}, "listener.name.sasl_ssl.sasl.enabled.mechanisms", "OAUTHBEARER is not supported"},
+		{map[string]string{"listener.name.sasl_ssl.plain.sasl.jaas.config": ""}, "listener.name.sasl_ssl.plain.sasl.jaas.config", "PlainLoginModule"},
+		{map[string]string{"connections.max.reauth.ms": "60000"}, "connections.max.reauth.ms", "re-authentication"},
+		{map[string]string{"principal.builder.class": "com.example.Builder"}, "principal.builder.class", "not supported"},
+		{map[string]string{"listener.name.ssl.ssl.provider": "SunJSSE"}, "listener.name.ssl.ssl.provider", "not supported"},
+		{map[string]string{"listener.name.sasl_ssl.plain.sasl.server.callback.handler.class": "com.example.H"}, "listener.name.sasl_ssl.plain.sasl.server.callback.handler.class", "not supported"},
+	}
+	for _, tt := range tests {
+		_, _, err := Parse(secureProps(tt.extra))
+		var ce *ConfigError
+		if !errors.As(err, &ce) || ce.Name != tt.key || !strings.Contains(err.Error(), tt.msg) {
+			t.Errorf("Parse(+%v) = %v, want %s refused with %q", tt.extra, err, tt.key, tt.msg)
+		}
+	}
+}
+
+func TestRefusedKeyAtDefault(t *testing.T) {
+	_, _, err := Parse(secureProps(map[string]string{
+		"principal.builder.class": "org.apache.kafka.common.security.authenticator.DefaultKafkaPrincipalBuilder",
+	}))
+	if err != nil {
+		t.Fatalf("Kafka's default principal builder refused: %v", err)
+	}
+}
+
+func TestSensitiveSecurityKeysHidden(t *testing.T) {
+	b, _, err := Parse(secureProps(map[string]string{"ssl.keystore.password": "hunter2"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range b.DescribeBroker() {
+		if e.Name != "ssl.keystore.password" {
+			continue
+		}
+		if !e.Sensitive || !e.IsNull || e.Value != "" || e.Source != SourceStaticBroker {
+			t.Fatalf("entry = %+v", e)
+		}
+		for _, s := range e.Synonyms {
+			if s.Value != "" {
+				t.Fatalf("synonym shows the password: %+v", s)
+			}
+		}
+		return
+	}
+	t.Fatal("ssl.keystore.password not described")
+}
+
+func TestSecurityTablesNameKeys(t *testing.T) {
+	for _, m := range []map[string]string{securityLimits, refusedSecurityKeys} {
+		for name := range m {
+			if _, ok := brokerKeyIndex[name]; !ok {
+				t.Errorf("%s is not a broker key", name)
+			}
+		}
 	}
 }

@@ -46,6 +46,10 @@ var unsupportedKeys = map[string]string{
 	"offsets.commit.timeout.ms":                       "an offset commit waits for its write with the request's own timeout",
 	"offsets.load.buffer.size":                        "__consumer_offsets is read batch by batch",
 	"transaction.state.log.load.buffer.size":          "__transaction_state is read batch by batch",
+	"ssl.endpoint.identification.algorithm":           "brokers connect to each other in PLAINTEXT only",
+	"sasl.mechanism.inter.broker.protocol":            "brokers connect to each other in PLAINTEXT only",
+	"ssl.keymanager.algorithm":                        "Go's crypto/tls presents the key store's certificate itself, with no Java key manager",
+	"ssl.trustmanager.algorithm":                      "Go's crypto/x509 verifies client certificates against the trust store (PKIX path validation), with no Java trust manager",
 }
 
 // UnsupportedSetting is a property set in the configuration that Gregor
@@ -83,9 +87,16 @@ accepted with Kafka's name, type, default and validation. **honoured**
 means it does what it does in Kafka; **not supported** means it is
 accepted so that a Kafka configuration loads unchanged, but has no effect:
 ` + "`gregor serve`" + ` logs a warning for each one the configuration sets.
-Properties Gregor does not know are logged and ignored, as Kafka does. A
-listener mapped to SSL, SASL_PLAINTEXT or SASL_SSL stops start-up until
-those protocols are served.
+Properties Gregor does not know are logged and ignored, as Kafka does.
+**refused** properties stop start-up when set: Gregor cannot do what they
+ask, and ignoring them would change who is let in.
+
+Client listeners may use PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL; the
+controller and inter-broker listeners must be PLAINTEXT. Every ssl.*,
+sasl.* and connections.max.reauth.ms property may be set for one listener
+as ` + "`listener.name.<listener in lower case>.<property>`" + `, which takes
+precedence over the plain property; a SASL listener's JAAS config is
+` + "`listener.name.<listener>.<mechanism in lower case>.sasl.jaas.config`" + `.
 
 | property | default | status |
 |---|---|---|
@@ -104,8 +115,14 @@ those protocols are served.
 			dflt = "(empty)"
 		}
 		status := "honoured"
+		if limits, ok := securityLimits[name]; ok {
+			status += ": " + limits
+		}
 		if why, ok := unsupportedKeys[name]; ok {
 			status = "not supported: " + why
+		}
+		if why, ok := refusedSecurityKeys[name]; ok {
+			status = "refused: " + why
 		}
 		if k.gregor {
 			status += " (Gregor only)"
