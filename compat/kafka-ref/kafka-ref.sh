@@ -101,14 +101,17 @@ running() {
 	done
 }
 
+# stop_nodes stops every node the directory holds, whatever --nodes says.
 stop_nodes() {
-	local i pid pids=() waited
-	for ((i = 1; i <= nodes; i++)); do
+	local i nd pid pids=() waited
+	for nd in "$dir"/node-*; do
+		[ -d "$nd" ] || continue
+		i=${nd##*/node-}
 		if pid=$(pid_of "$i"); then
 			kill -TERM "$pid" 2>/dev/null || true
 			pids+=("$pid")
 		fi
-		rm -f "$dir/node-$i/pid"
+		rm -f "$nd/pid"
 	done
 	# A node of a cluster whose other controllers are already gone waits
 	# for a quorum to shut down cleanly; the data is disposable, so give
