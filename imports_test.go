@@ -15,7 +15,9 @@ const module = "github.com/gregorbroker/gregor/"
 
 // allowed lists, for each package, the project packages it may import:
 // imports point one way, cmd → broker → {raftmeta, storage, protocol}, and
-// storage → protocol for batch headers only (see DESIGN.md).
+// storage → protocol for batch headers only (see DESIGN.md). Within broker,
+// the root package (the server and its handlers) imports broker/internal/*
+// (its machinery), never the other way round.
 var allowed = map[string][]string{
 	"vfs":      {},
 	"protocol": {},
@@ -60,6 +62,11 @@ func TestImportRules(t *testing.T) {
 			}
 			if !strings.HasPrefix(p, module) {
 				continue
+			}
+			if p == module+"broker" && strings.HasPrefix(filepath.ToSlash(path), "broker/internal/") {
+				// The server's machinery is below it; the server uses
+				// it, never the other way round.
+				t.Errorf("%s imports %s: nothing under broker/internal imports the broker package", path, p)
 			}
 			dep := strings.Split(strings.TrimPrefix(p, module), "/")[0]
 			if dep == top {

@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/gregorbroker/gregor/broker/internal/fetch"
 	"github.com/gregorbroker/gregor/protocol"
 	"github.com/gregorbroker/gregor/storage"
 )
@@ -23,11 +24,11 @@ import (
 // MaxWaitMillis > 0, the request waits in the background until an append
 // to one of its partitions wakes it, or the wait ends, and reads again.
 // Topics are named by id from v13. Fetch sessions (KIP-227) are in
-// fetch_session.go. read_committed fetches stop at the last stable offset
+// broker/internal/fetch. read_committed fetches stop at the last stable offset
 // and list the aborted transactions in the range returned, so clients
 // skip their records (txn_partition.go). Records go from the segment files
 // to the socket without a copy where the connection allows it
-// (fetch_zerocopy.go).
+// (broker/internal/fetch).
 func init() { register(1, 4, 18, handleFetch) }
 
 // fetchPlan is one fetch's resolved partitions: the session's (for
@@ -42,7 +43,7 @@ type fetchPlan struct {
 	// session is the incremental fetch's session, nil otherwise;
 	// sessionEpoch is the epoch planning set, which must still be the
 	// session's when the answer is built.
-	session      *fetchSession
+	session      *fetch.Session
 	sessionEpoch int32
 	incremental  bool
 	// newSession asks finishFetch to open a session with the answer's
@@ -50,7 +51,7 @@ type fetchPlan struct {
 	newSession bool
 	// parts are what this fetch reads: for a session, copies taken under
 	// its lock, so reading and waiting need no lock.
-	parts    []*fetchSessionPart
+	parts    []*fetch.Part
 	errs     []fetchPartError // partitions the request named that cannot be read
 	zeroCopy bool             // read records as file slices for sendfile
 }
@@ -84,7 +85,7 @@ func handleFetch(s *Server, r *request) (result, error) {
 	}
 	out.release()
 	// No lock is held across the wait: another fetch naming the session
-	// meanwhile is answered at once (see fetch_session.go).
+	// meanwhile is answered at once (see broker/internal/fetch).
 	return result{wait: func() kmsg.Response {
 		out := s.longPoll(plan, wait)
 		return s.finishFetch(plan, out)
@@ -109,18 +110,18 @@ func (s *Server) planFetch(req *kmsg.FetchRequest) (*fetchPlan, int16) {
 	switch {
 	case req.Version < 7:
 		// Before v7 there are no sessions: every fetch is full.
-	case req.SessionEpoch == fetchSessionFinalEpoch:
+	case req.SessionEpoch == fetch.FinalEpoch:
 		// A full fetch that asks for no session closes the one it names.
 		if req.SessionID != 0 {
-			s.sessions.remove(req.SessionID)
+			s.sessions.Remove(req.SessionID)
 		}
 	case req.SessionEpoch == 0:
 		if req.SessionID != 0 {
-			s.sessions.remove(req.SessionID)
+			s.sessions.Remove(req.SessionID)
 		}
 		plan.newSession = true
 	default:
-		sess := s.sessions.get(req.SessionID)
+		sess := s.sessions.Get(req.SessionID)
 		if sess == nil {
 			return nil, kerr.FetchSessionIDNotFound.Code
 		}
@@ -129,7 +130,7 @@ func (s *Server) planFetch(req *kmsg.FetchRequest) (*fetchPlan, int16) {
 	}
 
 	img := s.meta.Image()
-	var reqParts []*fetchSessionPart
+	var reqParts []*fetch.Part
 	for i := range req.Topics {
 		rt := &req.Topics[i]
 		name, id := rt.Topic, rt.TopicID
@@ -146,9 +147,9 @@ func (s *Server) planFetch(req *kmsg.FetchRequest) (*fetchPlan, int16) {
 			id = t.ID
 		}
 		for _, rp := range rt.Partitions {
-			reqParts = append(reqParts, &fetchSessionPart{
-				topic: name, topicID: id, partition: rp.Partition,
-				fetchOffset: rp.FetchOffset, maxBytes: rp.PartitionMaxBytes, leaderEpoch: rp.CurrentLeaderEpoch,
+			reqParts = append(reqParts, &fetch.Part{
+				Topic: name, TopicID: id, Partition: rp.Partition,
+				FetchOffset: rp.FetchOffset, MaxBytes: rp.PartitionMaxBytes, LeaderEpoch: rp.CurrentLeaderEpoch,
 			})
 		}
 	}
@@ -170,15 +171,15 @@ func (s *Server) planFetch(req *kmsg.FetchRequest) (*fetchPlan, int16) {
 // advanced at once, as Kafka's FetchManager.newContext does, so that a
 // duplicate of this request is refused while this one is served. The
 // plan gets copies of the session's partitions.
-func (s *Server) planIncremental(plan *fetchPlan, reqParts []*fetchSessionPart, now time.Time) int16 {
+func (s *Server) planIncremental(plan *fetchPlan, reqParts []*fetch.Part, now time.Time) int16 {
 	req, sess := plan.req, plan.session
-	sess.mu.Lock()
-	defer sess.mu.Unlock()
-	if sess.epoch != req.SessionEpoch {
+	sess.Lock()
+	defer sess.Unlock()
+	if sess.Epoch != req.SessionEpoch {
 		return kerr.InvalidFetchSessionEpoch.Code
 	}
 	for _, p := range reqParts {
-		sess.upsert(*p)
+		sess.Upsert(*p)
 	}
 	img := s.meta.Image()
 	for _, ft := range req.ForgottenTopics {
@@ -189,24 +190,21 @@ func (s *Server) planIncremental(plan *fetchPlan, reqParts []*fetchSessionPart, 
 			}
 		}
 		for _, p := range ft.Partitions {
-			sess.remove(name, p)
+			sess.Remove(name, p)
 		}
 	}
-	if len(sess.parts) == 0 {
+	if sess.Len() == 0 {
 		// Nothing left to fetch: Kafka closes the session and answers
 		// sessionless.
-		s.sessions.remove(sess.id)
+		s.sessions.Remove(sess.ID())
 		plan.session, plan.incremental = nil, false
 		plan.parts = reqParts
 		return 0
 	}
-	s.sessions.touch(sess, now, len(sess.parts))
-	sess.epoch = nextFetchEpoch(sess.epoch)
-	plan.sessionEpoch = sess.epoch
-	for _, k := range sess.order {
-		cp := *sess.parts[k]
-		plan.parts = append(plan.parts, &cp)
-	}
+	s.sessions.Touch(sess, now, sess.Len())
+	sess.Epoch = fetch.NextEpoch(sess.Epoch)
+	plan.sessionEpoch = sess.Epoch
+	plan.parts = append(plan.parts, sess.Copies()...)
 	return 0
 }
 
@@ -227,19 +225,19 @@ func (s *Server) readFetch(plan *fetchPlan) fetchRead {
 	}
 	for i, fp := range plan.parts {
 		rp := kmsg.NewFetchResponseTopicPartition()
-		rp.Partition = fp.partition
+		rp.Partition = fp.Partition
 		rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = -1, -1, -1
 		rp.PreferredReadReplica = -1
 		// Kafka sends empty records, never null: librdkafka refuses a
 		// null record set.
 		rp.RecordBatches = []byte{}
-		p := s.leaderPartition(fp.topic, fp.partition)
+		p := s.leaderPartition(fp.Topic, fp.Partition)
 		if p == nil {
-			rp.ErrorCode = s.partitionMissingCode(fp.topic, fp.partition)
+			rp.ErrorCode = s.partitionMissingCode(fp.Topic, fp.Partition)
 			out[i] = rp
 			continue
 		}
-		if code := checkLeaderEpoch(fp.leaderEpoch, p.leaderEpoch.Load()); code != 0 {
+		if code := checkLeaderEpoch(fp.LeaderEpoch, p.leaderEpoch.Load()); code != 0 {
 			rp.ErrorCode = code
 			out[i] = rp
 			continue
@@ -248,7 +246,7 @@ func (s *Server) readFetch(plan *fetchPlan) fetchRead {
 		// watermark, and the follower reads up to the leader's log end.
 		follower := plan.replicaID >= 0
 		if follower {
-			if err := s.followerFetched(p, plan.replicaID, plan.brokerEpoch, fp.fetchOffset); err != nil {
+			if err := s.followerFetched(p, plan.replicaID, plan.brokerEpoch, fp.FetchOffset); err != nil {
 				rp.ErrorCode = errCode(err)
 				out[i] = rp
 				continue
@@ -264,19 +262,19 @@ func (s *Server) readFetch(plan *fetchPlan) fetchRead {
 		if readCommitted {
 			lso, err := s.lastStableOffset(p)
 			if err != nil {
-				s.log.Error("fetch: transactions", "topic", fp.topic, "partition", fp.partition, "err", err)
+				s.log.Error("fetch: transactions", "topic", fp.Topic, "partition", fp.Partition, "err", err)
 				rp.ErrorCode = kerr.KafkaStorageError.Code
 				out[i] = rp
 				continue
 			}
 			rp.LastStableOffset, maxOffset = lso, lso
 		}
-		limit := min(int(fp.maxBytes), remaining)
+		limit := min(int(fp.MaxBytes), remaining)
 		// byBudget: the response's limit, not the partition's, bounds this
 		// read; records it leaves behind mean the response is full.
-		byBudget := remaining < int(fp.maxBytes)
+		byBudget := remaining < int(fp.MaxBytes)
 		if limit <= 0 && !minOne {
-			capped = capped || fp.fetchOffset < maxOffset
+			capped = capped || fp.FetchOffset < maxOffset
 			out[i] = rp
 			continue
 		}
@@ -284,19 +282,19 @@ func (s *Server) readFetch(plan *fetchPlan) fetchRead {
 		if plan.zeroCopy {
 			read = p.log.ReadSlice
 		}
-		rr, err := read(fp.fetchOffset, int32(max(limit, 0)), maxOffset, minOne)
+		rr, err := read(fp.FetchOffset, int32(max(limit, 0)), maxOffset, minOne)
 		switch {
 		case errors.Is(err, storage.ErrOffsetOutOfRange):
 			rp.ErrorCode = kerr.OffsetOutOfRange.Code
-		case err != nil && (errors.Is(err, storage.ErrClosed) || s.parts.get(fp.topic, fp.partition) != p):
+		case err != nil && (errors.Is(err, storage.ErrClosed) || s.parts.get(fp.Topic, fp.Partition) != p):
 			// The topic was deleted (or recreated) while this fetch read
 			// it: not a disk failure.
-			rp.ErrorCode = s.partitionMissingCode(fp.topic, fp.partition)
+			rp.ErrorCode = s.partitionMissingCode(fp.Topic, fp.Partition)
 			if rp.ErrorCode == kerr.NotLeaderForPartition.Code {
 				rp.ErrorCode = kerr.UnknownTopicOrPartition.Code
 			}
 		case err != nil:
-			s.log.Error("fetch read", "topic", fp.topic, "partition", fp.partition, "offset", fp.fetchOffset, "err", err)
+			s.log.Error("fetch read", "topic", fp.Topic, "partition", fp.Partition, "offset", fp.FetchOffset, "err", err)
 			s.storageFailed(p, err)
 			rp.ErrorCode = kerr.KafkaStorageError.Code
 		default:
@@ -309,11 +307,11 @@ func (s *Server) readFetch(plan *fetchPlan) fetchRead {
 				last = lastOffsetOf(rr.Data)
 			}
 			if n > 0 && readCommitted {
-				aborted, err := s.abortedIn(p, fp.fetchOffset, last+1)
+				aborted, err := s.abortedIn(p, fp.FetchOffset, last+1)
 				if err != nil {
 					// Records without their aborted transactions would show
 					// a consumer aborted data: answer none.
-					s.log.Error("fetch: aborted transactions", "topic", fp.topic, "partition", fp.partition, "offset", fp.fetchOffset, "err", err)
+					s.log.Error("fetch: aborted transactions", "topic", fp.Topic, "partition", fp.Partition, "offset", fp.FetchOffset, "err", err)
 					rp.ErrorCode = kerr.KafkaStorageError.Code
 					if errors.Is(err, storage.ErrOffsetOutOfRange) {
 						rp.ErrorCode = kerr.OffsetOutOfRange.Code
@@ -328,7 +326,7 @@ func (s *Server) readFetch(plan *fetchPlan) fetchRead {
 				}
 				rp.AbortedTransactions = abortedFor(aborted)
 			}
-			next := fp.fetchOffset
+			next := fp.FetchOffset
 			if n > 0 {
 				minOne = false
 				remaining -= n
@@ -340,6 +338,26 @@ func (s *Server) readFetch(plan *fetchPlan) fetchRead {
 		out[i] = rp
 	}
 	return fetchRead{parts: out, slices: slices, bytes: total, full: capped}
+}
+
+// fetchRead is one read of every planned partition: the answer per
+// partition, in plan order, and for each one whose batches stay in a
+// segment file, their slice (nil otherwise).
+type fetchRead struct {
+	parts  []kmsg.FetchResponseTopicPartition
+	slices []*storage.FileSlice
+	bytes  int  // of records found
+	full   bool // records were left out for lack of room in the response
+}
+
+// release unpins the files of a read that will not be sent.
+func (fr *fetchRead) release() {
+	for i, s := range fr.slices {
+		if s != nil {
+			s.Release()
+			fr.slices[i] = nil
+		}
+	}
 }
 
 // satisfies reports whether a read ends the fetch's wait: MinBytes found,
@@ -376,7 +394,7 @@ func hasErrors(parts []kmsg.FetchResponseTopicPartition) bool {
 func (s *Server) longPoll(plan *fetchPlan, wait time.Duration) fetchRead {
 	wake := make(chan struct{}, 1)
 	for _, fp := range plan.parts {
-		if p := s.parts.get(fp.topic, fp.partition); p != nil {
+		if p := s.parts.get(fp.Topic, fp.Partition); p != nil {
 			p.addWaiter(wake)
 			defer p.removeWaiter(wake)
 		}
@@ -408,7 +426,7 @@ func (s *Server) longPoll(plan *fetchPlan, wait time.Duration) fetchRead {
 // the client; an incremental one records that in its session, under the
 // session's lock, unless another fetch has used the session since this
 // one was planned, which makes the answer INVALID_FETCH_SESSION_EPOCH as
-// in Kafka. Records in file slices make it a zeroCopyFetch, which the
+// in Kafka. Records in file slices make it a fetch.ZeroCopyResponse, which the
 // connection's writer sends.
 func (s *Server) finishFetch(plan *fetchPlan, read fetchRead) kmsg.Response {
 	resp := plan.req.ResponseKind().(*kmsg.FetchResponse)
@@ -421,12 +439,12 @@ func (s *Server) finishFetch(plan *fetchPlan, read fetchRead) kmsg.Response {
 		}
 	}()
 	if sess := plan.session; sess != nil {
-		sess.mu.Lock()
-		defer sess.mu.Unlock()
-		resp.SessionID = sess.id
-		if sess.epoch != plan.sessionEpoch {
-			s.log.Info("fetch session used by another fetch meanwhile", "session", sess.id,
-				"expected_epoch", plan.sessionEpoch, "epoch", sess.epoch)
+		sess.Lock()
+		defer sess.Unlock()
+		resp.SessionID = sess.ID()
+		if sess.Epoch != plan.sessionEpoch {
+			s.log.Info("fetch session used by another fetch meanwhile", "session", sess.ID(),
+				"expected_epoch", plan.sessionEpoch, "epoch", sess.Epoch)
 			for _, sl := range read.slices {
 				if sl != nil {
 					drop = append(drop, sl)
@@ -437,7 +455,7 @@ func (s *Server) finishFetch(plan *fetchPlan, read fetchRead) kmsg.Response {
 		}
 	}
 	var cur *kmsg.FetchResponseTopic
-	var files []fileRecords
+	var files []fetch.FileRecords
 	add := func(topic string, id [16]byte, rp kmsg.FetchResponseTopicPartition, slice *storage.FileSlice) {
 		if cur == nil || cur.Topic != topic || cur.TopicID != id {
 			resp.Topics = append(resp.Topics, kmsg.NewFetchResponseTopic())
@@ -445,11 +463,11 @@ func (s *Server) finishFetch(plan *fetchPlan, read fetchRead) kmsg.Response {
 			cur.Topic, cur.TopicID = topic, id
 		}
 		if slice != nil {
-			files = append(files, fileRecords{topic: len(resp.Topics) - 1, partition: len(cur.Partitions), slice: slice})
+			files = append(files, fetch.FileRecords{Topic: len(resp.Topics) - 1, Partition: len(cur.Partitions), Slice: slice})
 		}
 		cur.Partitions = append(cur.Partitions, rp)
 	}
-	var opened []fetchSessionPart
+	var opened []fetch.Part
 	for i, fp := range plan.parts {
 		rp := read.parts[i]
 		var slice *storage.FileSlice
@@ -457,7 +475,7 @@ func (s *Server) finishFetch(plan *fetchPlan, read fetchRead) kmsg.Response {
 			slice = read.slices[i]
 		}
 		hasRecords := len(rp.RecordBatches) > 0 || slice != nil
-		if plan.session != nil && !plan.session.recordSent(fp, rp, hasRecords) {
+		if plan.session != nil && !plan.session.RecordSent(fp, rp, hasRecords) {
 			if slice != nil {
 				drop = append(drop, slice)
 			}
@@ -465,10 +483,10 @@ func (s *Server) finishFetch(plan *fetchPlan, read fetchRead) kmsg.Response {
 		}
 		if plan.newSession {
 			sent := *fp
-			sent.sentHW, sent.sentLSO, sent.sentLogStart = rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset
+			sent.SentHW, sent.SentLSO, sent.SentLogStart = rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset
 			opened = append(opened, sent)
 		}
-		add(fp.topic, fp.topicID, rp, slice)
+		add(fp.Topic, fp.TopicID, rp, slice)
 	}
 	for _, pe := range plan.errs {
 		rp := kmsg.NewFetchResponseTopicPartition()
@@ -480,35 +498,14 @@ func (s *Server) finishFetch(plan *fetchPlan, read fetchRead) kmsg.Response {
 		add(pe.topic, pe.topicID, rp, nil)
 	}
 	if plan.newSession {
-		if sess := s.sessions.create(s.now(), plan.replicaID >= 0, opened); sess != nil {
-			resp.SessionID = sess.id
+		if sess := s.sessions.Create(s.now(), plan.replicaID >= 0, opened); sess != nil {
+			resp.SessionID = sess.ID()
 		}
 	}
 	if len(files) > 0 {
-		return &zeroCopyFetch{FetchResponse: resp, records: files}
+		return &fetch.ZeroCopyResponse{FetchResponse: resp, Records: files}
 	}
 	return resp
-}
-
-// recordSent decides whether an incremental answer includes a partition
-// (records, an error, or offsets the client has not been told) and, if
-// so, records what it tells the client. The caller holds sess.mu.
-func (sess *fetchSession) recordSent(fp *fetchSessionPart, rp kmsg.FetchResponseTopicPartition, hasRecords bool) bool {
-	k := fetchSessionKey{fp.topic, fp.partition}
-	sp, ok := sess.parts[k]
-	if !ok {
-		return false
-	}
-	changed := hasRecords || rp.ErrorCode != 0 ||
-		rp.HighWatermark != sp.sentHW || rp.LastStableOffset != sp.sentLSO || rp.LogStartOffset != sp.sentLogStart
-	if !changed {
-		return false
-	}
-	sp.sentHW, sp.sentLSO, sp.sentLogStart = rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset
-	if hasRecords {
-		sess.moveToEnd(k)
-	}
-	return true
 }
 
 // lastOffsetOf is the last offset of the last batch in data.
@@ -556,7 +553,7 @@ func fetchErrorResponse(req *kmsg.FetchRequest, code int16) *kmsg.FetchResponse 
 // dedupeFetchParts keeps one entry per partition, as the later one says,
 // in the place of the first: Kafka's FetchRequest keeps them in a
 // LinkedHashMap. Small fetches are scanned, large ones use a map.
-func dedupeFetchParts(parts []*fetchSessionPart) []*fetchSessionPart {
+func dedupeFetchParts(parts []*fetch.Part) []*fetch.Part {
 	type key struct {
 		topic     string
 		partition int32
@@ -567,14 +564,14 @@ func dedupeFetchParts(parts []*fetchSessionPart) []*fetchSessionPart {
 	}
 	out := parts[:0]
 	for _, p := range parts {
-		k := key{p.topic, p.partition}
+		k := key{p.Topic, p.Partition}
 		j := -1
 		if seen != nil {
 			if i, ok := seen[k]; ok {
 				j = i
 			}
 		} else {
-			j = slices.IndexFunc(out, func(q *fetchSessionPart) bool { return q.topic == k.topic && q.partition == k.partition })
+			j = slices.IndexFunc(out, func(q *fetch.Part) bool { return q.Topic == k.topic && q.Partition == k.partition })
 		}
 		if j >= 0 {
 			out[j] = p

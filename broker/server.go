@@ -17,6 +17,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/gregorbroker/gregor/broker/internal/fetch"
 	"github.com/gregorbroker/gregor/broker/producerstate"
 	"github.com/gregorbroker/gregor/config"
 	"github.com/gregorbroker/gregor/protocol"
@@ -57,7 +58,7 @@ type Server struct {
 	epoch    atomic.Int64           // this broker's epoch from its registration
 	logs     *storage.Manager
 	parts    partitionTable
-	sessions *fetchSessions
+	sessions *fetch.Sessions
 	groups   *groupCoordinator
 	txns     *txnCoordinator
 	fetchers *fetcherManager
@@ -122,7 +123,7 @@ func New(cfg *config.Broker, opts Options) (*Server, error) {
 		return nil, err
 	}
 	s.quotas = quotas
-	s.sessions = newFetchSessions(int(cfg.MaxIncrementalFetchSessionCacheSlots))
+	s.sessions = fetch.NewSessions(int(cfg.MaxIncrementalFetchSessionCacheSlots))
 	s.fetchers = newFetcherManager(s)
 	s.addSender = newAddPartitionsSender(s)
 	if err := s.open(); err != nil {
