@@ -17,7 +17,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kmsg"
+
 	"github.com/gregorbroker/gregor/broker/internal/fetch"
+	"github.com/gregorbroker/gregor/broker/internal/interbroker"
 	"github.com/gregorbroker/gregor/broker/producerstate"
 	"github.com/gregorbroker/gregor/config"
 	"github.com/gregorbroker/gregor/protocol"
@@ -63,8 +66,8 @@ type Server struct {
 	txns     *txnCoordinator
 	fetchers *fetcherManager
 	// addSender asks transaction coordinators to verify or add partitions
-	// (KIP-890, txn_add_sender.go).
-	addSender *addPartitionsSender
+	// (KIP-890, broker/internal/interbroker).
+	addSender *interbroker.AddSender
 
 	offlineDirs logDirHealth // log dirs a disk error took offline (produce_helpers.go)
 
@@ -125,7 +128,15 @@ func New(cfg *config.Broker, opts Options) (*Server, error) {
 	s.quotas = quotas
 	s.sessions = fetch.NewSessions(int(cfg.MaxIncrementalFetchSessionCacheSlots))
 	s.fetchers = newFetcherManager(s)
-	s.addSender = newAddPartitionsSender(s)
+	s.addSender = interbroker.NewAddSender(interbroker.AddDeps{
+		Self: cfg.NodeID, Listener: cfg.InterBrokerListenerName,
+		Image: func() *raftmeta.Image { return s.meta.Image() },
+		Ctx:   ctx, Go: s.goTracked,
+		CoordinatorNode: s.txnCoordinatorNode,
+		Local: func(ctx context.Context, req *kmsg.AddPartitionsToTxnRequest) *kmsg.AddPartitionsToTxnResponse {
+			return s.txns.coord.AddPartitionsToTxn(ctx, req)()
+		},
+	})
 	if err := s.open(); err != nil {
 		s.Close()
 		return nil, err
@@ -433,7 +444,7 @@ func (s *Server) Close() error {
 		s.ctrlLn.Close()
 	}
 	s.wg.Wait()
-	s.addSender.close()
+	s.addSender.Close()
 	var errs []error
 	if s.txns != nil {
 		s.txns.coord.Close()

@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/gregorbroker/gregor/broker/group"
+	"github.com/gregorbroker/gregor/broker/internal/interbroker"
 	"github.com/gregorbroker/gregor/broker/producerstate"
 	"github.com/gregorbroker/gregor/broker/txn"
 	"github.com/gregorbroker/gregor/protocol"
@@ -97,8 +98,8 @@ func (s *Server) verifyProduce(ctx context.Context, req *kmsg.ProduceRequest) *p
 		// before 3 answer UNSUPPORTED_VERSION.
 		return nil
 	}
-	op := produceOperation(req.Version)
-	if op != opAddPartition && !s.cfg.TransactionPartitionVerificationEnable {
+	op := interbroker.ProduceOperation(req.Version)
+	if op != interbroker.OpAddPartition && !s.cfg.TransactionPartitionVerificationEnable {
 		return nil
 	}
 	type candidate struct {
@@ -142,7 +143,7 @@ func (s *Server) verifyProduce(ctx context.Context, req *kmsg.ProduceRequest) *p
 		return &produceVerification{code: kerr.InvalidProducerIDMapping.Code}
 	}
 
-	ctx, cancel := context.WithTimeout(ctx, interBrokerRequestTimeout)
+	ctx, cancel := context.WithTimeout(ctx, interbroker.RequestTimeout)
 	defer cancel()
 	start := time.Now()
 	for {
@@ -157,7 +158,7 @@ func (s *Server) verifyProduce(ctx context.Context, req *kmsg.ProduceRequest) *p
 			st, err := s.txnStateLocked(c.p)
 			guard := producerstate.NoGuard
 			if err == nil {
-				guard = st.StartVerification(pid, c.seq, epoch, op == opAddPartition, nowMs, int64(s.cfg.ProducerIDExpirationMs))
+				guard = st.StartVerification(pid, c.seq, epoch, op == interbroker.OpAddPartition, nowMs, int64(s.cfg.ProducerIDExpirationMs))
 			}
 			c.p.mu.Unlock()
 			switch {
@@ -172,11 +173,11 @@ func (s *Server) verifyProduce(ctx context.Context, req *kmsg.ProduceRequest) *p
 		if len(ask) == 0 {
 			return v
 		}
-		codes := s.addSender.addOrVerify(ctx, *req.TransactionID, pid, epoch, ask, op)
+		codes := s.addSender.AddOrVerify(ctx, *req.TransactionID, pid, epoch, ask, op)
 		// A version 2 producer often starts its next transaction while
 		// the coordinator still writes the markers of the last one:
 		// retry here for a moment rather than fail the produce.
-		if op == opAddPartition && hasCode(codes, kerr.ConcurrentTransactions.Code) && time.Since(start) < addPartitionsRetryMax {
+		if op == interbroker.OpAddPartition && hasCode(codes, kerr.ConcurrentTransactions.Code) && time.Since(start) < addPartitionsRetryMax {
 			select {
 			case <-time.After(addPartitionsRetryBackoff):
 				continue
@@ -206,13 +207,13 @@ func hasCode(codes map[txn.TopicPartition]int16, code int16) bool {
 // clients would not retry correctly become NOT_ENOUGH_REPLICAS, which
 // they retry without a metadata refresh; a version 2 producer sees
 // CONCURRENT_TRANSACTIONS as it is.
-func produceVerifyCode(code int16, op txnOperation) int16 {
+func produceVerifyCode(code int16, op interbroker.Operation) int16 {
 	switch code {
 	case kerr.NetworkException.Code, kerr.CoordinatorLoadInProgress.Code,
 		kerr.CoordinatorNotAvailable.Code, kerr.NotCoordinator.Code:
 		return kerr.NotEnoughReplicas.Code
 	case kerr.ConcurrentTransactions.Code:
-		if op != opAddPartition {
+		if op != interbroker.OpAddPartition {
 			return kerr.NotEnoughReplicas.Code
 		}
 	}
@@ -228,8 +229,8 @@ func produceVerifyCode(code int16, op txnOperation) int16 {
 // partition, so a marker cannot land between the answer and the append.
 // The error wraps the coordinator's *kerr.Error.
 func (s *Server) verifyTxnOffsetCommit(ctx context.Context, partition int32, t group.TxnAppend) error {
-	op := txnOffsetCommitOperation(t.APIVersion)
-	if t.TransactionalID == "" || (op != opAddPartition && !s.cfg.TransactionPartitionVerificationEnable) {
+	op := interbroker.TxnOffsetCommitOperation(t.APIVersion)
+	if t.TransactionalID == "" || (op != interbroker.OpAddPartition && !s.cfg.TransactionPartitionVerificationEnable) {
 		return nil
 	}
 	p := s.leaderPartition(offsetsTopic, partition)
@@ -246,12 +247,34 @@ func (s *Server) verifyTxnOffsetCommit(ctx context.Context, partition int32, t g
 	case ongoing:
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(ctx, interBrokerRequestTimeout)
+	ctx, cancel := context.WithTimeout(ctx, interbroker.RequestTimeout)
 	defer cancel()
 	tp := txn.TopicPartition{Topic: offsetsTopic, Partition: partition}
-	code := s.addSender.addOrVerify(ctx, t.TransactionalID, t.ProducerID, t.ProducerEpoch, []txn.TopicPartition{tp}, op)[tp]
+	code := s.addSender.AddOrVerify(ctx, t.TransactionalID, t.ProducerID, t.ProducerEpoch, []txn.TopicPartition{tp}, op)[tp]
 	if code == 0 {
 		return nil
 	}
 	return fmt.Errorf("verify transaction %q on %s-%d: %w", t.TransactionalID, offsetsTopic, partition, kerr.ErrorForCode(code))
+}
+
+// txnCoordinatorNode is the node leading the __transaction_state
+// partition of a transactional id, if it is alive.
+func (s *Server) txnCoordinatorNode(id string) (int32, bool) {
+	img := s.meta.Image()
+	t, ok := img.Topic(txnStateTopic)
+	if !ok {
+		return 0, false
+	}
+	idx := txn.PartitionFor(id, s.cfg.TransactionStateLogNumPartitions)
+	if int(idx) >= len(t.Partitions) {
+		return 0, false
+	}
+	leader := t.Partitions[idx].Leader
+	if leader < 0 {
+		return 0, false
+	}
+	if b, ok := img.Broker(leader); !ok || b.Fenced {
+		return 0, false
+	}
+	return leader, true
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/gregorbroker/gregor/broker/group"
+	"github.com/gregorbroker/gregor/broker/internal/interbroker"
 	"github.com/gregorbroker/gregor/broker/producerstate"
 	"github.com/gregorbroker/gregor/broker/txn"
 	"github.com/gregorbroker/gregor/protocol"
@@ -25,7 +26,7 @@ import (
 // commit or abort markers to every partition of the transaction: through
 // writeMarker, the path WriteTxnMarkers (key 27) also serves, where this
 // node leads the partition, and with WriteTxnMarkers to the leader
-// elsewhere (txn_marker_sender.go).
+// elsewhere (broker/internal/interbroker).
 
 const txnStateTopic = txn.TransactionStateTopic
 
@@ -34,7 +35,7 @@ type txnCoordinator struct {
 	coord  *txn.Coordinator
 	loader *partitionLoader
 	// markers sends the coordinator's markers to the partition leaders.
-	markers *markerSender
+	markers *interbroker.MarkerSender
 }
 
 func (s *Server) startTxnCoordinator() error {
@@ -49,12 +50,13 @@ func (s *Server) startTxnCoordinator() error {
 	cfg.TransactionVersion = transactionVersion
 	// Kafka bounds the coordinator's appends and marker requests with
 	// request.timeout.ms; Gregor's inter-broker requests use the same 30 s.
-	cfg.RequestTimeoutMs = interBrokerRequestTimeout.Milliseconds()
+	cfg.RequestTimeoutMs = interbroker.RequestTimeout.Milliseconds()
 	cfg.Logger = s.log.With("component", "transactions")
-	markers := newMarkerSender(s)
+	markers := interbroker.NewMarkerSender(s.cfg.NodeID, s.cfg.InterBrokerListenerName,
+		func() *raftmeta.Image { return s.meta.Image() }, s.writeMarker)
 	coord, err := txn.New(cfg, txn.Deps{
 		Store:   internalStore{s, txnStateTopic},
-		Markers: markerWriter{markers},
+		Markers: markers,
 		AllocateProducerID: func(ctx context.Context) (int64, error) {
 			id, _, err := s.producerIDs.Next(ctx)
 			return id, err
@@ -75,7 +77,7 @@ func (s *Server) startTxnCoordinator() error {
 	// marker send after that fails and the stopping coordinator drops it.
 	s.goTracked(func() {
 		<-s.ctx.Done()
-		markers.clients.close()
+		markers.Clients().Close()
 	})
 	s.txns = &txnCoordinator{
 		coord:   coord,
@@ -119,17 +121,6 @@ func (s *Server) ensureTxnTopic(ctx context.Context) (*raftmeta.Image, error) {
 			"min.insync.replicas": strconv.Itoa(int(s.cfg.TransactionStateLogMinISR)),
 			"segment.bytes":       strconv.Itoa(int(s.cfg.TransactionStateLogSegmentBytes)),
 		})
-}
-
-// markerWriter is the coordinator's txn.MarkerWriter: it writes the
-// markers of partitions this node leads here and sends the others to
-// their leaders (txn_marker_sender.go).
-type markerWriter struct{ ms *markerSender }
-
-// WriteMarkers writes each marker to each of its partitions and answers
-// one error per partition.
-func (mw markerWriter) WriteMarkers(ctx context.Context, markers []txn.Marker) [][]error {
-	return mw.ms.writeMarkers(ctx, markers)
 }
 
 // writeMarker writes a transaction marker to a partition this node leads,
