@@ -62,79 +62,21 @@ func handleProduce(s *Server, r *request) (result, error) {
 		st := kmsg.NewProduceResponseTopic()
 		st.Topic = rt.Topic
 		st.TopicID = rt.TopicID
-		name := chk.names[i]
 		for j := range rt.Partitions {
-			rp := &rt.Partitions[j]
 			if chk.skip[i][j] {
 				continue
 			}
-			sp := kmsg.NewProduceResponseTopicPartition()
-			sp.Partition = rp.Partition
-			sp.BaseOffset = -1
-			sp.LogAppendTime = -1
-			sp.LogStartOffset = -1
-			switch {
-			case req.Version < 3:
-				sp.ErrorCode = kerr.UnsupportedVersion.Code
-			case chk.whole != nil:
-				sp.ErrorCode = chk.whole.Code
-				sp.ErrorMessage = &chk.wholeMsg
-			case chk.codes[i][j] != 0:
-				sp.ErrorCode = chk.codes[i][j]
-				if msg := chk.msgs[i][j]; msg != "" {
-					sp.ErrorMessage = &msg
-				}
-			default:
-				if code, msg := ver.failure(name, rp.Partition); code != 0 {
-					sp.ErrorCode = code
-					if msg != "" {
-						sp.ErrorMessage = &msg
-					}
-					break
-				}
-				p := s.leaderPartition(name, rp.Partition)
-				if p == nil {
-					sp.ErrorCode = s.partitionMissingCode(name, rp.Partition)
-					break
-				}
-				if req.Acks == -1 && p.inSyncReplicas() < int(p.cfg.Load().MinInsyncReplicas) {
-					sp.ErrorCode = kerr.NotEnoughReplicas.Code
-					break
-				}
-				demotions := p.demotions.Load()
-				res, err := s.appendProduced(p, rp.Records, now, ver.guard(name, rp.Partition))
-				if err != nil {
-					sp.ErrorCode = errCode(err)
-					msg := err.Error()
-					sp.ErrorMessage = &msg
-					if sp.ErrorCode == kerr.UnknownServerError.Code || sp.ErrorCode == kerr.KafkaStorageError.Code {
-						s.log.Error("produce", "topic", name, "partition", rp.Partition, "err", err)
-					}
-					break
-				}
-				sp.BaseOffset = res.firstOffset
-				sp.LogAppendTime = res.logAppendTime
-				sp.LogStartOffset = p.log.LogStartOffset()
-				if req.Acks == -1 {
-					waits = append(waits, hwWait{p: p, offset: res.lastOffset + 1, demotions: demotions, topicIdx: len(resp.Topics), idx: len(st.Partitions)})
-				}
+			sp, w := s.producePartition(req, &chk, ver, i, j, now)
+			if w != nil {
+				w.topicIdx, w.idx = len(resp.Topics), len(st.Partitions)
+				waits = append(waits, *w)
 			}
 			st.Partitions = append(st.Partitions, sp)
 		}
 		resp.Topics = append(resp.Topics, st)
 	}
 	if req.Acks == 0 {
-		// With acks=0 there is no answer to carry an error, so Kafka
-		// closes the connection: the client notices, refreshes its
-		// metadata and reconnects.
-		for _, st := range resp.Topics {
-			for _, sp := range st.Partitions {
-				if sp.ErrorCode != 0 {
-					return result{}, fmt.Errorf("acks=0 produce to %s-%d failed: %w", st.Topic, sp.Partition, kerr.ErrorForCode(sp.ErrorCode))
-				}
-			}
-		}
-		return result{}, nil
+		return acksZeroResult(resp)
 	}
 	if pending := pendingWaits(waits); len(pending) > 0 {
 		timeout := time.Duration(req.TimeoutMillis) * time.Millisecond
@@ -145,6 +87,89 @@ func handleProduce(s *Server, r *request) (result, error) {
 	}
 	markDeposed(resp, waits)
 	return respond(resp)
+}
+
+// producePartition answers partition j of topic i of a produce: with the
+// request-level verdicts of checkProduce if there is one, else with its
+// append (appendPartition). For acks=all it also returns what the answer
+// waits for, without its place in the response.
+func (s *Server) producePartition(req *kmsg.ProduceRequest, chk *produceChecked, ver *produceVerification, i, j int, now time.Time) (kmsg.ProduceResponseTopicPartition, *hwWait) {
+	rp := &req.Topics[i].Partitions[j]
+	sp := kmsg.NewProduceResponseTopicPartition()
+	sp.Partition = rp.Partition
+	sp.BaseOffset = -1
+	sp.LogAppendTime = -1
+	sp.LogStartOffset = -1
+	switch {
+	case req.Version < 3:
+		sp.ErrorCode = kerr.UnsupportedVersion.Code
+	case chk.whole != nil:
+		sp.ErrorCode = chk.whole.Code
+		sp.ErrorMessage = &chk.wholeMsg
+	case chk.codes[i][j] != 0:
+		sp.ErrorCode = chk.codes[i][j]
+		if msg := chk.msgs[i][j]; msg != "" {
+			sp.ErrorMessage = &msg
+		}
+	default:
+		return s.appendPartition(req, ver, chk.names[i], rp, sp, now)
+	}
+	return sp, nil
+}
+
+// appendPartition appends a partition's batch that passed the request's
+// checks, once the transaction coordinator verified it (txn_verify.go),
+// and fills in its answer sp.
+func (s *Server) appendPartition(req *kmsg.ProduceRequest, ver *produceVerification, name string, rp *kmsg.ProduceRequestTopicPartition,
+	sp kmsg.ProduceResponseTopicPartition, now time.Time) (kmsg.ProduceResponseTopicPartition, *hwWait) {
+	if code, msg := ver.failure(name, rp.Partition); code != 0 {
+		sp.ErrorCode = code
+		if msg != "" {
+			sp.ErrorMessage = &msg
+		}
+		return sp, nil
+	}
+	p := s.leaderPartition(name, rp.Partition)
+	if p == nil {
+		sp.ErrorCode = s.partitionMissingCode(name, rp.Partition)
+		return sp, nil
+	}
+	if req.Acks == -1 && p.inSyncReplicas() < int(p.cfg.Load().MinInsyncReplicas) {
+		sp.ErrorCode = kerr.NotEnoughReplicas.Code
+		return sp, nil
+	}
+	demotions := p.demotions.Load()
+	res, err := s.appendProduced(p, rp.Records, now, ver.guard(name, rp.Partition))
+	if err != nil {
+		sp.ErrorCode = errCode(err)
+		msg := err.Error()
+		sp.ErrorMessage = &msg
+		if sp.ErrorCode == kerr.UnknownServerError.Code || sp.ErrorCode == kerr.KafkaStorageError.Code {
+			s.log.Error("produce", "topic", name, "partition", rp.Partition, "err", err)
+		}
+		return sp, nil
+	}
+	sp.BaseOffset = res.firstOffset
+	sp.LogAppendTime = res.logAppendTime
+	sp.LogStartOffset = p.log.LogStartOffset()
+	if req.Acks != -1 {
+		return sp, nil
+	}
+	return sp, &hwWait{p: p, offset: res.lastOffset + 1, demotions: demotions}
+}
+
+// acksZeroResult ends an acks=0 produce, which writes no response. With
+// no answer to carry an error, Kafka closes the connection: the client
+// notices, refreshes its metadata and reconnects.
+func acksZeroResult(resp *kmsg.ProduceResponse) (result, error) {
+	for _, st := range resp.Topics {
+		for _, sp := range st.Partitions {
+			if sp.ErrorCode != 0 {
+				return result{}, fmt.Errorf("acks=0 produce to %s-%d failed: %w", st.Topic, sp.Partition, kerr.ErrorForCode(sp.ErrorCode))
+			}
+		}
+	}
+	return result{}, nil
 }
 
 // produceTopicName resolves a produce request's topic, by id from v13.

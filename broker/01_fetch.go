@@ -213,131 +213,177 @@ func (s *Server) planIncremental(plan *fetchPlan, reqParts []*fetch.Part, now ti
 // bytes of records found. The caller releases the slices or passes them
 // on to finishFetch.
 func (s *Server) readFetch(plan *fetchPlan) fetchRead {
-	req := plan.req
-	remaining := plan.maxBytes
-	minOne := true
-	total := 0
-	capped := false
-	out := make([]kmsg.FetchResponseTopicPartition, len(plan.parts))
-	var slices []*storage.FileSlice
+	b := fetchBudget{remaining: plan.maxBytes, minOne: true}
+	read := fetchRead{parts: make([]kmsg.FetchResponseTopicPartition, len(plan.parts))}
 	if plan.zeroCopy {
-		slices = make([]*storage.FileSlice, len(plan.parts))
+		read.slices = make([]*storage.FileSlice, len(plan.parts))
 	}
 	for i, fp := range plan.parts {
-		rp := kmsg.NewFetchResponseTopicPartition()
-		rp.Partition = fp.Partition
-		rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = -1, -1, -1
-		rp.PreferredReadReplica = -1
-		// Kafka sends empty records, never null: librdkafka refuses a
-		// null record set.
-		rp.RecordBatches = []byte{}
-		p := s.leaderPartition(fp.Topic, fp.Partition)
-		if p == nil {
-			rp.ErrorCode = s.partitionMissingCode(fp.Topic, fp.Partition)
-			out[i] = rp
-			continue
+		rp, slice := s.readFetchPartition(plan, fp, &b)
+		read.parts[i] = rp
+		if slice != nil {
+			read.slices[i] = slice
 		}
-		if code := checkLeaderEpoch(fp.LeaderEpoch, p.leaderEpoch.Load()); code != 0 {
-			rp.ErrorCode = code
-			out[i] = rp
-			continue
-		}
-		// A follower's fetch offset is its log end: it moves the high
-		// watermark, and the follower reads up to the leader's log end.
-		follower := plan.replicaID >= 0
-		if follower {
-			if err := s.followerFetched(p, plan.replicaID, plan.brokerEpoch, fp.FetchOffset); err != nil {
-				rp.ErrorCode = errCode(err)
-				out[i] = rp
-				continue
-			}
-		}
-		hw := p.highWatermark()
-		rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = hw, p.lso.Load(), p.log.LogStartOffset()
-		readCommitted := req.IsolationLevel == 1 && !follower
-		maxOffset := hw
-		if follower {
-			maxOffset = p.log.LogEndOffset()
-		}
-		if readCommitted {
-			lso, err := s.lastStableOffset(p)
-			if err != nil {
-				s.log.Error("fetch: transactions", "topic", fp.Topic, "partition", fp.Partition, "err", err)
-				rp.ErrorCode = kerr.KafkaStorageError.Code
-				out[i] = rp
-				continue
-			}
-			rp.LastStableOffset, maxOffset = lso, lso
-		}
-		limit := min(int(fp.MaxBytes), remaining)
-		// byBudget: the response's limit, not the partition's, bounds this
-		// read; records it leaves behind mean the response is full.
-		byBudget := remaining < int(fp.MaxBytes)
-		if limit <= 0 && !minOne {
-			capped = capped || fp.FetchOffset < maxOffset
-			out[i] = rp
-			continue
-		}
-		read := p.log.Read
-		if plan.zeroCopy {
-			read = p.log.ReadSlice
-		}
-		rr, err := read(fp.FetchOffset, int32(max(limit, 0)), maxOffset, minOne)
-		switch {
-		case errors.Is(err, storage.ErrOffsetOutOfRange):
-			rp.ErrorCode = kerr.OffsetOutOfRange.Code
-		case err != nil && (errors.Is(err, storage.ErrClosed) || s.parts.get(fp.Topic, fp.Partition) != p):
-			// The topic was deleted (or recreated) while this fetch read
-			// it: not a disk failure.
-			rp.ErrorCode = s.partitionMissingCode(fp.Topic, fp.Partition)
-			if rp.ErrorCode == kerr.NotLeaderForPartition.Code {
-				rp.ErrorCode = kerr.UnknownTopicOrPartition.Code
-			}
-		case err != nil:
-			s.log.Error("fetch read", "topic", fp.Topic, "partition", fp.Partition, "offset", fp.FetchOffset, "err", err)
-			s.storageFailed(p, err)
-			rp.ErrorCode = kerr.KafkaStorageError.Code
-		default:
-			n, last := len(rr.Data), int64(-1)
-			if rr.Slice != nil {
-				slices[i] = rr.Slice
-				n, last = int(rr.Slice.Len()), rr.Slice.LastOffset()
-			} else if n > 0 {
-				rp.RecordBatches = rr.Data
-				last = lastOffsetOf(rr.Data)
-			}
-			if n > 0 && readCommitted {
-				aborted, err := s.abortedIn(p, fp.FetchOffset, last+1)
-				if err != nil {
-					// Records without their aborted transactions would show
-					// a consumer aborted data: answer none.
-					s.log.Error("fetch: aborted transactions", "topic", fp.Topic, "partition", fp.Partition, "offset", fp.FetchOffset, "err", err)
-					rp.ErrorCode = kerr.KafkaStorageError.Code
-					if errors.Is(err, storage.ErrOffsetOutOfRange) {
-						rp.ErrorCode = kerr.OffsetOutOfRange.Code
-					}
-					rp.RecordBatches = []byte{}
-					if rr.Slice != nil {
-						rr.Slice.Release()
-						slices[i] = nil
-					}
-					out[i] = rp
-					continue
-				}
-				rp.AbortedTransactions = abortedFor(aborted)
-			}
-			next := fp.FetchOffset
-			if n > 0 {
-				minOne = false
-				remaining -= n
-				total += n
-				next = last + 1
-			}
-			capped = capped || byBudget && next < maxOffset
-		}
-		out[i] = rp
 	}
-	return fetchRead{parts: out, slices: slices, bytes: total, full: capped}
+	read.bytes, read.full = b.total, b.capped
+	return read
+}
+
+// fetchBudget is what the partitions of one fetch share as they are read
+// in plan order.
+type fetchBudget struct {
+	remaining int // bytes the response may still hold
+	// minOne: no records were read yet, so the next partition with some
+	// returns at least one whole batch whatever the limits (KIP-74).
+	minOne bool
+	total  int  // bytes of records read
+	capped bool // records were left behind for lack of room in the response
+}
+
+// readFetchPartition reads one planned partition within the fetch's
+// budget b: its answer and, for a zero-copy read, the file slice of its
+// records (nil otherwise), which the caller then owns.
+func (s *Server) readFetchPartition(plan *fetchPlan, fp *fetch.Part, b *fetchBudget) (kmsg.FetchResponseTopicPartition, *storage.FileSlice) {
+	rp := kmsg.NewFetchResponseTopicPartition()
+	rp.Partition = fp.Partition
+	rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = -1, -1, -1
+	rp.PreferredReadReplica = -1
+	// Kafka sends empty records, never null: librdkafka refuses a
+	// null record set.
+	rp.RecordBatches = []byte{}
+	p, code := s.fetchablePartition(plan, fp)
+	if code != 0 {
+		rp.ErrorCode = code
+		return rp, nil
+	}
+	follower := plan.replicaID >= 0
+	readCommitted := plan.req.IsolationLevel == 1 && !follower
+	maxOffset, code := s.fetchBounds(p, fp, &rp, follower, readCommitted)
+	if code != 0 {
+		rp.ErrorCode = code
+		return rp, nil
+	}
+	limit := min(int(fp.MaxBytes), b.remaining)
+	// byBudget: the response's limit, not the partition's, bounds this
+	// read; records it leaves behind mean the response is full.
+	byBudget := b.remaining < int(fp.MaxBytes)
+	if limit <= 0 && !b.minOne {
+		b.capped = b.capped || fp.FetchOffset < maxOffset
+		return rp, nil
+	}
+	read := p.log.Read
+	if plan.zeroCopy {
+		read = p.log.ReadSlice
+	}
+	rr, err := read(fp.FetchOffset, int32(max(limit, 0)), maxOffset, b.minOne)
+	if err != nil {
+		rp.ErrorCode = s.fetchReadCode(p, fp, err)
+		return rp, nil
+	}
+	n, last := len(rr.Data), int64(-1)
+	if rr.Slice != nil {
+		n, last = int(rr.Slice.Len()), rr.Slice.LastOffset()
+	} else if n > 0 {
+		rp.RecordBatches = rr.Data
+		last = lastOffsetOf(rr.Data)
+	}
+	if n > 0 && readCommitted {
+		if rp.AbortedTransactions, code = s.fetchAborted(p, fp, last); code != 0 {
+			// Records without their aborted transactions would show a
+			// consumer aborted data: answer none.
+			rp.ErrorCode = code
+			rp.RecordBatches = []byte{}
+			if rr.Slice != nil {
+				rr.Slice.Release()
+			}
+			return rp, nil
+		}
+	}
+	next := fp.FetchOffset
+	if n > 0 {
+		b.minOne = false
+		b.remaining -= n
+		b.total += n
+		next = last + 1
+	}
+	b.capped = b.capped || byBudget && next < maxOffset
+	return rp, rr.Slice
+}
+
+// fetchablePartition is the partition a fetch may read, led by this node
+// at the leader epoch the client knows, or the code that answers it
+// instead. A follower's fetch offset is its log end: it moves the high
+// watermark (followerFetched).
+func (s *Server) fetchablePartition(plan *fetchPlan, fp *fetch.Part) (*partition, int16) {
+	p := s.leaderPartition(fp.Topic, fp.Partition)
+	if p == nil {
+		return nil, s.partitionMissingCode(fp.Topic, fp.Partition)
+	}
+	if code := checkLeaderEpoch(fp.LeaderEpoch, p.leaderEpoch.Load()); code != 0 {
+		return nil, code
+	}
+	if plan.replicaID >= 0 {
+		if err := s.followerFetched(p, plan.replicaID, plan.brokerEpoch, fp.FetchOffset); err != nil {
+			return nil, errCode(err)
+		}
+	}
+	return p, 0
+}
+
+// fetchBounds fills in the partition's offsets in rp and returns the
+// offset a read stops before: the high watermark for a consumer, the last
+// stable offset for read_committed, and the log end for a follower, which
+// reads up to the leader's log end.
+func (s *Server) fetchBounds(p *partition, fp *fetch.Part, rp *kmsg.FetchResponseTopicPartition, follower, readCommitted bool) (int64, int16) {
+	hw := p.highWatermark()
+	rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = hw, p.lso.Load(), p.log.LogStartOffset()
+	maxOffset := hw
+	if follower {
+		maxOffset = p.log.LogEndOffset()
+	}
+	if readCommitted {
+		lso, err := s.lastStableOffset(p)
+		if err != nil {
+			s.log.Error("fetch: transactions", "topic", fp.Topic, "partition", fp.Partition, "err", err)
+			return 0, kerr.KafkaStorageError.Code
+		}
+		rp.LastStableOffset, maxOffset = lso, lso
+	}
+	return maxOffset, 0
+}
+
+// fetchReadCode is the code of a partition whose read failed with err.
+func (s *Server) fetchReadCode(p *partition, fp *fetch.Part, err error) int16 {
+	switch {
+	case errors.Is(err, storage.ErrOffsetOutOfRange):
+		return kerr.OffsetOutOfRange.Code
+	case errors.Is(err, storage.ErrClosed) || s.parts.get(fp.Topic, fp.Partition) != p:
+		// The topic was deleted (or recreated) while this fetch read
+		// it: not a disk failure.
+		code := s.partitionMissingCode(fp.Topic, fp.Partition)
+		if code == kerr.NotLeaderForPartition.Code {
+			code = kerr.UnknownTopicOrPartition.Code
+		}
+		return code
+	}
+	s.log.Error("fetch read", "topic", fp.Topic, "partition", fp.Partition, "offset", fp.FetchOffset, "err", err)
+	s.storageFailed(p, err)
+	return kerr.KafkaStorageError.Code
+}
+
+// fetchAborted lists the aborted transactions of a read_committed read
+// that returned records up to last, or the code that answers the
+// partition when they cannot be found.
+func (s *Server) fetchAborted(p *partition, fp *fetch.Part, last int64) ([]kmsg.FetchResponseTopicPartitionAbortedTransaction, int16) {
+	aborted, err := s.abortedIn(p, fp.FetchOffset, last+1)
+	if err != nil {
+		s.log.Error("fetch: aborted transactions", "topic", fp.Topic, "partition", fp.Partition, "offset", fp.FetchOffset, "err", err)
+		if errors.Is(err, storage.ErrOffsetOutOfRange) {
+			return nil, kerr.OffsetOutOfRange.Code
+		}
+		return nil, kerr.KafkaStorageError.Code
+	}
+	return abortedFor(aborted), 0
 }
 
 // fetchRead is one read of every planned partition: the answer per
