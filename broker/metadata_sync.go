@@ -159,7 +159,7 @@ func (s *Server) reconcile(img *raftmeta.Image) error {
 		s.groups.reconcile(img)
 	}
 	if s.txns != nil {
-		s.txns.loader.reconcile(img)
+		s.txns.loader.Reconcile(img)
 	}
 	return errors.Join(errs...)
 }

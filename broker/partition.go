@@ -1,6 +1,8 @@
 package broker
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -193,4 +195,115 @@ func (t *partitionTable) all() map[string]*topicPartitions {
 		return nil
 	}
 	return *m
+}
+
+// appendLocal appends an already validated batch to a partition this node
+// leads and returns the offset of its last record, once the flush policy
+// is satisfied.
+func (s *Server) appendLocal(p *partition, batch []byte, nowMs int64) (int64, error) {
+	p.mu.Lock()
+	last, err := s.appendLocked(p, batch, nowMs)
+	p.mu.Unlock()
+	if err != nil {
+		return 0, err
+	}
+	return last, s.durable(p, last)
+}
+
+// appendLocked is appendLocal for a caller that holds p.mu, without the
+// flush: the caller calls durable after it lets go of p.mu, so that an
+// fsync never holds the partition and concurrent appends share fsyncs.
+func (s *Server) appendLocked(p *partition, batch []byte, nowMs int64) (int64, error) {
+	if err := p.leaderLocked(); err != nil {
+		return 0, err
+	}
+	epoch := p.leaderEpoch.Load()
+	if epoch != p.appendedEpoch {
+		if err := s.noteLeaderEpochLocked(p, epoch); err != nil {
+			if p.log.Closed() {
+				return 0, fmt.Errorf("%w: %s-%d is no longer hosted here", kerr.NotLeaderForPartition, p.topic, p.index)
+			}
+			s.storageFailed(p, err)
+			return 0, fmt.Errorf("%w: %v", kerr.KafkaStorageError, err)
+		}
+		p.appendedEpoch = epoch
+	}
+	ar, flush, err := p.log.AppendDeferFlush(batch, epoch, nowMs)
+	if errors.Is(err, storage.ErrClosed) {
+		// The log went with its partition (deleted, or moved off this
+		// node by a reassignment) between the leadership check and the
+		// append: not a disk failure. The client looks for the leader.
+		return 0, fmt.Errorf("%w: %s-%d is no longer hosted here", kerr.NotLeaderForPartition, p.topic, p.index)
+	}
+	if err != nil {
+		if storage.IsExhausted(err) {
+			// The producer state may have learned the batch that was
+			// not written: rebuild it from the log when next needed.
+			p.producers = nil
+			p.txnReady.Store(false)
+		}
+		s.storageFailed(p, err)
+		return 0, fmt.Errorf("%w: append %s-%d: %v", kerr.KafkaStorageError, p.topic, p.index, err)
+	}
+	if flush {
+		storeMax(&p.flushTarget, ar.LastOffset+1)
+	}
+	p.advanceHighWatermarkLocked()
+	return ar.LastOffset, nil
+}
+
+// durable makes the append that ended at last durable when the flush
+// policy (flush.messages, flush.ms) asked for it: group commit, since a
+// flush covers every append before it and later callers find their
+// offsets covered.
+func (s *Server) durable(p *partition, last int64) error {
+	if p.flushTarget.Load() <= last {
+		return nil
+	}
+	if err := p.log.FlushTo(last + 1); errors.Is(err, storage.ErrClosed) {
+		return fmt.Errorf("%w: %s-%d is no longer hosted here", kerr.NotLeaderForPartition, p.topic, p.index)
+	} else if err != nil {
+		s.storageFailed(p, err)
+		return fmt.Errorf("%w: flush %s-%d: %v", kerr.KafkaStorageError, p.topic, p.index, err)
+	}
+	return nil
+}
+
+func storeMax(v *atomic.Int64, n int64) {
+	for {
+		cur := v.Load()
+		if n <= cur || v.CompareAndSwap(cur, n) {
+			return
+		}
+	}
+}
+
+// waitHighWatermark waits until the partition's high watermark reaches
+// offset. A leader that steps down meanwhile answers NOT_LEADER_OR_FOLLOWER
+// (see partition.demotions): the write may be gone.
+func (p *partition) waitHighWatermark(ctx context.Context, offset int64) error {
+	demotions := p.demotions.Load()
+	deposed := func() error {
+		if p.demotions.Load() != demotions || !p.isLeader(p.self) {
+			return fmt.Errorf("wait for high watermark %d of %s-%d: %w", offset, p.topic, p.index, kerr.NotLeaderForPartition)
+		}
+		return nil
+	}
+	if p.highWatermark() >= offset {
+		return deposed()
+	}
+	wake := make(chan struct{}, 1)
+	p.addWaiter(wake)
+	defer p.removeWaiter(wake)
+	for p.highWatermark() < offset {
+		if err := deposed(); err != nil {
+			return err
+		}
+		select {
+		case <-wake:
+		case <-ctx.Done():
+			return fmt.Errorf("wait for high watermark %d of %s-%d: %w", offset, p.topic, p.index, kerr.RequestTimedOut)
+		}
+	}
+	return deposed()
 }

@@ -12,11 +12,13 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/gregorbroker/gregor/broker/group"
+	"github.com/gregorbroker/gregor/broker/internal/coordhost"
 	"github.com/gregorbroker/gregor/broker/internal/interbroker"
 	"github.com/gregorbroker/gregor/broker/producerstate"
 	"github.com/gregorbroker/gregor/broker/txn"
 	"github.com/gregorbroker/gregor/protocol"
 	"github.com/gregorbroker/gregor/raftmeta"
+	"github.com/gregorbroker/gregor/storage"
 )
 
 // Transactions: the transaction coordinator (broker/txn) keeps its state
@@ -33,7 +35,7 @@ const txnStateTopic = txn.TransactionStateTopic
 // txnCoordinator connects the transaction coordinator to the broker.
 type txnCoordinator struct {
 	coord  *txn.Coordinator
-	loader *partitionLoader
+	loader *coordhost.Loader
 	// markers sends the coordinator's markers to the partition leaders.
 	markers *interbroker.MarkerSender
 }
@@ -82,13 +84,11 @@ func (s *Server) startTxnCoordinator() error {
 	s.txns = &txnCoordinator{
 		coord:   coord,
 		markers: markers,
-		loader: &partitionLoader{
-			s: s, topic: txnStateTopic, loaded: make(map[int32]int32),
-			load: func(ctx context.Context, partition, epoch int32, p *partition) error {
-				return coord.Load(ctx, partition, epoch, readPartition(ctx, p))
+		loader: s.newCoordinatorLoader(txnStateTopic,
+			func(ctx context.Context, partition, epoch int32, log *storage.Log) error {
+				return coord.Load(ctx, partition, epoch, coordhost.ReadLog(ctx, log))
 			},
-			unload: coord.Unload,
-		},
+			coord.Unload),
 	}
 	return nil
 }
