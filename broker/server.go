@@ -19,6 +19,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/gregorbroker/gregor/broker/internal/connlimit"
 	"github.com/gregorbroker/gregor/broker/internal/fetch"
 	"github.com/gregorbroker/gregor/broker/internal/interbroker"
 	"github.com/gregorbroker/gregor/broker/producerstate"
@@ -85,8 +86,8 @@ type Server struct {
 	// copyFetch turns the zero-copy fetch path off (Options.CopyFetch).
 	copyFetch bool
 
-	// quotas are max.connections and max.connections.per.ip (connlimit.go).
-	quotas *connQuotas
+	// quotas are max.connections and max.connections.per.ip (broker/internal/connlimit).
+	quotas *connlimit.Quotas
 
 	netLimits netLimits // broker-wide request budgets (conn_limits.go)
 
@@ -120,7 +121,7 @@ func New(cfg *config.Broker, opts Options) (*Server, error) {
 		conns:    make(map[net.Conn]struct{}),
 	}
 	s.copyFetch = opts.CopyFetch
-	quotas, err := newConnQuotas(cfg, len(s.clientListeners()))
+	quotas, err := connlimit.New(cfg, len(s.clientListeners()))
 	if err != nil {
 		stop()
 		return nil, err
@@ -340,7 +341,7 @@ func (s *Server) acceptLoop(ln net.Listener, listener string) {
 			}
 			return
 		}
-		addr := remoteAddr(nc)
+		addr := connlimit.RemoteAddr(nc)
 		if !s.admit(nc, listener, addr) {
 			if s.ctx.Err() != nil || s.isClosed() {
 				return
@@ -351,7 +352,7 @@ func (s *Server) acceptLoop(ln net.Listener, listener string) {
 		if s.closed {
 			s.mu.Unlock()
 			nc.Close()
-			s.quotas.release(addr)
+			s.quotas.Release(addr)
 			return
 		}
 		s.conns[nc] = struct{}{}
@@ -361,7 +362,7 @@ func (s *Server) acceptLoop(ln net.Listener, listener string) {
 			s.mu.Lock()
 			delete(s.conns, nc)
 			s.mu.Unlock()
-			s.quotas.release(addr)
+			s.quotas.Release(addr)
 		})
 	}
 }
@@ -375,14 +376,14 @@ func (s *Server) admit(nc net.Conn, listener string, addr netip.Addr) bool {
 
 // admitTo is admit against the quotas q (the controller listener has its
 // own, controller_listener.go). It returns why a connection was refused:
-// errTooManyFromIP, net.ErrClosed once q is closed, or the socket
+// connlimit.ErrTooManyFromIP, net.ErrClosed once q is closed, or the socket
 // configuration's error.
-func (s *Server) admitTo(q *connQuotas, nc net.Conn, listener string, addr netip.Addr) error {
-	err := q.acquire(listener, addr)
-	if errors.Is(err, errTooManyFromIP) {
+func (s *Server) admitTo(q *connlimit.Quotas, nc net.Conn, listener string, addr netip.Addr) error {
+	err := q.Acquire(listener, addr)
+	if errors.Is(err, connlimit.ErrTooManyFromIP) {
 		// As Kafka's Acceptor: an info line, and the socket closed.
 		s.log.Info("rejected connection: the address already has its maximum of connections",
-			"ip", addr, "max", q.limitFor(addr), "listener", listener)
+			"ip", addr, "max", q.LimitFor(addr), "listener", listener)
 	}
 	if err != nil {
 		nc.Close()
@@ -391,7 +392,7 @@ func (s *Server) admitTo(q *connQuotas, nc net.Conn, listener string, addr netip
 	if err := s.configureConn(nc); err != nil {
 		s.log.Error("configure accepted connection; closing it", "ip", addr, "err", err)
 		nc.Close()
-		q.release(addr)
+		q.Release(addr)
 		return err
 	}
 	return nil
@@ -430,7 +431,7 @@ func (s *Server) Close() error {
 		conns = append(conns, nc)
 	}
 	s.mu.Unlock()
-	s.quotas.close() // an acceptor waiting for a slot gives up
+	s.quotas.Close() // an acceptor waiting for a slot gives up
 	// Produces waiting for followers are answered before their
 	// connections close (shutdown_produce.go).
 	s.produceWaits.answerAll(5 * time.Second)
