@@ -412,7 +412,7 @@ func (s *Server) appendProduced(p *partition, records []byte, now time.Time, gua
 		return res, err
 	}
 	if info.Header.ProducerID < 0 {
-		last, err := s.appendLocal(p, batch, nowMs)
+		last, err := p.appendLocal(batch, nowMs)
 		if err != nil {
 			return res, err
 		}
@@ -443,9 +443,9 @@ func (s *Server) appendIdempotent(p *partition, batch []byte, h *protocol.BatchH
 	if h.IsTransactional() {
 		// A transaction moves the last stable offset: the whole log's
 		// transactional state must be known.
-		st, err = s.txnStateLocked(p)
+		st, err = p.txnStateLocked()
 	} else {
-		st, err = s.producerStateLocked(p)
+		st, err = p.producerStateLocked()
 	}
 	if err != nil {
 		return res, fmt.Errorf("%w: %v", kerr.KafkaStorageError, err)
@@ -471,13 +471,13 @@ func (s *Server) appendIdempotent(p *partition, batch []byte, h *protocol.BatchH
 		ts = res.logAppendTime
 	}
 	st.Update(bi, first, first+int64(h.LastOffsetDelta), ts)
-	last, err := s.appendLocked(p, batch, nowMs)
+	last, err := p.appendLocked(batch, nowMs)
 	if err != nil {
 		return res, err
 	}
 	res.firstOffset, res.lastOffset = last-int64(h.LastOffsetDelta), last
 	p.mu.Unlock()
-	err = s.durable(p, last)
+	err = p.durable(last)
 	p.mu.Lock() // for the deferred unlock
 	return res, err
 }

@@ -342,7 +342,7 @@ func (s *Server) fetchBounds(p *partition, fp *fetch.Part, rp *kmsg.FetchRespons
 		maxOffset = p.log.LogEndOffset()
 	}
 	if readCommitted {
-		lso, err := s.lastStableOffset(p)
+		lso, err := p.lastStableOffset()
 		if err != nil {
 			s.log.Error("fetch: transactions", "topic", fp.Topic, "partition", fp.Partition, "err", err)
 			return 0, kerr.KafkaStorageError.Code
@@ -375,7 +375,7 @@ func (s *Server) fetchReadCode(p *partition, fp *fetch.Part, err error) int16 {
 // that returned records up to last, or the code that answers the
 // partition when they cannot be found.
 func (s *Server) fetchAborted(p *partition, fp *fetch.Part, last int64) ([]kmsg.FetchResponseTopicPartitionAbortedTransaction, int16) {
-	aborted, err := s.abortedIn(p, fp.FetchOffset, last+1)
+	aborted, err := p.abortedIn(fp.FetchOffset, last+1)
 	if err != nil {
 		s.log.Error("fetch: aborted transactions", "topic", fp.Topic, "partition", fp.Partition, "offset", fp.FetchOffset, "err", err)
 		if errors.Is(err, storage.ErrOffsetOutOfRange) {

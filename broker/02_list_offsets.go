@@ -120,7 +120,7 @@ func (s *Server) listPartitionOffset(topic string, rp *kmsg.ListOffsetsRequestTo
 func (s *Server) listOffset(p *partition, ts int64, readCommitted bool, sp *kmsg.ListOffsetsResponseTopicPartition) int16 {
 	hw := p.highWatermark()
 	if readCommitted {
-		lso, err := s.lastStableOffset(p)
+		lso, err := p.lastStableOffset()
 		if err != nil {
 			s.log.Error("list offsets: transactions", "topic", p.topic, "partition", p.index, "err", err)
 			return kerr.KafkaStorageError.Code

@@ -36,7 +36,7 @@ func handleOffsetForLeaderEpoch(s *Server, r *request) (result, error) {
 					break
 				}
 				p.mu.Lock()
-				entries, err := s.epochsLocked(p)
+				entries, err := p.epochsLocked()
 				end := p.log.LogEndOffset()
 				p.mu.Unlock()
 				if err != nil {

@@ -39,7 +39,7 @@ func handleDescribeProducers(s *Server, r *request) (result, error) {
 				continue
 			}
 			p.mu.Lock()
-			ps, err := s.producerStateLocked(p)
+			ps, err := p.producerStateLocked()
 			var infos []producerstate.ProducerInfo
 			if err == nil {
 				infos = ps.Producers()

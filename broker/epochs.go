@@ -30,12 +30,12 @@ type epochEntry struct {
 // epochsLocked returns the partition's epoch cache, reading its checkpoint
 // or, when there is none, rebuilding it from the batches' leader epochs.
 // The caller holds p.mu.
-func (s *Server) epochsLocked(p *partition) ([]epochEntry, error) {
+func (p *partition) epochsLocked() ([]epochEntry, error) {
 	if p.epochs != nil {
 		return p.epochs, nil
 	}
 	path := filepath.Join(p.log.Dir(), epochCheckpointFile)
-	data, err := vfs.ReadFile(s.fs, path)
+	data, err := vfs.ReadFile(p.env.fs, path)
 	switch {
 	case err == nil:
 		entries, err := decodeEpochCheckpoint(data)
@@ -43,7 +43,7 @@ func (s *Server) epochsLocked(p *partition) ([]epochEntry, error) {
 			p.epochs = entries
 			return entries, nil
 		}
-		s.log.Warn("rebuilding corrupt leader epoch checkpoint", "topic", p.topic, "partition", p.index, "err", err)
+		p.env.log.Warn("rebuilding corrupt leader epoch checkpoint", "topic", p.topic, "partition", p.index, "err", err)
 	case !errors.Is(err, fs.ErrNotExist):
 		return nil, fmt.Errorf("read %s: %w", path, err)
 	}
@@ -52,7 +52,7 @@ func (s *Server) epochsLocked(p *partition) ([]epochEntry, error) {
 		return nil, fmt.Errorf("rebuild leader epochs of %s-%d: %w", p.topic, p.index, err)
 	}
 	p.epochs = entries
-	return entries, s.writeEpochsLocked(p)
+	return entries, p.writeEpochsLocked()
 }
 
 // rebuildEpochs reads the partition leader epoch of every batch.
@@ -85,8 +85,8 @@ func rebuildEpochs(p *partition) ([]epochEntry, error) {
 // noteLeaderEpochLocked records that epoch begins at the log end, when it
 // is newer than the last one recorded: called before the first append of
 // a new leader epoch. The caller holds p.mu.
-func (s *Server) noteLeaderEpochLocked(p *partition, epoch int32) error {
-	entries, err := s.epochsLocked(p)
+func (p *partition) noteLeaderEpochLocked(epoch int32) error {
+	entries, err := p.epochsLocked()
 	if err != nil {
 		return err
 	}
@@ -94,12 +94,12 @@ func (s *Server) noteLeaderEpochLocked(p *partition, epoch int32) error {
 		return nil
 	}
 	p.epochs = append(entries, epochEntry{epoch, p.log.LogEndOffset()})
-	return s.writeEpochsLocked(p)
+	return p.writeEpochsLocked()
 }
 
-func (s *Server) writeEpochsLocked(p *partition) error {
+func (p *partition) writeEpochsLocked() error {
 	path := filepath.Join(p.log.Dir(), epochCheckpointFile)
-	if err := vfs.WriteFileAtomic(s.fs, path, encodeEpochCheckpoint(p.epochs)); err != nil {
+	if err := vfs.WriteFileAtomic(p.env.fs, path, encodeEpochCheckpoint(p.epochs)); err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
 	return nil

@@ -128,9 +128,9 @@ func (s *Server) appendInternal(ctx context.Context, topic string, partition int
 	}
 	var last int64
 	if transactional {
-		last, err = s.appendTransactional(p, batch, now)
+		last, err = p.appendTransactional(batch, now)
 	} else {
-		last, err = s.appendLocal(p, batch, now)
+		last, err = p.appendLocal(batch, now)
 	}
 	if err != nil {
 		return err

@@ -202,7 +202,7 @@ func TestReplicaFetcherSendsBrokerEpoch(t *testing.T) {
 		t.Fatal("server 2 hosts no kip903f-0")
 	}
 	// The follower's copy, under the leader's topic ID.
-	follower := &partition{topic: "kip903f", index: 0, topicID: p.topicID, log: local.log, self: 2}
+	follower := &partition{topic: "kip903f", index: 0, topicID: p.topicID, log: local.log, self: 2, env: ts2.partEnv}
 	cl, err := kgo.NewClient(kgo.SeedBrokers(ts.addr))
 	if err != nil {
 		t.Fatal(err)

@@ -144,7 +144,7 @@ func (s *Server) reconcile(img *raftmeta.Image) error {
 				failed.count++
 				continue
 			}
-			p := newPartition(s.cfg.NodeID, name, int32(i), t.ID, l, tcfg, pi.LeaderEpoch)
+			p := newPartition(s.partEnv, s.cfg.NodeID, name, int32(i), t.ID, l, tcfg, pi.LeaderEpoch)
 			s.applyAssignment(p, pi)
 			tp.parts[i] = p
 		}

@@ -4,14 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/gregorbroker/gregor/broker/producerstate"
 	"github.com/gregorbroker/gregor/config"
 	"github.com/gregorbroker/gregor/storage"
+	"github.com/gregorbroker/gregor/vfs"
 )
 
 // partition is one partition this node hosts. Appends take mu; readers
@@ -61,10 +64,24 @@ type partition struct {
 	// noSpaceLoggedMs is when one was last logged (diskfull.go).
 	noSpaceErrors   atomic.Int64
 	noSpaceLoggedMs atomic.Int64
+	env             *partitionEnv
 }
 
-func newPartition(self int32, topic string, index int32, id [16]byte, log *storage.Log, cfg config.Topic, epoch int32) *partition {
-	p := &partition{self: self, topic: topic, index: index, topicID: id, log: log, waiters: make(map[chan struct{}]struct{})}
+// partitionEnv is what a partition needs of the server that hosts it.
+type partitionEnv struct {
+	fs        vfs.FS
+	log       *slog.Logger
+	now       func() time.Time
+	ctx       context.Context // ends when the server closes
+	goTracked func(func())    // starts a goroutine the server waits for when it closes
+	cfg       *config.Broker
+	// storageFailed takes a partition's log dir offline after a disk
+	// error (produce_helpers.go).
+	storageFailed func(p *partition, err error)
+}
+
+func newPartition(env *partitionEnv, self int32, topic string, index int32, id [16]byte, log *storage.Log, cfg config.Topic, epoch int32) *partition {
+	p := &partition{env: env, self: self, topic: topic, index: index, topicID: id, log: log, waiters: make(map[chan struct{}]struct{})}
 	p.cfg.Store(&cfg)
 	p.leaderEpoch.Store(epoch)
 	p.appendedEpoch = -1
@@ -200,30 +217,30 @@ func (t *partitionTable) all() map[string]*topicPartitions {
 // appendLocal appends an already validated batch to a partition this node
 // leads and returns the offset of its last record, once the flush policy
 // is satisfied.
-func (s *Server) appendLocal(p *partition, batch []byte, nowMs int64) (int64, error) {
+func (p *partition) appendLocal(batch []byte, nowMs int64) (int64, error) {
 	p.mu.Lock()
-	last, err := s.appendLocked(p, batch, nowMs)
+	last, err := p.appendLocked(batch, nowMs)
 	p.mu.Unlock()
 	if err != nil {
 		return 0, err
 	}
-	return last, s.durable(p, last)
+	return last, p.durable(last)
 }
 
 // appendLocked is appendLocal for a caller that holds p.mu, without the
 // flush: the caller calls durable after it lets go of p.mu, so that an
 // fsync never holds the partition and concurrent appends share fsyncs.
-func (s *Server) appendLocked(p *partition, batch []byte, nowMs int64) (int64, error) {
+func (p *partition) appendLocked(batch []byte, nowMs int64) (int64, error) {
 	if err := p.leaderLocked(); err != nil {
 		return 0, err
 	}
 	epoch := p.leaderEpoch.Load()
 	if epoch != p.appendedEpoch {
-		if err := s.noteLeaderEpochLocked(p, epoch); err != nil {
+		if err := p.noteLeaderEpochLocked(epoch); err != nil {
 			if p.log.Closed() {
 				return 0, fmt.Errorf("%w: %s-%d is no longer hosted here", kerr.NotLeaderForPartition, p.topic, p.index)
 			}
-			s.storageFailed(p, err)
+			p.env.storageFailed(p, err)
 			return 0, fmt.Errorf("%w: %v", kerr.KafkaStorageError, err)
 		}
 		p.appendedEpoch = epoch
@@ -242,7 +259,7 @@ func (s *Server) appendLocked(p *partition, batch []byte, nowMs int64) (int64, e
 			p.producers = nil
 			p.txnReady.Store(false)
 		}
-		s.storageFailed(p, err)
+		p.env.storageFailed(p, err)
 		return 0, fmt.Errorf("%w: append %s-%d: %v", kerr.KafkaStorageError, p.topic, p.index, err)
 	}
 	if flush {
@@ -256,14 +273,14 @@ func (s *Server) appendLocked(p *partition, batch []byte, nowMs int64) (int64, e
 // policy (flush.messages, flush.ms) asked for it: group commit, since a
 // flush covers every append before it and later callers find their
 // offsets covered.
-func (s *Server) durable(p *partition, last int64) error {
+func (p *partition) durable(last int64) error {
 	if p.flushTarget.Load() <= last {
 		return nil
 	}
 	if err := p.log.FlushTo(last + 1); errors.Is(err, storage.ErrClosed) {
 		return fmt.Errorf("%w: %s-%d is no longer hosted here", kerr.NotLeaderForPartition, p.topic, p.index)
 	} else if err != nil {
-		s.storageFailed(p, err)
+		p.env.storageFailed(p, err)
 		return fmt.Errorf("%w: flush %s-%d: %v", kerr.KafkaStorageError, p.topic, p.index, err)
 	}
 	return nil

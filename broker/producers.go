@@ -42,20 +42,20 @@ func (s *Server) startProducerIDs() {
 // producerStateLocked returns p's producer state, loading it on first
 // use, and from then on snapshots it at each roll of the log. The caller
 // holds p.mu.
-func (s *Server) producerStateLocked(p *partition) (*producerstate.State, error) {
+func (p *partition) producerStateLocked() (*producerstate.State, error) {
 	if p.producers != nil {
 		return p.producers, nil
 	}
-	st, from, err := s.loadProducerSnapshot(p)
+	st, from, err := p.loadProducerSnapshot()
 	if err != nil {
 		return nil, err
 	}
 	if err := replayProducers(p, st, from); err != nil {
 		return nil, fmt.Errorf("rebuild producer state of %s-%d: %w", p.topic, p.index, err)
 	}
-	st.ExpireProducers(s.now().UnixMilli(), int64(s.cfg.ProducerIDExpirationMs))
+	st.ExpireProducers(p.env.now().UnixMilli(), int64(p.env.cfg.ProducerIDExpirationMs))
 	p.producers = st
-	p.log.OnRoll(func(e storage.RollEvent) { s.producerSnapshotAtRoll(p, e) })
+	p.log.OnRoll(func(e storage.RollEvent) { p.producerSnapshotAtRoll(e) })
 	p.updateLastStableOffsetLocked()
 	return st, nil
 }
@@ -63,8 +63,8 @@ func (s *Server) producerStateLocked(p *partition) (*producerstate.State, error)
 // loadProducerSnapshot reads the newest valid snapshot at or below the log
 // end and returns it with the offset replay starts from. Snapshots past the
 // log end (left by a truncation) and corrupt ones are skipped.
-func (s *Server) loadProducerSnapshot(p *partition) (*producerstate.State, int64, error) {
-	offsets, err := s.snapshotOffsets(p)
+func (p *partition) loadProducerSnapshot() (*producerstate.State, int64, error) {
+	offsets, err := p.snapshotOffsets()
 	if err != nil {
 		return nil, 0, err
 	}
@@ -74,13 +74,13 @@ func (s *Server) loadProducerSnapshot(p *partition) (*producerstate.State, int64
 		if off > leo || off < p.log.LogStartOffset() {
 			continue
 		}
-		data, err := vfs.ReadFile(s.fs, filepath.Join(p.log.Dir(), producerstate.SnapshotFileName(off)))
+		data, err := vfs.ReadFile(p.env.fs, filepath.Join(p.log.Dir(), producerstate.SnapshotFileName(off)))
 		if err != nil {
 			return nil, 0, fmt.Errorf("read producer snapshot of %s-%d: %w", p.topic, p.index, err)
 		}
 		st, err := producerstate.DecodeSnapshot(data)
 		if err != nil {
-			s.log.Warn("skipping corrupt producer snapshot", "topic", p.topic, "partition", p.index, "offset", off, "err", err)
+			p.env.log.Warn("skipping corrupt producer snapshot", "topic", p.topic, "partition", p.index, "offset", off, "err", err)
 			continue
 		}
 		return st, off, nil
@@ -89,8 +89,8 @@ func (s *Server) loadProducerSnapshot(p *partition) (*producerstate.State, int64
 }
 
 // snapshotOffsets lists the partition's snapshot files by offset.
-func (s *Server) snapshotOffsets(p *partition) ([]int64, error) {
-	entries, err := s.fs.ReadDir(p.log.Dir())
+func (p *partition) snapshotOffsets() ([]int64, error) {
+	entries, err := p.env.fs.ReadDir(p.log.Dir())
 	if err != nil {
 		return nil, fmt.Errorf("list %s: %w", p.log.Dir(), err)
 	}
@@ -166,18 +166,18 @@ func batchProducerInfo(h *protocol.BatchHeader) producerstate.BatchInfo {
 // must not wait for p.mu (an appender may hold it while it waits for the
 // log): the snapshot is written once the lock is free, if nothing was
 // appended meanwhile.
-func (s *Server) producerSnapshotAtRoll(p *partition, e storage.RollEvent) {
+func (p *partition) producerSnapshotAtRoll(e storage.RollEvent) {
 	if e.InAppend {
 		if p.producers != nil {
-			s.writeProducerSnapshot(p, e.BaseOffset, p.producers.EncodeSnapshotBelow(e.BaseOffset))
+			p.writeProducerSnapshot(e.BaseOffset, p.producers.EncodeSnapshotBelow(e.BaseOffset))
 		}
 		return
 	}
-	s.goTracked(func() {
+	p.env.goTracked(func() {
 		p.mu.Lock()
 		defer p.mu.Unlock()
-		if p.producers != nil && p.log.LogEndOffset() == e.BaseOffset && s.ctx.Err() == nil {
-			s.writeProducerSnapshot(p, e.BaseOffset, p.producers.EncodeSnapshot())
+		if p.producers != nil && p.log.LogEndOffset() == e.BaseOffset && p.env.ctx.Err() == nil {
+			p.writeProducerSnapshot(e.BaseOffset, p.producers.EncodeSnapshot())
 		}
 	})
 }
@@ -185,21 +185,21 @@ func (s *Server) producerSnapshotAtRoll(p *partition, e storage.RollEvent) {
 // writeProducerSnapshot writes a snapshot durably and prunes those below
 // the log start offset. A failure only costs a longer replay after the
 // next restart, so it is logged, not returned.
-func (s *Server) writeProducerSnapshot(p *partition, offset int64, data []byte) {
+func (p *partition) writeProducerSnapshot(offset int64, data []byte) {
 	name := filepath.Join(p.log.Dir(), producerstate.SnapshotFileName(offset))
-	if err := vfs.WriteFileAtomic(s.fs, name, data); err != nil {
-		s.log.Warn("write producer snapshot", "file", name, "err", err)
+	if err := vfs.WriteFileAtomic(p.env.fs, name, data); err != nil {
+		p.env.log.Warn("write producer snapshot", "file", name, "err", err)
 		return
 	}
-	if err := s.pruneProducerSnapshots(p); err != nil {
-		s.log.Warn("prune producer snapshots", "topic", p.topic, "partition", p.index, "err", err)
+	if err := p.pruneProducerSnapshots(); err != nil {
+		p.env.log.Warn("prune producer snapshots", "topic", p.topic, "partition", p.index, "err", err)
 	}
 }
 
 // pruneProducerSnapshots removes the snapshots below the log start
 // offset, which no load uses (Kafka's deleteSnapshotsBefore).
-func (s *Server) pruneProducerSnapshots(p *partition) error {
-	offsets, err := s.snapshotOffsets(p)
+func (p *partition) pruneProducerSnapshots() error {
+	offsets, err := p.snapshotOffsets()
 	if err != nil {
 		return err
 	}
@@ -210,7 +210,7 @@ func (s *Server) pruneProducerSnapshots(p *partition) error {
 			break
 		}
 		name := filepath.Join(p.log.Dir(), producerstate.SnapshotFileName(off))
-		if err := s.fs.Remove(name); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		if err := p.env.fs.Remove(name); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			errs = append(errs, fmt.Errorf("remove old producer snapshot %s: %w", name, err))
 		}
 	}
@@ -243,7 +243,7 @@ func (s *Server) writeProducerSnapshots() error {
 				errs = append(errs, fmt.Errorf("write producer snapshot %s: %w", name, err))
 				continue
 			}
-			if err := s.pruneProducerSnapshots(p); err != nil {
+			if err := p.pruneProducerSnapshots(); err != nil {
 				errs = append(errs, err)
 			}
 		}

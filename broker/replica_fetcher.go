@@ -241,7 +241,7 @@ func (f *replicaFetcher) truncate(cl *kgo.Client, parts map[*partition]*followSt
 			continue
 		}
 		p.mu.Lock()
-		entries, err := f.s.epochsLocked(p)
+		entries, err := p.epochsLocked()
 		p.mu.Unlock()
 		if err != nil {
 			return err
@@ -304,12 +304,12 @@ func (s *Server) truncateFollower(p *partition, offset int64) error {
 		return fmt.Errorf("truncate %s-%d: %w", p.topic, p.index, err)
 	}
 	leo := p.log.LogEndOffset()
-	if entries, err := s.epochsLocked(p); err == nil {
+	if entries, err := p.epochsLocked(); err == nil {
 		for len(entries) > 0 && entries[len(entries)-1].StartOffset >= leo {
 			entries = entries[:len(entries)-1]
 		}
 		p.epochs = entries
-		if err := s.writeEpochsLocked(p); err != nil {
+		if err := p.writeEpochsLocked(); err != nil {
 			return err
 		}
 	}
@@ -404,7 +404,7 @@ func (s *Server) applyFetched(p *partition, st *followState, rp *kmsg.FetchRespo
 				return err
 			}
 			p.epochs, p.producers = []epochEntry{}, nil
-			return s.writeEpochsLocked(p)
+			return p.writeEpochsLocked()
 		}
 		st.truncated = false // ahead of the leader: truncate again
 		return nil
@@ -447,7 +447,7 @@ func (s *Server) applyFetched(p *partition, st *followState, rp *kmsg.FetchRespo
 // noteFetchedEpochsLocked adds to the epoch cache the epochs that begin in
 // fetched batches.
 func (s *Server) noteFetchedEpochsLocked(p *partition, data []byte) error {
-	entries, err := s.epochsLocked(p)
+	entries, err := p.epochsLocked()
 	if err != nil {
 		return err
 	}
@@ -465,7 +465,7 @@ func (s *Server) noteFetchedEpochsLocked(p *partition, data []byte) error {
 	}
 	p.epochs = entries
 	if changed {
-		return s.writeEpochsLocked(p)
+		return p.writeEpochsLocked()
 	}
 	return nil
 }

@@ -151,7 +151,7 @@ func TestFollowerRefusesLateAppend(t *testing.T) {
 	a := p.assign.Load()
 	ts.applyAssignment(p, raftmeta.PartitionImage{Replicas: []int32{ts.cfg.NodeID, ts.cfg.NodeID + 1}, ISR: []int32{ts.cfg.NodeID, ts.cfg.NodeID + 1},
 		Leader: ts.cfg.NodeID + 1, LeaderEpoch: a.leaderEpoch + 1, PartitionEpoch: a.partitionEpoch + 1})
-	_, err := ts.appendLocal(p, testBatch(t, "late"), time.Now().UnixMilli())
+	_, err := p.appendLocal(testBatch(t, "late"), time.Now().UnixMilli())
 	if !errors.Is(err, kerr.NotLeaderForPartition) {
 		t.Fatalf("append on a follower: %v, want NOT_LEADER_OR_FOLLOWER", err)
 	}
@@ -180,12 +180,12 @@ func TestAppendToRemovedLogIsNotADiskError(t *testing.T) {
 		t.Fatal(err)
 	}
 	p.leaderEpoch.Add(1)
-	_, err := ts.appendLocal(p, testBatch(t, "gone"), time.Now().UnixMilli())
+	_, err := p.appendLocal(testBatch(t, "gone"), time.Now().UnixMilli())
 	if !errors.Is(err, kerr.NotLeaderForPartition) {
 		t.Fatalf("append to a deleted log: %v, want NOT_LEADER_OR_FOLLOWER", err)
 	}
 	p.leaderEpoch.Add(-1)
-	_, err = ts.appendLocal(p, testBatch(t, "gone"), time.Now().UnixMilli())
+	_, err = p.appendLocal(testBatch(t, "gone"), time.Now().UnixMilli())
 	if !errors.Is(err, kerr.NotLeaderForPartition) {
 		t.Fatalf("append to a closed log: %v, want NOT_LEADER_OR_FOLLOWER", err)
 	}
@@ -193,7 +193,7 @@ func TestAppendToRemovedLogIsNotADiskError(t *testing.T) {
 		t.Fatal("a removed log took its log dir offline")
 	}
 	stays := ts.parts.get("stays", 0)
-	if _, err := ts.appendLocal(stays, testBatch(t, "stays"), time.Now().UnixMilli()); err != nil {
+	if _, err := stays.appendLocal(testBatch(t, "stays"), time.Now().UnixMilli()); err != nil {
 		t.Fatalf("append to another partition of the same dir: %v", err)
 	}
 }

@@ -83,6 +83,9 @@ type Server struct {
 
 	reconcileMu sync.Mutex
 
+	// partEnv is what the hosted partitions need of the server.
+	partEnv *partitionEnv
+
 	// copyFetch turns the zero-copy fetch path off (Options.CopyFetch).
 	copyFetch bool
 
@@ -121,6 +124,7 @@ func New(cfg *config.Broker, opts Options) (*Server, error) {
 		conns:    make(map[net.Conn]struct{}),
 	}
 	s.copyFetch = opts.CopyFetch
+	s.partEnv = &partitionEnv{fs: s.fs, log: s.log, now: s.now, ctx: s.ctx, goTracked: s.goTracked, cfg: cfg, storageFailed: s.storageFailed}
 	quotas, err := connlimit.New(cfg, len(s.clientListeners()))
 	if err != nil {
 		stop()

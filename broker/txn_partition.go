@@ -26,8 +26,8 @@ type abortedTxn struct {
 // txnStateLocked returns the partition's producer state, loading it (and
 // with it the ongoing transactions that bound the LSO) on first use. The
 // caller holds p.mu.
-func (s *Server) txnStateLocked(p *partition) (*producerstate.State, error) {
-	return s.producerStateLocked(p)
+func (p *partition) txnStateLocked() (*producerstate.State, error) {
+	return p.producerStateLocked()
 }
 
 // decodeMarker reads a control batch's marker: commit or abort, and the
@@ -69,13 +69,13 @@ func (p *partition) updateLastStableOffsetLocked() {
 }
 
 // lastStableOffset is the offset read_committed consumers read up to.
-func (s *Server) lastStableOffset(p *partition) (int64, error) {
+func (p *partition) lastStableOffset() (int64, error) {
 	if p.txnReady.Load() {
 		return p.lso.Load(), nil
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if _, err := s.txnStateLocked(p); err != nil {
+	if _, err := p.txnStateLocked(); err != nil {
 		return 0, err
 	}
 	p.txnReady.Store(true)
@@ -85,7 +85,7 @@ func (s *Server) lastStableOffset(p *partition) (int64, error) {
 // abortedIn lists the aborted transactions that overlap [from, to), which
 // a read_committed fetch returns with the records, from the log's
 // transaction indexes.
-func (s *Server) abortedIn(p *partition, from, to int64) ([]abortedTxn, error) {
+func (p *partition) abortedIn(from, to int64) ([]abortedTxn, error) {
 	txns, err := p.log.CollectAbortedTxns(from, to)
 	if err != nil {
 		return nil, err
@@ -100,14 +100,14 @@ func (s *Server) abortedIn(p *partition, from, to int64) ([]abortedTxn, error) {
 // appendTransactional appends a transactional batch (a producer's, or the
 // group coordinator's transactional offset commit), with the producer's
 // transaction tracked so the LSO stays below it until its marker.
-func (s *Server) appendTransactional(p *partition, batch []byte, nowMs int64) (int64, error) {
+func (p *partition) appendTransactional(batch []byte, nowMs int64) (int64, error) {
 	h, err := protocol.ParseBatchHeader(batch)
 	if err != nil {
 		return 0, err
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	st, err := s.txnStateLocked(p)
+	st, err := p.txnStateLocked()
 	if err != nil {
 		return 0, err
 	}
@@ -120,12 +120,12 @@ func (s *Server) appendTransactional(p *partition, batch []byte, nowMs int64) (i
 	// Known before it is published, as in appendIdempotent.
 	first := p.log.LogEndOffset()
 	st.Update(batchProducerInfo(&h), first, first+int64(h.LastOffsetDelta), h.MaxTimestamp)
-	last, err := s.appendLocked(p, batch, nowMs)
+	last, err := p.appendLocked(batch, nowMs)
 	if err != nil {
 		return 0, err
 	}
 	p.mu.Unlock()
-	err = s.durable(p, last)
+	err = p.durable(last)
 	p.mu.Lock() // for the deferred unlock
 	return last, err
 }

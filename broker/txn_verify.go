@@ -155,7 +155,7 @@ func (s *Server) verifyProduce(ctx context.Context, req *kmsg.ProduceRequest) *p
 		var ask []txn.TopicPartition
 		for _, c := range cands {
 			c.p.mu.Lock()
-			st, err := s.txnStateLocked(c.p)
+			st, err := c.p.txnStateLocked()
 			guard := producerstate.NoGuard
 			if err == nil {
 				guard = st.StartVerification(pid, c.seq, epoch, op == interbroker.OpAddPartition, nowMs, int64(s.cfg.ProducerIDExpirationMs))
@@ -238,7 +238,7 @@ func (s *Server) verifyTxnOffsetCommit(ctx context.Context, partition int32, t g
 		return fmt.Errorf("verify transaction on %s-%d: %w", offsetsTopic, partition, kerr.NotLeaderForPartition)
 	}
 	p.mu.Lock()
-	st, err := s.txnStateLocked(p)
+	st, err := p.txnStateLocked()
 	ongoing := err == nil && st.HasOngoingTransaction(t.ProducerID, t.ProducerEpoch)
 	p.mu.Unlock()
 	switch {

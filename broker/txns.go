@@ -166,13 +166,13 @@ func (s *Server) writeMarkerLocal(ctx context.Context, topic string, partition i
 		return fmt.Errorf("marker for %s-%d: %w", topic, partition, err)
 	}
 	p.mu.Lock()
-	st, err := s.producerStateLocked(p)
+	st, err := p.producerStateLocked()
 	if err == nil {
 		err = st.CheckMarker(m)
 	}
 	var offset int64
 	if err == nil {
-		offset, err = s.appendLocked(p, batch, now)
+		offset, err = p.appendLocked(batch, now)
 	}
 	if err == nil {
 		// The log indexed an aborted transaction as it appended the
@@ -182,7 +182,7 @@ func (s *Server) writeMarkerLocal(ctx context.Context, topic string, partition i
 	}
 	p.mu.Unlock()
 	if err == nil {
-		err = s.durable(p, offset)
+		err = p.durable(offset)
 	}
 	if err != nil {
 		return fmt.Errorf("marker for %s-%d: %w", topic, partition, err)
