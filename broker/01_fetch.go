@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/gregorbroker/gregor/broker/internal/fetch"
+	"github.com/gregorbroker/gregor/broker/internal/partition"
 	"github.com/gregorbroker/gregor/protocol"
 	"github.com/gregorbroker/gregor/storage"
 )
@@ -26,7 +27,7 @@ import (
 // Topics are named by id from v13. Fetch sessions (KIP-227) are in
 // broker/internal/fetch. read_committed fetches stop at the last stable offset
 // and list the aborted transactions in the range returned, so clients
-// skip their records (txn_partition.go). Records go from the segment files
+// skip their records (broker/internal/partition). Records go from the segment files
 // to the socket without a copy where the connection allows it
 // (broker/internal/fetch).
 func init() { register(1, 4, 18, handleFetch) }
@@ -271,9 +272,9 @@ func (s *Server) readFetchPartition(plan *fetchPlan, fp *fetch.Part, b *fetchBud
 		b.capped = b.capped || fp.FetchOffset < maxOffset
 		return rp, nil
 	}
-	read := p.log.Read
+	read := p.Log.Read
 	if plan.zeroCopy {
-		read = p.log.ReadSlice
+		read = p.Log.ReadSlice
 	}
 	rr, err := read(fp.FetchOffset, int32(max(limit, 0)), maxOffset, b.minOne)
 	if err != nil {
@@ -314,12 +315,12 @@ func (s *Server) readFetchPartition(plan *fetchPlan, fp *fetch.Part, b *fetchBud
 // at the leader epoch the client knows, or the code that answers it
 // instead. A follower's fetch offset is its log end: it moves the high
 // watermark (followerFetched).
-func (s *Server) fetchablePartition(plan *fetchPlan, fp *fetch.Part) (*partition, int16) {
+func (s *Server) fetchablePartition(plan *fetchPlan, fp *fetch.Part) (*partition.Partition, int16) {
 	p := s.leaderPartition(fp.Topic, fp.Partition)
 	if p == nil {
 		return nil, s.partitionMissingCode(fp.Topic, fp.Partition)
 	}
-	if code := checkLeaderEpoch(fp.LeaderEpoch, p.leaderEpoch.Load()); code != 0 {
+	if code := checkLeaderEpoch(fp.LeaderEpoch, p.LeaderEpoch.Load()); code != 0 {
 		return nil, code
 	}
 	if plan.replicaID >= 0 {
@@ -334,15 +335,15 @@ func (s *Server) fetchablePartition(plan *fetchPlan, fp *fetch.Part) (*partition
 // offset a read stops before: the high watermark for a consumer, the last
 // stable offset for read_committed, and the log end for a follower, which
 // reads up to the leader's log end.
-func (s *Server) fetchBounds(p *partition, fp *fetch.Part, rp *kmsg.FetchResponseTopicPartition, follower, readCommitted bool) (int64, int16) {
-	hw := p.highWatermark()
-	rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = hw, p.lso.Load(), p.log.LogStartOffset()
+func (s *Server) fetchBounds(p *partition.Partition, fp *fetch.Part, rp *kmsg.FetchResponseTopicPartition, follower, readCommitted bool) (int64, int16) {
+	hw := p.HighWatermark()
+	rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = hw, p.LSO.Load(), p.Log.LogStartOffset()
 	maxOffset := hw
 	if follower {
-		maxOffset = p.log.LogEndOffset()
+		maxOffset = p.Log.LogEndOffset()
 	}
 	if readCommitted {
-		lso, err := p.lastStableOffset()
+		lso, err := p.LastStableOffset()
 		if err != nil {
 			s.log.Error("fetch: transactions", "topic", fp.Topic, "partition", fp.Partition, "err", err)
 			return 0, kerr.KafkaStorageError.Code
@@ -353,7 +354,7 @@ func (s *Server) fetchBounds(p *partition, fp *fetch.Part, rp *kmsg.FetchRespons
 }
 
 // fetchReadCode is the code of a partition whose read failed with err.
-func (s *Server) fetchReadCode(p *partition, fp *fetch.Part, err error) int16 {
+func (s *Server) fetchReadCode(p *partition.Partition, fp *fetch.Part, err error) int16 {
 	switch {
 	case errors.Is(err, storage.ErrOffsetOutOfRange):
 		return kerr.OffsetOutOfRange.Code
@@ -374,8 +375,8 @@ func (s *Server) fetchReadCode(p *partition, fp *fetch.Part, err error) int16 {
 // fetchAborted lists the aborted transactions of a read_committed read
 // that returned records up to last, or the code that answers the
 // partition when they cannot be found.
-func (s *Server) fetchAborted(p *partition, fp *fetch.Part, last int64) ([]kmsg.FetchResponseTopicPartitionAbortedTransaction, int16) {
-	aborted, err := p.abortedIn(fp.FetchOffset, last+1)
+func (s *Server) fetchAborted(p *partition.Partition, fp *fetch.Part, last int64) ([]kmsg.FetchResponseTopicPartitionAbortedTransaction, int16) {
+	aborted, err := p.AbortedIn(fp.FetchOffset, last+1)
 	if err != nil {
 		s.log.Error("fetch: aborted transactions", "topic", fp.Topic, "partition", fp.Partition, "offset", fp.FetchOffset, "err", err)
 		if errors.Is(err, storage.ErrOffsetOutOfRange) {
@@ -441,8 +442,8 @@ func (s *Server) longPoll(plan *fetchPlan, wait time.Duration) fetchRead {
 	wake := make(chan struct{}, 1)
 	for _, fp := range plan.parts {
 		if p := s.parts.get(fp.Topic, fp.Partition); p != nil {
-			p.addWaiter(wake)
-			defer p.removeWaiter(wake)
+			p.AddWaiter(wake)
+			defer p.RemoveWaiter(wake)
 		}
 	}
 	timer := time.NewTimer(wait)
@@ -568,7 +569,7 @@ func lastOffsetOf(data []byte) int64 {
 	return last
 }
 
-func abortedFor(txns []abortedTxn) []kmsg.FetchResponseTopicPartitionAbortedTransaction {
+func abortedFor(txns []partition.AbortedTxn) []kmsg.FetchResponseTopicPartitionAbortedTransaction {
 	out := make([]kmsg.FetchResponseTopicPartitionAbortedTransaction, len(txns))
 	for i, t := range txns {
 		out[i] = kmsg.NewFetchResponseTopicPartitionAbortedTransaction()

@@ -219,7 +219,7 @@ func TestFetchZeroCopyFrames(t *testing.T) {
 					t.Fatalf("v%d: topic %d is %q %x with %d partitions", v, i, rt.Topic, rt.TopicID, len(rt.Partitions))
 				}
 				for _, rp := range rt.Partitions {
-					lg := ts.leaderPartition(topic, rp.Partition).log
+					lg := ts.leaderPartition(topic, rp.Partition).Log
 					offset := offsets[topic][rp.Partition]
 					limit := min(int(lim.part), remaining)
 					want, err := lg.Read(offset, int32(max(limit, 0)), lg.LogEndOffset(), minOne)

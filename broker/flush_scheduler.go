@@ -33,10 +33,10 @@ func (s *Server) flushScheduler() {
 func (s *Server) flushStaleLogs() {
 	for _, tp := range s.parts.all() {
 		for _, p := range tp.parts {
-			if p == nil || p.log == nil {
+			if p == nil || p.Log == nil {
 				continue
 			}
-			if _, err := p.log.FlushIfStale(); err != nil {
+			if _, err := p.Log.FlushIfStale(); err != nil {
 				s.storageFailed(p, err)
 			}
 		}

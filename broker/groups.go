@@ -123,19 +123,19 @@ func (s *Server) appendInternal(ctx context.Context, topic string, partition int
 	}
 	// The log's limit holds for the coordinators too, as Kafka's runtime
 	// checks it: a group record with oversized member metadata fails.
-	if maxBytes := p.cfg.Load().MaxMessageBytes; len(batch) > int(maxBytes) {
+	if maxBytes := p.Cfg.Load().MaxMessageBytes; len(batch) > int(maxBytes) {
 		return fmt.Errorf("append %s-%d: batch of %d bytes over max.message.bytes %d: %w", topic, partition, len(batch), maxBytes, kerr.MessageTooLarge)
 	}
 	var last int64
 	if transactional {
-		last, err = p.appendTransactional(batch, now)
+		last, err = p.AppendTransactional(batch, now)
 	} else {
-		last, err = p.appendLocal(batch, now)
+		last, err = p.AppendLocal(batch, now)
 	}
 	if err != nil {
 		return err
 	}
-	return p.waitHighWatermark(ctx, last+1)
+	return p.WaitHighWatermark(ctx, last+1)
 }
 
 // imageTopics is the coordinator's view of the topics, for KIP-848
@@ -170,7 +170,7 @@ func (s *Server) newCoordinatorLoader(topic string, load func(ctx context.Contex
 		Topic: topic, Self: s.cfg.NodeID, Ctx: s.ctx, Go: s.goTracked, Logger: s.log,
 		Log: func(partition int32) *storage.Log {
 			if p := s.parts.get(topic, partition); p != nil {
-				return p.log
+				return p.Log
 			}
 			return nil
 		},

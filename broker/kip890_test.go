@@ -339,7 +339,7 @@ func TestKIP890MarkerDuringVerification(t *testing.T) {
 		}
 		p := ts.leaderPartition("race", int32(partition))
 		_, err := ts.appendProduced(p, batch, time.Now(), guard)
-		end := p.log.LogEndOffset()
+		end := p.Log.LogEndOffset()
 		switch {
 		case marker && !errors.Is(err, kerr.InvalidTxnState):
 			t.Fatalf("append after a marker: %v, want INVALID_TXN_STATE", err)

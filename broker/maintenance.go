@@ -1,9 +1,14 @@
 package broker
 
 import (
+	"errors"
+	"fmt"
+	"path/filepath"
 	"time"
 
+	"github.com/gregorbroker/gregor/broker/producerstate"
 	"github.com/gregorbroker/gregor/storage"
+	"github.com/gregorbroker/gregor/vfs"
 )
 
 // retentionLoop deletes old segments every log.retention.check.interval.ms
@@ -78,18 +83,74 @@ func (s *Server) activeProducers(tp storage.TopicPartition) map[int64]storage.La
 	if p == nil {
 		return nil
 	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.producers == nil {
+	p.Mu.Lock()
+	defer p.Mu.Unlock()
+	if p.Producers == nil {
 		return nil
 	}
 	out := make(map[int64]storage.LastRecord)
-	for _, pi := range p.producers.Producers() {
+	for _, pi := range p.Producers.Producers() {
 		last := int64(-1)
-		if bs := p.producers.Batches(pi.ProducerID); len(bs) > 0 {
+		if bs := p.Producers.Batches(pi.ProducerID); len(bs) > 0 {
 			last = bs[len(bs)-1].LastOffset
 		}
 		out[pi.ProducerID] = storage.LastRecord{LastDataOffset: last, ProducerEpoch: pi.Epoch}
 	}
 	return out
+}
+
+// writeProducerSnapshots writes, for every partition whose producer state
+// is loaded, a snapshot at its log end, so that the next start replays
+// nothing. It runs at clean shutdown, after the last append.
+func (s *Server) writeProducerSnapshots() error {
+	var errs []error
+	for _, tp := range s.parts.all() {
+		for _, p := range tp.parts {
+			if p == nil {
+				continue
+			}
+			p.Mu.Lock()
+			st := p.Producers
+			leo := p.Log.LogEndOffset()
+			var data []byte
+			if st != nil {
+				data = st.EncodeSnapshot()
+			}
+			p.Mu.Unlock()
+			if st == nil {
+				continue
+			}
+			name := filepath.Join(p.Log.Dir(), producerstate.SnapshotFileName(leo))
+			if err := vfs.WriteFileAtomic(s.fs, name, data); err != nil {
+				errs = append(errs, fmt.Errorf("write producer snapshot %s: %w", name, err))
+				continue
+			}
+			if err := p.PruneProducerSnapshots(); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// expireProducers forgets the producers idle for producer.id.expiration.ms
+// in every partition whose producer state is loaded, as Kafka's
+// PeriodicProducerExpirationCheck (retentionLoop runs it every
+// producer.id.expiration.check.interval.ms); a producer with a
+// transaction open stays. It returns how many went.
+func (s *Server) expireProducers(now time.Time) int {
+	n := 0
+	for _, tp := range s.parts.all() {
+		for _, p := range tp.parts {
+			if p == nil {
+				continue
+			}
+			p.Mu.Lock()
+			if p.Producers != nil {
+				n += p.Producers.ExpireProducers(now.UnixMilli(), int64(s.cfg.ProducerIDExpirationMs))
+			}
+			p.Mu.Unlock()
+		}
+	}
+	return n
 }

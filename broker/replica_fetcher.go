@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/gregorbroker/gregor/broker/internal/partition"
 	"github.com/gregorbroker/gregor/protocol"
 	"github.com/gregorbroker/gregor/storage"
 )
@@ -38,14 +39,14 @@ func newFetcherManager(s *Server) *fetcherManager {
 // reconcile hands every partition this node follows to the fetcher of its
 // leader, and stops fetchers left with nothing to fetch.
 func (m *fetcherManager) reconcile(table map[string]*topicPartitions) {
-	byLeader := make(map[int32][]*partition)
+	byLeader := make(map[int32][]*partition.Partition)
 	for _, tp := range table {
 		for _, p := range tp.parts {
 			if p == nil {
 				continue
 			}
-			if a := p.assign.Load(); a != nil && a.leader >= 0 && a.leader != m.s.cfg.NodeID {
-				byLeader[a.leader] = append(byLeader[a.leader], p)
+			if a := p.Assign.Load(); a != nil && a.Leader >= 0 && a.Leader != m.s.cfg.NodeID {
+				byLeader[a.Leader] = append(byLeader[a.Leader], p)
 			}
 		}
 	}
@@ -99,13 +100,13 @@ type replicaFetcher struct {
 	wake   chan struct{}
 
 	mu    sync.Mutex
-	parts map[*partition]*followState
+	parts map[*partition.Partition]*followState
 }
 
 func newReplicaFetcher(s *Server, leader int32) *replicaFetcher {
 	ctx, cancel := context.WithCancel(s.ctx)
 	f := &replicaFetcher{s: s, leader: leader, ctx: ctx, cancel: cancel, done: make(chan struct{}),
-		wake: make(chan struct{}, 1), parts: make(map[*partition]*followState)}
+		wake: make(chan struct{}, 1), parts: make(map[*partition.Partition]*followState)}
 	s.goTracked(func() {
 		defer close(f.done)
 		f.run()
@@ -113,11 +114,11 @@ func newReplicaFetcher(s *Server, leader int32) *replicaFetcher {
 	return f
 }
 
-func (f *replicaFetcher) set(parts []*partition) {
+func (f *replicaFetcher) set(parts []*partition.Partition) {
 	f.mu.Lock()
-	next := make(map[*partition]*followState, len(parts))
+	next := make(map[*partition.Partition]*followState, len(parts))
 	for _, p := range parts {
-		epoch := p.assign.Load().leaderEpoch
+		epoch := p.Assign.Load().LeaderEpoch
 		if st := f.parts[p]; st != nil && st.epoch == epoch {
 			next[p] = st
 		} else {
@@ -170,7 +171,7 @@ func (f *replicaFetcher) run() {
 			}
 		}
 		f.mu.Lock()
-		parts := make(map[*partition]*followState, len(f.parts))
+		parts := make(map[*partition.Partition]*followState, len(f.parts))
 		for p, st := range f.parts {
 			// A partition on an offline log dir is no longer followed
 			// (produce_helpers.go): the controller moves it off this
@@ -214,9 +215,9 @@ func (f *replicaFetcher) run() {
 
 // noteDiskFailures takes offline the log dir of each followed partition
 // whose log a failed write made unusable, as a leader's append does.
-func (f *replicaFetcher) noteDiskFailures(parts map[*partition]*followState) {
+func (f *replicaFetcher) noteDiskFailures(parts map[*partition.Partition]*followState) {
 	for p := range parts {
-		if err := p.log.Err(); err != nil {
+		if err := p.Log.Err(); err != nil {
 			f.s.storageFailed(p, err)
 		}
 	}
@@ -231,18 +232,18 @@ func (f *replicaFetcher) sleep(d time.Duration) {
 
 // truncate cuts the log of every partition that has not truncated at its
 // current leader epoch to where the leader says its last epoch ended.
-func (f *replicaFetcher) truncate(cl *kgo.Client, parts map[*partition]*followState) error {
+func (f *replicaFetcher) truncate(cl *kgo.Client, parts map[*partition.Partition]*followState) error {
 	req := kmsg.NewPtrOffsetForLeaderEpochRequest()
 	req.ReplicaID = f.s.cfg.NodeID
-	var asked []*partition
+	var asked []*partition.Partition
 	topics := make(map[string]int)
 	for p, st := range parts {
 		if st.truncated {
 			continue
 		}
-		p.mu.Lock()
-		entries, err := p.epochsLocked()
-		p.mu.Unlock()
+		p.Mu.Lock()
+		entries, err := p.EpochsLocked()
+		p.Mu.Unlock()
 		if err != nil {
 			return err
 		}
@@ -250,16 +251,16 @@ func (f *replicaFetcher) truncate(cl *kgo.Client, parts map[*partition]*followSt
 			st.truncated = true // an empty log has nothing to cut
 			continue
 		}
-		i, ok := topics[p.topic]
+		i, ok := topics[p.Topic]
 		if !ok {
 			i = len(req.Topics)
-			topics[p.topic] = i
+			topics[p.Topic] = i
 			rt := kmsg.NewOffsetForLeaderEpochRequestTopic()
-			rt.Topic = p.topic
+			rt.Topic = p.Topic
 			req.Topics = append(req.Topics, rt)
 		}
 		rp := kmsg.NewOffsetForLeaderEpochRequestTopicPartition()
-		rp.Partition = p.index
+		rp.Partition = p.Index
 		rp.CurrentLeaderEpoch = st.epoch
 		rp.LeaderEpoch = entries[len(entries)-1].Epoch
 		req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)
@@ -293,36 +294,36 @@ func (f *replicaFetcher) truncate(cl *kgo.Client, parts map[*partition]*followSt
 
 // truncateFollower cuts a follower's log at offset (when below its end) and
 // forgets what lay above: epochs, producer state.
-func (s *Server) truncateFollower(p *partition, offset int64) error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if offset < 0 || offset >= p.log.LogEndOffset() {
+func (s *Server) truncateFollower(p *partition.Partition, offset int64) error {
+	p.Mu.Lock()
+	defer p.Mu.Unlock()
+	if offset < 0 || offset >= p.Log.LogEndOffset() {
 		return nil
 	}
-	s.log.Info("truncating follower log", "topic", p.topic, "partition", p.index, "from", p.log.LogEndOffset(), "to", offset)
-	if err := p.log.TruncateTo(offset); err != nil {
-		return fmt.Errorf("truncate %s-%d: %w", p.topic, p.index, err)
+	s.log.Info("truncating follower log", "topic", p.Topic, "partition", p.Index, "from", p.Log.LogEndOffset(), "to", offset)
+	if err := p.Log.TruncateTo(offset); err != nil {
+		return fmt.Errorf("truncate %s-%d: %w", p.Topic, p.Index, err)
 	}
-	leo := p.log.LogEndOffset()
-	if entries, err := p.epochsLocked(); err == nil {
+	leo := p.Log.LogEndOffset()
+	if entries, err := p.EpochsLocked(); err == nil {
 		for len(entries) > 0 && entries[len(entries)-1].StartOffset >= leo {
 			entries = entries[:len(entries)-1]
 		}
-		p.epochs = entries
-		if err := p.writeEpochsLocked(); err != nil {
+		p.Epochs = entries
+		if err := p.WriteEpochsLocked(); err != nil {
 			return err
 		}
 	}
-	p.producers = nil
-	if p.hw.Load() > leo {
-		p.hw.Store(leo)
+	p.Producers = nil
+	if p.HW.Load() > leo {
+		p.HW.Store(leo)
 	}
 	return s.logs.Checkpoint()
 }
 
 // fetchOnce sends one replica fetch to the leader and appends what comes
 // back.
-func (f *replicaFetcher) fetchOnce(cl *kgo.Client, parts map[*partition]*followState) error {
+func (f *replicaFetcher) fetchOnce(cl *kgo.Client, parts map[*partition.Partition]*followState) error {
 	req := kmsg.NewPtrFetchRequest()
 	req.ReplicaID = f.s.cfg.NodeID
 	req.ReplicaState.ID = f.s.cfg.NodeID
@@ -333,27 +334,27 @@ func (f *replicaFetcher) fetchOnce(cl *kgo.Client, parts map[*partition]*followS
 	req.MaxBytes = f.s.cfg.ReplicaFetchResponseMaxBytes
 	req.SessionID, req.SessionEpoch = 0, -1
 	topics := make(map[string]int)
-	byKey := make(map[string]*partition)
+	byKey := make(map[string]*partition.Partition)
 	for p, st := range parts {
 		if !st.truncated {
 			continue
 		}
-		i, ok := topics[p.topic]
+		i, ok := topics[p.Topic]
 		if !ok {
 			i = len(req.Topics)
-			topics[p.topic] = i
+			topics[p.Topic] = i
 			rt := kmsg.NewFetchRequestTopic()
-			rt.Topic, rt.TopicID = p.topic, p.topicID
+			rt.Topic, rt.TopicID = p.Topic, p.TopicID
 			req.Topics = append(req.Topics, rt)
 		}
 		rp := kmsg.NewFetchRequestTopicPartition()
-		rp.Partition = p.index
-		rp.FetchOffset = p.log.LogEndOffset()
-		rp.LogStartOffset = p.log.LogStartOffset()
+		rp.Partition = p.Index
+		rp.FetchOffset = p.Log.LogEndOffset()
+		rp.LogStartOffset = p.Log.LogStartOffset()
 		rp.CurrentLeaderEpoch = st.epoch
 		rp.PartitionMaxBytes = f.s.cfg.ReplicaFetchMaxBytes
 		req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)
-		byKey[p.topic+"/"+strconv.Itoa(int(p.index))] = p
+		byKey[p.Topic+"/"+strconv.Itoa(int(p.Index))] = p
 	}
 	if len(byKey) == 0 {
 		return nil
@@ -388,66 +389,66 @@ func (f *replicaFetcher) fetchOnce(cl *kgo.Client, parts map[*partition]*followS
 
 // applyFetched appends a fetched partition's batches as a follower and
 // takes the leader's high watermark and log start offset.
-func (s *Server) applyFetched(p *partition, st *followState, rp *kmsg.FetchResponseTopicPartition) error {
+func (s *Server) applyFetched(p *partition.Partition, st *followState, rp *kmsg.FetchResponseTopicPartition) error {
 	switch rp.ErrorCode {
 	case 0:
 	case kerr.OffsetOutOfRange.Code:
-		p.mu.Lock()
-		defer p.mu.Unlock()
-		if p.log.LogEndOffset() < rp.LogStartOffset || rp.LogStartOffset < 0 {
+		p.Mu.Lock()
+		defer p.Mu.Unlock()
+		if p.Log.LogEndOffset() < rp.LogStartOffset || rp.LogStartOffset < 0 {
 			// Behind the leader's log start: start over there.
 			start := rp.LogStartOffset
 			if start < 0 {
 				start = 0
 			}
-			if err := p.log.TruncateFullyAndStartAt(start); err != nil {
+			if err := p.Log.TruncateFullyAndStartAt(start); err != nil {
 				return err
 			}
-			p.epochs, p.producers = []epochEntry{}, nil
-			return p.writeEpochsLocked()
+			p.Epochs, p.Producers = []partition.EpochEntry{}, nil
+			return p.WriteEpochsLocked()
 		}
 		st.truncated = false // ahead of the leader: truncate again
 		return nil
 	default:
-		return fmt.Errorf("fetch %s-%d from leader: %w", p.topic, p.index, kerr.ErrorForCode(rp.ErrorCode))
+		return fmt.Errorf("fetch %s-%d from leader: %w", p.Topic, p.Index, kerr.ErrorForCode(rp.ErrorCode))
 	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
+	p.Mu.Lock()
+	defer p.Mu.Unlock()
 	if len(rp.RecordBatches) > 0 {
-		if _, err := p.log.AppendAsFollower(rp.RecordBatches); err != nil {
+		if _, err := p.Log.AppendAsFollower(rp.RecordBatches); err != nil {
 			var aoe *storage.AppendOffsetError
 			if errors.As(err, &aoe) && aoe.LogEndOffset == aoe.LogStartOffset {
-				if err := p.log.TruncateFullyAndStartAt(aoe.FirstOffset); err != nil {
+				if err := p.Log.TruncateFullyAndStartAt(aoe.FirstOffset); err != nil {
 					return err
 				}
-				_, err = p.log.AppendAsFollower(rp.RecordBatches)
+				_, err = p.Log.AppendAsFollower(rp.RecordBatches)
 			}
 			if err != nil {
-				return fmt.Errorf("append %s-%d as follower: %w", p.topic, p.index, err)
+				return fmt.Errorf("append %s-%d as follower: %w", p.Topic, p.Index, err)
 			}
 		}
 		if err := s.noteFetchedEpochsLocked(p, rp.RecordBatches); err != nil {
 			return err
 		}
-		p.producers = nil
+		p.Producers = nil
 	}
-	if rp.LogStartOffset > p.log.LogStartOffset() {
-		if err := p.log.IncrementLogStartOffset(min(rp.LogStartOffset, p.log.LogEndOffset())); err != nil {
+	if rp.LogStartOffset > p.Log.LogStartOffset() {
+		if err := p.Log.IncrementLogStartOffset(min(rp.LogStartOffset, p.Log.LogEndOffset())); err != nil {
 			return err
 		}
 	}
-	hw := min(rp.HighWatermark, p.log.LogEndOffset())
-	if hw != p.hw.Load() && hw >= 0 {
-		p.hw.Store(hw)
-		p.log.SetHighWatermark(hw)
+	hw := min(rp.HighWatermark, p.Log.LogEndOffset())
+	if hw != p.HW.Load() && hw >= 0 {
+		p.HW.Store(hw)
+		p.Log.SetHighWatermark(hw)
 	}
 	return nil
 }
 
 // noteFetchedEpochsLocked adds to the epoch cache the epochs that begin in
 // fetched batches.
-func (s *Server) noteFetchedEpochsLocked(p *partition, data []byte) error {
-	entries, err := p.epochsLocked()
+func (s *Server) noteFetchedEpochsLocked(p *partition.Partition, data []byte) error {
+	entries, err := p.EpochsLocked()
 	if err != nil {
 		return err
 	}
@@ -459,13 +460,13 @@ func (s *Server) noteFetchedEpochsLocked(p *partition, data []byte) error {
 		}
 		data = rest
 		if n := len(entries); h.PartitionLeaderEpoch >= 0 && (n == 0 || h.PartitionLeaderEpoch > entries[n-1].Epoch) {
-			entries = append(entries, epochEntry{h.PartitionLeaderEpoch, h.BaseOffset})
+			entries = append(entries, partition.EpochEntry{Epoch: h.PartitionLeaderEpoch, StartOffset: h.BaseOffset})
 			changed = true
 		}
 	}
-	p.epochs = entries
+	p.Epochs = entries
 	if changed {
-		return p.writeEpochsLocked()
+		return p.WriteEpochsLocked()
 	}
 	return nil
 }

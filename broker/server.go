@@ -22,6 +22,7 @@ import (
 	"github.com/gregorbroker/gregor/broker/internal/connlimit"
 	"github.com/gregorbroker/gregor/broker/internal/fetch"
 	"github.com/gregorbroker/gregor/broker/internal/interbroker"
+	"github.com/gregorbroker/gregor/broker/internal/partition"
 	"github.com/gregorbroker/gregor/broker/producerstate"
 	"github.com/gregorbroker/gregor/config"
 	"github.com/gregorbroker/gregor/protocol"
@@ -84,7 +85,7 @@ type Server struct {
 	reconcileMu sync.Mutex
 
 	// partEnv is what the hosted partitions need of the server.
-	partEnv *partitionEnv
+	partEnv *partition.Env
 
 	// copyFetch turns the zero-copy fetch path off (Options.CopyFetch).
 	copyFetch bool
@@ -124,7 +125,7 @@ func New(cfg *config.Broker, opts Options) (*Server, error) {
 		conns:    make(map[net.Conn]struct{}),
 	}
 	s.copyFetch = opts.CopyFetch
-	s.partEnv = &partitionEnv{fs: s.fs, log: s.log, now: s.now, ctx: s.ctx, goTracked: s.goTracked, cfg: cfg, storageFailed: s.storageFailed}
+	s.partEnv = &partition.Env{FS: s.fs, Log: s.log, Now: s.now, Ctx: s.ctx, Go: s.goTracked, Cfg: cfg, StorageFailed: s.storageFailed}
 	quotas, err := connlimit.New(cfg, len(s.clientListeners()))
 	if err != nil {
 		stop()
@@ -176,7 +177,7 @@ func (s *Server) open() error {
 		},
 		Compress: protocol.Compress,
 		// The transaction index is rebuilt from the producer snapshots'
-		// ongoing transactions (producers.go).
+		// ongoing transactions (broker/internal/partition).
 		ProducerSnapshotTxns: producerstate.OngoingTransactions,
 	})
 	if err != nil {
@@ -205,6 +206,15 @@ func (s *Server) open() error {
 		s.startCleaner()
 	}
 	return nil
+}
+
+// startProducerIDs sets up the allocator that InitProducerId hands ids
+// from: blocks of 1,000 ids recorded in the metadata log, so ids stay
+// unique across restarts.
+func (s *Server) startProducerIDs() {
+	s.producerIDs = producerstate.NewIDAllocator(func(ctx context.Context) (int64, int64, error) {
+		return s.ctrl.AllocateProducerIDs(ctx, s.cfg.NodeID)
+	})
 }
 
 func voterIDs(cfg *config.Broker) []uint64 {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/gregorbroker/gregor/broker/group"
 	"github.com/gregorbroker/gregor/broker/internal/interbroker"
+	"github.com/gregorbroker/gregor/broker/internal/partition"
 	"github.com/gregorbroker/gregor/broker/producerstate"
 	"github.com/gregorbroker/gregor/broker/txn"
 	"github.com/gregorbroker/gregor/protocol"
@@ -103,7 +104,7 @@ func (s *Server) verifyProduce(ctx context.Context, req *kmsg.ProduceRequest) *p
 		return nil
 	}
 	type candidate struct {
-		p   *partition
+		p   *partition.Partition
 		tp  txn.TopicPartition
 		seq int32
 	}
@@ -154,13 +155,13 @@ func (s *Server) verifyProduce(ctx context.Context, req *kmsg.ProduceRequest) *p
 		nowMs := s.now().UnixMilli()
 		var ask []txn.TopicPartition
 		for _, c := range cands {
-			c.p.mu.Lock()
-			st, err := c.p.txnStateLocked()
+			c.p.Mu.Lock()
+			st, err := c.p.TxnStateLocked()
 			guard := producerstate.NoGuard
 			if err == nil {
 				guard = st.StartVerification(pid, c.seq, epoch, op == interbroker.OpAddPartition, nowMs, int64(s.cfg.ProducerIDExpirationMs))
 			}
-			c.p.mu.Unlock()
+			c.p.Mu.Unlock()
 			switch {
 			case err != nil:
 				s.log.Error("start transaction verification", "topic", c.tp.Topic, "partition", c.tp.Partition, "err", err)
@@ -237,10 +238,10 @@ func (s *Server) verifyTxnOffsetCommit(ctx context.Context, partition int32, t g
 	if p == nil {
 		return fmt.Errorf("verify transaction on %s-%d: %w", offsetsTopic, partition, kerr.NotLeaderForPartition)
 	}
-	p.mu.Lock()
-	st, err := p.txnStateLocked()
+	p.Mu.Lock()
+	st, err := p.TxnStateLocked()
 	ongoing := err == nil && st.HasOngoingTransaction(t.ProducerID, t.ProducerEpoch)
-	p.mu.Unlock()
+	p.Mu.Unlock()
 	switch {
 	case err != nil:
 		return fmt.Errorf("verify transaction on %s-%d: %w: %v", offsetsTopic, partition, kerr.KafkaStorageError, err)

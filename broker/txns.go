@@ -165,29 +165,29 @@ func (s *Server) writeMarkerLocal(ctx context.Context, topic string, partition i
 	if err != nil {
 		return fmt.Errorf("marker for %s-%d: %w", topic, partition, err)
 	}
-	p.mu.Lock()
-	st, err := p.producerStateLocked()
+	p.Mu.Lock()
+	st, err := p.ProducerStateLocked()
 	if err == nil {
 		err = st.CheckMarker(m)
 	}
 	var offset int64
 	if err == nil {
-		offset, err = p.appendLocked(batch, now)
+		offset, err = p.AppendLocked(batch, now)
 	}
 	if err == nil {
 		// The log indexed an aborted transaction as it appended the
 		// marker (storage's .txnindex).
 		st.ApplyMarker(m, offset, now)
-		p.updateLastStableOffsetLocked()
+		p.UpdateLastStableOffsetLocked()
 	}
-	p.mu.Unlock()
+	p.Mu.Unlock()
 	if err == nil {
-		err = p.durable(offset)
+		err = p.Durable(offset)
 	}
 	if err != nil {
 		return fmt.Errorf("marker for %s-%d: %w", topic, partition, err)
 	}
-	return p.waitHighWatermark(ctx, offset+1)
+	return p.WaitHighWatermark(ctx, offset+1)
 }
 
 // txnContext bounds a request to the transaction coordinator.
