@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/gregorbroker/gregor/broker/internal/partition"
+	"github.com/gregorbroker/gregor/broker/internal/replica"
 	"github.com/gregorbroker/gregor/config"
 	"github.com/gregorbroker/gregor/raftmeta"
 )
@@ -209,8 +210,8 @@ func TestReplicaFetcherSendsBrokerEpoch(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	f := &replicaFetcher{s: ts2.Server, leader: 1, ctx: testContext(t)}
-	if err := f.fetchOnce(cl, map[*partition.Partition]*followState{follower: {epoch: p.LeaderEpoch.Load(), truncated: true}}); err != nil {
+	parts := map[*partition.Partition]*replica.FollowState{follower: {Epoch: p.LeaderEpoch.Load(), Truncated: true}}
+	if err := ts2.fetchers.FetchOnce(testContext(t), 1, cl, parts); err != nil {
 		t.Fatal(err)
 	}
 	p.Mu.Lock()

@@ -156,7 +156,7 @@ func (s *Server) reconcile(img *raftmeta.Image) error {
 		errs = append(errs, &failed)
 	}
 	s.parts.byName.Store(&next)
-	s.fetchers.reconcile(next)
+	s.fetchers.Reconcile(hostedPartitions(next))
 	if s.groups != nil {
 		s.groups.reconcile(img)
 	}
@@ -250,4 +250,17 @@ func (t *partitionTable) all() map[string]*topicPartitions {
 		return nil
 	}
 	return *m
+}
+
+// hostedPartitions lists the partitions of a partition table.
+func hostedPartitions(table map[string]*topicPartitions) []*partition.Partition {
+	var out []*partition.Partition
+	for _, tp := range table {
+		for _, p := range tp.parts {
+			if p != nil {
+				out = append(out, p)
+			}
+		}
+	}
+	return out
 }

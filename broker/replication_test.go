@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/gregorbroker/gregor/broker/internal/replica"
 	"github.com/gregorbroker/gregor/protocol"
 	"github.com/gregorbroker/gregor/raftmeta"
 )
@@ -113,13 +114,13 @@ func TestDeposedLeaderAnswersNotLeader(t *testing.T) {
 	newEpoch := a.LeaderEpoch + 2
 	ts.applyAssignment(p, raftmeta.PartitionImage{Replicas: []int32{self, other}, ISR: []int32{self, other},
 		Leader: other, LeaderEpoch: newEpoch, PartitionEpoch: a.PartitionEpoch + 2})
-	if err := ts.truncateFollower(p, 0); err != nil {
+	if err := ts.fetchers.TruncateFollower(p, 0); err != nil {
 		t.Fatal(err)
 	}
 	rp := kmsg.NewFetchResponseTopicPartition()
 	rp.HighWatermark, rp.LogStartOffset = 3, 0
 	rp.RecordBatches = leaderBatch(t, 0, newEpoch, "new-0", "new-1", "new-2")
-	if err := ts.applyFetched(p, &followState{epoch: newEpoch, truncated: true}, &rp); err != nil {
+	if err := ts.fetchers.ApplyFetched(p, &replica.FollowState{Epoch: newEpoch, Truncated: true}, &rp); err != nil {
 		t.Fatal(err)
 	}
 	if hw := p.HighWatermark(); hw != 3 {

@@ -23,6 +23,7 @@ import (
 	"github.com/gregorbroker/gregor/broker/internal/fetch"
 	"github.com/gregorbroker/gregor/broker/internal/interbroker"
 	"github.com/gregorbroker/gregor/broker/internal/partition"
+	"github.com/gregorbroker/gregor/broker/internal/replica"
 	"github.com/gregorbroker/gregor/broker/producerstate"
 	"github.com/gregorbroker/gregor/config"
 	"github.com/gregorbroker/gregor/protocol"
@@ -66,7 +67,7 @@ type Server struct {
 	sessions *fetch.Sessions
 	groups   *groupCoordinator
 	txns     *txnCoordinator
-	fetchers *fetcherManager
+	fetchers *replica.Manager // the follower side of replication
 	// addSender asks transaction coordinators to verify or add partitions
 	// (KIP-890, broker/internal/interbroker).
 	addSender *interbroker.AddSender
@@ -133,7 +134,13 @@ func New(cfg *config.Broker, opts Options) (*Server, error) {
 	}
 	s.quotas = quotas
 	s.sessions = fetch.NewSessions(int(cfg.MaxIncrementalFetchSessionCacheSlots))
-	s.fetchers = newFetcherManager(s)
+	s.fetchers = replica.NewManager(replica.Deps{
+		Cfg: cfg, Image: func() *raftmeta.Image { return s.meta.Image() },
+		Ctx: ctx, Go: s.goTracked, Logger: s.log,
+		BrokerEpoch: s.ownBrokerEpoch, Partition: s.parts.get,
+		DirOffline: s.dirOffline, StorageFailed: s.storageFailed,
+		Checkpoint: func() error { return s.logs.Checkpoint() },
+	})
 	s.addSender = interbroker.NewAddSender(interbroker.AddDeps{
 		Self: cfg.NodeID, Listener: cfg.InterBrokerListenerName,
 		Image: func() *raftmeta.Image { return s.meta.Image() },
@@ -480,7 +487,7 @@ func (s *Server) Close() error {
 		errs = append(errs, s.quorum.Close())
 	}
 	if s.fetchers != nil {
-		s.fetchers.close()
+		s.fetchers.Close()
 	}
 	if s.logs != nil {
 		errs = append(errs, s.logs.Close())

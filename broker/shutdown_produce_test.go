@@ -64,7 +64,7 @@ func TestCloseAnswersWaitingProduce(t *testing.T) {
 	// The followers stop fetching (as if paused); they stay in the ISR
 	// for replica.lag.time.max.ms, so the produce waits for them.
 	for _, f := range followers {
-		f.fetchers.close()
+		f.fetchers.Close()
 	}
 	answer := produceAsync(leader.Addr().String(), "leaving", testBatch(t, "never-replicated"), 60*time.Second)
 	deadline := time.Now().Add(10 * time.Second)

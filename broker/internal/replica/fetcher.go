@@ -1,9 +1,10 @@
-package broker
+package replica
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"strconv"
 	"sync"
@@ -14,40 +15,51 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/gregorbroker/gregor/broker/internal/partition"
+	"github.com/gregorbroker/gregor/config"
 	"github.com/gregorbroker/gregor/protocol"
+	"github.com/gregorbroker/gregor/raftmeta"
 	"github.com/gregorbroker/gregor/storage"
 )
 
-// Replication, follower side. For each leader it follows partitions of,
-// this node runs one fetcher goroutine that fetches from the leader with
-// the Fetch API and its replica id, as Kafka's replica fetcher threads do.
-// After becoming a follower a partition first truncates a divergent tail:
-// it asks the leader, with OffsetForLeaderEpoch, where its own last leader
-// epoch ended there, and cuts its log at that offset (KIP-101/279).
-
-// fetcherManager keeps one fetcher per leader.
-type fetcherManager struct {
-	s        *Server
+// Manager keeps one fetcher per leader.
+type Manager struct {
+	d        Deps
 	mu       sync.Mutex
-	fetchers map[int32]*replicaFetcher
+	fetchers map[int32]*fetcher
 }
 
-func newFetcherManager(s *Server) *fetcherManager {
-	return &fetcherManager{s: s, fetchers: make(map[int32]*replicaFetcher)}
+// Deps are what the fetchers need of the server.
+type Deps struct {
+	Cfg    *config.Broker         // the node id, the inter-broker listener, replica.fetch.*
+	Image  func() *raftmeta.Image // this node's metadata image
+	Ctx    context.Context        // ends when the server closes
+	Go     func(func())           // starts a goroutine the server waits for when it closes
+	Logger *slog.Logger
+	// BrokerEpoch is this broker's registration epoch, -1 before it has
+	// registered.
+	BrokerEpoch func() int64
+	// Partition is a hosted partition, or nil.
+	Partition func(topic string, index int32) *partition.Partition
+	// DirOffline reports whether p's log dir went offline, and
+	// StorageFailed takes it offline after a disk error.
+	DirOffline    func(p *partition.Partition) bool
+	StorageFailed func(p *partition.Partition, err error)
+	// Checkpoint writes the log dirs' checkpoints, after a truncation.
+	Checkpoint func() error
 }
 
-// reconcile hands every partition this node follows to the fetcher of its
-// leader, and stops fetchers left with nothing to fetch.
-func (m *fetcherManager) reconcile(table map[string]*topicPartitions) {
+// NewManager is a Manager with no fetcher yet.
+func NewManager(d Deps) *Manager {
+	return &Manager{d: d, fetchers: make(map[int32]*fetcher)}
+}
+
+// Reconcile hands every hosted partition this node follows to the fetcher
+// of its leader, and stops fetchers left with nothing to fetch.
+func (m *Manager) Reconcile(hosted []*partition.Partition) {
 	byLeader := make(map[int32][]*partition.Partition)
-	for _, tp := range table {
-		for _, p := range tp.parts {
-			if p == nil {
-				continue
-			}
-			if a := p.Assign.Load(); a != nil && a.Leader >= 0 && a.Leader != m.s.cfg.NodeID {
-				byLeader[a.Leader] = append(byLeader[a.Leader], p)
-			}
+	for _, p := range hosted {
+		if a := p.Assign.Load(); a != nil && a.Leader >= 0 && a.Leader != m.d.Cfg.NodeID {
+			byLeader[a.Leader] = append(byLeader[a.Leader], p)
 		}
 	}
 	m.mu.Lock()
@@ -61,18 +73,18 @@ func (m *fetcherManager) reconcile(table map[string]*topicPartitions) {
 	for leader, parts := range byLeader {
 		f := m.fetchers[leader]
 		if f == nil {
-			f = newReplicaFetcher(m.s, leader)
+			f = m.newFetcher(leader)
 			m.fetchers[leader] = f
 		}
 		f.set(parts)
 	}
 }
 
-// close stops every fetcher and waits for each to finish what it was
-// doing, so that none appends to a log after close returns.
-func (m *fetcherManager) close() {
+// Close stops every fetcher and waits for each to finish what it was
+// doing, so that none appends to a log after Close returns.
+func (m *Manager) Close() {
 	m.mu.Lock()
-	var stopped []*replicaFetcher
+	var stopped []*fetcher
 	for leader, f := range m.fetchers {
 		f.stop()
 		delete(m.fetchers, leader)
@@ -84,15 +96,16 @@ func (m *fetcherManager) close() {
 	}
 }
 
-// followState is a followed partition's progress: whether it has
+// FollowState is a followed partition's progress: whether it has
 // truncated since it started following at this leader epoch.
-type followState struct {
-	epoch     int32
-	truncated bool
+type FollowState struct {
+	Epoch     int32
+	Truncated bool
 }
 
-type replicaFetcher struct {
-	s      *Server
+// fetcher follows the partitions of one leader.
+type fetcher struct {
+	m      *Manager
 	leader int32
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -100,29 +113,29 @@ type replicaFetcher struct {
 	wake   chan struct{}
 
 	mu    sync.Mutex
-	parts map[*partition.Partition]*followState
+	parts map[*partition.Partition]*FollowState
 }
 
-func newReplicaFetcher(s *Server, leader int32) *replicaFetcher {
-	ctx, cancel := context.WithCancel(s.ctx)
-	f := &replicaFetcher{s: s, leader: leader, ctx: ctx, cancel: cancel, done: make(chan struct{}),
-		wake: make(chan struct{}, 1), parts: make(map[*partition.Partition]*followState)}
-	s.goTracked(func() {
+func (m *Manager) newFetcher(leader int32) *fetcher {
+	ctx, cancel := context.WithCancel(m.d.Ctx)
+	f := &fetcher{m: m, leader: leader, ctx: ctx, cancel: cancel, done: make(chan struct{}),
+		wake: make(chan struct{}, 1), parts: make(map[*partition.Partition]*FollowState)}
+	m.d.Go(func() {
 		defer close(f.done)
 		f.run()
 	})
 	return f
 }
 
-func (f *replicaFetcher) set(parts []*partition.Partition) {
+func (f *fetcher) set(parts []*partition.Partition) {
 	f.mu.Lock()
-	next := make(map[*partition.Partition]*followState, len(parts))
+	next := make(map[*partition.Partition]*FollowState, len(parts))
 	for _, p := range parts {
 		epoch := p.Assign.Load().LeaderEpoch
-		if st := f.parts[p]; st != nil && st.epoch == epoch {
+		if st := f.parts[p]; st != nil && st.Epoch == epoch {
 			next[p] = st
 		} else {
-			next[p] = &followState{epoch: epoch}
+			next[p] = &FollowState{Epoch: epoch}
 		}
 	}
 	f.parts = next
@@ -133,25 +146,25 @@ func (f *replicaFetcher) set(parts []*partition.Partition) {
 	}
 }
 
-func (f *replicaFetcher) stop() {
+func (f *fetcher) stop() {
 	f.cancel()
 }
 
 // leaderAddr is the leader's address on the inter-broker listener.
-func (f *replicaFetcher) leaderAddr() (string, error) {
-	b, ok := f.s.meta.Image().Broker(f.leader)
+func (f *fetcher) leaderAddr() (string, error) {
+	b, ok := f.m.d.Image().Broker(f.leader)
 	if !ok {
 		return "", fmt.Errorf("leader %d is not registered", f.leader)
 	}
-	l, ok := b.Listener(f.s.cfg.InterBrokerListenerName)
+	l, ok := b.Listener(f.m.d.Cfg.InterBrokerListenerName)
 	if !ok {
-		return "", fmt.Errorf("leader %d has no %s listener", f.leader, f.s.cfg.InterBrokerListenerName)
+		return "", fmt.Errorf("leader %d has no %s listener", f.leader, f.m.d.Cfg.InterBrokerListenerName)
 	}
 	return net.JoinHostPort(l.Host, strconv.Itoa(int(l.Port))), nil
 }
 
-func (f *replicaFetcher) run() {
-	backoff := time.Duration(f.s.cfg.ReplicaFetchBackoffMs) * time.Millisecond
+func (f *fetcher) run() {
+	backoff := time.Duration(f.m.d.Cfg.ReplicaFetchBackoffMs) * time.Millisecond
 	var cl *kgo.Client
 	defer func() {
 		if cl != nil {
@@ -162,21 +175,21 @@ func (f *replicaFetcher) run() {
 		if cl == nil {
 			addr, err := f.leaderAddr()
 			if err == nil {
-				cl, err = kgo.NewClient(kgo.SeedBrokers(addr), kgo.ClientID(fmt.Sprintf("gregor-replica-%d", f.s.cfg.NodeID)))
+				cl, err = kgo.NewClient(kgo.SeedBrokers(addr), kgo.ClientID(fmt.Sprintf("gregor-replica-%d", f.m.d.Cfg.NodeID)))
 			}
 			if err != nil {
-				f.s.log.Warn("replica fetcher", "leader", f.leader, "err", err)
+				f.m.d.Logger.Warn("replica fetcher", "leader", f.leader, "err", err)
 				f.sleep(backoff)
 				continue
 			}
 		}
 		f.mu.Lock()
-		parts := make(map[*partition.Partition]*followState, len(f.parts))
+		parts := make(map[*partition.Partition]*FollowState, len(f.parts))
 		for p, st := range f.parts {
 			// A partition on an offline log dir is no longer followed
-			// (produce_helpers.go): the controller moves it off this
+			// (broker/produce_helpers.go): the controller moves it off this
 			// broker, and its errors would hold up the others.
-			if !f.s.dirOffline(p) {
+			if !f.m.d.DirOffline(p) {
 				parts[p] = st
 			}
 		}
@@ -188,7 +201,7 @@ func (f *replicaFetcher) run() {
 			}
 			continue
 		}
-		if f.s.ownBrokerEpoch() == -1 {
+		if f.m.d.BrokerEpoch() == -1 {
 			// Not registered yet (a restart replays the image before it
 			// registers): fetches are made under this incarnation's epoch
 			// only, so that the leader never counts them for another.
@@ -197,7 +210,7 @@ func (f *replicaFetcher) run() {
 		}
 		if err := f.truncate(cl, parts); err != nil {
 			if f.ctx.Err() == nil {
-				f.s.log.Warn("replica truncation", "leader", f.leader, "err", err)
+				f.m.d.Logger.Warn("replica truncation", "leader", f.leader, "err", err)
 			}
 			f.noteDiskFailures(parts)
 			f.sleep(backoff)
@@ -205,7 +218,7 @@ func (f *replicaFetcher) run() {
 		}
 		if err := f.fetchOnce(cl, parts); err != nil {
 			if f.ctx.Err() == nil {
-				f.s.log.Warn("replica fetch", "leader", f.leader, "err", err)
+				f.m.d.Logger.Warn("replica fetch", "leader", f.leader, "err", err)
 			}
 			f.noteDiskFailures(parts)
 			f.sleep(backoff)
@@ -215,15 +228,15 @@ func (f *replicaFetcher) run() {
 
 // noteDiskFailures takes offline the log dir of each followed partition
 // whose log a failed write made unusable, as a leader's append does.
-func (f *replicaFetcher) noteDiskFailures(parts map[*partition.Partition]*followState) {
+func (f *fetcher) noteDiskFailures(parts map[*partition.Partition]*FollowState) {
 	for p := range parts {
 		if err := p.Log.Err(); err != nil {
-			f.s.storageFailed(p, err)
+			f.m.d.StorageFailed(p, err)
 		}
 	}
 }
 
-func (f *replicaFetcher) sleep(d time.Duration) {
+func (f *fetcher) sleep(d time.Duration) {
 	select {
 	case <-time.After(d):
 	case <-f.ctx.Done():
@@ -232,13 +245,13 @@ func (f *replicaFetcher) sleep(d time.Duration) {
 
 // truncate cuts the log of every partition that has not truncated at its
 // current leader epoch to where the leader says its last epoch ended.
-func (f *replicaFetcher) truncate(cl *kgo.Client, parts map[*partition.Partition]*followState) error {
+func (f *fetcher) truncate(cl *kgo.Client, parts map[*partition.Partition]*FollowState) error {
 	req := kmsg.NewPtrOffsetForLeaderEpochRequest()
-	req.ReplicaID = f.s.cfg.NodeID
+	req.ReplicaID = f.m.d.Cfg.NodeID
 	var asked []*partition.Partition
 	topics := make(map[string]int)
 	for p, st := range parts {
-		if st.truncated {
+		if st.Truncated {
 			continue
 		}
 		p.Mu.Lock()
@@ -248,7 +261,7 @@ func (f *replicaFetcher) truncate(cl *kgo.Client, parts map[*partition.Partition
 			return err
 		}
 		if len(entries) == 0 {
-			st.truncated = true // an empty log has nothing to cut
+			st.Truncated = true // an empty log has nothing to cut
 			continue
 		}
 		i, ok := topics[p.Topic]
@@ -261,7 +274,7 @@ func (f *replicaFetcher) truncate(cl *kgo.Client, parts map[*partition.Partition
 		}
 		rp := kmsg.NewOffsetForLeaderEpochRequestTopicPartition()
 		rp.Partition = p.Index
-		rp.CurrentLeaderEpoch = st.epoch
+		rp.CurrentLeaderEpoch = st.Epoch
 		rp.LeaderEpoch = entries[len(entries)-1].Epoch
 		req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)
 		asked = append(asked, p)
@@ -275,7 +288,7 @@ func (f *replicaFetcher) truncate(cl *kgo.Client, parts map[*partition.Partition
 	}
 	for _, rt := range resp.Topics {
 		for _, rp := range rt.Partitions {
-			p := f.s.parts.get(rt.Topic, rp.Partition)
+			p := f.m.d.Partition(rt.Topic, rp.Partition)
 			st := parts[p]
 			if p == nil || st == nil {
 				continue
@@ -283,24 +296,24 @@ func (f *replicaFetcher) truncate(cl *kgo.Client, parts map[*partition.Partition
 			if rp.ErrorCode != 0 {
 				return fmt.Errorf("offset for leader epoch %s-%d: %w", rt.Topic, rp.Partition, kerr.ErrorForCode(rp.ErrorCode))
 			}
-			if err := f.s.truncateFollower(p, rp.EndOffset); err != nil {
+			if err := f.m.TruncateFollower(p, rp.EndOffset); err != nil {
 				return err
 			}
-			st.truncated = true
+			st.Truncated = true
 		}
 	}
 	return nil
 }
 
-// truncateFollower cuts a follower's log at offset (when below its end) and
-// forgets what lay above: epochs, producer state.
-func (s *Server) truncateFollower(p *partition.Partition, offset int64) error {
+// TruncateFollower cuts a follower's log at offset (when below its end)
+// and forgets what lay above: epochs, producer state.
+func (m *Manager) TruncateFollower(p *partition.Partition, offset int64) error {
 	p.Mu.Lock()
 	defer p.Mu.Unlock()
 	if offset < 0 || offset >= p.Log.LogEndOffset() {
 		return nil
 	}
-	s.log.Info("truncating follower log", "topic", p.Topic, "partition", p.Index, "from", p.Log.LogEndOffset(), "to", offset)
+	m.d.Logger.Info("truncating follower log", "topic", p.Topic, "partition", p.Index, "from", p.Log.LogEndOffset(), "to", offset)
 	if err := p.Log.TruncateTo(offset); err != nil {
 		return fmt.Errorf("truncate %s-%d: %w", p.Topic, p.Index, err)
 	}
@@ -318,25 +331,25 @@ func (s *Server) truncateFollower(p *partition.Partition, offset int64) error {
 	if p.HW.Load() > leo {
 		p.HW.Store(leo)
 	}
-	return s.logs.Checkpoint()
+	return m.d.Checkpoint()
 }
 
 // fetchOnce sends one replica fetch to the leader and appends what comes
 // back.
-func (f *replicaFetcher) fetchOnce(cl *kgo.Client, parts map[*partition.Partition]*followState) error {
+func (f *fetcher) fetchOnce(cl *kgo.Client, parts map[*partition.Partition]*FollowState) error {
 	req := kmsg.NewPtrFetchRequest()
-	req.ReplicaID = f.s.cfg.NodeID
-	req.ReplicaState.ID = f.s.cfg.NodeID
+	req.ReplicaID = f.m.d.Cfg.NodeID
+	req.ReplicaState.ID = f.m.d.Cfg.NodeID
 	// The leader counts this fetch for this incarnation only (KIP-903).
-	req.ReplicaState.Epoch = f.s.ownBrokerEpoch()
-	req.MaxWaitMillis = f.s.cfg.ReplicaFetchWaitMaxMs
-	req.MinBytes = f.s.cfg.ReplicaFetchMinBytes
-	req.MaxBytes = f.s.cfg.ReplicaFetchResponseMaxBytes
+	req.ReplicaState.Epoch = f.m.d.BrokerEpoch()
+	req.MaxWaitMillis = f.m.d.Cfg.ReplicaFetchWaitMaxMs
+	req.MinBytes = f.m.d.Cfg.ReplicaFetchMinBytes
+	req.MaxBytes = f.m.d.Cfg.ReplicaFetchResponseMaxBytes
 	req.SessionID, req.SessionEpoch = 0, -1
 	topics := make(map[string]int)
 	byKey := make(map[string]*partition.Partition)
 	for p, st := range parts {
-		if !st.truncated {
+		if !st.Truncated {
 			continue
 		}
 		i, ok := topics[p.Topic]
@@ -351,8 +364,8 @@ func (f *replicaFetcher) fetchOnce(cl *kgo.Client, parts map[*partition.Partitio
 		rp.Partition = p.Index
 		rp.FetchOffset = p.Log.LogEndOffset()
 		rp.LogStartOffset = p.Log.LogStartOffset()
-		rp.CurrentLeaderEpoch = st.epoch
-		rp.PartitionMaxBytes = f.s.cfg.ReplicaFetchMaxBytes
+		rp.CurrentLeaderEpoch = st.Epoch
+		rp.PartitionMaxBytes = f.m.d.Cfg.ReplicaFetchMaxBytes
 		req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)
 		byKey[p.Topic+"/"+strconv.Itoa(int(p.Index))] = p
 	}
@@ -370,7 +383,7 @@ func (f *replicaFetcher) fetchOnce(cl *kgo.Client, parts map[*partition.Partitio
 	for _, rt := range resp.Topics {
 		name := rt.Topic
 		if req.Version >= 13 {
-			if t, ok := f.s.meta.Image().TopicByID(rt.TopicID); ok {
+			if t, ok := f.m.d.Image().TopicByID(rt.TopicID); ok {
 				name = t.Name
 			}
 		}
@@ -379,7 +392,7 @@ func (f *replicaFetcher) fetchOnce(cl *kgo.Client, parts map[*partition.Partitio
 			if p == nil {
 				continue
 			}
-			if err := f.s.applyFetched(p, parts[p], &rp); err != nil {
+			if err := f.m.ApplyFetched(p, parts[p], &rp); err != nil {
 				errs = append(errs, err)
 			}
 		}
@@ -387,9 +400,9 @@ func (f *replicaFetcher) fetchOnce(cl *kgo.Client, parts map[*partition.Partitio
 	return errors.Join(errs...)
 }
 
-// applyFetched appends a fetched partition's batches as a follower and
+// ApplyFetched appends a fetched partition's batches as a follower and
 // takes the leader's high watermark and log start offset.
-func (s *Server) applyFetched(p *partition.Partition, st *followState, rp *kmsg.FetchResponseTopicPartition) error {
+func (m *Manager) ApplyFetched(p *partition.Partition, st *FollowState, rp *kmsg.FetchResponseTopicPartition) error {
 	switch rp.ErrorCode {
 	case 0:
 	case kerr.OffsetOutOfRange.Code:
@@ -407,7 +420,7 @@ func (s *Server) applyFetched(p *partition.Partition, st *followState, rp *kmsg.
 			p.Epochs, p.Producers = []partition.EpochEntry{}, nil
 			return p.WriteEpochsLocked()
 		}
-		st.truncated = false // ahead of the leader: truncate again
+		st.Truncated = false // ahead of the leader: truncate again
 		return nil
 	default:
 		return fmt.Errorf("fetch %s-%d from leader: %w", p.Topic, p.Index, kerr.ErrorForCode(rp.ErrorCode))
@@ -427,7 +440,7 @@ func (s *Server) applyFetched(p *partition.Partition, st *followState, rp *kmsg.
 				return fmt.Errorf("append %s-%d as follower: %w", p.Topic, p.Index, err)
 			}
 		}
-		if err := s.noteFetchedEpochsLocked(p, rp.RecordBatches); err != nil {
+		if err := noteFetchedEpochsLocked(p, rp.RecordBatches); err != nil {
 			return err
 		}
 		p.Producers = nil
@@ -447,7 +460,7 @@ func (s *Server) applyFetched(p *partition.Partition, st *followState, rp *kmsg.
 
 // noteFetchedEpochsLocked adds to the epoch cache the epochs that begin in
 // fetched batches.
-func (s *Server) noteFetchedEpochsLocked(p *partition.Partition, data []byte) error {
+func noteFetchedEpochsLocked(p *partition.Partition, data []byte) error {
 	entries, err := p.EpochsLocked()
 	if err != nil {
 		return err
@@ -469,4 +482,11 @@ func (s *Server) noteFetchedEpochsLocked(p *partition.Partition, data []byte) er
 		return p.WriteEpochsLocked()
 	}
 	return nil
+}
+
+// FetchOnce sends one replica fetch for parts to leader over cl and
+// appends what comes back, outside the fetchers' loop (for tests).
+func (m *Manager) FetchOnce(ctx context.Context, leader int32, cl *kgo.Client, parts map[*partition.Partition]*FollowState) error {
+	f := &fetcher{m: m, leader: leader, ctx: ctx}
+	return f.fetchOnce(cl, parts)
 }
