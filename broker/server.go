@@ -1,7 +1,12 @@
 // Package broker is Gregor's Kafka server: listeners, connections, one file
 // per API key (00_produce.go, 01_fetch.go, ...), and the partitions this
 // node hosts. It reads cluster metadata from raftmeta and partition data
-// from storage.
+// from storage. Its machinery is in packages under broker/internal, each
+// with one job, none of which imports this one: partition (a hosted
+// partition and its append path), replica (the follower's fetcher), fetch
+// (fetch sessions and zero-copy sends), interbroker (requests to other
+// brokers), coordhost (the coordinators on their partitions) and
+// connlimit (connection quotas).
 package broker
 
 import (
