@@ -264,13 +264,22 @@ func (s *Server) readFetchPartition(plan *fetchPlan, fp *fetch.Part, b *fetchBud
 		rp.ErrorCode = code
 		return rp, nil
 	}
+	slice := s.readFetchRecords(plan, p, fp, b, &rp, maxOffset, readCommitted)
+	return rp, slice
+}
+
+// readFetchRecords reads a partition's records below maxOffset into rp
+// (or, for a zero-copy read, returns their file slice), within the fetch's
+// budget b, which it charges.
+func (s *Server) readFetchRecords(plan *fetchPlan, p *partition.Partition, fp *fetch.Part, b *fetchBudget,
+	rp *kmsg.FetchResponseTopicPartition, maxOffset int64, readCommitted bool) *storage.FileSlice {
 	limit := min(int(fp.MaxBytes), b.remaining)
 	// byBudget: the response's limit, not the partition's, bounds this
 	// read; records it leaves behind mean the response is full.
 	byBudget := b.remaining < int(fp.MaxBytes)
 	if limit <= 0 && !b.minOne {
 		b.capped = b.capped || fp.FetchOffset < maxOffset
-		return rp, nil
+		return nil
 	}
 	read := p.Log.Read
 	if plan.zeroCopy {
@@ -279,7 +288,7 @@ func (s *Server) readFetchPartition(plan *fetchPlan, fp *fetch.Part, b *fetchBud
 	rr, err := read(fp.FetchOffset, int32(max(limit, 0)), maxOffset, b.minOne)
 	if err != nil {
 		rp.ErrorCode = s.fetchReadCode(p, fp, err)
-		return rp, nil
+		return nil
 	}
 	n, last := len(rr.Data), int64(-1)
 	if rr.Slice != nil {
@@ -289,7 +298,8 @@ func (s *Server) readFetchPartition(plan *fetchPlan, fp *fetch.Part, b *fetchBud
 		last = lastOffsetOf(rr.Data)
 	}
 	if n > 0 && readCommitted {
-		if rp.AbortedTransactions, code = s.fetchAborted(p, fp, last); code != 0 {
+		aborted, code := s.fetchAborted(p, fp, last)
+		if code != 0 {
 			// Records without their aborted transactions would show a
 			// consumer aborted data: answer none.
 			rp.ErrorCode = code
@@ -297,8 +307,9 @@ func (s *Server) readFetchPartition(plan *fetchPlan, fp *fetch.Part, b *fetchBud
 			if rr.Slice != nil {
 				rr.Slice.Release()
 			}
-			return rp, nil
+			return nil
 		}
+		rp.AbortedTransactions = aborted
 	}
 	next := fp.FetchOffset
 	if n > 0 {
@@ -308,7 +319,7 @@ func (s *Server) readFetchPartition(plan *fetchPlan, fp *fetch.Part, b *fetchBud
 		next = last + 1
 	}
 	b.capped = b.capped || byBudget && next < maxOffset
-	return rp, rr.Slice
+	return rr.Slice
 }
 
 // fetchablePartition is the partition a fetch may read, led by this node
