@@ -27,6 +27,7 @@ import (
 	"github.com/gregorbroker/gregor/broker/internal/connlimit"
 	"github.com/gregorbroker/gregor/broker/internal/fetch"
 	"github.com/gregorbroker/gregor/broker/internal/interbroker"
+	"github.com/gregorbroker/gregor/broker/internal/logmaint"
 	"github.com/gregorbroker/gregor/broker/internal/partition"
 	"github.com/gregorbroker/gregor/broker/internal/replica"
 	"github.com/gregorbroker/gregor/broker/producerstate"
@@ -82,6 +83,10 @@ type Server struct {
 	// produceWaits are the acks=all produces waiting for followers,
 	// answered when the server closes (shutdown_produce.go).
 	produceWaits produceWaits
+
+	// maint runs the background log maintenance (broker/internal/logmaint),
+	// from when the logs are open.
+	maint *logmaint.Maintainer
 
 	// dirLocks are the held .lock files of the data dirs (dirlock.go).
 	dirLocks []*vfs.DirLock
@@ -195,6 +200,12 @@ func (s *Server) open() error {
 	if err != nil {
 		return fmt.Errorf("open log dirs: %w", err)
 	}
+	s.maint = logmaint.New(logmaint.Deps{
+		Cfg: s.cfg, FS: s.fs, Logs: s.logs, Ctx: s.ctx, Go: s.goTracked, Logger: s.log, Now: s.now,
+		Partitions:    func() []*partition.Partition { return hostedPartitions(s.parts.all()) },
+		Partition:     s.parts.get,
+		StorageFailed: s.storageFailed,
+	})
 	if err := s.startMetadata(clusterID); err != nil {
 		return err
 	}
@@ -210,12 +221,12 @@ func (s *Server) open() error {
 		return err
 	}
 	s.goTracked(s.watchMetadata)
-	s.goTracked(s.flushLoop)
-	s.goTracked(s.flushScheduler)
-	s.goTracked(s.retentionLoop)
+	s.goTracked(s.maint.FlushLoop)
+	s.goTracked(s.maint.FlushScheduler)
+	s.goTracked(s.maint.RetentionLoop)
 	s.goTracked(s.isrLoop)
 	if s.cfg.LogCleanerEnable {
-		s.startCleaner()
+		s.maint.StartCleaner()
 	}
 	return nil
 }
@@ -482,8 +493,9 @@ func (s *Server) Close() error {
 	if s.producerIDs != nil {
 		s.producerIDs.Close()
 	}
-	if s.logs != nil {
-		errs = append(errs, s.writeProducerSnapshots())
+	if s.maint != nil {
+		// Set once the logs are open; without it no partition was made.
+		errs = append(errs, s.maint.WriteProducerSnapshots())
 	}
 	if s.meta != nil {
 		errs = append(errs, s.meta.Close())
@@ -499,25 +511,4 @@ func (s *Server) Close() error {
 	}
 	s.unlockDirs()
 	return errors.Join(errs...)
-}
-
-// flushLoop applies the time-based flush policy and checkpoints the
-// recovery points, as Kafka's log manager does in the background.
-func (s *Server) flushLoop() {
-	interval := time.Duration(s.cfg.LogFlushOffsetCheckpointIntervalMs) * time.Millisecond
-	if interval <= 0 {
-		interval = time.Minute
-	}
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-s.ctx.Done():
-			return
-		case <-t.C:
-			if err := s.logs.Checkpoint(); err != nil {
-				s.log.Error("checkpoint log dirs", "err", err)
-			}
-		}
-	}
 }
