@@ -5,8 +5,8 @@
 // with one job, none of which imports this one: partition (a hosted
 // partition and its append path), replica (the follower's fetcher), fetch
 // (fetch sessions and zero-copy sends), interbroker (requests to other
-// brokers), coordhost (the coordinators on their partitions) and
-// connlimit (connection quotas).
+// brokers), coordhost (the coordinators on their partitions), logmaint
+// (background log maintenance) and connlimit (connection quotas).
 package broker
 
 import (
