@@ -6,7 +6,8 @@
 // partition and its append path), replica (the follower's fetcher), fetch
 // (fetch sessions and zero-copy sends), interbroker (requests to other
 // brokers), coordhost (the coordinators on their partitions), logmaint
-// (background log maintenance) and connlimit (connection quotas).
+// (background log maintenance), connlimit (connection quotas) and dirlock
+// (the data dirs' locks).
 package broker
 
 import (
@@ -25,6 +26,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/gregorbroker/gregor/broker/internal/connlimit"
+	"github.com/gregorbroker/gregor/broker/internal/dirlock"
 	"github.com/gregorbroker/gregor/broker/internal/fetch"
 	"github.com/gregorbroker/gregor/broker/internal/interbroker"
 	"github.com/gregorbroker/gregor/broker/internal/logmaint"
@@ -88,7 +90,8 @@ type Server struct {
 	// from when the logs are open.
 	maint *logmaint.Maintainer
 
-	// dirLocks are the held .lock files of the data dirs (dirlock.go).
+	// dirLocks are the held .lock files of the data dirs
+	// (broker/internal/dirlock).
 	dirLocks []*vfs.DirLock
 
 	producerIDs *producerstate.IDAllocator
@@ -171,9 +174,11 @@ func (s *Server) open() error {
 	if len(s.cfg.LogDirs) == 0 {
 		return errors.New("log.dirs is empty")
 	}
-	if err := s.lockDirs(); err != nil {
+	locks, err := dirlock.Lock(s.cfg, s.log)
+	if err != nil {
 		return err
 	}
+	s.dirLocks = locks
 	clusterID, err := resolveClusterID(s.fs, s.cfg)
 	if err != nil {
 		return err
@@ -509,6 +514,7 @@ func (s *Server) Close() error {
 	if s.logs != nil {
 		errs = append(errs, s.logs.Close())
 	}
-	s.unlockDirs()
+	dirlock.Unlock(s.dirLocks, s.log)
+	s.dirLocks = nil
 	return errors.Join(errs...)
 }
