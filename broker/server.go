@@ -44,7 +44,8 @@ import (
 type Options struct {
 	Logger *slog.Logger
 	// FS reaches the data dirs; default vfs.Default. Whatever it is, the
-	// dirs' .lock files are taken on the real file system (dirlock.go).
+	// dirs' .lock files are taken on the real file system
+	// (broker/internal/dirlock).
 	FS  vfs.FS
 	Now func() time.Time // default time.Now
 	// CopyFetch sends fetched records through a buffer in user space
