@@ -5,6 +5,11 @@ import (
 	"time"
 )
 
+// What a partition's leader knows of its assignment and followers, and
+// the high watermark it derives from them. The broker applies assignments
+// and follower fetches (broker/replication.go); the followers' own side is
+// broker/internal/replica.
+
 // ReplicaState is what the leader knows of one follower.
 type ReplicaState struct {
 	BrokerEpoch          int64     // the broker epoch its last fetch named, -1 if none or unknown
@@ -13,7 +18,7 @@ type ReplicaState struct {
 	LastFetchLeaderLEO   int64     // the leader's log end offset at that fetch
 	LastCaughtUp         time.Time // when it last had everything the leader had
 	PendingISRChangeSent bool
-	// joining says an AlterPartition adding this follower to the ISR may
+	// Joining says an AlterPartition adding this follower to the ISR may
 	// have committed: the high watermark counts it until an answer or a
 	// newer partition epoch settles it (Kafka's maximal ISR, KIP-497).
 	Joining        bool
