@@ -16,7 +16,9 @@ const module = "github.com/gregorbroker/gregor/"
 
 // allowed lists, for each package, the project packages it may import:
 // imports point one way, cmd → broker → {raftmeta, storage, protocol}, and
-// storage → protocol for batch headers only (see docs/architecture.md). A key covers
+// storage → protocol for batch headers only (see docs/architecture.md).
+// Within broker, the root package (the server and its handlers) imports
+// broker/internal/* (its machinery), never the other way round. A key covers
 // its package and those below it unless one of them has a key of its own;
 // packages under the same key import each other freely.
 //
@@ -101,6 +103,11 @@ func TestImportRules(t *testing.T) {
 			}
 			if !strings.HasPrefix(p, module) {
 				continue
+			}
+			if p == module+"broker" && strings.HasPrefix(filepath.ToSlash(path), "broker/internal/") {
+				// The server's machinery is below it; the server uses
+				// it, never the other way round.
+				t.Errorf("%s imports %s: nothing under broker/internal imports the broker package", path, p)
 			}
 			dep := strings.TrimPrefix(p, module)
 			depLayer := layerOf(dep)

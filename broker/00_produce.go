@@ -8,6 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/gregorbroker/gregor/broker/internal/partition"
 	"github.com/gregorbroker/gregor/broker/producerstate"
 	"github.com/gregorbroker/gregor/config"
 	"github.com/gregorbroker/gregor/protocol"
@@ -36,9 +37,9 @@ import (
 // request's timeout passes.
 //
 // Batches carrying a producer id are checked against the partition's
-// producer state (producers.go); transactional ones also keep the last
+// producer state (broker/internal/partition); transactional ones also keep the last
 // stable offset below their transaction until its marker
-// (txn_partition.go). A transactional batch that would start a
+// (broker/internal/partition). A transactional batch that would start a
 // transaction on its partition is first checked with (or, from v12,
 // added by) the transaction coordinator: KIP-890, txn_verify.go.
 func init() { register(0, 0, 13, handleProduce) }
@@ -62,79 +63,21 @@ func handleProduce(s *Server, r *request) (result, error) {
 		st := kmsg.NewProduceResponseTopic()
 		st.Topic = rt.Topic
 		st.TopicID = rt.TopicID
-		name := chk.names[i]
 		for j := range rt.Partitions {
-			rp := &rt.Partitions[j]
 			if chk.skip[i][j] {
 				continue
 			}
-			sp := kmsg.NewProduceResponseTopicPartition()
-			sp.Partition = rp.Partition
-			sp.BaseOffset = -1
-			sp.LogAppendTime = -1
-			sp.LogStartOffset = -1
-			switch {
-			case req.Version < 3:
-				sp.ErrorCode = kerr.UnsupportedVersion.Code
-			case chk.whole != nil:
-				sp.ErrorCode = chk.whole.Code
-				sp.ErrorMessage = &chk.wholeMsg
-			case chk.codes[i][j] != 0:
-				sp.ErrorCode = chk.codes[i][j]
-				if msg := chk.msgs[i][j]; msg != "" {
-					sp.ErrorMessage = &msg
-				}
-			default:
-				if code, msg := ver.failure(name, rp.Partition); code != 0 {
-					sp.ErrorCode = code
-					if msg != "" {
-						sp.ErrorMessage = &msg
-					}
-					break
-				}
-				p := s.leaderPartition(name, rp.Partition)
-				if p == nil {
-					sp.ErrorCode = s.partitionMissingCode(name, rp.Partition)
-					break
-				}
-				if req.Acks == -1 && p.inSyncReplicas() < int(p.cfg.Load().MinInsyncReplicas) {
-					sp.ErrorCode = kerr.NotEnoughReplicas.Code
-					break
-				}
-				demotions := p.demotions.Load()
-				res, err := s.appendProduced(p, rp.Records, now, ver.guard(name, rp.Partition))
-				if err != nil {
-					sp.ErrorCode = errCode(err)
-					msg := err.Error()
-					sp.ErrorMessage = &msg
-					if sp.ErrorCode == kerr.UnknownServerError.Code || sp.ErrorCode == kerr.KafkaStorageError.Code {
-						s.log.Error("produce", "topic", name, "partition", rp.Partition, "err", err)
-					}
-					break
-				}
-				sp.BaseOffset = res.firstOffset
-				sp.LogAppendTime = res.logAppendTime
-				sp.LogStartOffset = p.log.LogStartOffset()
-				if req.Acks == -1 {
-					waits = append(waits, hwWait{p: p, offset: res.lastOffset + 1, demotions: demotions, topicIdx: len(resp.Topics), idx: len(st.Partitions)})
-				}
+			sp, w := s.producePartition(req, &chk, ver, i, j, now)
+			if w != nil {
+				w.topicIdx, w.idx = len(resp.Topics), len(st.Partitions)
+				waits = append(waits, *w)
 			}
 			st.Partitions = append(st.Partitions, sp)
 		}
 		resp.Topics = append(resp.Topics, st)
 	}
 	if req.Acks == 0 {
-		// With acks=0 there is no answer to carry an error, so Kafka
-		// closes the connection: the client notices, refreshes its
-		// metadata and reconnects.
-		for _, st := range resp.Topics {
-			for _, sp := range st.Partitions {
-				if sp.ErrorCode != 0 {
-					return result{}, fmt.Errorf("acks=0 produce to %s-%d failed: %w", st.Topic, sp.Partition, kerr.ErrorForCode(sp.ErrorCode))
-				}
-			}
-		}
-		return result{}, nil
+		return acksZeroResult(resp)
 	}
 	if pending := pendingWaits(waits); len(pending) > 0 {
 		timeout := time.Duration(req.TimeoutMillis) * time.Millisecond
@@ -145,6 +88,89 @@ func handleProduce(s *Server, r *request) (result, error) {
 	}
 	markDeposed(resp, waits)
 	return respond(resp)
+}
+
+// producePartition answers partition j of topic i of a produce: with the
+// request-level verdicts of checkProduce if there is one, else with its
+// append (appendPartition). For acks=all it also returns what the answer
+// waits for, without its place in the response.
+func (s *Server) producePartition(req *kmsg.ProduceRequest, chk *produceChecked, ver *produceVerification, i, j int, now time.Time) (kmsg.ProduceResponseTopicPartition, *hwWait) {
+	rp := &req.Topics[i].Partitions[j]
+	sp := kmsg.NewProduceResponseTopicPartition()
+	sp.Partition = rp.Partition
+	sp.BaseOffset = -1
+	sp.LogAppendTime = -1
+	sp.LogStartOffset = -1
+	switch {
+	case req.Version < 3:
+		sp.ErrorCode = kerr.UnsupportedVersion.Code
+	case chk.whole != nil:
+		sp.ErrorCode = chk.whole.Code
+		sp.ErrorMessage = &chk.wholeMsg
+	case chk.codes[i][j] != 0:
+		sp.ErrorCode = chk.codes[i][j]
+		if msg := chk.msgs[i][j]; msg != "" {
+			sp.ErrorMessage = &msg
+		}
+	default:
+		return s.appendPartition(req, ver, chk.names[i], rp, sp, now)
+	}
+	return sp, nil
+}
+
+// appendPartition appends a partition's batch that passed the request's
+// checks, once the transaction coordinator verified it (txn_verify.go),
+// and fills in its answer sp.
+func (s *Server) appendPartition(req *kmsg.ProduceRequest, ver *produceVerification, name string, rp *kmsg.ProduceRequestTopicPartition,
+	sp kmsg.ProduceResponseTopicPartition, now time.Time) (kmsg.ProduceResponseTopicPartition, *hwWait) {
+	if code, msg := ver.failure(name, rp.Partition); code != 0 {
+		sp.ErrorCode = code
+		if msg != "" {
+			sp.ErrorMessage = &msg
+		}
+		return sp, nil
+	}
+	p := s.leaderPartition(name, rp.Partition)
+	if p == nil {
+		sp.ErrorCode = s.partitionMissingCode(name, rp.Partition)
+		return sp, nil
+	}
+	if req.Acks == -1 && p.InSyncReplicas() < int(p.Cfg.Load().MinInsyncReplicas) {
+		sp.ErrorCode = kerr.NotEnoughReplicas.Code
+		return sp, nil
+	}
+	demotions := p.Demotions.Load()
+	res, err := s.appendProduced(p, rp.Records, now, ver.guard(name, rp.Partition))
+	if err != nil {
+		sp.ErrorCode = errCode(err)
+		msg := err.Error()
+		sp.ErrorMessage = &msg
+		if sp.ErrorCode == kerr.UnknownServerError.Code || sp.ErrorCode == kerr.KafkaStorageError.Code {
+			s.log.Error("produce", "topic", name, "partition", rp.Partition, "err", err)
+		}
+		return sp, nil
+	}
+	sp.BaseOffset = res.firstOffset
+	sp.LogAppendTime = res.logAppendTime
+	sp.LogStartOffset = p.Log.LogStartOffset()
+	if req.Acks != -1 {
+		return sp, nil
+	}
+	return sp, &hwWait{p: p, offset: res.lastOffset + 1, demotions: demotions}
+}
+
+// acksZeroResult ends an acks=0 produce, which writes no response. With
+// no answer to carry an error, Kafka closes the connection: the client
+// notices, refreshes its metadata and reconnects.
+func acksZeroResult(resp *kmsg.ProduceResponse) (result, error) {
+	for _, st := range resp.Topics {
+		for _, sp := range st.Partitions {
+			if sp.ErrorCode != 0 {
+				return result{}, fmt.Errorf("acks=0 produce to %s-%d failed: %w", st.Topic, sp.Partition, kerr.ErrorForCode(sp.ErrorCode))
+			}
+		}
+	}
+	return result{}, nil
 }
 
 // produceTopicName resolves a produce request's topic, by id from v13.
@@ -350,9 +376,9 @@ type appendResult struct {
 
 // appendProduced validates one partition's records as Kafka's LogValidator
 // does and appends them. guard is the partition's KIP-890 verification.
-func (s *Server) appendProduced(p *partition, records []byte, now time.Time, guard producerstate.Guard) (appendResult, error) {
+func (s *Server) appendProduced(p *partition.Partition, records []byte, now time.Time, guard producerstate.Guard) (appendResult, error) {
 	res := appendResult{firstOffset: -1, logAppendTime: -1}
-	cfg := p.cfg.Load()
+	cfg := p.Cfg.Load()
 	if len(records) > int(cfg.MaxMessageBytes)+protocol.BatchHeaderSize {
 		return res, fmt.Errorf("%w: %d bytes over max.message.bytes %d", kerr.MessageTooLarge, len(records), cfg.MaxMessageBytes)
 	}
@@ -387,7 +413,7 @@ func (s *Server) appendProduced(p *partition, records []byte, now time.Time, gua
 		return res, err
 	}
 	if info.Header.ProducerID < 0 {
-		last, err := s.appendLocal(p, batch, nowMs)
+		last, err := p.AppendLocal(batch, nowMs)
 		if err != nil {
 			return res, err
 		}
@@ -404,13 +430,13 @@ func (s *Server) appendProduced(p *partition, records []byte, now time.Time, gua
 // duplicate of one of the producer's last five batches is answered with
 // the original offsets and nothing is written. A transactional batch must
 // pass its KIP-890 verification (guard).
-func (s *Server) appendIdempotent(p *partition, batch []byte, h *protocol.BatchHeader, nowMs int64, guard producerstate.Guard, res appendResult) (appendResult, error) {
-	bi := batchProducerInfo(h)
-	p.mu.Lock()
-	defer p.mu.Unlock()
+func (s *Server) appendIdempotent(p *partition.Partition, batch []byte, h *protocol.BatchHeader, nowMs int64, guard producerstate.Guard, res appendResult) (appendResult, error) {
+	bi := partition.BatchProducerInfo(h)
+	p.Mu.Lock()
+	defer p.Mu.Unlock()
 	// Before the producer state: a follower's must not learn a batch
 	// that appendLocked then refuses.
-	if err := p.leaderLocked(); err != nil {
+	if err := p.LeaderLocked(); err != nil {
 		return res, err
 	}
 	var st *producerstate.State
@@ -418,9 +444,9 @@ func (s *Server) appendIdempotent(p *partition, batch []byte, h *protocol.BatchH
 	if h.IsTransactional() {
 		// A transaction moves the last stable offset: the whole log's
 		// transactional state must be known.
-		st, err = s.txnStateLocked(p)
+		st, err = p.TxnStateLocked()
 	} else {
-		st, err = s.producerStateLocked(p)
+		st, err = p.ProducerStateLocked()
 	}
 	if err != nil {
 		return res, fmt.Errorf("%w: %v", kerr.KafkaStorageError, err)
@@ -438,22 +464,22 @@ func (s *Server) appendIdempotent(p *partition, batch []byte, h *protocol.BatchH
 	}
 	// The state learns the batch before the append publishes it, so the
 	// last stable offset never passes an open transaction's first batch,
-	// not even for a moment. One writer holds p.mu: the batch lands at the
+	// not even for a moment. One writer holds p.Mu: the batch lands at the
 	// log end.
-	first := p.log.LogEndOffset()
+	first := p.Log.LogEndOffset()
 	ts := h.MaxTimestamp
 	if res.logAppendTime >= 0 {
 		ts = res.logAppendTime
 	}
 	st.Update(bi, first, first+int64(h.LastOffsetDelta), ts)
-	last, err := s.appendLocked(p, batch, nowMs)
+	last, err := p.AppendLocked(batch, nowMs)
 	if err != nil {
 		return res, err
 	}
 	res.firstOffset, res.lastOffset = last-int64(h.LastOffsetDelta), last
-	p.mu.Unlock()
-	err = s.durable(p, last)
-	p.mu.Lock() // for the deferred unlock
+	p.Mu.Unlock()
+	err = p.Durable(last)
+	p.Mu.Lock() // for the deferred unlock
 	return res, err
 }
 
@@ -513,7 +539,7 @@ func batchError(err error) error {
 
 // hwWait is one acks=all partition waiting for the high watermark.
 type hwWait struct {
-	p         *partition
+	p         *partition.Partition
 	offset    int64 // the high watermark that covers the batch
 	demotions int64 // p.demotions before the append
 	topicIdx  int   // where the partition's answer is in the response
@@ -522,14 +548,14 @@ type hwWait struct {
 
 // deposed reports whether this node stopped leading the partition after
 // the append.
-func (w hwWait) deposed() bool { return w.p.demotions.Load() != w.demotions }
+func (w hwWait) deposed() bool { return w.p.Demotions.Load() != w.demotions }
 
 // pendingWaits are the waits still open: neither covered by the high
 // watermark nor deposed.
 func pendingWaits(ws []hwWait) []hwWait {
 	var out []hwWait
 	for _, w := range ws {
-		if w.p.highWatermark() < w.offset && !w.deposed() {
+		if w.p.HighWatermark() < w.offset && !w.deposed() {
 			out = append(out, w)
 		}
 	}
@@ -538,7 +564,7 @@ func pendingWaits(ws []hwWait) []hwWait {
 
 // markDeposed answers NOT_LEADER_OR_FOLLOWER for each partition whose
 // leader stepped down after the append, whatever its high watermark says
-// (see partition.demotions); called after the high watermarks were read,
+// (see partition.Partition.Demotions); called after the high watermarks were read,
 // so a covered batch was covered while this node still led. The client
 // retries; an idempotent batch that did survive is answered with its
 // offsets by the new leader.
@@ -558,8 +584,8 @@ func markDeposed(resp *kmsg.ProduceResponse, ws []hwWait) {
 func (s *Server) awaitHighWatermarks(resp *kmsg.ProduceResponse, ws []hwWait, timeout time.Duration) {
 	wake := make(chan struct{}, 1)
 	for _, w := range ws {
-		w.p.addWaiter(wake)
-		defer w.p.removeWaiter(wake)
+		w.p.AddWaiter(wake)
+		defer w.p.RemoveWaiter(wake)
 	}
 	leaving := s.produceWaits.enter() // see shutdown_produce.go
 	defer s.produceWaits.exit()
@@ -568,7 +594,7 @@ func (s *Server) awaitHighWatermarks(resp *kmsg.ProduceResponse, ws []hwWait, ti
 	for {
 		if len(pendingWaits(ws)) == 0 {
 			for _, w := range ws {
-				if w.p.inSyncReplicas() < int(w.p.cfg.Load().MinInsyncReplicas) {
+				if w.p.InSyncReplicas() < int(w.p.Cfg.Load().MinInsyncReplicas) {
 					resp.Topics[w.topicIdx].Partitions[w.idx].ErrorCode = kerr.NotEnoughReplicasAfterAppend.Code
 				}
 			}

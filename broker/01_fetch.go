@@ -9,6 +9,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/gregorbroker/gregor/broker/internal/fetch"
+	"github.com/gregorbroker/gregor/broker/internal/partition"
 	"github.com/gregorbroker/gregor/protocol"
 	"github.com/gregorbroker/gregor/storage"
 )
@@ -23,11 +25,11 @@ import (
 // MaxWaitMillis > 0, the request waits in the background until an append
 // to one of its partitions wakes it, or the wait ends, and reads again.
 // Topics are named by id from v13. Fetch sessions (KIP-227) are in
-// fetch_session.go. read_committed fetches stop at the last stable offset
+// broker/internal/fetch. read_committed fetches stop at the last stable offset
 // and list the aborted transactions in the range returned, so clients
-// skip their records (txn_partition.go). Records go from the segment files
+// skip their records (broker/internal/partition). Records go from the segment files
 // to the socket without a copy where the connection allows it
-// (fetch_zerocopy.go).
+// (broker/internal/fetch).
 func init() { register(1, 4, 18, handleFetch) }
 
 // fetchPlan is one fetch's resolved partitions: the session's (for
@@ -42,7 +44,7 @@ type fetchPlan struct {
 	// session is the incremental fetch's session, nil otherwise;
 	// sessionEpoch is the epoch planning set, which must still be the
 	// session's when the answer is built.
-	session      *fetchSession
+	session      *fetch.Session
 	sessionEpoch int32
 	incremental  bool
 	// newSession asks finishFetch to open a session with the answer's
@@ -50,7 +52,7 @@ type fetchPlan struct {
 	newSession bool
 	// parts are what this fetch reads: for a session, copies taken under
 	// its lock, so reading and waiting need no lock.
-	parts    []*fetchSessionPart
+	parts    []*fetch.Part
 	errs     []fetchPartError // partitions the request named that cannot be read
 	zeroCopy bool             // read records as file slices for sendfile
 }
@@ -84,7 +86,7 @@ func handleFetch(s *Server, r *request) (result, error) {
 	}
 	out.release()
 	// No lock is held across the wait: another fetch naming the session
-	// meanwhile is answered at once (see fetch_session.go).
+	// meanwhile is answered at once (see broker/internal/fetch).
 	return result{wait: func() kmsg.Response {
 		out := s.longPoll(plan, wait)
 		return s.finishFetch(plan, out)
@@ -109,18 +111,18 @@ func (s *Server) planFetch(req *kmsg.FetchRequest) (*fetchPlan, int16) {
 	switch {
 	case req.Version < 7:
 		// Before v7 there are no sessions: every fetch is full.
-	case req.SessionEpoch == fetchSessionFinalEpoch:
+	case req.SessionEpoch == fetch.FinalEpoch:
 		// A full fetch that asks for no session closes the one it names.
 		if req.SessionID != 0 {
-			s.sessions.remove(req.SessionID)
+			s.sessions.Remove(req.SessionID)
 		}
 	case req.SessionEpoch == 0:
 		if req.SessionID != 0 {
-			s.sessions.remove(req.SessionID)
+			s.sessions.Remove(req.SessionID)
 		}
 		plan.newSession = true
 	default:
-		sess := s.sessions.get(req.SessionID)
+		sess := s.sessions.Get(req.SessionID)
 		if sess == nil {
 			return nil, kerr.FetchSessionIDNotFound.Code
 		}
@@ -129,7 +131,7 @@ func (s *Server) planFetch(req *kmsg.FetchRequest) (*fetchPlan, int16) {
 	}
 
 	img := s.meta.Image()
-	var reqParts []*fetchSessionPart
+	var reqParts []*fetch.Part
 	for i := range req.Topics {
 		rt := &req.Topics[i]
 		name, id := rt.Topic, rt.TopicID
@@ -146,9 +148,9 @@ func (s *Server) planFetch(req *kmsg.FetchRequest) (*fetchPlan, int16) {
 			id = t.ID
 		}
 		for _, rp := range rt.Partitions {
-			reqParts = append(reqParts, &fetchSessionPart{
-				topic: name, topicID: id, partition: rp.Partition,
-				fetchOffset: rp.FetchOffset, maxBytes: rp.PartitionMaxBytes, leaderEpoch: rp.CurrentLeaderEpoch,
+			reqParts = append(reqParts, &fetch.Part{
+				Topic: name, TopicID: id, Partition: rp.Partition,
+				FetchOffset: rp.FetchOffset, MaxBytes: rp.PartitionMaxBytes, LeaderEpoch: rp.CurrentLeaderEpoch,
 			})
 		}
 	}
@@ -170,15 +172,15 @@ func (s *Server) planFetch(req *kmsg.FetchRequest) (*fetchPlan, int16) {
 // advanced at once, as Kafka's FetchManager.newContext does, so that a
 // duplicate of this request is refused while this one is served. The
 // plan gets copies of the session's partitions.
-func (s *Server) planIncremental(plan *fetchPlan, reqParts []*fetchSessionPart, now time.Time) int16 {
+func (s *Server) planIncremental(plan *fetchPlan, reqParts []*fetch.Part, now time.Time) int16 {
 	req, sess := plan.req, plan.session
-	sess.mu.Lock()
-	defer sess.mu.Unlock()
-	if sess.epoch != req.SessionEpoch {
+	sess.Lock()
+	defer sess.Unlock()
+	if sess.Epoch != req.SessionEpoch {
 		return kerr.InvalidFetchSessionEpoch.Code
 	}
 	for _, p := range reqParts {
-		sess.upsert(*p)
+		sess.Upsert(*p)
 	}
 	img := s.meta.Image()
 	for _, ft := range req.ForgottenTopics {
@@ -189,24 +191,21 @@ func (s *Server) planIncremental(plan *fetchPlan, reqParts []*fetchSessionPart, 
 			}
 		}
 		for _, p := range ft.Partitions {
-			sess.remove(name, p)
+			sess.Remove(name, p)
 		}
 	}
-	if len(sess.parts) == 0 {
+	if sess.Len() == 0 {
 		// Nothing left to fetch: Kafka closes the session and answers
 		// sessionless.
-		s.sessions.remove(sess.id)
+		s.sessions.Remove(sess.ID())
 		plan.session, plan.incremental = nil, false
 		plan.parts = reqParts
 		return 0
 	}
-	s.sessions.touch(sess, now, len(sess.parts))
-	sess.epoch = nextFetchEpoch(sess.epoch)
-	plan.sessionEpoch = sess.epoch
-	for _, k := range sess.order {
-		cp := *sess.parts[k]
-		plan.parts = append(plan.parts, &cp)
-	}
+	s.sessions.Touch(sess, now, sess.Len())
+	sess.Epoch = fetch.NextEpoch(sess.Epoch)
+	plan.sessionEpoch = sess.Epoch
+	plan.parts = append(plan.parts, sess.Copies()...)
 	return 0
 }
 
@@ -215,131 +214,208 @@ func (s *Server) planIncremental(plan *fetchPlan, reqParts []*fetchSessionPart, 
 // bytes of records found. The caller releases the slices or passes them
 // on to finishFetch.
 func (s *Server) readFetch(plan *fetchPlan) fetchRead {
-	req := plan.req
-	remaining := plan.maxBytes
-	minOne := true
-	total := 0
-	capped := false
-	out := make([]kmsg.FetchResponseTopicPartition, len(plan.parts))
-	var slices []*storage.FileSlice
+	b := fetchBudget{remaining: plan.maxBytes, minOne: true}
+	read := fetchRead{parts: make([]kmsg.FetchResponseTopicPartition, len(plan.parts))}
 	if plan.zeroCopy {
-		slices = make([]*storage.FileSlice, len(plan.parts))
+		read.slices = make([]*storage.FileSlice, len(plan.parts))
 	}
 	for i, fp := range plan.parts {
-		rp := kmsg.NewFetchResponseTopicPartition()
-		rp.Partition = fp.partition
-		rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = -1, -1, -1
-		rp.PreferredReadReplica = -1
-		// Kafka sends empty records, never null: librdkafka refuses a
-		// null record set.
-		rp.RecordBatches = []byte{}
-		p := s.leaderPartition(fp.topic, fp.partition)
-		if p == nil {
-			rp.ErrorCode = s.partitionMissingCode(fp.topic, fp.partition)
-			out[i] = rp
-			continue
+		rp, slice := s.readFetchPartition(plan, fp, &b)
+		read.parts[i] = rp
+		if slice != nil {
+			read.slices[i] = slice
 		}
-		if code := checkLeaderEpoch(fp.leaderEpoch, p.leaderEpoch.Load()); code != 0 {
-			rp.ErrorCode = code
-			out[i] = rp
-			continue
-		}
-		// A follower's fetch offset is its log end: it moves the high
-		// watermark, and the follower reads up to the leader's log end.
-		follower := plan.replicaID >= 0
-		if follower {
-			if err := s.followerFetched(p, plan.replicaID, plan.brokerEpoch, fp.fetchOffset); err != nil {
-				rp.ErrorCode = errCode(err)
-				out[i] = rp
-				continue
-			}
-		}
-		hw := p.highWatermark()
-		rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = hw, p.lso.Load(), p.log.LogStartOffset()
-		readCommitted := req.IsolationLevel == 1 && !follower
-		maxOffset := hw
-		if follower {
-			maxOffset = p.log.LogEndOffset()
-		}
-		if readCommitted {
-			lso, err := s.lastStableOffset(p)
-			if err != nil {
-				s.log.Error("fetch: transactions", "topic", fp.topic, "partition", fp.partition, "err", err)
-				rp.ErrorCode = kerr.KafkaStorageError.Code
-				out[i] = rp
-				continue
-			}
-			rp.LastStableOffset, maxOffset = lso, lso
-		}
-		limit := min(int(fp.maxBytes), remaining)
-		// byBudget: the response's limit, not the partition's, bounds this
-		// read; records it leaves behind mean the response is full.
-		byBudget := remaining < int(fp.maxBytes)
-		if limit <= 0 && !minOne {
-			capped = capped || fp.fetchOffset < maxOffset
-			out[i] = rp
-			continue
-		}
-		read := p.log.Read
-		if plan.zeroCopy {
-			read = p.log.ReadSlice
-		}
-		rr, err := read(fp.fetchOffset, int32(max(limit, 0)), maxOffset, minOne)
-		switch {
-		case errors.Is(err, storage.ErrOffsetOutOfRange):
-			rp.ErrorCode = kerr.OffsetOutOfRange.Code
-		case err != nil && (errors.Is(err, storage.ErrClosed) || s.parts.get(fp.topic, fp.partition) != p):
-			// The topic was deleted (or recreated) while this fetch read
-			// it: not a disk failure.
-			rp.ErrorCode = s.partitionMissingCode(fp.topic, fp.partition)
-			if rp.ErrorCode == kerr.NotLeaderForPartition.Code {
-				rp.ErrorCode = kerr.UnknownTopicOrPartition.Code
-			}
-		case err != nil:
-			s.log.Error("fetch read", "topic", fp.topic, "partition", fp.partition, "offset", fp.fetchOffset, "err", err)
-			s.storageFailed(p, err)
-			rp.ErrorCode = kerr.KafkaStorageError.Code
-		default:
-			n, last := len(rr.Data), int64(-1)
-			if rr.Slice != nil {
-				slices[i] = rr.Slice
-				n, last = int(rr.Slice.Len()), rr.Slice.LastOffset()
-			} else if n > 0 {
-				rp.RecordBatches = rr.Data
-				last = lastOffsetOf(rr.Data)
-			}
-			if n > 0 && readCommitted {
-				aborted, err := s.abortedIn(p, fp.fetchOffset, last+1)
-				if err != nil {
-					// Records without their aborted transactions would show
-					// a consumer aborted data: answer none.
-					s.log.Error("fetch: aborted transactions", "topic", fp.topic, "partition", fp.partition, "offset", fp.fetchOffset, "err", err)
-					rp.ErrorCode = kerr.KafkaStorageError.Code
-					if errors.Is(err, storage.ErrOffsetOutOfRange) {
-						rp.ErrorCode = kerr.OffsetOutOfRange.Code
-					}
-					rp.RecordBatches = []byte{}
-					if rr.Slice != nil {
-						rr.Slice.Release()
-						slices[i] = nil
-					}
-					out[i] = rp
-					continue
-				}
-				rp.AbortedTransactions = abortedFor(aborted)
-			}
-			next := fp.fetchOffset
-			if n > 0 {
-				minOne = false
-				remaining -= n
-				total += n
-				next = last + 1
-			}
-			capped = capped || byBudget && next < maxOffset
-		}
-		out[i] = rp
 	}
-	return fetchRead{parts: out, slices: slices, bytes: total, full: capped}
+	read.bytes, read.full = b.total, b.capped
+	return read
+}
+
+// fetchBudget is what the partitions of one fetch share as they are read
+// in plan order.
+type fetchBudget struct {
+	remaining int // bytes the response may still hold
+	// minOne: no records were read yet, so the next partition with some
+	// returns at least one whole batch whatever the limits (KIP-74).
+	minOne bool
+	total  int  // bytes of records read
+	capped bool // records were left behind for lack of room in the response
+}
+
+// readFetchPartition reads one planned partition within the fetch's
+// budget b: its answer and, for a zero-copy read, the file slice of its
+// records (nil otherwise), which the caller then owns.
+func (s *Server) readFetchPartition(plan *fetchPlan, fp *fetch.Part, b *fetchBudget) (kmsg.FetchResponseTopicPartition, *storage.FileSlice) {
+	rp := kmsg.NewFetchResponseTopicPartition()
+	rp.Partition = fp.Partition
+	rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = -1, -1, -1
+	rp.PreferredReadReplica = -1
+	// Kafka sends empty records, never null: librdkafka refuses a
+	// null record set.
+	rp.RecordBatches = []byte{}
+	p, code := s.fetchablePartition(plan, fp)
+	if code != 0 {
+		rp.ErrorCode = code
+		return rp, nil
+	}
+	follower := plan.replicaID >= 0
+	readCommitted := plan.req.IsolationLevel == 1 && !follower
+	maxOffset, code := s.fetchBounds(p, fp, &rp, follower, readCommitted)
+	if code != 0 {
+		rp.ErrorCode = code
+		return rp, nil
+	}
+	slice := s.readFetchRecords(plan, p, fp, b, &rp, maxOffset, readCommitted)
+	return rp, slice
+}
+
+// readFetchRecords reads a partition's records below maxOffset into rp
+// (or, for a zero-copy read, returns their file slice), within the fetch's
+// budget b, which it charges.
+func (s *Server) readFetchRecords(plan *fetchPlan, p *partition.Partition, fp *fetch.Part, b *fetchBudget,
+	rp *kmsg.FetchResponseTopicPartition, maxOffset int64, readCommitted bool) *storage.FileSlice {
+	limit := min(int(fp.MaxBytes), b.remaining)
+	// byBudget: the response's limit, not the partition's, bounds this
+	// read; records it leaves behind mean the response is full.
+	byBudget := b.remaining < int(fp.MaxBytes)
+	if limit <= 0 && !b.minOne {
+		b.capped = b.capped || fp.FetchOffset < maxOffset
+		return nil
+	}
+	read := p.Log.Read
+	if plan.zeroCopy {
+		read = p.Log.ReadSlice
+	}
+	rr, err := read(fp.FetchOffset, int32(max(limit, 0)), maxOffset, b.minOne)
+	if err != nil {
+		rp.ErrorCode = s.fetchReadCode(p, fp, err)
+		return nil
+	}
+	n, last := len(rr.Data), int64(-1)
+	if rr.Slice != nil {
+		n, last = int(rr.Slice.Len()), rr.Slice.LastOffset()
+	} else if n > 0 {
+		rp.RecordBatches = rr.Data
+		last = lastOffsetOf(rr.Data)
+	}
+	if n > 0 && readCommitted {
+		aborted, code := s.fetchAborted(p, fp, last)
+		if code != 0 {
+			// Records without their aborted transactions would show a
+			// consumer aborted data: answer none.
+			rp.ErrorCode = code
+			rp.RecordBatches = []byte{}
+			if rr.Slice != nil {
+				rr.Slice.Release()
+			}
+			return nil
+		}
+		rp.AbortedTransactions = aborted
+	}
+	next := fp.FetchOffset
+	if n > 0 {
+		b.minOne = false
+		b.remaining -= n
+		b.total += n
+		next = last + 1
+	}
+	b.capped = b.capped || byBudget && next < maxOffset
+	return rr.Slice
+}
+
+// fetchablePartition is the partition a fetch may read, led by this node
+// at the leader epoch the client knows, or the code that answers it
+// instead. A follower's fetch offset is its log end: it moves the high
+// watermark (followerFetched).
+func (s *Server) fetchablePartition(plan *fetchPlan, fp *fetch.Part) (*partition.Partition, int16) {
+	p := s.leaderPartition(fp.Topic, fp.Partition)
+	if p == nil {
+		return nil, s.partitionMissingCode(fp.Topic, fp.Partition)
+	}
+	if code := checkLeaderEpoch(fp.LeaderEpoch, p.LeaderEpoch.Load()); code != 0 {
+		return nil, code
+	}
+	if plan.replicaID >= 0 {
+		if err := s.followerFetched(p, plan.replicaID, plan.brokerEpoch, fp.FetchOffset); err != nil {
+			return nil, errCode(err)
+		}
+	}
+	return p, 0
+}
+
+// fetchBounds fills in the partition's offsets in rp and returns the
+// offset a read stops before: the high watermark for a consumer, the last
+// stable offset for read_committed, and the log end for a follower, which
+// reads up to the leader's log end.
+func (s *Server) fetchBounds(p *partition.Partition, fp *fetch.Part, rp *kmsg.FetchResponseTopicPartition, follower, readCommitted bool) (int64, int16) {
+	hw := p.HighWatermark()
+	rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = hw, p.LSO.Load(), p.Log.LogStartOffset()
+	maxOffset := hw
+	if follower {
+		maxOffset = p.Log.LogEndOffset()
+	}
+	if readCommitted {
+		lso, err := p.LastStableOffset()
+		if err != nil {
+			s.log.Error("fetch: transactions", "topic", fp.Topic, "partition", fp.Partition, "err", err)
+			return 0, kerr.KafkaStorageError.Code
+		}
+		rp.LastStableOffset, maxOffset = lso, lso
+	}
+	return maxOffset, 0
+}
+
+// fetchReadCode is the code of a partition whose read failed with err.
+func (s *Server) fetchReadCode(p *partition.Partition, fp *fetch.Part, err error) int16 {
+	switch {
+	case errors.Is(err, storage.ErrOffsetOutOfRange):
+		return kerr.OffsetOutOfRange.Code
+	case errors.Is(err, storage.ErrClosed) || s.parts.get(fp.Topic, fp.Partition) != p:
+		// The topic was deleted (or recreated) while this fetch read
+		// it: not a disk failure.
+		code := s.partitionMissingCode(fp.Topic, fp.Partition)
+		if code == kerr.NotLeaderForPartition.Code {
+			code = kerr.UnknownTopicOrPartition.Code
+		}
+		return code
+	}
+	s.log.Error("fetch read", "topic", fp.Topic, "partition", fp.Partition, "offset", fp.FetchOffset, "err", err)
+	s.storageFailed(p, err)
+	return kerr.KafkaStorageError.Code
+}
+
+// fetchAborted lists the aborted transactions of a read_committed read
+// that returned records up to last, or the code that answers the
+// partition when they cannot be found.
+func (s *Server) fetchAborted(p *partition.Partition, fp *fetch.Part, last int64) ([]kmsg.FetchResponseTopicPartitionAbortedTransaction, int16) {
+	aborted, err := p.AbortedIn(fp.FetchOffset, last+1)
+	if err != nil {
+		s.log.Error("fetch: aborted transactions", "topic", fp.Topic, "partition", fp.Partition, "offset", fp.FetchOffset, "err", err)
+		if errors.Is(err, storage.ErrOffsetOutOfRange) {
+			return nil, kerr.OffsetOutOfRange.Code
+		}
+		return nil, kerr.KafkaStorageError.Code
+	}
+	return abortedFor(aborted), 0
+}
+
+// fetchRead is one read of every planned partition: the answer per
+// partition, in plan order, and for each one whose batches stay in a
+// segment file, their slice (nil otherwise).
+type fetchRead struct {
+	parts  []kmsg.FetchResponseTopicPartition
+	slices []*storage.FileSlice
+	bytes  int  // of records found
+	full   bool // records were left out for lack of room in the response
+}
+
+// release unpins the files of a read that will not be sent.
+func (fr *fetchRead) release() {
+	for i, s := range fr.slices {
+		if s != nil {
+			s.Release()
+			fr.slices[i] = nil
+		}
+	}
 }
 
 // satisfies reports whether a read ends the fetch's wait: MinBytes found,
@@ -376,9 +452,9 @@ func hasErrors(parts []kmsg.FetchResponseTopicPartition) bool {
 func (s *Server) longPoll(plan *fetchPlan, wait time.Duration) fetchRead {
 	wake := make(chan struct{}, 1)
 	for _, fp := range plan.parts {
-		if p := s.parts.get(fp.topic, fp.partition); p != nil {
-			p.addWaiter(wake)
-			defer p.removeWaiter(wake)
+		if p := s.parts.get(fp.Topic, fp.Partition); p != nil {
+			p.AddWaiter(wake)
+			defer p.RemoveWaiter(wake)
 		}
 	}
 	timer := time.NewTimer(wait)
@@ -408,7 +484,7 @@ func (s *Server) longPoll(plan *fetchPlan, wait time.Duration) fetchRead {
 // the client; an incremental one records that in its session, under the
 // session's lock, unless another fetch has used the session since this
 // one was planned, which makes the answer INVALID_FETCH_SESSION_EPOCH as
-// in Kafka. Records in file slices make it a zeroCopyFetch, which the
+// in Kafka. Records in file slices make it a fetch.ZeroCopyResponse, which the
 // connection's writer sends.
 func (s *Server) finishFetch(plan *fetchPlan, read fetchRead) kmsg.Response {
 	resp := plan.req.ResponseKind().(*kmsg.FetchResponse)
@@ -421,12 +497,12 @@ func (s *Server) finishFetch(plan *fetchPlan, read fetchRead) kmsg.Response {
 		}
 	}()
 	if sess := plan.session; sess != nil {
-		sess.mu.Lock()
-		defer sess.mu.Unlock()
-		resp.SessionID = sess.id
-		if sess.epoch != plan.sessionEpoch {
-			s.log.Info("fetch session used by another fetch meanwhile", "session", sess.id,
-				"expected_epoch", plan.sessionEpoch, "epoch", sess.epoch)
+		sess.Lock()
+		defer sess.Unlock()
+		resp.SessionID = sess.ID()
+		if sess.Epoch != plan.sessionEpoch {
+			s.log.Info("fetch session used by another fetch meanwhile", "session", sess.ID(),
+				"expected_epoch", plan.sessionEpoch, "epoch", sess.Epoch)
 			for _, sl := range read.slices {
 				if sl != nil {
 					drop = append(drop, sl)
@@ -437,7 +513,7 @@ func (s *Server) finishFetch(plan *fetchPlan, read fetchRead) kmsg.Response {
 		}
 	}
 	var cur *kmsg.FetchResponseTopic
-	var files []fileRecords
+	var files []fetch.FileRecords
 	add := func(topic string, id [16]byte, rp kmsg.FetchResponseTopicPartition, slice *storage.FileSlice) {
 		if cur == nil || cur.Topic != topic || cur.TopicID != id {
 			resp.Topics = append(resp.Topics, kmsg.NewFetchResponseTopic())
@@ -445,11 +521,11 @@ func (s *Server) finishFetch(plan *fetchPlan, read fetchRead) kmsg.Response {
 			cur.Topic, cur.TopicID = topic, id
 		}
 		if slice != nil {
-			files = append(files, fileRecords{topic: len(resp.Topics) - 1, partition: len(cur.Partitions), slice: slice})
+			files = append(files, fetch.FileRecords{Topic: len(resp.Topics) - 1, Partition: len(cur.Partitions), Slice: slice})
 		}
 		cur.Partitions = append(cur.Partitions, rp)
 	}
-	var opened []fetchSessionPart
+	var opened []fetch.Part
 	for i, fp := range plan.parts {
 		rp := read.parts[i]
 		var slice *storage.FileSlice
@@ -457,7 +533,7 @@ func (s *Server) finishFetch(plan *fetchPlan, read fetchRead) kmsg.Response {
 			slice = read.slices[i]
 		}
 		hasRecords := len(rp.RecordBatches) > 0 || slice != nil
-		if plan.session != nil && !plan.session.recordSent(fp, rp, hasRecords) {
+		if plan.session != nil && !plan.session.RecordSent(fp, rp, hasRecords) {
 			if slice != nil {
 				drop = append(drop, slice)
 			}
@@ -465,10 +541,10 @@ func (s *Server) finishFetch(plan *fetchPlan, read fetchRead) kmsg.Response {
 		}
 		if plan.newSession {
 			sent := *fp
-			sent.sentHW, sent.sentLSO, sent.sentLogStart = rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset
+			sent.SentHW, sent.SentLSO, sent.SentLogStart = rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset
 			opened = append(opened, sent)
 		}
-		add(fp.topic, fp.topicID, rp, slice)
+		add(fp.Topic, fp.TopicID, rp, slice)
 	}
 	for _, pe := range plan.errs {
 		rp := kmsg.NewFetchResponseTopicPartition()
@@ -480,35 +556,14 @@ func (s *Server) finishFetch(plan *fetchPlan, read fetchRead) kmsg.Response {
 		add(pe.topic, pe.topicID, rp, nil)
 	}
 	if plan.newSession {
-		if sess := s.sessions.create(s.now(), plan.replicaID >= 0, opened); sess != nil {
-			resp.SessionID = sess.id
+		if sess := s.sessions.Create(s.now(), plan.replicaID >= 0, opened); sess != nil {
+			resp.SessionID = sess.ID()
 		}
 	}
 	if len(files) > 0 {
-		return &zeroCopyFetch{FetchResponse: resp, records: files}
+		return &fetch.ZeroCopyResponse{FetchResponse: resp, Records: files}
 	}
 	return resp
-}
-
-// recordSent decides whether an incremental answer includes a partition
-// (records, an error, or offsets the client has not been told) and, if
-// so, records what it tells the client. The caller holds sess.mu.
-func (sess *fetchSession) recordSent(fp *fetchSessionPart, rp kmsg.FetchResponseTopicPartition, hasRecords bool) bool {
-	k := fetchSessionKey{fp.topic, fp.partition}
-	sp, ok := sess.parts[k]
-	if !ok {
-		return false
-	}
-	changed := hasRecords || rp.ErrorCode != 0 ||
-		rp.HighWatermark != sp.sentHW || rp.LastStableOffset != sp.sentLSO || rp.LogStartOffset != sp.sentLogStart
-	if !changed {
-		return false
-	}
-	sp.sentHW, sp.sentLSO, sp.sentLogStart = rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset
-	if hasRecords {
-		sess.moveToEnd(k)
-	}
-	return true
 }
 
 // lastOffsetOf is the last offset of the last batch in data.
@@ -525,7 +580,7 @@ func lastOffsetOf(data []byte) int64 {
 	return last
 }
 
-func abortedFor(txns []abortedTxn) []kmsg.FetchResponseTopicPartitionAbortedTransaction {
+func abortedFor(txns []partition.AbortedTxn) []kmsg.FetchResponseTopicPartitionAbortedTransaction {
 	out := make([]kmsg.FetchResponseTopicPartitionAbortedTransaction, len(txns))
 	for i, t := range txns {
 		out[i] = kmsg.NewFetchResponseTopicPartitionAbortedTransaction()
@@ -556,7 +611,7 @@ func fetchErrorResponse(req *kmsg.FetchRequest, code int16) *kmsg.FetchResponse 
 // dedupeFetchParts keeps one entry per partition, as the later one says,
 // in the place of the first: Kafka's FetchRequest keeps them in a
 // LinkedHashMap. Small fetches are scanned, large ones use a map.
-func dedupeFetchParts(parts []*fetchSessionPart) []*fetchSessionPart {
+func dedupeFetchParts(parts []*fetch.Part) []*fetch.Part {
 	type key struct {
 		topic     string
 		partition int32
@@ -567,14 +622,14 @@ func dedupeFetchParts(parts []*fetchSessionPart) []*fetchSessionPart {
 	}
 	out := parts[:0]
 	for _, p := range parts {
-		k := key{p.topic, p.partition}
+		k := key{p.Topic, p.Partition}
 		j := -1
 		if seen != nil {
 			if i, ok := seen[k]; ok {
 				j = i
 			}
 		} else {
-			j = slices.IndexFunc(out, func(q *fetchSessionPart) bool { return q.topic == k.topic && q.partition == k.partition })
+			j = slices.IndexFunc(out, func(q *fetch.Part) bool { return q.Topic == k.topic && q.Partition == k.partition })
 		}
 		if j >= 0 {
 			out[j] = p

@@ -4,6 +4,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/gregorbroker/gregor/broker/internal/partition"
 	"github.com/gregorbroker/gregor/storage"
 )
 
@@ -106,7 +107,7 @@ func (s *Server) listPartitionOffset(topic string, rp *kmsg.ListOffsetsRequestTo
 		sp.ErrorCode = s.partitionMissingCode(topic, rp.Partition)
 		return
 	}
-	epoch := p.leaderEpoch.Load()
+	epoch := p.LeaderEpoch.Load()
 	if code := checkLeaderEpoch(rp.CurrentLeaderEpoch, epoch); code != 0 {
 		sp.ErrorCode = code
 		return
@@ -117,12 +118,12 @@ func (s *Server) listPartitionOffset(topic string, rp *kmsg.ListOffsetsRequestTo
 	}
 }
 
-func (s *Server) listOffset(p *partition, ts int64, readCommitted bool, sp *kmsg.ListOffsetsResponseTopicPartition) int16 {
-	hw := p.highWatermark()
+func (s *Server) listOffset(p *partition.Partition, ts int64, readCommitted bool, sp *kmsg.ListOffsetsResponseTopicPartition) int16 {
+	hw := p.HighWatermark()
 	if readCommitted {
-		lso, err := s.lastStableOffset(p)
+		lso, err := p.LastStableOffset()
 		if err != nil {
-			s.log.Error("list offsets: transactions", "topic", p.topic, "partition", p.index, "err", err)
+			s.log.Error("list offsets: transactions", "topic", p.Topic, "partition", p.Index, "err", err)
 			return kerr.KafkaStorageError.Code
 		}
 		hw = lso
@@ -131,17 +132,17 @@ func (s *Server) listOffset(p *partition, ts int64, readCommitted bool, sp *kmsg
 	case listLatest:
 		sp.Offset = hw
 	case listEarliest, listEarliestLocal:
-		sp.Offset = p.log.LogStartOffset()
+		sp.Offset = p.Log.LogStartOffset()
 	case listLatestTiered, listEarliestUpload:
 	case listMaxTimestamp:
-		t, off := p.log.MaxTimestamp()
+		t, off := p.Log.MaxTimestamp()
 		if off >= 0 && off < hw {
 			sp.Timestamp, sp.Offset = t, off
 		}
 	default:
-		off, t, found, err := p.log.FindOffsetByTimestamp(ts)
+		off, t, found, err := p.Log.FindOffsetByTimestamp(ts)
 		if err != nil {
-			s.log.Error("list offsets", "topic", p.topic, "partition", p.index, "err", err)
+			s.log.Error("list offsets", "topic", p.Topic, "partition", p.Index, "err", err)
 			return kerr.KafkaStorageError.Code
 		}
 		if found && off < hw {

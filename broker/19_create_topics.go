@@ -24,6 +24,12 @@ import (
 // topic's resolved configs, v7+ with its id.
 func init() { register(19, 2, 7, handleCreateTopics) }
 
+// createSlot is one requested topic's answer, and where its spec is.
+type createSlot struct {
+	resp  kmsg.CreateTopicsResponseTopic
+	index int // into specs; -1 when already answered, -2 when not answered on its own
+}
+
 func handleCreateTopics(s *Server, r *request) (result, error) {
 	req := r.req.(*kmsg.CreateTopicsRequest)
 	resp := req.ResponseKind().(*kmsg.CreateTopicsResponse)
@@ -32,17 +38,14 @@ func handleCreateTopics(s *Server, r *request) (result, error) {
 	for _, t := range req.Topics {
 		seen[t.Topic]++
 	}
-	type slot struct {
-		resp  kmsg.CreateTopicsResponseTopic
-		index int // into specs; -1 when already answered, -2 when not answered on its own
-	}
-	slots := make([]slot, len(req.Topics))
+	slots := make([]createSlot, len(req.Topics))
 	var specs []controller.CreateTopic
-	for i, t := range req.Topics {
+	for i := range req.Topics {
+		t := &req.Topics[i]
 		st := kmsg.NewCreateTopicsResponseTopic()
 		st.Topic = t.Topic
 		st.NumPartitions, st.ReplicationFactor = -1, -1
-		slots[i] = slot{resp: st, index: -1}
+		slots[i] = createSlot{resp: st, index: -1}
 		if seen[t.Topic] > 1 {
 			// Answered once, as ControllerApis.createTopics does.
 			seen[t.Topic] = -1
@@ -53,101 +56,15 @@ func handleCreateTopics(s *Server, r *request) (result, error) {
 			slots[i].index = -2 // a later copy of a duplicate: no answer of its own
 			continue
 		}
-		if req.TimeoutMillis < 0 {
-			// The controller's deadline is already past.
-			setCreateErr(&slots[i].resp, kerr.RequestTimedOut, "the request's timeout is negative")
+		spec, ok := s.createTopicSpec(req, t, &slots[i].resp)
+		if !ok {
 			continue
-		}
-		configs := make(map[string]string, len(t.Configs))
-		for _, c := range t.Configs {
-			if c.Value == nil {
-				setCreateErr(&slots[i].resp, kerr.InvalidConfig, "null value for config "+c.Name)
-				break
-			}
-			configs[c.Name] = *c.Value
-		}
-		if slots[i].resp.ErrorCode != 0 {
-			continue
-		}
-		if err := config.ValidateTopicConfigs(configs); err != nil {
-			setCreateErr(&slots[i].resp, kerr.InvalidConfig, err.Error())
-			continue
-		}
-		spec := controller.CreateTopic{
-			Name:              t.Topic,
-			NumPartitions:     t.NumPartitions,
-			ReplicationFactor: t.ReplicationFactor,
-			Configs:           configs,
-		}
-		if len(t.ReplicaAssignment) > 0 {
-			if t.NumPartitions != -1 || t.ReplicationFactor != -1 {
-				setCreateErr(&slots[i].resp, kerr.InvalidRequest, "both replica assignment and partitions or replication factor given")
-				continue
-			}
-			spec.Assignments = make(map[int32][]int32, len(t.ReplicaAssignment))
-			for _, a := range t.ReplicaAssignment {
-				spec.Assignments[a.Partition] = a.Replicas
-			}
-			// The controller takes partitions and replication factor from
-			// the assignment; both stay -1, as Kafka requires.
-		}
-		if spec.NumPartitions == -1 && spec.Assignments == nil {
-			spec.NumPartitions = s.cfg.NumPartitions
-		}
-		if spec.ReplicationFactor == -1 && spec.Assignments == nil {
-			spec.ReplicationFactor = s.cfg.DefaultReplicationFactor
 		}
 		slots[i].index = len(specs)
 		specs = append(specs, spec)
 	}
-
 	if len(specs) > 0 {
-		timeout := time.Duration(req.TimeoutMillis) * time.Millisecond
-		if timeout <= 0 {
-			timeout = 30 * time.Second
-		}
-		ctx, cancel := context.WithTimeout(s.ctx, timeout)
-		results := s.ctrl.CreateTopics(ctx, specs, req.ValidateOnly)
-		cancel()
-		if !req.ValidateOnly {
-			if err := s.reconcile(s.meta.Image()); err != nil {
-				s.log.Error("apply metadata", "err", err)
-			}
-		}
-		for i := range slots {
-			if slots[i].index < 0 {
-				continue
-			}
-			res := results[slots[i].index]
-			st := &slots[i].resp
-			if res.Err != nil {
-				setCreateErr(st, errKerr(res.Err), res.Err.Error())
-				continue
-			}
-			st.TopicID = res.ID
-			st.NumPartitions = res.NumPartitions
-			st.ReplicationFactor = res.ReplicationFactor
-			if !req.ValidateOnly {
-				s.failUncreatedPartitions(st)
-			}
-			for _, e := range s.cfg.DescribeTopic(specs[slots[i].index].Configs) {
-				c := kmsg.NewCreateTopicsResponseTopicConfig()
-				c.Name = e.Name
-				if !e.IsNull {
-					v := e.Value
-					c.Value = &v
-				}
-				c.ReadOnly, c.Source, c.IsSensitive = e.ReadOnly, e.Source, e.Sensitive
-				st.Configs = append(st.Configs, c)
-			}
-			if !req.ValidateOnly {
-				s.log.Info("created topic", "topic", st.Topic, "partitions", st.NumPartitions, "replication_factor", st.ReplicationFactor)
-				s.warnUnsupportedTopicConfigs(st.Topic, specs[slots[i].index].Configs)
-				if strings.ContainsAny(st.Topic, "._") {
-					s.log.Warn("topic names with a period or an underscore can collide in metric names; use one or the other, not both", "topic", st.Topic)
-				}
-			}
-		}
+		s.createTopics(req, specs, slots)
 	}
 	for _, sl := range slots {
 		if sl.index == -2 {
@@ -156,6 +73,111 @@ func handleCreateTopics(s *Server, r *request) (result, error) {
 		resp.Topics = append(resp.Topics, sl.resp)
 	}
 	return respond(resp)
+}
+
+// createTopicSpec checks one requested topic and makes its spec for the
+// controller, with the broker's defaults for what it leaves at -1; a
+// topic that fails a check gets its error in st and no spec.
+func (s *Server) createTopicSpec(req *kmsg.CreateTopicsRequest, t *kmsg.CreateTopicsRequestTopic, st *kmsg.CreateTopicsResponseTopic) (controller.CreateTopic, bool) {
+	if req.TimeoutMillis < 0 {
+		// The controller's deadline is already past.
+		setCreateErr(st, kerr.RequestTimedOut, "the request's timeout is negative")
+		return controller.CreateTopic{}, false
+	}
+	configs := make(map[string]string, len(t.Configs))
+	for _, c := range t.Configs {
+		if c.Value == nil {
+			setCreateErr(st, kerr.InvalidConfig, "null value for config "+c.Name)
+			return controller.CreateTopic{}, false
+		}
+		configs[c.Name] = *c.Value
+	}
+	if err := config.ValidateTopicConfigs(configs); err != nil {
+		setCreateErr(st, kerr.InvalidConfig, err.Error())
+		return controller.CreateTopic{}, false
+	}
+	spec := controller.CreateTopic{
+		Name:              t.Topic,
+		NumPartitions:     t.NumPartitions,
+		ReplicationFactor: t.ReplicationFactor,
+		Configs:           configs,
+	}
+	if len(t.ReplicaAssignment) > 0 {
+		if t.NumPartitions != -1 || t.ReplicationFactor != -1 {
+			setCreateErr(st, kerr.InvalidRequest, "both replica assignment and partitions or replication factor given")
+			return controller.CreateTopic{}, false
+		}
+		spec.Assignments = make(map[int32][]int32, len(t.ReplicaAssignment))
+		for _, a := range t.ReplicaAssignment {
+			spec.Assignments[a.Partition] = a.Replicas
+		}
+		// The controller takes partitions and replication factor from
+		// the assignment; both stay -1, as Kafka requires.
+	}
+	if spec.NumPartitions == -1 && spec.Assignments == nil {
+		spec.NumPartitions = s.cfg.NumPartitions
+	}
+	if spec.ReplicationFactor == -1 && spec.Assignments == nil {
+		spec.ReplicationFactor = s.cfg.DefaultReplicationFactor
+	}
+	return spec, true
+}
+
+// createTopics has the controller create (or, for validateOnly, check)
+// specs, applies the new metadata here, and answers the slots that hold
+// them.
+func (s *Server) createTopics(req *kmsg.CreateTopicsRequest, specs []controller.CreateTopic, slots []createSlot) {
+	timeout := time.Duration(req.TimeoutMillis) * time.Millisecond
+	if timeout <= 0 {
+		timeout = 30 * time.Second
+	}
+	ctx, cancel := context.WithTimeout(s.ctx, timeout)
+	results := s.ctrl.CreateTopics(ctx, specs, req.ValidateOnly)
+	cancel()
+	if !req.ValidateOnly {
+		if err := s.reconcile(s.meta.Image()); err != nil {
+			s.log.Error("apply metadata", "err", err)
+		}
+	}
+	for i := range slots {
+		if slots[i].index < 0 {
+			continue
+		}
+		s.answerCreated(&slots[i].resp, results[slots[i].index], specs[slots[i].index].Configs, req.ValidateOnly)
+	}
+}
+
+// answerCreated fills in the answer st of a topic the controller created
+// (or checked, for validateOnly) as res says: its id, counts and resolved
+// configs, or its error.
+func (s *Server) answerCreated(st *kmsg.CreateTopicsResponseTopic, res controller.CreateTopicResult, configs map[string]string, validateOnly bool) {
+	if res.Err != nil {
+		setCreateErr(st, errKerr(res.Err), res.Err.Error())
+		return
+	}
+	st.TopicID = res.ID
+	st.NumPartitions = res.NumPartitions
+	st.ReplicationFactor = res.ReplicationFactor
+	if !validateOnly {
+		s.failUncreatedPartitions(st)
+	}
+	for _, e := range s.cfg.DescribeTopic(configs) {
+		c := kmsg.NewCreateTopicsResponseTopicConfig()
+		c.Name = e.Name
+		if !e.IsNull {
+			v := e.Value
+			c.Value = &v
+		}
+		c.ReadOnly, c.Source, c.IsSensitive = e.ReadOnly, e.Source, e.Sensitive
+		st.Configs = append(st.Configs, c)
+	}
+	if !validateOnly {
+		s.log.Info("created topic", "topic", st.Topic, "partitions", st.NumPartitions, "replication_factor", st.ReplicationFactor)
+		s.warnUnsupportedTopicConfigs(st.Topic, configs)
+		if strings.ContainsAny(st.Topic, "._") {
+			s.log.Warn("topic names with a period or an underscore can collide in metric names; use one or the other, not both", "topic", st.Topic)
+		}
+	}
 }
 
 // failUncreatedPartitions answers KAFKA_STORAGE_ERROR for a topic the

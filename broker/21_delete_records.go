@@ -86,11 +86,11 @@ func (s *Server) deletePartitionRecords(topic string, partition int32, offset in
 		sp.ErrorCode = s.partitionMissingCode(topic, partition)
 		return false
 	}
-	if !p.cfg.Load().Delete() {
+	if !p.Cfg.Load().Delete() {
 		sp.ErrorCode = kerr.PolicyViolation.Code
 		return false
 	}
-	hw := p.highWatermark()
+	hw := p.HighWatermark()
 	if offset == -1 {
 		offset = hw
 	}
@@ -98,7 +98,7 @@ func (s *Server) deletePartitionRecords(topic string, partition int32, offset in
 		sp.ErrorCode = kerr.OffsetOutOfRange.Code
 		return false
 	}
-	err := p.log.IncrementLogStartOffset(offset)
+	err := p.Log.IncrementLogStartOffset(offset)
 	switch {
 	case errors.Is(err, storage.ErrOffsetOutOfRange):
 		sp.ErrorCode = kerr.OffsetOutOfRange.Code
@@ -108,6 +108,6 @@ func (s *Server) deletePartitionRecords(topic string, partition int32, offset in
 		sp.ErrorCode = kerr.KafkaStorageError.Code
 		return false
 	}
-	sp.LowWatermark = p.log.LogStartOffset()
+	sp.LowWatermark = p.Log.LogStartOffset()
 	return true
 }

@@ -3,6 +3,8 @@ package broker
 import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/gregorbroker/gregor/broker/internal/partition"
 )
 
 // OffsetForLeaderEpoch (key 23), versions 2-4 (Kafka 4's range).
@@ -31,20 +33,20 @@ func handleOffsetForLeaderEpoch(s *Server, r *request) (result, error) {
 			case p == nil:
 				sp.ErrorCode = s.partitionMissingCode(rt.Topic, rp.Partition)
 			default:
-				if code := checkLeaderEpoch(rp.CurrentLeaderEpoch, p.leaderEpoch.Load()); code != 0 {
+				if code := checkLeaderEpoch(rp.CurrentLeaderEpoch, p.LeaderEpoch.Load()); code != 0 {
 					sp.ErrorCode = code
 					break
 				}
-				p.mu.Lock()
-				entries, err := s.epochsLocked(p)
-				end := p.log.LogEndOffset()
-				p.mu.Unlock()
+				p.Mu.Lock()
+				entries, err := p.EpochsLocked()
+				end := p.Log.LogEndOffset()
+				p.Mu.Unlock()
 				if err != nil {
 					s.log.Error("offset for leader epoch", "topic", rt.Topic, "partition", rp.Partition, "err", err)
 					sp.ErrorCode = kerr.KafkaStorageError.Code
 					break
 				}
-				sp.LeaderEpoch, sp.EndOffset = endOffsetForEpoch(entries, rp.LeaderEpoch, end)
+				sp.LeaderEpoch, sp.EndOffset = partition.EndOffsetForEpoch(entries, rp.LeaderEpoch, end)
 			}
 			st.Partitions = append(st.Partitions, sp)
 		}

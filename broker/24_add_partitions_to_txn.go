@@ -4,7 +4,7 @@ import "github.com/twmb/franz-go/pkg/kmsg"
 
 // AddPartitionsToTxn (key 24), versions 0-5: a producer adds partitions to
 // its open transaction (v0-v3); partition leaders send the batched form
-// (v4+, txn_add_sender.go): KIP-890's check that a partition is in the
+// (v4+, broker/internal/interbroker): KIP-890's check that a partition is in the
 // producer's transaction (VerifyOnly), or the add itself for transaction
 // version 2 producers, which no longer send this request.
 func init() { register(24, 0, 5, handleAddPartitionsToTxn) }

@@ -73,7 +73,7 @@ func handleDescribeLogDirs(s *Server, r *request) (result, error) {
 			p.Partition = tp.Partition
 			p.Size = l.Size()
 			if part := s.parts.get(tp.Topic, tp.Partition); part != nil {
-				p.OffsetLag = max(l.LogEndOffset()-part.highWatermark(), 0)
+				p.OffsetLag = max(l.LogEndOffset()-part.HighWatermark(), 0)
 			}
 			t.Partitions = append(t.Partitions, p)
 		}

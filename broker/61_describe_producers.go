@@ -38,13 +38,13 @@ func handleDescribeProducers(s *Server, r *request) (result, error) {
 				st.Partitions = append(st.Partitions, sp)
 				continue
 			}
-			p.mu.Lock()
-			ps, err := s.producerStateLocked(p)
+			p.Mu.Lock()
+			ps, err := p.ProducerStateLocked()
 			var infos []producerstate.ProducerInfo
 			if err == nil {
 				infos = ps.Producers()
 			}
-			p.mu.Unlock()
+			p.Mu.Unlock()
 			if err != nil {
 				s.log.Error("describe producers", "topic", rt.Topic, "partition", part, "err", err)
 				sp.ErrorCode = kerr.KafkaStorageError.Code

@@ -16,6 +16,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/gregorbroker/gregor/broker/internal/fetch"
 	"github.com/gregorbroker/gregor/protocol"
 	"github.com/gregorbroker/gregor/security"
 )
@@ -38,7 +39,7 @@ type conn struct {
 	ctx      context.Context
 	cancel   context.CancelFunc
 	// raw is the socket's RawConn, through which the writer sends fetched
-	// records with sendfile; nil when it cannot (fetch_zerocopy.go).
+	// records with sendfile; nil when it cannot (broker/internal/fetch).
 	raw syscall.RawConn
 	// lastInOrder is closed when the connection's latest coordinator
 	// request has been answered (serial.go); touched only by the reader.
@@ -84,7 +85,7 @@ func (s *Server) serveConn(nc net.Conn, listener string) {
 		cancel:    cancel,
 		limits:    s.limits(),
 	}
-	if sc, ok := nc.(syscall.Conn); ok && haveSendfile {
+	if sc, ok := nc.(syscall.Conn); ok && fetch.HaveSendfile {
 		if raw, err := sc.SyscallConn(); err == nil {
 			c.raw = raw
 		}
@@ -322,7 +323,7 @@ func (c *conn) writeLoop() bool {
 		return err
 	}
 	defer idle()
-	zw := &zeroCopyWriter{raw: c.raw}
+	zw := fetch.NewWriter(c.raw)
 	fail := func(sl *slot) {
 		c.nc.Close()
 		if sl != nil {
@@ -359,7 +360,7 @@ func (c *conn) writeLoop() bool {
 			}
 		}
 		if sl.closeConn {
-			releaseResponse(sl.resp)
+			fetch.ReleaseResponse(sl.resp)
 			c.finished(sl)
 			fail(nil)
 			return false
@@ -372,12 +373,12 @@ func (c *conn) writeLoop() bool {
 			w = writerPool.Get().(*bufio.Writer)
 			w.Reset(c.nc)
 		}
-		if z, ok := sl.resp.(*zeroCopyFetch); ok {
-			err := zw.write(w, sl.correlationID, z)
-			z.release()
+		if z, ok := sl.resp.(*fetch.ZeroCopyResponse); ok {
+			err := zw.Write(w, sl.correlationID, z)
+			z.Release()
 			c.finished(sl)
 			if err != nil {
-				if errors.Is(err, errRecordsChanged) {
+				if errors.Is(err, fetch.ErrRecordsChanged) {
 					c.log.Info("closing connection: fetch interrupted", "err", err)
 				} else {
 					c.log.Debug("closing connection: fetch write failed", "err", err)
@@ -441,12 +442,12 @@ func (c *conn) drain() {
 func (c *conn) abandon(sl *slot) {
 	select {
 	case <-sl.done:
-		releaseResponse(sl.resp)
+		fetch.ReleaseResponse(sl.resp)
 		c.finished(sl)
 	default:
 		c.s.goTracked(func() {
 			<-sl.done
-			releaseResponse(sl.resp)
+			fetch.ReleaseResponse(sl.resp)
 			c.finished(sl)
 		})
 	}

@@ -5,6 +5,7 @@ import (
 	"net"
 	"sync"
 
+	"github.com/gregorbroker/gregor/broker/internal/connlimit"
 	"github.com/gregorbroker/gregor/config"
 )
 
@@ -16,7 +17,7 @@ import (
 // max.connections.per.ip and its overrides counted apart from the
 // broker's listeners, as the controller's ConnectionQuotas are.
 func (s *Server) listenControllerSocket(l config.Listener) (net.Listener, error) {
-	q, err := newConnQuotas(s.cfg, 1)
+	q, err := connlimit.New(s.cfg, 1)
 	if err != nil {
 		return nil, err
 	}
@@ -33,7 +34,7 @@ func (s *Server) listenControllerSocket(l config.Listener) (net.Listener, error)
 type quotaListener struct {
 	net.Listener
 	s    *Server
-	q    *connQuotas
+	q    *connlimit.Quotas
 	name string
 }
 
@@ -46,21 +47,21 @@ func (l *quotaListener) Accept() (net.Conn, error) {
 		if err != nil {
 			return nil, err
 		}
-		addr := remoteAddr(nc)
+		addr := connlimit.RemoteAddr(nc)
 		if err := l.s.admitTo(l.q, nc, l.name, addr); err != nil {
 			if errors.Is(err, net.ErrClosed) {
 				return nil, err
 			}
 			continue
 		}
-		return &quotaConn{Conn: nc, release: sync.OnceFunc(func() { l.q.release(addr) })}, nil
+		return &quotaConn{Conn: nc, release: sync.OnceFunc(func() { l.q.Release(addr) })}, nil
 	}
 }
 
 // Close stops accepting, waking an Accept waiting for a slot.
 func (l *quotaListener) Close() error {
 	err := l.Listener.Close()
-	l.q.close()
+	l.q.Close()
 	return err
 }
 

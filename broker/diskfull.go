@@ -2,6 +2,8 @@ package broker
 
 import (
 	"time"
+
+	"github.com/gregorbroker/gregor/broker/internal/partition"
 )
 
 // A full disk (ENOSPC, EDQUOT) fails the write that met it with
@@ -18,13 +20,13 @@ const noSpaceLogEvery = 10 * time.Second
 
 // noteNoSpace logs (at most once per noSpaceLogEvery per partition) that
 // a write to p failed for want of space. It takes no lock.
-func (s *Server) noteNoSpace(p *partition, err error) {
-	n := p.noSpaceErrors.Add(1)
+func (s *Server) noteNoSpace(p *partition.Partition, err error) {
+	n := p.NoSpaceErrors.Add(1)
 	now := time.Now().UnixMilli()
-	last := p.noSpaceLoggedMs.Load()
-	if now-last < noSpaceLogEvery.Milliseconds() || !p.noSpaceLoggedMs.CompareAndSwap(last, now) {
+	last := p.NoSpaceLoggedMs.Load()
+	if now-last < noSpaceLogEvery.Milliseconds() || !p.NoSpaceLoggedMs.CompareAndSwap(last, now) {
 		return
 	}
 	s.log.Warn("out of disk space or file descriptors: writes to the partition fail with KAFKA_STORAGE_ERROR until there is room again",
-		"topic", p.topic, "partition", p.index, "dir", p.log.Dir(), "failures", n, "err", err)
+		"topic", p.Topic, "partition", p.Index, "dir", p.Log.Dir(), "failures", n, "err", err)
 }

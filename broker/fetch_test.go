@@ -339,7 +339,7 @@ func TestFetchSessionCacheSlots(t *testing.T) {
 	if c := open(3); c != 0 {
 		t.Fatalf("a third session in a full cache of young sessions got id %d", c)
 	}
-	if n := s.sessions.len(); n != 2 {
+	if n := s.sessions.Len(); n != 2 {
 		t.Fatalf("%d sessions cached, want 2", n)
 	}
 

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -17,9 +16,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/gregorbroker/gregor/broker/internal/fetch"
 	"github.com/gregorbroker/gregor/protocol"
-	"github.com/gregorbroker/gregor/storage"
-	"github.com/gregorbroker/gregor/vfs"
 )
 
 // startServerOpts is startServer with Options.
@@ -185,7 +183,7 @@ func TestFetchZeroCopyFrames(t *testing.T) {
 	// Some offsets fall inside a batch; the empty partition reads at 0.
 	offsets := map[string][]int64{"zc-a": {0, 0, 5}, "zc-b": {0, 4}}
 	cl := dialFrames(t, ts.addr)
-	before := sendfileBytes.Load()
+	before := fetch.SendfileBytes()
 	var records, responses int64
 	for _, v := range []int16{4, 6, 7, 11, 12, 13, 15, 16, 17, 18} {
 		for _, lim := range []struct{ total, part int32 }{{50 << 20, 1 << 20}, {20000, 9000}, {1, 1}} {
@@ -221,7 +219,7 @@ func TestFetchZeroCopyFrames(t *testing.T) {
 					t.Fatalf("v%d: topic %d is %q %x with %d partitions", v, i, rt.Topic, rt.TopicID, len(rt.Partitions))
 				}
 				for _, rp := range rt.Partitions {
-					lg := ts.leaderPartition(topic, rp.Partition).log
+					lg := ts.leaderPartition(topic, rp.Partition).Log
 					offset := offsets[topic][rp.Partition]
 					limit := min(int(lim.part), remaining)
 					want, err := lg.Read(offset, int32(max(limit, 0)), lg.LogEndOffset(), minOne)
@@ -242,7 +240,7 @@ func TestFetchZeroCopyFrames(t *testing.T) {
 	}
 	// A frame's last byte goes after the check that the log was not
 	// truncated: from memory, not with sendfile.
-	if sent := sendfileBytes.Load() - before; sent > records || sent < records-responses {
+	if sent := fetch.SendfileBytes() - before; sent > records || sent < records-responses {
 		t.Fatalf("sendfile sent %d bytes, the %d responses held %d", sent, responses, records)
 	}
 }
@@ -254,14 +252,14 @@ func TestFetchCopyOption(t *testing.T) {
 	createTopic(t, ts.admin(t), "zc-copy", 1, nil)
 	batch := recordBatch(t, 16, 1024)
 	produceBatches(t, ts, "zc-copy", 0, batch, 5)
-	before := sendfileBytes.Load()
+	before := fetch.SendfileBytes()
 	cl := dialFrames(t, ts.addr)
 	req := fetchReq("zc-copy", topicID(t, ts, "zc-copy"), []int64{0}, 0, -1)
 	req.Version = 11
 	resp := cl.fetch(t, req)
 	got := resp.Topics[0].Partitions[0].RecordBatches
-	if len(got) != 5*len(batch) || sendfileBytes.Load() != before {
-		t.Fatalf("%d bytes of records, %d through sendfile", len(got), sendfileBytes.Load()-before)
+	if len(got) != 5*len(batch) || fetch.SendfileBytes() != before {
+		t.Fatalf("%d bytes of records, %d through sendfile", len(got), fetch.SendfileBytes()-before)
 	}
 }
 
@@ -319,196 +317,6 @@ func TestFetchZeroCopyAbandoned(t *testing.T) {
 			t.Fatalf("files of the topic still open after its deletion: %q", open)
 		}
 		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-// TestZeroCopyWriterTruncated: a truncation between the read of a slice
-// and its send (the log cut below it, and new batches written where it
-// was) ends the connection with the frame incomplete, never a frame of
-// mixed bytes.
-func TestZeroCopyWriterTruncated(t *testing.T) {
-	m, err := storage.OpenManager(storage.ManagerConfig{FS: vfs.Default, Dirs: []string{t.TempDir()}, NodeID: 1, ClusterID: "MkU3OEVBNTcwNTJENDM2Qg", Logger: testLogger()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
-	lg, err := m.GetOrCreateLog("t", 0, [16]byte{1}, storage.DefaultLogConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, refill := range []bool{false, true} {
-		for range 8 {
-			if _, err := lg.Append(recordBatch(t, 16, 1024), 0, 0); err != nil {
-				t.Fatal(err)
-			}
-		}
-		start := lg.LogEndOffset() - 8*16
-		rr, err := lg.ReadSlice(start, 1<<20, lg.LogEndOffset(), true)
-		if err != nil || rr.Slice == nil {
-			t.Fatalf("read slice: %v", err)
-		}
-		if err := lg.TruncateTo(start); err != nil {
-			t.Fatal(err)
-		}
-		if refill {
-			// More bytes than were cut, so the whole slice reads back.
-			for range 9 {
-				if _, err := lg.Append(recordBatch(t, 16, 1000), 0, 0); err != nil {
-					t.Fatal(err)
-				}
-			}
-		}
-		resp := kmsg.NewPtrFetchResponse()
-		resp.Version = 12
-		rt := kmsg.NewFetchResponseTopic()
-		rt.Topic = "t"
-		rt.Partitions = append(rt.Partitions, kmsg.NewFetchResponseTopicPartition())
-		resp.Topics = append(resp.Topics, rt)
-		z := &zeroCopyFetch{FetchResponse: resp, records: []fileRecords{{slice: rr.Slice}}}
-
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		got := make(chan []byte, 1)
-		go func() {
-			c, err := ln.Accept()
-			if err != nil {
-				got <- nil
-				return
-			}
-			b, _ := io.ReadAll(c)
-			c.Close()
-			got <- b
-		}()
-		nc, err := net.Dial("tcp", ln.Addr().String())
-		if err != nil {
-			t.Fatal(err)
-		}
-		raw, err := nc.(*net.TCPConn).SyscallConn()
-		if err != nil {
-			t.Fatal(err)
-		}
-		zw := &zeroCopyWriter{raw: raw}
-		w := bufio.NewWriter(nc)
-		err = zw.write(w, 1, z)
-		w.Flush()
-		nc.Close()
-		z.release()
-		ln.Close()
-		if !errors.Is(err, errRecordsChanged) {
-			t.Fatalf("refill %v: write after a truncation: %v", refill, err)
-		}
-		b := <-got
-		if len(b) >= 4 && int(binary.BigEndian.Uint32(b))+4 <= len(b) {
-			t.Fatalf("refill %v: a whole frame of %d bytes went out", refill, len(b))
-		}
-	}
-}
-
-// TestZeroCopyWriterPaths: the pieces path with sendfile, the same through
-// a buffer (a connection without a RawConn), and the fallback that reads
-// the records into the response all write the frame kmsg writes for the
-// response with the records inline, at a plain and a flexible version.
-func TestZeroCopyWriterPaths(t *testing.T) {
-	m, err := storage.OpenManager(storage.ManagerConfig{FS: vfs.Default, Dirs: []string{t.TempDir()}, NodeID: 1, ClusterID: "MkU3OEVBNTcwNTJENDM2Qg", Logger: testLogger()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
-	var logs []*storage.Log
-	for p, n := range []int{3, 40} { // a one-byte and a multi-byte length
-		lg, err := m.GetOrCreateLog("t", int32(p), [16]byte{1}, storage.DefaultLogConfig())
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := lg.Append(recordBatch(t, n, 1+n), 0, 0); err != nil {
-			t.Fatal(err)
-		}
-		logs = append(logs, lg)
-	}
-	for _, v := range []int16{11, 12} {
-		build := func() (*kmsg.FetchResponse, *zeroCopyFetch) {
-			resp := kmsg.NewPtrFetchResponse()
-			resp.Version = v
-			z := &zeroCopyFetch{FetchResponse: resp}
-			for i, lg := range logs {
-				rt := kmsg.NewFetchResponseTopic()
-				rt.Topic = fmt.Sprintf("t%d", i)
-				rp := kmsg.NewFetchResponseTopicPartition()
-				rp.HighWatermark = lg.LogEndOffset()
-				rt.Partitions = append(rt.Partitions, rp, kmsg.NewFetchResponseTopicPartition())
-				resp.Topics = append(resp.Topics, rt)
-				rr, err := lg.ReadSlice(0, 1<<20, lg.LogEndOffset(), true)
-				if err != nil || rr.Slice == nil {
-					t.Fatalf("read slice: %v", err)
-				}
-				z.records = append(z.records, fileRecords{topic: i, partition: 0, slice: rr.Slice})
-			}
-			return resp, z
-		}
-		// The frame with the records inline.
-		inline, z := build()
-		for _, r := range z.records {
-			b := make([]byte, r.slice.Len())
-			if _, err := r.slice.ReadAt(b, 0); err != nil {
-				t.Fatal(err)
-			}
-			inline.Topics[r.topic].Partitions[r.partition].RecordBatches = b
-		}
-		want := protocol.AppendResponse(nil, 7, inline)
-		z.release()
-
-		for _, path := range []string{"sendfile", "buffer", "fallback"} {
-			_, z := build()
-			ln, err := net.Listen("tcp", "127.0.0.1:0")
-			if err != nil {
-				t.Fatal(err)
-			}
-			got := make(chan []byte, 1)
-			go func() {
-				c, err := ln.Accept()
-				if err != nil {
-					got <- nil
-					return
-				}
-				b, _ := io.ReadAll(c)
-				c.Close()
-				got <- b
-			}()
-			nc, err := net.Dial("tcp", ln.Addr().String())
-			if err != nil {
-				t.Fatal(err)
-			}
-			zw := &zeroCopyWriter{}
-			if path == "sendfile" {
-				if zw.raw, err = nc.(*net.TCPConn).SyscallConn(); err != nil {
-					t.Fatal(err)
-				}
-			}
-			before := sendfileBytes.Load()
-			w := bufio.NewWriter(nc)
-			if path == "fallback" {
-				err = zw.writeCopied(w, 7, z)
-			} else {
-				err = zw.write(w, 7, z)
-			}
-			if err == nil {
-				err = w.Flush()
-			}
-			nc.Close()
-			ln.Close()
-			z.release()
-			if err != nil {
-				t.Fatalf("v%d %s: %v", v, path, err)
-			}
-			if b := <-got; !bytes.Equal(b, want) {
-				t.Fatalf("v%d %s: wrote %d bytes, want the %d of the inline frame", v, path, len(b), len(want))
-			}
-			if sent := sendfileBytes.Load() - before; (path == "sendfile") != (sent > 0) {
-				t.Fatalf("v%d %s: %d bytes through sendfile", v, path, sent)
-			}
-		}
 	}
 }
 

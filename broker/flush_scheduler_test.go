@@ -35,23 +35,23 @@ func TestFlushSchedulerHonoursFlushMs(t *testing.T) {
 				if err := cl.ProduceSync(testContext(t), kgo.StringRecord("x")).FirstErr(); err != nil {
 					t.Fatal(err)
 				}
-				if p.log.RecoveryPoint() < p.log.LogEndOffset() {
+				if p.Log.RecoveryPoint() < p.Log.LogEndOffset() {
 					break
 				}
 			}
-			leo := p.log.LogEndOffset()
-			if p.log.RecoveryPoint() >= leo {
+			leo := p.Log.LogEndOffset()
+			if p.Log.RecoveryPoint() >= leo {
 				t.Fatal("every append flushed by itself")
 			}
 			start := time.Now()
 			deadline := start.Add(3 * time.Second)
-			for p.log.RecoveryPoint() < leo && time.Now().Before(deadline) {
+			for p.Log.RecoveryPoint() < leo && time.Now().Before(deadline) {
 				time.Sleep(20 * time.Millisecond)
 			}
-			flushed := p.log.RecoveryPoint() >= leo
+			flushed := p.Log.RecoveryPoint() >= leo
 			if flushed != tt.wantFlush {
 				t.Fatalf("flushed %v after %v (recovery point %d, log end %d), want %v",
-					flushed, time.Since(start), p.log.RecoveryPoint(), leo, tt.wantFlush)
+					flushed, time.Since(start), p.Log.RecoveryPoint(), leo, tt.wantFlush)
 			}
 			if flushed && time.Since(start) > 1500*time.Millisecond {
 				t.Fatalf("flushed only after %v, flush.ms 1000", time.Since(start))

@@ -2,17 +2,14 @@ package broker
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"iter"
 	"runtime"
 	"strconv"
-	"sync"
-	"sync/atomic"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/gregorbroker/gregor/broker/group"
+	"github.com/gregorbroker/gregor/broker/internal/coordhost"
 	"github.com/gregorbroker/gregor/broker/producerstate"
 	"github.com/gregorbroker/gregor/protocol"
 	"github.com/gregorbroker/gregor/raftmeta/image"
@@ -32,7 +29,7 @@ type groupCoordinator struct {
 	s     *Server
 	coord *group.Coordinator
 
-	loader *partitionLoader
+	loader *coordhost.Loader
 
 	topicsApplied uint64 // the image offset consumer groups last saw; guarded by Server.reconcileMu
 }
@@ -60,13 +57,11 @@ func (s *Server) startGroupCoordinator() error {
 		return fmt.Errorf("start group coordinator: %w", err)
 	}
 	gc.coord = coord
-	gc.loader = &partitionLoader{
-		s: s, topic: offsetsTopic, loaded: make(map[int32]int32),
-		load: func(ctx context.Context, partition, _ int32, p *partition) error {
-			return coord.Load(ctx, partition, readPartition(ctx, p))
+	gc.loader = s.newCoordinatorLoader(offsetsTopic,
+		func(ctx context.Context, partition, _ int32, log *storage.Log) error {
+			return coord.Load(ctx, partition, coordhost.ReadLog(ctx, log))
 		},
-		unload: coord.Unload,
-	}
+		coord.Unload)
 	s.groups = gc
 	return nil
 }
@@ -128,19 +123,19 @@ func (s *Server) appendInternal(ctx context.Context, topic string, partition int
 	}
 	// The log's limit holds for the coordinators too, as Kafka's runtime
 	// checks it: a group record with oversized member metadata fails.
-	if maxBytes := p.cfg.Load().MaxMessageBytes; len(batch) > int(maxBytes) {
+	if maxBytes := p.Cfg.Load().MaxMessageBytes; len(batch) > int(maxBytes) {
 		return fmt.Errorf("append %s-%d: batch of %d bytes over max.message.bytes %d: %w", topic, partition, len(batch), maxBytes, kerr.MessageTooLarge)
 	}
 	var last int64
 	if transactional {
-		last, err = s.appendTransactional(p, batch, now)
+		last, err = p.AppendTransactional(batch, now)
 	} else {
-		last, err = s.appendLocal(p, batch, now)
+		last, err = p.AppendLocal(batch, now)
 	}
 	if err != nil {
 		return err
 	}
-	return p.waitHighWatermark(ctx, last+1)
+	return p.WaitHighWatermark(ctx, last+1)
 }
 
 // imageTopics is the coordinator's view of the topics, for KIP-848
@@ -165,119 +160,24 @@ func (gc *groupCoordinator) reconcile(img *image.Image) {
 		gc.topicsApplied = img.Offset()
 		gc.coord.TopicsChanged()
 	}
-	gc.loader.reconcile(img)
+	gc.loader.Reconcile(img)
 }
 
-// partitionLoader loads a coordinator's state from the partitions of its
-// internal topic that this node leads, and unloads those it stops leading:
-// coordinators move with the leadership of their partitions.
-type partitionLoader struct {
-	s      *Server
-	topic  string
-	load   func(ctx context.Context, partition, leaderEpoch int32, p *partition) error
-	unload func(partition int32)
-
-	mu     sync.Mutex
-	loaded map[int32]int32 // partition → leader epoch loaded at (or loading)
+// newCoordinatorLoader loads and unloads a coordinator's partitions of
+// topic as this node's leadership of them comes and goes.
+func (s *Server) newCoordinatorLoader(topic string, load func(ctx context.Context, partition, leaderEpoch int32, log *storage.Log) error, unload func(partition int32)) *coordhost.Loader {
+	return coordhost.NewLoader(coordhost.LoaderConfig{
+		Topic: topic, Self: s.cfg.NodeID, Ctx: s.ctx, Go: s.goTracked, Logger: s.log,
+		Log: func(partition int32) *storage.Log {
+			if p := s.parts.get(topic, partition); p != nil {
+				return p.Log
+			}
+			return nil
+		},
+		Load:   load,
+		Unload: unload,
+	})
 }
-
-func (l *partitionLoader) reconcile(img *image.Image) {
-	leading := make(map[int32]int32)
-	if t, ok := img.Topic(l.topic); ok {
-		for i, pi := range t.Partitions {
-			if pi.Leader == l.s.cfg.NodeID {
-				leading[int32(i)] = pi.LeaderEpoch
-			}
-		}
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	for p, epoch := range l.loaded {
-		if e, ok := leading[p]; !ok || e != epoch {
-			l.unload(p)
-			delete(l.loaded, p)
-		}
-	}
-	for p, epoch := range leading {
-		if _, ok := l.loaded[p]; ok {
-			continue
-		}
-		part := l.s.parts.get(l.topic, p)
-		if part == nil {
-			continue
-		}
-		l.loaded[p] = epoch
-		l.s.goTracked(func() {
-			if err := l.load(l.s.ctx, p, epoch, part); err != nil && l.s.ctx.Err() == nil {
-				l.s.log.Error("load coordinator partition", "topic", l.topic, "partition", p, "err", err)
-				l.mu.Lock()
-				delete(l.loaded, p)
-				l.mu.Unlock()
-			}
-		})
-	}
-}
-
-// readPartition yields every record of a partition from its start to its
-// log end offset at the time of the call, control records and the
-// producer fields of transactional batches included.
-func readPartition(ctx context.Context, p *partition) iter.Seq2[group.Record, error] {
-	return func(yield func(group.Record, error) bool) {
-		// Up to the log end, not the high watermark: a new leader's high
-		// watermark lags the old leader's by up to a fetch round, and
-		// records it holds past it were acknowledged there (commits the
-		// old coordinator answered). The leader never truncates its own
-		// log, so they stay, as Kafka's coordinator loader reads them.
-		end := p.log.LogEndOffset()
-		off := p.log.LogStartOffset()
-		for off < end {
-			if err := ctx.Err(); err != nil {
-				yield(group.Record{}, err)
-				return
-			}
-			rr, err := p.log.Read(off, 1<<20, end, true)
-			if err != nil {
-				yield(group.Record{}, err)
-				return
-			}
-			if len(rr.Data) == 0 {
-				return
-			}
-			data := rr.Data
-			for len(data) > 0 {
-				batch, rest, h, err := protocol.NextBatch(data)
-				if err != nil {
-					yield(group.Record{}, err)
-					return
-				}
-				data = rest
-				off = h.LastOffset() + 1
-				stop := false
-				err = protocol.DecodeBatch(batch, 64<<20, func(h *protocol.BatchHeader, r protocol.Record) error {
-					if h.BaseOffset+int64(r.OffsetDelta) < p.log.LogStartOffset() {
-						return nil
-					}
-					rec := group.Record{Key: r.Key, Value: r.Value, Transactional: h.IsTransactional(), Control: h.IsControl(),
-						ProducerID: h.ProducerID, ProducerEpoch: h.ProducerEpoch}
-					if !yield(rec, nil) {
-						stop = true
-						return errStopIteration
-					}
-					return nil
-				})
-				if stop {
-					return
-				}
-				if err != nil {
-					yield(group.Record{}, err)
-					return
-				}
-			}
-		}
-	}
-}
-
-var errStopIteration = errors.New("stop")
 
 // ensureOffsetsTopic creates __consumer_offsets if it does not exist yet,
 // with Kafka's settings for it, and returns the image that holds it.
@@ -288,115 +188,4 @@ func (s *Server) ensureOffsetsTopic(ctx context.Context) (*image.Image, error) {
 			"compression.type": "producer",
 			"segment.bytes":    strconv.Itoa(int(s.cfg.OffsetsTopicSegmentBytes)),
 		})
-}
-
-// appendLocal appends an already validated batch to a partition this node
-// leads and returns the offset of its last record, once the flush policy
-// is satisfied.
-func (s *Server) appendLocal(p *partition, batch []byte, nowMs int64) (int64, error) {
-	p.mu.Lock()
-	last, err := s.appendLocked(p, batch, nowMs)
-	p.mu.Unlock()
-	if err != nil {
-		return 0, err
-	}
-	return last, s.durable(p, last)
-}
-
-// appendLocked is appendLocal for a caller that holds p.mu, without the
-// flush: the caller calls durable after it lets go of p.mu, so that an
-// fsync never holds the partition and concurrent appends share fsyncs.
-func (s *Server) appendLocked(p *partition, batch []byte, nowMs int64) (int64, error) {
-	if err := p.leaderLocked(); err != nil {
-		return 0, err
-	}
-	epoch := p.leaderEpoch.Load()
-	if epoch != p.appendedEpoch {
-		if err := s.noteLeaderEpochLocked(p, epoch); err != nil {
-			if p.log.Closed() {
-				return 0, fmt.Errorf("%w: %s-%d is no longer hosted here", kerr.NotLeaderForPartition, p.topic, p.index)
-			}
-			s.storageFailed(p, err)
-			return 0, fmt.Errorf("%w: %v", kerr.KafkaStorageError, err)
-		}
-		p.appendedEpoch = epoch
-	}
-	ar, flush, err := p.log.AppendDeferFlush(batch, epoch, nowMs)
-	if errors.Is(err, storage.ErrClosed) {
-		// The log went with its partition (deleted, or moved off this
-		// node by a reassignment) between the leadership check and the
-		// append: not a disk failure. The client looks for the leader.
-		return 0, fmt.Errorf("%w: %s-%d is no longer hosted here", kerr.NotLeaderForPartition, p.topic, p.index)
-	}
-	if err != nil {
-		if storage.IsExhausted(err) {
-			// The producer state may have learned the batch that was
-			// not written: rebuild it from the log when next needed.
-			p.producers = nil
-			p.txnReady.Store(false)
-		}
-		s.storageFailed(p, err)
-		return 0, fmt.Errorf("%w: append %s-%d: %v", kerr.KafkaStorageError, p.topic, p.index, err)
-	}
-	if flush {
-		storeMax(&p.flushTarget, ar.LastOffset+1)
-	}
-	p.advanceHighWatermarkLocked()
-	return ar.LastOffset, nil
-}
-
-// durable makes the append that ended at last durable when the flush
-// policy (flush.messages, flush.ms) asked for it: group commit, since a
-// flush covers every append before it and later callers find their
-// offsets covered.
-func (s *Server) durable(p *partition, last int64) error {
-	if p.flushTarget.Load() <= last {
-		return nil
-	}
-	if err := p.log.FlushTo(last + 1); errors.Is(err, storage.ErrClosed) {
-		return fmt.Errorf("%w: %s-%d is no longer hosted here", kerr.NotLeaderForPartition, p.topic, p.index)
-	} else if err != nil {
-		s.storageFailed(p, err)
-		return fmt.Errorf("%w: flush %s-%d: %v", kerr.KafkaStorageError, p.topic, p.index, err)
-	}
-	return nil
-}
-
-func storeMax(v *atomic.Int64, n int64) {
-	for {
-		cur := v.Load()
-		if n <= cur || v.CompareAndSwap(cur, n) {
-			return
-		}
-	}
-}
-
-// waitHighWatermark waits until the partition's high watermark reaches
-// offset. A leader that steps down meanwhile answers NOT_LEADER_OR_FOLLOWER
-// (see partition.demotions): the write may be gone.
-func (p *partition) waitHighWatermark(ctx context.Context, offset int64) error {
-	demotions := p.demotions.Load()
-	deposed := func() error {
-		if p.demotions.Load() != demotions || !p.isLeader(p.self) {
-			return fmt.Errorf("wait for high watermark %d of %s-%d: %w", offset, p.topic, p.index, kerr.NotLeaderForPartition)
-		}
-		return nil
-	}
-	if p.highWatermark() >= offset {
-		return deposed()
-	}
-	wake := make(chan struct{}, 1)
-	p.addWaiter(wake)
-	defer p.removeWaiter(wake)
-	for p.highWatermark() < offset {
-		if err := deposed(); err != nil {
-			return err
-		}
-		select {
-		case <-wake:
-		case <-ctx.Done():
-			return fmt.Errorf("wait for high watermark %d of %s-%d: %w", offset, p.topic, p.index, kerr.RequestTimedOut)
-		}
-	}
-	return deposed()
 }

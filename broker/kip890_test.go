@@ -339,7 +339,7 @@ func TestKIP890MarkerDuringVerification(t *testing.T) {
 		}
 		p := ts.leaderPartition("race", int32(partition))
 		_, err := ts.appendProduced(p, batch, time.Now(), guard)
-		end := p.log.LogEndOffset()
+		end := p.Log.LogEndOffset()
 		switch {
 		case marker && !errors.Is(err, kerr.InvalidTxnState):
 			t.Fatalf("append after a marker: %v, want INVALID_TXN_STATE", err)
@@ -721,7 +721,7 @@ func TestKIP890TV2MarkerDuringAdd(t *testing.T) {
 // the transaction version 2 add work through it as in process.
 func TestKIP890VerificationOverTheNetwork(t *testing.T) {
 	ts := startServer(t, "")
-	ts.addSender.viaNetwork = true
+	ts.addSender.ViaNetwork = true
 	adm := ts.admin(t)
 	createTopic(t, adm, "net", 2, nil)
 
@@ -747,7 +747,7 @@ func TestKIP890VerificationOverTheNetwork(t *testing.T) {
 	if got := readAllIsolation(t, ts.addr, "net", kgo.ReadCommitted(), 2); len(got) != 2 {
 		t.Fatalf("read_committed read %d records, want 2", len(got))
 	}
-	remote := ts.addSender.clients.count()
+	remote := ts.addSender.Clients().Count()
 	if remote != 1 {
 		t.Fatalf("%d connections to coordinators, want 1", remote)
 	}

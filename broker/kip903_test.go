@@ -8,6 +8,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/gregorbroker/gregor/broker/internal/partition"
+	"github.com/gregorbroker/gregor/broker/internal/replica"
 	"github.com/gregorbroker/gregor/config"
 	"github.com/gregorbroker/gregor/raftmeta/controller"
 	"github.com/gregorbroker/gregor/raftmeta/image"
@@ -16,7 +18,7 @@ import (
 // replicaFetch sends, over the socket, the fetch of partition 0 that
 // broker replica would send at broker epoch epoch from offset, and returns
 // the partition's error code.
-func replicaFetch(t *testing.T, cl *kgo.Client, p *partition, replica int32, epoch, offset int64) int16 {
+func replicaFetch(t *testing.T, cl *kgo.Client, p *partition.Partition, replica int32, epoch, offset int64) int16 {
 	t.Helper()
 	req := kmsg.NewPtrFetchRequest()
 	req.ReplicaID = replica
@@ -25,11 +27,11 @@ func replicaFetch(t *testing.T, cl *kgo.Client, p *partition, replica int32, epo
 	req.MaxBytes = 1 << 20
 	req.SessionID, req.SessionEpoch = 0, -1
 	rt := kmsg.NewFetchRequestTopic()
-	rt.Topic, rt.TopicID = p.topic, p.topicID
+	rt.Topic, rt.TopicID = p.Topic, p.TopicID
 	rp := kmsg.NewFetchRequestTopicPartition()
-	rp.Partition = p.index
+	rp.Partition = p.Index
 	rp.FetchOffset = offset
-	rp.CurrentLeaderEpoch = p.leaderEpoch.Load()
+	rp.CurrentLeaderEpoch = p.LeaderEpoch.Load()
 	rp.PartitionMaxBytes = 1 << 20
 	rt.Partitions = append(rt.Partitions, rp)
 	req.Topics = append(req.Topics, rt)
@@ -62,14 +64,14 @@ func TestISRExpansionChecksBrokerEpoch(t *testing.T) {
 	if res[0].Err != nil {
 		t.Fatal(res[0].Err)
 	}
-	var p *partition
+	var p *partition.Partition
 	waitFor(t, "the partition led here", func() bool {
 		p = ts.parts.get("kip903", 0)
-		return p != nil && p.isLeader(1)
+		return p != nil && p.IsLeader(1)
 	})
 	// Take broker 2 out of the ISR, as the leader would once it lagged.
-	a := p.assign.Load()
-	pi, err := ts.ctrl.AlterPartition(ctx, p.topicID, 0, a.leaderEpoch, a.partitionEpoch,
+	a := p.Assign.Load()
+	pi, err := ts.ctrl.AlterPartition(ctx, p.TopicID, 0, a.LeaderEpoch, a.PartitionEpoch,
 		[]controller.ISRMember{{ID: 1, BrokerEpoch: ts.epoch.Load()}})
 	if err != nil {
 		t.Fatalf("shrink: %v", err)
@@ -81,7 +83,7 @@ func TestISRExpansionChecksBrokerEpoch(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if hw := p.highWatermark(); hw != 10 {
+	if hw := p.HighWatermark(); hw != 10 {
 		t.Fatalf("high watermark %d, want 10", hw)
 	}
 
@@ -90,9 +92,9 @@ func TestISRExpansionChecksBrokerEpoch(t *testing.T) {
 	if code := replicaFetch(t, cl, p, 2, e1, 5); code != 0 {
 		t.Fatalf("fetch at e1: code %d", code)
 	}
-	p.mu.Lock()
-	recorded := p.followers[2].brokerEpoch
-	p.mu.Unlock()
+	p.Mu.Lock()
+	recorded := p.Followers[2].BrokerEpoch
+	p.Mu.Unlock()
 	if recorded != e1 {
 		t.Fatalf("recorded broker epoch %d, want %d", recorded, e1)
 	}
@@ -115,12 +117,12 @@ func TestISRExpansionChecksBrokerEpoch(t *testing.T) {
 	if code := replicaFetch(t, cl, p, 2, e1, 10); code != kerr.NotLeaderForPartition.Code {
 		t.Fatalf("late fetch at e1: code %d, want NOT_LEADER_OR_FOLLOWER", code)
 	}
-	p.mu.Lock()
-	f := *p.followers[2]
+	p.Mu.Lock()
+	f := *p.Followers[2]
 	members := ts.isrMembersLocked(p, []int32{1, 2})
-	p.mu.Unlock()
-	if f.brokerEpoch != e1 || f.leo != 5 {
-		t.Fatalf("after the late fetch: epoch %d, log end %d", f.brokerEpoch, f.leo)
+	p.Mu.Unlock()
+	if f.BrokerEpoch != e1 || f.LEO != 5 {
+		t.Fatalf("after the late fetch: epoch %d, log end %d", f.BrokerEpoch, f.LEO)
 	}
 	want := []controller.ISRMember{{ID: 1, BrokerEpoch: ts.epoch.Load()}, {ID: 2, BrokerEpoch: e1}}
 	if !slices.Equal(members, want) {
@@ -128,16 +130,16 @@ func TestISRExpansionChecksBrokerEpoch(t *testing.T) {
 	}
 	// Had the leader decided on the e1 fetch before it saw e2, its ISR
 	// change would name e1, which the controller refuses.
-	ts.alterISR(p, p.assign.Load(), members)
-	if isr := p.assign.Load().isr; !slices.Equal(isr, []int32{1}) {
+	ts.alterISR(p, p.Assign.Load(), members)
+	if isr := p.Assign.Load().ISR; !slices.Equal(isr, []int32{1}) {
 		t.Fatalf("ISR %v after a change naming the old incarnation", isr)
 	}
 	if got := imagePartition(t, ts, "kip903"); !slices.Equal(got.ISR, []int32{1}) {
 		t.Fatalf("image ISR %v after a change naming the old incarnation", got.ISR)
 	}
-	p.mu.Lock()
-	joining := p.followers[2].joining
-	p.mu.Unlock()
+	p.Mu.Lock()
+	joining := p.Followers[2].Joining
+	p.Mu.Unlock()
 	if joining {
 		t.Fatal("a refused joiner still counts for the high watermark")
 	}
@@ -146,13 +148,13 @@ func TestISRExpansionChecksBrokerEpoch(t *testing.T) {
 	if code := replicaFetch(t, cl, p, 2, e2, 0); code != 0 {
 		t.Fatalf("fetch at e2: code %d", code)
 	}
-	p.mu.Lock()
-	f = *p.followers[2]
-	p.mu.Unlock()
-	if f.brokerEpoch != e2 || f.leo != 0 || !f.lastCaughtUp.IsZero() || f.joining {
+	p.Mu.Lock()
+	f = *p.Followers[2]
+	p.Mu.Unlock()
+	if f.BrokerEpoch != e2 || f.LEO != 0 || !f.LastCaughtUp.IsZero() || f.Joining {
 		t.Fatalf("after the new incarnation's first fetch: %+v", f)
 	}
-	if isr := p.assign.Load().isr; !slices.Equal(isr, []int32{1}) {
+	if isr := p.Assign.Load().ISR; !slices.Equal(isr, []int32{1}) {
 		t.Fatalf("ISR %v with the new incarnation at offset 0", isr)
 	}
 
@@ -161,7 +163,7 @@ func TestISRExpansionChecksBrokerEpoch(t *testing.T) {
 		t.Fatalf("caught-up fetch at e2: code %d", code)
 	}
 	waitFor(t, "broker 2 back in the ISR", func() bool {
-		return slices.Equal(p.assign.Load().isr, []int32{1, 2}) && slices.Equal(imagePartition(t, ts, "kip903").ISR, []int32{1, 2})
+		return slices.Equal(p.Assign.Load().ISR, []int32{1, 2}) && slices.Equal(imagePartition(t, ts, "kip903").ISR, []int32{1, 2})
 	})
 }
 
@@ -183,12 +185,12 @@ func TestReplicaFetcherSendsBrokerEpoch(t *testing.T) {
 	ts := startServer(t, "")
 	createTopic(t, ts.admin(t), "kip903f", 1, nil)
 	p := ts.parts.get("kip903f", 0)
-	if p == nil || !p.isLeader(1) {
+	if p == nil || !p.IsLeader(1) {
 		t.Fatal("partition kip903f-0 is not led here")
 	}
-	a := p.assign.Load()
+	a := p.Assign.Load()
 	ts.applyAssignment(p, image.PartitionImage{Replicas: []int32{1, 2}, ISR: []int32{1}, Leader: 1,
-		LeaderEpoch: a.leaderEpoch + 1, PartitionEpoch: a.partitionEpoch + 1})
+		LeaderEpoch: a.LeaderEpoch + 1, PartitionEpoch: a.PartitionEpoch + 1})
 
 	ts2 := startServer(t, "", func(c *config.Broker) {
 		c.NodeID = 2
@@ -203,20 +205,20 @@ func TestReplicaFetcherSendsBrokerEpoch(t *testing.T) {
 		t.Fatal("server 2 hosts no kip903f-0")
 	}
 	// The follower's copy, under the leader's topic ID.
-	follower := &partition{topic: "kip903f", index: 0, topicID: p.topicID, log: local.log, self: 2}
+	follower := &partition.Partition{Topic: "kip903f", Index: 0, TopicID: p.TopicID, Log: local.Log, Self: 2, Env: ts2.partEnv}
 	cl, err := kgo.NewClient(kgo.SeedBrokers(ts.addr))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	f := &replicaFetcher{s: ts2.Server, leader: 1, ctx: testContext(t)}
-	if err := f.fetchOnce(cl, map[*partition]*followState{follower: {epoch: p.leaderEpoch.Load(), truncated: true}}); err != nil {
+	parts := map[*partition.Partition]*replica.FollowState{follower: {Epoch: p.LeaderEpoch.Load(), Truncated: true}}
+	if err := ts2.fetchers.FetchOnce(testContext(t), 1, cl, parts); err != nil {
 		t.Fatal(err)
 	}
-	p.mu.Lock()
-	got := p.followers[2].brokerEpoch
-	lastFetch := p.followers[2].lastFetch
-	p.mu.Unlock()
+	p.Mu.Lock()
+	got := p.Followers[2].BrokerEpoch
+	lastFetch := p.Followers[2].LastFetch
+	p.Mu.Unlock()
 	if lastFetch.IsZero() || got != ts2.ownBrokerEpoch() {
 		t.Fatalf("leader recorded broker epoch %d (fetched: %v), want %d", got, !lastFetch.IsZero(), ts2.ownBrokerEpoch())
 	}

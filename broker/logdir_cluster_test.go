@@ -257,7 +257,7 @@ func TestLogDirFailureMovesLeadership(t *testing.T) {
 	}
 	pick := func(topic, dir string) int32 {
 		for p := range int32(4) {
-			if filepath.Dir(f.parts.get(topic, p).log.Dir()) == dir {
+			if filepath.Dir(f.parts.get(topic, p).Log.Dir()) == dir {
 				return p
 			}
 		}

@@ -41,7 +41,7 @@ func TestFailedDiskTakesLogDirOffline(t *testing.T) {
 	ts := &testServer{Server: s, dir: dirA, addr: s.Addr().String()}
 	createTopic(t, ts.admin(t), "disks", 2, nil)
 	p0, p1 := s.parts.get("disks", 0), s.parts.get("disks", 1)
-	d0, d1 := filepath.Dir(p0.log.Dir()), filepath.Dir(p1.log.Dir())
+	d0, d1 := filepath.Dir(p0.Log.Dir()), filepath.Dir(p1.Log.Dir())
 	if d0 == d1 {
 		t.Fatalf("both partitions in %s; the test needs one per dir", d0)
 	}
@@ -92,7 +92,7 @@ func TestFailedDiskTakesLogDirOffline(t *testing.T) {
 	// notwithstanding.
 	createTopic(t, ts.admin(t), "after", 3, nil)
 	for i := range int32(3) {
-		if d := filepath.Dir(s.parts.get("after", i).log.Dir()); d != d0 {
+		if d := filepath.Dir(s.parts.get("after", i).Log.Dir()); d != d0 {
 			t.Fatalf("new partition after-%d placed in %s, not the healthy %s", i, d, d0)
 		}
 	}

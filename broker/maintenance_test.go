@@ -43,7 +43,7 @@ func TestTimeRetention(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := ts.parts.get("ret", 0)
-	waitFor(t, "retention to delete the old segment", func() bool { return p.log.LogStartOffset() == 5 })
+	waitFor(t, "retention to delete the old segment", func() bool { return p.Log.LogStartOffset() == 5 })
 	start, _ := ts.admin(t).ListStartOffsets(testContext(t), "ret")
 	if o, _ := start.Lookup("ret", 0); o.Offset != 5 {
 		t.Fatalf("earliest offset %d, want 5", o.Offset)

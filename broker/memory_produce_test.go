@@ -32,7 +32,7 @@ func TestRecompressedBatchOverMaxMessageBytes(t *testing.T) {
 	if !errors.Is(err, kerr.MessageTooLarge) {
 		t.Fatalf("produce to an uncompressed topic: err = %v, want MESSAGE_TOO_LARGE", err)
 	}
-	if end := ts.parts.get("plain-topic", 0).log.LogEndOffset(); end != 0 {
+	if end := ts.parts.get("plain-topic", 0).Log.LogEndOffset(); end != 0 {
 		t.Fatalf("log end offset %d after a refused produce", end)
 	}
 
@@ -40,7 +40,7 @@ func TestRecompressedBatchOverMaxMessageBytes(t *testing.T) {
 		t.Fatalf("produce to a gzip topic: %v", err)
 	}
 	p := ts.parts.get("gzip-topic", 0)
-	rr, err := p.log.Read(0, 1<<20, p.highWatermark(), true)
+	rr, err := p.Log.Read(0, 1<<20, p.HighWatermark(), true)
 	if err != nil {
 		t.Fatal(err)
 	}

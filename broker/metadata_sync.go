@@ -4,8 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync/atomic"
 	"time"
 
+	"github.com/gregorbroker/gregor/broker/internal/partition"
 	"github.com/gregorbroker/gregor/config"
 	"github.com/gregorbroker/gregor/raftmeta/image"
 	"github.com/gregorbroker/gregor/storage"
@@ -117,7 +119,7 @@ func (s *Server) reconcile(img *image.Image) error {
 			prev = nil
 		}
 		tcfg := s.cfg.TopicConfig(t.Configs)
-		tp := &topicPartitions{name: name, id: t.ID, parts: make([]*partition, len(t.Partitions))}
+		tp := &topicPartitions{name: name, id: t.ID, parts: make([]*partition.Partition, len(t.Partitions))}
 		for i, pi := range t.Partitions {
 			if !slices.Contains(pi.Replicas, s.cfg.NodeID) {
 				continue
@@ -125,8 +127,8 @@ func (s *Server) reconcile(img *image.Image) error {
 			if prev != nil && i < len(prev.parts) && prev.parts[i] != nil {
 				p := prev.parts[i]
 				c := tcfg
-				p.cfg.Store(&c)
-				p.log.SetConfig(logConfig(tcfg))
+				p.Cfg.Store(&c)
+				p.Log.SetConfig(logConfig(tcfg))
 				s.applyAssignment(p, pi)
 				tp.parts[i] = p
 				continue
@@ -144,7 +146,7 @@ func (s *Server) reconcile(img *image.Image) error {
 				failed.count++
 				continue
 			}
-			p := newPartition(s.cfg.NodeID, name, int32(i), t.ID, l, tcfg, pi.LeaderEpoch)
+			p := partition.New(s.partEnv, s.cfg.NodeID, name, int32(i), t.ID, l, tcfg, pi.LeaderEpoch)
 			s.applyAssignment(p, pi)
 			tp.parts[i] = p
 		}
@@ -154,12 +156,12 @@ func (s *Server) reconcile(img *image.Image) error {
 		errs = append(errs, &failed)
 	}
 	s.parts.byName.Store(&next)
-	s.fetchers.reconcile(next)
+	s.fetchers.Reconcile(hostedPartitions(next))
 	if s.groups != nil {
 		s.groups.reconcile(img)
 	}
 	if s.txns != nil {
-		s.txns.loader.reconcile(img)
+		s.txns.loader.Reconcile(img)
 	}
 	return errors.Join(errs...)
 }
@@ -183,4 +185,82 @@ func logConfig(t config.Topic) storage.LogConfig {
 		MaxCompactionLagMs:     t.MaxCompactionLagMs,
 		MinCleanableDirtyRatio: t.MinCleanableDirtyRatio,
 	}
+}
+
+// topicPartitions is one topic's hosted partitions, by index. A nil entry
+// is a partition this node does not host.
+type topicPartitions struct {
+	name  string
+	id    [16]byte
+	parts []*partition.Partition
+	// failed holds, for the partitions this node hosts whose log could
+	// not be created (out of file descriptors or space), the error of the
+	// last try; nil when there are none. The broker tries again with a
+	// backoff (metadata_sync.go); meanwhile they answer
+	// KAFKA_STORAGE_ERROR.
+	failed map[int32]error
+}
+
+// partitionTable maps topics to their hosted partitions. Readers load the
+// current immutable map; reconcile replaces it whole.
+type partitionTable struct {
+	byName atomic.Pointer[map[string]*topicPartitions]
+}
+
+func (t *partitionTable) topic(name string) *topicPartitions {
+	m := t.byName.Load()
+	if m == nil {
+		return nil
+	}
+	return (*m)[name]
+}
+
+func (t *partitionTable) get(topic string, index int32) *partition.Partition {
+	tp := t.topic(topic)
+	if tp == nil || index < 0 || int(index) >= len(tp.parts) {
+		return nil
+	}
+	return tp.parts[index]
+}
+
+// createFailed is the error that kept the hosted partition's log from
+// being created, or nil.
+func (t *partitionTable) createFailed(topic string, index int32) error {
+	tp := t.topic(topic)
+	if tp == nil {
+		return nil
+	}
+	return tp.failed[index]
+}
+
+// anyCreateFailed reports whether some hosted partition has no log yet
+// because its creation failed.
+func (t *partitionTable) anyCreateFailed() bool {
+	for _, tp := range t.all() {
+		if len(tp.failed) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+func (t *partitionTable) all() map[string]*topicPartitions {
+	m := t.byName.Load()
+	if m == nil {
+		return nil
+	}
+	return *m
+}
+
+// hostedPartitions lists the partitions of a partition table.
+func hostedPartitions(table map[string]*topicPartitions) []*partition.Partition {
+	var out []*partition.Partition
+	for _, tp := range table {
+		for _, p := range tp.parts {
+			if p != nil {
+				out = append(out, p)
+			}
+		}
+	}
+	return out
 }

@@ -226,7 +226,7 @@ func TestTopicCompressionType(t *testing.T) {
 	acked := produceAll(t, cl, keyedRecords("zstd-topic", 500, "recompressed"))
 	checkConsumed(t, acked, consumeExactly(t, ts.addr, "zstd-topic", 500))
 	p := ts.parts.get("zstd-topic", 0)
-	rr, err := p.log.Read(0, 1<<20, p.highWatermark(), true)
+	rr, err := p.Log.Read(0, 1<<20, p.HighWatermark(), true)
 	if err != nil {
 		t.Fatal(err)
 	}

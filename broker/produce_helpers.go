@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/gregorbroker/gregor/broker/internal/partition"
 	"github.com/gregorbroker/gregor/raftmeta/controller"
 	"github.com/gregorbroker/gregor/storage"
 )
@@ -14,9 +15,9 @@ import (
 // produce, consumer fetches, ListOffsets and the other client requests go
 // to leaders only. A hosted partition led elsewhere is nil here, and
 // partitionMissingCode answers NOT_LEADER_OR_FOLLOWER for it.
-func (s *Server) leaderPartition(topic string, index int32) *partition {
+func (s *Server) leaderPartition(topic string, index int32) *partition.Partition {
 	p := s.parts.get(topic, index)
-	if p == nil || !p.isLeader(s.cfg.NodeID) || s.dirOffline(p) {
+	if p == nil || !p.IsLeader(s.cfg.NodeID) || s.dirOffline(p) {
 		return nil
 	}
 	return p
@@ -50,40 +51,40 @@ func (h *logDirHealth) changed() chan struct{} {
 }
 
 // storageFailed takes the log dir of p offline after a disk error. It
-// takes no lock and does not block, so callers may hold p.mu.
-func (s *Server) storageFailed(p *partition, err error) {
-	if errors.Is(err, storage.ErrClosed) || p.log.Closed() {
+// takes no lock and does not block, so callers may hold p.Mu.
+func (s *Server) storageFailed(p *partition.Partition, err error) {
+	if errors.Is(err, storage.ErrClosed) || p.Log.Closed() {
 		// A log closed because its partition was deleted or moved away
 		// says nothing about the disk: its files (the log's, or the
 		// leader-epoch checkpoint beside them) may already be gone.
 		return
 	}
-	if storage.IsExhausted(err) && p.log.Err() == nil {
+	if storage.IsExhausted(err) && p.Log.Err() == nil {
 		// A full disk, or a process out of file descriptors, fails the
 		// one write and leaves the log usable (storage/nospace.go): the
 		// dir stays online and serves again once space returns.
 		s.noteNoSpace(p, err)
 		return
 	}
-	dir := filepath.Dir(p.log.Dir())
+	dir := filepath.Dir(p.Log.Dir())
 	if _, was := s.offlineDirs.dirs.LoadOrStore(dir, true); was {
 		return
 	}
 	s.offlineDirs.any.Store(true)
 	s.logs.SetDirOffline(dir)
 	s.log.Error("log dir offline after a disk error: its partitions answer KAFKA_STORAGE_ERROR until restart",
-		"dir", dir, "topic", p.topic, "partition", p.index, "err", err)
+		"dir", dir, "topic", p.Topic, "partition", p.Index, "err", err)
 	select {
 	case s.offlineDirs.changed() <- struct{}{}:
 	default:
 	}
 }
 
-func (s *Server) dirOffline(p *partition) bool {
+func (s *Server) dirOffline(p *partition.Partition) bool {
 	if !s.offlineDirs.any.Load() {
 		return false
 	}
-	_, off := s.offlineDirs.dirs.Load(filepath.Dir(p.log.Dir()))
+	_, off := s.offlineDirs.dirs.Load(filepath.Dir(p.Log.Dir()))
 	return off
 }
 
@@ -97,7 +98,7 @@ func (s *Server) offlinePartitions() []controller.TopicIDPartition {
 	for _, tp := range s.parts.all() {
 		for _, p := range tp.parts {
 			if p != nil && s.dirOffline(p) {
-				out = append(out, controller.TopicIDPartition{TopicID: p.topicID, Partition: p.index})
+				out = append(out, controller.TopicIDPartition{TopicID: p.TopicID, Partition: p.Index})
 			}
 		}
 	}

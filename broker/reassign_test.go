@@ -124,45 +124,45 @@ func TestLeaderTracksAddedReplicaAndPendingISR(t *testing.T) {
 	}
 	produce(10)
 	p := ts.parts.get("hw", 0)
-	if p == nil || p.highWatermark() != 10 {
+	if p == nil || p.HighWatermark() != 10 {
 		t.Fatalf("partition %v", p)
 	}
-	a := p.assign.Load()
+	a := p.Assign.Load()
 	if err := ts.followerFetched(p, 2, -1, 0); err == nil {
 		t.Fatal("a fetch from a broker that is not a replica was accepted")
 	}
 	// The reassignment's first record: replica 2 added, same leader epoch.
 	ts.applyAssignment(p, image.PartitionImage{Replicas: []int32{1, 2}, ISR: []int32{1}, Leader: 1,
-		LeaderEpoch: a.leaderEpoch, PartitionEpoch: a.partitionEpoch + 1, AddingReplicas: []int32{2}})
+		LeaderEpoch: a.LeaderEpoch, PartitionEpoch: a.PartitionEpoch + 1, AddingReplicas: []int32{2}})
 	if err := ts.followerFetched(p, 2, -1, 10); err != nil {
 		t.Fatalf("fetch from the added replica: %v", err)
 	}
 	// An older image does not undo the newer assignment.
 	ts.applyAssignment(p, image.PartitionImage{Replicas: []int32{1}, ISR: []int32{1}, Leader: 1,
-		LeaderEpoch: a.leaderEpoch, PartitionEpoch: a.partitionEpoch})
-	if got := p.assign.Load(); !slices.Equal(got.replicas, []int32{1, 2}) {
+		LeaderEpoch: a.LeaderEpoch, PartitionEpoch: a.PartitionEpoch})
+	if got := p.Assign.Load(); !slices.Equal(got.Replicas, []int32{1, 2}) {
 		t.Fatalf("stale image applied: %+v", got)
 	}
 
-	p.mu.Lock()
-	p.followers[2].joining = true // its AlterPartition is in flight
-	p.mu.Unlock()
+	p.Mu.Lock()
+	p.Followers[2].Joining = true // its AlterPartition is in flight
+	p.Mu.Unlock()
 	produce(5)
-	if hw, leo := p.highWatermark(), p.log.LogEndOffset(); hw != 10 || leo != 15 {
+	if hw, leo := p.HighWatermark(), p.Log.LogEndOffset(); hw != 10 || leo != 15 {
 		t.Fatalf("with replica 2 joining at 10: high watermark %d, log end %d", hw, leo)
 	}
 	if err := ts.followerFetched(p, 2, -1, 15); err != nil {
 		t.Fatal(err)
 	}
-	if hw := p.highWatermark(); hw != 15 {
+	if hw := p.HighWatermark(); hw != 15 {
 		t.Fatalf("high watermark %d after replica 2 reached 15", hw)
 	}
 	// A newer partition epoch settles the change: replica 2 no longer
 	// holds the high watermark back.
 	ts.applyAssignment(p, image.PartitionImage{Replicas: []int32{1, 2}, ISR: []int32{1}, Leader: 1,
-		LeaderEpoch: a.leaderEpoch, PartitionEpoch: a.partitionEpoch + 2, AddingReplicas: []int32{2}})
+		LeaderEpoch: a.LeaderEpoch, PartitionEpoch: a.PartitionEpoch + 2, AddingReplicas: []int32{2}})
 	produce(5)
-	if hw := p.highWatermark(); hw != 20 {
+	if hw := p.HighWatermark(); hw != 20 {
 		t.Fatalf("high watermark %d after the change was settled, want 20", hw)
 	}
 }

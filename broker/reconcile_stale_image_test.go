@@ -37,7 +37,7 @@ func TestReconcileStaleImageKeepsNewTopic(t *testing.T) {
 	if got := ts.parts.get("fresh", 0); got != p {
 		t.Fatalf("fresh-0 after a stale reconcile: hosted %p, want the same partition %p", got, p)
 	}
-	if p.log.Closed() {
+	if p.Log.Closed() {
 		t.Fatal("fresh-0's log was closed (deleted) by a reconcile with an older image")
 	}
 	if _, ok := ts.logs.Logs()[storage.TopicPartition{Topic: "fresh", Partition: 0}]; !ok {

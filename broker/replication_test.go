@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/gregorbroker/gregor/broker/internal/replica"
 	"github.com/gregorbroker/gregor/protocol"
 	"github.com/gregorbroker/gregor/raftmeta/image"
 )
@@ -84,45 +85,45 @@ func TestDeposedLeaderAnswersNotLeader(t *testing.T) {
 	ts := startServer(t, "")
 	createTopic(t, ts.admin(t), "deposed", 1, nil)
 	p := ts.parts.get("deposed", 0)
-	if p == nil || !p.isLeader(ts.cfg.NodeID) {
+	if p == nil || !p.IsLeader(ts.cfg.NodeID) {
 		t.Fatal("partition deposed-0 is not hosted and led here")
 	}
 	self := ts.cfg.NodeID
 	other := self + 1
-	a := p.assign.Load()
+	a := p.Assign.Load()
 	// A follower that has never fetched holds the high watermark back, so
 	// the produce below waits.
 	ts.applyAssignment(p, image.PartitionImage{Replicas: []int32{self, other}, ISR: []int32{self, other},
-		Leader: self, LeaderEpoch: a.leaderEpoch + 1, PartitionEpoch: a.partitionEpoch + 1})
+		Leader: self, LeaderEpoch: a.LeaderEpoch + 1, PartitionEpoch: a.PartitionEpoch + 1})
 
 	answer := produceAsync(ts.addr, "deposed", testBatch(t, "never-replicated"), 5*time.Second)
 	deadline := time.Now().Add(10 * time.Second)
-	for p.log.LogEndOffset() < 1 {
+	for p.Log.LogEndOffset() < 1 {
 		if time.Now().After(deadline) {
 			t.Fatal("the produce was not appended")
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	if hw := p.highWatermark(); hw != 0 {
+	if hw := p.HighWatermark(); hw != 0 {
 		t.Fatalf("high watermark %d before the follower fetched", hw)
 	}
 
 	// The other replica becomes leader without the record; this node
 	// follows it: it truncates, fetches the new leader's records and its
 	// high watermark.
-	newEpoch := a.leaderEpoch + 2
+	newEpoch := a.LeaderEpoch + 2
 	ts.applyAssignment(p, image.PartitionImage{Replicas: []int32{self, other}, ISR: []int32{self, other},
-		Leader: other, LeaderEpoch: newEpoch, PartitionEpoch: a.partitionEpoch + 2})
-	if err := ts.truncateFollower(p, 0); err != nil {
+		Leader: other, LeaderEpoch: newEpoch, PartitionEpoch: a.PartitionEpoch + 2})
+	if err := ts.fetchers.TruncateFollower(p, 0); err != nil {
 		t.Fatal(err)
 	}
 	rp := kmsg.NewFetchResponseTopicPartition()
 	rp.HighWatermark, rp.LogStartOffset = 3, 0
 	rp.RecordBatches = leaderBatch(t, 0, newEpoch, "new-0", "new-1", "new-2")
-	if err := ts.applyFetched(p, &followState{epoch: newEpoch, truncated: true}, &rp); err != nil {
+	if err := ts.fetchers.ApplyFetched(p, &replica.FollowState{Epoch: newEpoch, Truncated: true}, &rp); err != nil {
 		t.Fatal(err)
 	}
-	if hw := p.highWatermark(); hw != 3 {
+	if hw := p.HighWatermark(); hw != 3 {
 		t.Fatalf("follower high watermark %d, want 3", hw)
 	}
 
@@ -145,17 +146,17 @@ func TestFollowerRefusesLateAppend(t *testing.T) {
 	ts := startServer(t, "")
 	createTopic(t, ts.admin(t), "late", 1, nil)
 	p := ts.parts.get("late", 0)
-	if p == nil || !p.isLeader(ts.cfg.NodeID) {
+	if p == nil || !p.IsLeader(ts.cfg.NodeID) {
 		t.Fatal("partition late-0 is not hosted and led here")
 	}
-	a := p.assign.Load()
+	a := p.Assign.Load()
 	ts.applyAssignment(p, image.PartitionImage{Replicas: []int32{ts.cfg.NodeID, ts.cfg.NodeID + 1}, ISR: []int32{ts.cfg.NodeID, ts.cfg.NodeID + 1},
-		Leader: ts.cfg.NodeID + 1, LeaderEpoch: a.leaderEpoch + 1, PartitionEpoch: a.partitionEpoch + 1})
-	_, err := ts.appendLocal(p, testBatch(t, "late"), time.Now().UnixMilli())
+		Leader: ts.cfg.NodeID + 1, LeaderEpoch: a.LeaderEpoch + 1, PartitionEpoch: a.PartitionEpoch + 1})
+	_, err := p.AppendLocal(testBatch(t, "late"), time.Now().UnixMilli())
 	if !errors.Is(err, kerr.NotLeaderForPartition) {
 		t.Fatalf("append on a follower: %v, want NOT_LEADER_OR_FOLLOWER", err)
 	}
-	if leo := p.log.LogEndOffset(); leo != 0 {
+	if leo := p.Log.LogEndOffset(); leo != 0 {
 		t.Fatalf("follower log end %d after a refused append, want 0", leo)
 	}
 }
@@ -179,13 +180,13 @@ func TestAppendToRemovedLogIsNotADiskError(t *testing.T) {
 	if err := ts.logs.DeleteLog("gone", 0); err != nil {
 		t.Fatal(err)
 	}
-	p.leaderEpoch.Add(1)
-	_, err := ts.appendLocal(p, testBatch(t, "gone"), time.Now().UnixMilli())
+	p.LeaderEpoch.Add(1)
+	_, err := p.AppendLocal(testBatch(t, "gone"), time.Now().UnixMilli())
 	if !errors.Is(err, kerr.NotLeaderForPartition) {
 		t.Fatalf("append to a deleted log: %v, want NOT_LEADER_OR_FOLLOWER", err)
 	}
-	p.leaderEpoch.Add(-1)
-	_, err = ts.appendLocal(p, testBatch(t, "gone"), time.Now().UnixMilli())
+	p.LeaderEpoch.Add(-1)
+	_, err = p.AppendLocal(testBatch(t, "gone"), time.Now().UnixMilli())
 	if !errors.Is(err, kerr.NotLeaderForPartition) {
 		t.Fatalf("append to a closed log: %v, want NOT_LEADER_OR_FOLLOWER", err)
 	}
@@ -193,7 +194,7 @@ func TestAppendToRemovedLogIsNotADiskError(t *testing.T) {
 		t.Fatal("a removed log took its log dir offline")
 	}
 	stays := ts.parts.get("stays", 0)
-	if _, err := ts.appendLocal(stays, testBatch(t, "stays"), time.Now().UnixMilli()); err != nil {
+	if _, err := stays.AppendLocal(testBatch(t, "stays"), time.Now().UnixMilli()); err != nil {
 		t.Fatalf("append to another partition of the same dir: %v", err)
 	}
 }

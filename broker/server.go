@@ -1,7 +1,13 @@
 // Package broker is Gregor's Kafka server: listeners, connections, one file
 // per API key (00_produce.go, 01_fetch.go, ...), and the partitions this
 // node hosts. It reads cluster metadata from raftmeta and partition data
-// from storage.
+// from storage. Its machinery is in packages under broker/internal, each
+// with one job, none of which imports this one: partition (a hosted
+// partition and its append path), replica (the follower's fetcher), fetch
+// (fetch sessions and zero-copy sends), interbroker (requests to other
+// brokers), coordhost (the coordinators on their partitions), logmaint
+// (background log maintenance), connlimit (connection quotas) and dirlock
+// (the data dirs' locks).
 package broker
 
 import (
@@ -17,6 +23,15 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/gregorbroker/gregor/broker/internal/connlimit"
+	"github.com/gregorbroker/gregor/broker/internal/dirlock"
+	"github.com/gregorbroker/gregor/broker/internal/fetch"
+	"github.com/gregorbroker/gregor/broker/internal/interbroker"
+	"github.com/gregorbroker/gregor/broker/internal/logmaint"
+	"github.com/gregorbroker/gregor/broker/internal/partition"
+	"github.com/gregorbroker/gregor/broker/internal/replica"
 	"github.com/gregorbroker/gregor/broker/producerstate"
 	"github.com/gregorbroker/gregor/config"
 	"github.com/gregorbroker/gregor/protocol"
@@ -32,7 +47,8 @@ import (
 type Options struct {
 	Logger *slog.Logger
 	// FS reaches the data dirs; default vfs.Default. Whatever it is, the
-	// dirs' .lock files are taken on the real file system (dirlock.go).
+	// dirs' .lock files are taken on the real file system
+	// (broker/internal/dirlock).
 	FS  vfs.FS
 	Now func() time.Time // default time.Now
 	// CopyFetch sends fetched records through a buffer in user space
@@ -63,13 +79,13 @@ type Server struct {
 	epoch    atomic.Int64           // this broker's epoch from its registration
 	logs     *storage.Manager
 	parts    partitionTable
-	sessions *fetchSessions
+	sessions *fetch.Sessions
 	groups   *groupCoordinator
 	txns     *txnCoordinator
-	fetchers *fetcherManager
+	fetchers *replica.Manager // the follower side of replication
 	// addSender asks transaction coordinators to verify or add partitions
-	// (KIP-890, txn_add_sender.go).
-	addSender *addPartitionsSender
+	// (KIP-890, broker/internal/interbroker).
+	addSender *interbroker.AddSender
 
 	offlineDirs logDirHealth // log dirs a disk error took offline (produce_helpers.go)
 
@@ -77,18 +93,26 @@ type Server struct {
 	// answered when the server closes (shutdown_produce.go).
 	produceWaits produceWaits
 
-	// dirLocks are the held .lock files of the data dirs (dirlock.go).
+	// maint runs the background log maintenance (broker/internal/logmaint),
+	// from when the logs are open.
+	maint *logmaint.Maintainer
+
+	// dirLocks are the held .lock files of the data dirs
+	// (broker/internal/dirlock).
 	dirLocks []*vfs.DirLock
 
 	producerIDs *producerstate.IDAllocator
 
 	reconcileMu sync.Mutex
 
+	// partEnv is what the hosted partitions need of the server.
+	partEnv *partition.Env
+
 	// copyFetch turns the zero-copy fetch path off (Options.CopyFetch).
 	copyFetch bool
 
-	// quotas are max.connections and max.connections.per.ip (connlimit.go).
-	quotas *connQuotas
+	// quotas are max.connections and max.connections.per.ip (broker/internal/connlimit).
+	quotas *connlimit.Quotas
 
 	netLimits netLimits // broker-wide request budgets (conn_limits.go)
 
@@ -132,15 +156,30 @@ func New(cfg *config.Broker, opts Options) (*Server, error) {
 		return nil, err
 	}
 	s.security = sec
-	quotas, err := newConnQuotas(cfg, len(s.clientListeners()))
+	s.partEnv = &partition.Env{FS: s.fs, Log: s.log, Now: s.now, Ctx: s.ctx, Go: s.goTracked, Cfg: cfg, StorageFailed: s.storageFailed}
+	quotas, err := connlimit.New(cfg, len(s.clientListeners()))
 	if err != nil {
 		stop()
 		return nil, err
 	}
 	s.quotas = quotas
-	s.sessions = newFetchSessions(int(cfg.MaxIncrementalFetchSessionCacheSlots))
-	s.fetchers = newFetcherManager(s)
-	s.addSender = newAddPartitionsSender(s)
+	s.sessions = fetch.NewSessions(int(cfg.MaxIncrementalFetchSessionCacheSlots))
+	s.fetchers = replica.NewManager(replica.Deps{
+		Cfg: cfg, Image: func() *image.Image { return s.meta.Image() },
+		Ctx: ctx, Go: s.goTracked, Logger: s.log,
+		BrokerEpoch: s.ownBrokerEpoch, Partition: s.parts.get,
+		DirOffline: s.dirOffline, StorageFailed: s.storageFailed,
+		Checkpoint: func() error { return s.logs.Checkpoint() },
+	})
+	s.addSender = interbroker.NewAddSender(interbroker.AddDeps{
+		Self: cfg.NodeID, Listener: cfg.InterBrokerListenerName,
+		Image: func() *image.Image { return s.meta.Image() },
+		Ctx:   ctx, Go: s.goTracked,
+		CoordinatorNode: s.txnCoordinatorNode,
+		Local: func(ctx context.Context, req *kmsg.AddPartitionsToTxnRequest) *kmsg.AddPartitionsToTxnResponse {
+			return s.txns.coord.AddPartitionsToTxn(ctx, req)()
+		},
+	})
 	if err := s.open(); err != nil {
 		s.Close()
 		return nil, err
@@ -152,9 +191,11 @@ func (s *Server) open() error {
 	if len(s.cfg.LogDirs) == 0 {
 		return errors.New("log.dirs is empty")
 	}
-	if err := s.lockDirs(); err != nil {
+	locks, err := dirlock.Lock(s.cfg, s.log)
+	if err != nil {
 		return err
 	}
+	s.dirLocks = locks
 	clusterID, err := resolveClusterID(s.fs, s.cfg)
 	if err != nil {
 		return err
@@ -175,12 +216,18 @@ func (s *Server) open() error {
 		},
 		Compress: protocol.Compress,
 		// The transaction index is rebuilt from the producer snapshots'
-		// ongoing transactions (producers.go).
+		// ongoing transactions (broker/internal/partition).
 		ProducerSnapshotTxns: producerstate.OngoingTransactions,
 	})
 	if err != nil {
 		return fmt.Errorf("open log dirs: %w", err)
 	}
+	s.maint = logmaint.New(logmaint.Deps{
+		Cfg: s.cfg, FS: s.fs, Logs: s.logs, Ctx: s.ctx, Go: s.goTracked, Logger: s.log, Now: s.now,
+		Partitions:    func() []*partition.Partition { return hostedPartitions(s.parts.all()) },
+		Partition:     s.parts.get,
+		StorageFailed: s.storageFailed,
+	})
 	if err := s.startMetadata(clusterID); err != nil {
 		return err
 	}
@@ -196,14 +243,23 @@ func (s *Server) open() error {
 		return err
 	}
 	s.goTracked(s.watchMetadata)
-	s.goTracked(s.flushLoop)
-	s.goTracked(s.flushScheduler)
-	s.goTracked(s.retentionLoop)
+	s.goTracked(s.maint.FlushLoop)
+	s.goTracked(s.maint.FlushScheduler)
+	s.goTracked(s.maint.RetentionLoop)
 	s.goTracked(s.isrLoop)
 	if s.cfg.LogCleanerEnable {
-		s.startCleaner()
+		s.maint.StartCleaner()
 	}
 	return nil
+}
+
+// startProducerIDs sets up the allocator that InitProducerId hands ids
+// from: blocks of 1,000 ids recorded in the metadata log, so ids stay
+// unique across restarts.
+func (s *Server) startProducerIDs() {
+	s.producerIDs = producerstate.NewIDAllocator(func(ctx context.Context) (int64, int64, error) {
+		return s.ctrl.AllocateProducerIDs(ctx, s.cfg.NodeID)
+	})
 }
 
 func voterIDs(cfg *config.Broker) []uint64 {
@@ -344,7 +400,7 @@ func (s *Server) acceptLoop(ln net.Listener, listener string) {
 			}
 			return
 		}
-		addr := remoteAddr(nc)
+		addr := connlimit.RemoteAddr(nc)
 		if !s.admit(nc, listener, addr) {
 			if s.ctx.Err() != nil || s.isClosed() {
 				return
@@ -355,7 +411,7 @@ func (s *Server) acceptLoop(ln net.Listener, listener string) {
 		if s.closed {
 			s.mu.Unlock()
 			nc.Close()
-			s.quotas.release(addr)
+			s.quotas.Release(addr)
 			return
 		}
 		s.conns[nc] = struct{}{}
@@ -365,7 +421,7 @@ func (s *Server) acceptLoop(ln net.Listener, listener string) {
 			s.mu.Lock()
 			delete(s.conns, nc)
 			s.mu.Unlock()
-			s.quotas.release(addr)
+			s.quotas.Release(addr)
 		})
 	}
 }
@@ -379,14 +435,14 @@ func (s *Server) admit(nc net.Conn, listener string, addr netip.Addr) bool {
 
 // admitTo is admit against the quotas q (the controller listener has its
 // own, controller_listener.go). It returns why a connection was refused:
-// errTooManyFromIP, net.ErrClosed once q is closed, or the socket
+// connlimit.ErrTooManyFromIP, net.ErrClosed once q is closed, or the socket
 // configuration's error.
-func (s *Server) admitTo(q *connQuotas, nc net.Conn, listener string, addr netip.Addr) error {
-	err := q.acquire(listener, addr)
-	if errors.Is(err, errTooManyFromIP) {
+func (s *Server) admitTo(q *connlimit.Quotas, nc net.Conn, listener string, addr netip.Addr) error {
+	err := q.Acquire(listener, addr)
+	if errors.Is(err, connlimit.ErrTooManyFromIP) {
 		// As Kafka's Acceptor: an info line, and the socket closed.
 		s.log.Info("rejected connection: the address already has its maximum of connections",
-			"ip", addr, "max", q.limitFor(addr), "listener", listener)
+			"ip", addr, "max", q.LimitFor(addr), "listener", listener)
 	}
 	if err != nil {
 		nc.Close()
@@ -395,7 +451,7 @@ func (s *Server) admitTo(q *connQuotas, nc net.Conn, listener string, addr netip
 	if err := s.configureConn(nc); err != nil {
 		s.log.Error("configure accepted connection; closing it", "ip", addr, "err", err)
 		nc.Close()
-		q.release(addr)
+		q.Release(addr)
 		return err
 	}
 	return nil
@@ -434,7 +490,7 @@ func (s *Server) Close() error {
 		conns = append(conns, nc)
 	}
 	s.mu.Unlock()
-	s.quotas.close() // an acceptor waiting for a slot gives up
+	s.quotas.Close() // an acceptor waiting for a slot gives up
 	// Produces waiting for followers are answered before their
 	// connections close (shutdown_produce.go).
 	s.produceWaits.answerAll(5 * time.Second)
@@ -448,7 +504,7 @@ func (s *Server) Close() error {
 		s.ctrlLn.Close()
 	}
 	s.wg.Wait()
-	s.addSender.close()
+	s.addSender.Close()
 	var errs []error
 	if s.txns != nil {
 		s.txns.coord.Close()
@@ -459,8 +515,9 @@ func (s *Server) Close() error {
 	if s.producerIDs != nil {
 		s.producerIDs.Close()
 	}
-	if s.logs != nil {
-		errs = append(errs, s.writeProducerSnapshots())
+	if s.maint != nil {
+		// Set once the logs are open; without it no partition was made.
+		errs = append(errs, s.maint.WriteProducerSnapshots())
 	}
 	if s.meta != nil {
 		errs = append(errs, s.meta.Close())
@@ -469,32 +526,12 @@ func (s *Server) Close() error {
 		errs = append(errs, s.quorum.Close())
 	}
 	if s.fetchers != nil {
-		s.fetchers.close()
+		s.fetchers.Close()
 	}
 	if s.logs != nil {
 		errs = append(errs, s.logs.Close())
 	}
-	s.unlockDirs()
+	dirlock.Unlock(s.dirLocks, s.log)
+	s.dirLocks = nil
 	return errors.Join(errs...)
-}
-
-// flushLoop applies the time-based flush policy and checkpoints the
-// recovery points, as Kafka's log manager does in the background.
-func (s *Server) flushLoop() {
-	interval := time.Duration(s.cfg.LogFlushOffsetCheckpointIntervalMs) * time.Millisecond
-	if interval <= 0 {
-		interval = time.Minute
-	}
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-s.ctx.Done():
-			return
-		case <-t.C:
-			if err := s.logs.Checkpoint(); err != nil {
-				s.log.Error("checkpoint log dirs", "err", err)
-			}
-		}
-	}
 }

@@ -87,7 +87,7 @@ func (w *produceWaits) answerAll(timeout time.Duration) {
 // much longer, and what it appended may not survive.
 func answerLeaving(resp *kmsg.ProduceResponse, ws []hwWait) {
 	for _, w := range ws {
-		if w.p.highWatermark() < w.offset || w.deposed() {
+		if w.p.HighWatermark() < w.offset || w.deposed() {
 			sp := &resp.Topics[w.topicIdx].Partitions[w.idx]
 			sp.ErrorCode = kerr.NotLeaderForPartition.Code
 			sp.BaseOffset, sp.LogAppendTime, sp.LogStartOffset = -1, -1, -1

@@ -7,6 +7,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/gregorbroker/gregor/broker/internal/partition"
 )
 
 // TestCloseAnswersWaitingProduce: in a three-node cluster whose followers
@@ -47,10 +49,10 @@ func TestCloseAnswersWaitingProduce(t *testing.T) {
 	}, "leaving")
 	// The Metadata answer may come from a node whose image is ahead of
 	// the leader's: wait for the leader itself to lead the partition.
-	var p *partition
+	var p *partition.Partition
 	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		if p = leader.parts.get("leaving", 0); p != nil && p.isLeader(leader.id) {
-			if a := p.assign.Load(); a != nil && len(a.isr) == 3 {
+		if p = leader.parts.get("leaving", 0); p != nil && p.IsLeader(leader.id) {
+			if a := p.Assign.Load(); a != nil && len(a.ISR) == 3 {
 				break
 			}
 		}
@@ -62,11 +64,11 @@ func TestCloseAnswersWaitingProduce(t *testing.T) {
 	// The followers stop fetching (as if paused); they stay in the ISR
 	// for replica.lag.time.max.ms, so the produce waits for them.
 	for _, f := range followers {
-		f.fetchers.close()
+		f.fetchers.Close()
 	}
 	answer := produceAsync(leader.Addr().String(), "leaving", testBatch(t, "never-replicated"), 60*time.Second)
 	deadline := time.Now().Add(10 * time.Second)
-	for p.log.LogEndOffset() < 1 {
+	for p.Log.LogEndOffset() < 1 {
 		if time.Now().After(deadline) {
 			t.Fatal("the produce was not appended")
 		}

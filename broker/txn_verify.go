@@ -9,6 +9,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/gregorbroker/gregor/broker/group"
+	"github.com/gregorbroker/gregor/broker/internal/interbroker"
+	"github.com/gregorbroker/gregor/broker/internal/partition"
 	"github.com/gregorbroker/gregor/broker/producerstate"
 	"github.com/gregorbroker/gregor/broker/txn"
 	"github.com/gregorbroker/gregor/protocol"
@@ -97,12 +99,12 @@ func (s *Server) verifyProduce(ctx context.Context, req *kmsg.ProduceRequest) *p
 		// before 3 answer UNSUPPORTED_VERSION.
 		return nil
 	}
-	op := produceOperation(req.Version)
-	if op != opAddPartition && !s.cfg.TransactionPartitionVerificationEnable {
+	op := interbroker.ProduceOperation(req.Version)
+	if op != interbroker.OpAddPartition && !s.cfg.TransactionPartitionVerificationEnable {
 		return nil
 	}
 	type candidate struct {
-		p   *partition
+		p   *partition.Partition
 		tp  txn.TopicPartition
 		seq int32
 	}
@@ -142,7 +144,7 @@ func (s *Server) verifyProduce(ctx context.Context, req *kmsg.ProduceRequest) *p
 		return &produceVerification{code: kerr.InvalidProducerIDMapping.Code}
 	}
 
-	ctx, cancel := context.WithTimeout(ctx, interBrokerRequestTimeout)
+	ctx, cancel := context.WithTimeout(ctx, interbroker.RequestTimeout)
 	defer cancel()
 	start := time.Now()
 	for {
@@ -153,13 +155,13 @@ func (s *Server) verifyProduce(ctx context.Context, req *kmsg.ProduceRequest) *p
 		nowMs := s.now().UnixMilli()
 		var ask []txn.TopicPartition
 		for _, c := range cands {
-			c.p.mu.Lock()
-			st, err := s.txnStateLocked(c.p)
+			c.p.Mu.Lock()
+			st, err := c.p.TxnStateLocked()
 			guard := producerstate.NoGuard
 			if err == nil {
-				guard = st.StartVerification(pid, c.seq, epoch, op == opAddPartition, nowMs, int64(s.cfg.ProducerIDExpirationMs))
+				guard = st.StartVerification(pid, c.seq, epoch, op == interbroker.OpAddPartition, nowMs, int64(s.cfg.ProducerIDExpirationMs))
 			}
-			c.p.mu.Unlock()
+			c.p.Mu.Unlock()
 			switch {
 			case err != nil:
 				s.log.Error("start transaction verification", "topic", c.tp.Topic, "partition", c.tp.Partition, "err", err)
@@ -172,11 +174,11 @@ func (s *Server) verifyProduce(ctx context.Context, req *kmsg.ProduceRequest) *p
 		if len(ask) == 0 {
 			return v
 		}
-		codes := s.addSender.addOrVerify(ctx, *req.TransactionID, pid, epoch, ask, op)
+		codes := s.addSender.AddOrVerify(ctx, *req.TransactionID, pid, epoch, ask, op)
 		// A version 2 producer often starts its next transaction while
 		// the coordinator still writes the markers of the last one:
 		// retry here for a moment rather than fail the produce.
-		if op == opAddPartition && hasCode(codes, kerr.ConcurrentTransactions.Code) && time.Since(start) < addPartitionsRetryMax {
+		if op == interbroker.OpAddPartition && hasCode(codes, kerr.ConcurrentTransactions.Code) && time.Since(start) < addPartitionsRetryMax {
 			select {
 			case <-time.After(addPartitionsRetryBackoff):
 				continue
@@ -206,13 +208,13 @@ func hasCode(codes map[txn.TopicPartition]int16, code int16) bool {
 // clients would not retry correctly become NOT_ENOUGH_REPLICAS, which
 // they retry without a metadata refresh; a version 2 producer sees
 // CONCURRENT_TRANSACTIONS as it is.
-func produceVerifyCode(code int16, op txnOperation) int16 {
+func produceVerifyCode(code int16, op interbroker.Operation) int16 {
 	switch code {
 	case kerr.NetworkException.Code, kerr.CoordinatorLoadInProgress.Code,
 		kerr.CoordinatorNotAvailable.Code, kerr.NotCoordinator.Code:
 		return kerr.NotEnoughReplicas.Code
 	case kerr.ConcurrentTransactions.Code:
-		if op != opAddPartition {
+		if op != interbroker.OpAddPartition {
 			return kerr.NotEnoughReplicas.Code
 		}
 	}
@@ -228,30 +230,52 @@ func produceVerifyCode(code int16, op txnOperation) int16 {
 // partition, so a marker cannot land between the answer and the append.
 // The error wraps the coordinator's *kerr.Error.
 func (s *Server) verifyTxnOffsetCommit(ctx context.Context, partition int32, t group.TxnAppend) error {
-	op := txnOffsetCommitOperation(t.APIVersion)
-	if t.TransactionalID == "" || (op != opAddPartition && !s.cfg.TransactionPartitionVerificationEnable) {
+	op := interbroker.TxnOffsetCommitOperation(t.APIVersion)
+	if t.TransactionalID == "" || (op != interbroker.OpAddPartition && !s.cfg.TransactionPartitionVerificationEnable) {
 		return nil
 	}
 	p := s.leaderPartition(offsetsTopic, partition)
 	if p == nil {
 		return fmt.Errorf("verify transaction on %s-%d: %w", offsetsTopic, partition, kerr.NotLeaderForPartition)
 	}
-	p.mu.Lock()
-	st, err := s.txnStateLocked(p)
+	p.Mu.Lock()
+	st, err := p.TxnStateLocked()
 	ongoing := err == nil && st.HasOngoingTransaction(t.ProducerID, t.ProducerEpoch)
-	p.mu.Unlock()
+	p.Mu.Unlock()
 	switch {
 	case err != nil:
 		return fmt.Errorf("verify transaction on %s-%d: %w: %v", offsetsTopic, partition, kerr.KafkaStorageError, err)
 	case ongoing:
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(ctx, interBrokerRequestTimeout)
+	ctx, cancel := context.WithTimeout(ctx, interbroker.RequestTimeout)
 	defer cancel()
 	tp := txn.TopicPartition{Topic: offsetsTopic, Partition: partition}
-	code := s.addSender.addOrVerify(ctx, t.TransactionalID, t.ProducerID, t.ProducerEpoch, []txn.TopicPartition{tp}, op)[tp]
+	code := s.addSender.AddOrVerify(ctx, t.TransactionalID, t.ProducerID, t.ProducerEpoch, []txn.TopicPartition{tp}, op)[tp]
 	if code == 0 {
 		return nil
 	}
 	return fmt.Errorf("verify transaction %q on %s-%d: %w", t.TransactionalID, offsetsTopic, partition, kerr.ErrorForCode(code))
+}
+
+// txnCoordinatorNode is the node leading the __transaction_state
+// partition of a transactional id, if it is alive.
+func (s *Server) txnCoordinatorNode(id string) (int32, bool) {
+	img := s.meta.Image()
+	t, ok := img.Topic(txnStateTopic)
+	if !ok {
+		return 0, false
+	}
+	idx := txn.PartitionFor(id, s.cfg.TransactionStateLogNumPartitions)
+	if int(idx) >= len(t.Partitions) {
+		return 0, false
+	}
+	leader := t.Partitions[idx].Leader
+	if leader < 0 {
+		return 0, false
+	}
+	if b, ok := img.Broker(leader); !ok || b.Fenced {
+		return 0, false
+	}
+	return leader, true
 }

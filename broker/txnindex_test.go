@@ -19,6 +19,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/gregorbroker/gregor/broker/internal/partition"
 	"github.com/gregorbroker/gregor/broker/producerstate"
 	"github.com/gregorbroker/gregor/config"
 	"github.com/gregorbroker/gregor/protocol"
@@ -179,7 +180,7 @@ func abortedFromLog(t *testing.T, cl *kgo.Client, topic string) ([]wantAborted, 
 				}
 				continue
 			}
-			commit, _, err := decodeMarker(batch)
+			commit, _, err := partition.DecodeMarker(batch)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -12,11 +12,14 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/gregorbroker/gregor/broker/group"
+	"github.com/gregorbroker/gregor/broker/internal/coordhost"
+	"github.com/gregorbroker/gregor/broker/internal/interbroker"
 	"github.com/gregorbroker/gregor/broker/producerstate"
 	"github.com/gregorbroker/gregor/broker/txn"
 	"github.com/gregorbroker/gregor/protocol"
 	"github.com/gregorbroker/gregor/raftmeta/controller"
 	"github.com/gregorbroker/gregor/raftmeta/image"
+	"github.com/gregorbroker/gregor/storage"
 )
 
 // Transactions: the transaction coordinator (broker/txn) keeps its state
@@ -26,16 +29,16 @@ import (
 // commit or abort markers to every partition of the transaction: through
 // writeMarker, the path WriteTxnMarkers (key 27) also serves, where this
 // node leads the partition, and with WriteTxnMarkers to the leader
-// elsewhere (txn_marker_sender.go).
+// elsewhere (broker/internal/interbroker).
 
 const txnStateTopic = txn.TransactionStateTopic
 
 // txnCoordinator connects the transaction coordinator to the broker.
 type txnCoordinator struct {
 	coord  *txn.Coordinator
-	loader *partitionLoader
+	loader *coordhost.Loader
 	// markers sends the coordinator's markers to the partition leaders.
-	markers *markerSender
+	markers *interbroker.MarkerSender
 }
 
 func (s *Server) startTxnCoordinator() error {
@@ -50,12 +53,13 @@ func (s *Server) startTxnCoordinator() error {
 	cfg.TransactionVersion = transactionVersion
 	// Kafka bounds the coordinator's appends and marker requests with
 	// request.timeout.ms; Gregor's inter-broker requests use the same 30 s.
-	cfg.RequestTimeoutMs = interBrokerRequestTimeout.Milliseconds()
+	cfg.RequestTimeoutMs = interbroker.RequestTimeout.Milliseconds()
 	cfg.Logger = s.log.With("component", "transactions")
-	markers := newMarkerSender(s)
+	markers := interbroker.NewMarkerSender(s.cfg.NodeID, s.cfg.InterBrokerListenerName,
+		func() *image.Image { return s.meta.Image() }, s.writeMarker)
 	coord, err := txn.New(cfg, txn.Deps{
 		Store:   internalStore{s, txnStateTopic},
-		Markers: markerWriter{markers},
+		Markers: markers,
 		AllocateProducerID: func(ctx context.Context) (int64, error) {
 			id, _, err := s.producerIDs.Next(ctx)
 			return id, err
@@ -76,18 +80,16 @@ func (s *Server) startTxnCoordinator() error {
 	// marker send after that fails and the stopping coordinator drops it.
 	s.goTracked(func() {
 		<-s.ctx.Done()
-		markers.clients.close()
+		markers.Clients().Close()
 	})
 	s.txns = &txnCoordinator{
 		coord:   coord,
 		markers: markers,
-		loader: &partitionLoader{
-			s: s, topic: txnStateTopic, loaded: make(map[int32]int32),
-			load: func(ctx context.Context, partition, epoch int32, p *partition) error {
-				return coord.Load(ctx, partition, epoch, readPartition(ctx, p))
+		loader: s.newCoordinatorLoader(txnStateTopic,
+			func(ctx context.Context, partition, epoch int32, log *storage.Log) error {
+				return coord.Load(ctx, partition, epoch, coordhost.ReadLog(ctx, log))
 			},
-			unload: coord.Unload,
-		},
+			coord.Unload),
 	}
 	return nil
 }
@@ -120,17 +122,6 @@ func (s *Server) ensureTxnTopic(ctx context.Context) (*image.Image, error) {
 			"min.insync.replicas": strconv.Itoa(int(s.cfg.TransactionStateLogMinISR)),
 			"segment.bytes":       strconv.Itoa(int(s.cfg.TransactionStateLogSegmentBytes)),
 		})
-}
-
-// markerWriter is the coordinator's txn.MarkerWriter: it writes the
-// markers of partitions this node leads here and sends the others to
-// their leaders (txn_marker_sender.go).
-type markerWriter struct{ ms *markerSender }
-
-// WriteMarkers writes each marker to each of its partitions and answers
-// one error per partition.
-func (mw markerWriter) WriteMarkers(ctx context.Context, markers []txn.Marker) [][]error {
-	return mw.ms.writeMarkers(ctx, markers)
 }
 
 // writeMarker writes a transaction marker to a partition this node leads,
@@ -175,29 +166,29 @@ func (s *Server) writeMarkerLocal(ctx context.Context, topic string, partition i
 	if err != nil {
 		return fmt.Errorf("marker for %s-%d: %w", topic, partition, err)
 	}
-	p.mu.Lock()
-	st, err := s.producerStateLocked(p)
+	p.Mu.Lock()
+	st, err := p.ProducerStateLocked()
 	if err == nil {
 		err = st.CheckMarker(m)
 	}
 	var offset int64
 	if err == nil {
-		offset, err = s.appendLocked(p, batch, now)
+		offset, err = p.AppendLocked(batch, now)
 	}
 	if err == nil {
 		// The log indexed an aborted transaction as it appended the
 		// marker (storage's .txnindex).
 		st.ApplyMarker(m, offset, now)
-		p.updateLastStableOffsetLocked()
+		p.UpdateLastStableOffsetLocked()
 	}
-	p.mu.Unlock()
+	p.Mu.Unlock()
 	if err == nil {
-		err = s.durable(p, offset)
+		err = p.Durable(offset)
 	}
 	if err != nil {
 		return fmt.Errorf("marker for %s-%d: %w", topic, partition, err)
 	}
-	return p.waitHighWatermark(ctx, offset+1)
+	return p.WaitHighWatermark(ctx, offset+1)
 }
 
 // txnContext bounds a request to the transaction coordinator.

@@ -64,7 +64,7 @@ func logEnd(t *testing.T, ts *testServer, topic string, partition int32) int64 {
 	if p == nil {
 		t.Fatalf("%s-%d not hosted", topic, partition)
 	}
-	return p.log.LogEndOffset()
+	return p.Log.LogEndOffset()
 }
 
 // tp names a partition in a table row.
@@ -604,7 +604,7 @@ func logStart(t *testing.T, ts *testServer, p tp) int64 {
 	if part == nil {
 		t.Fatalf("%s not hosted", p)
 	}
-	return part.log.LogStartOffset()
+	return part.Log.LogStartOffset()
 }
 
 // TestValidateDeleteRecords mirrors KafkaApis.handleDeleteRecordsRequest,

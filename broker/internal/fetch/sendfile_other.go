@@ -1,6 +1,6 @@
 //go:build !linux
 
-package broker
+package fetch
 
 import (
 	"errors"
@@ -8,9 +8,9 @@ import (
 	"syscall"
 )
 
-// haveSendfile says whether sendfile below works on this system: the
+// HaveSendfile says whether sendfile below works on this system: the
 // zero-copy fetch path is Linux's; elsewhere records are copied.
-const haveSendfile = false
+const HaveSendfile = false
 
 func sendfile(conn syscall.RawConn, f *os.File, pos, n int64) (int64, error) {
 	return 0, errors.New("sendfile: not supported on this system")

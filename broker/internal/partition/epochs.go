@@ -1,4 +1,4 @@
-package broker
+package partition
 
 import (
 	"bufio"
@@ -19,48 +19,48 @@ import (
 // format. OffsetForLeaderEpoch answers from it, and a follower truncates
 // with it (KIP-101/279) before it fetches.
 
-const epochCheckpointFile = "leader-epoch-checkpoint"
+const EpochCheckpointFile = "leader-epoch-checkpoint"
 
-// epochEntry says that leader epoch Epoch began at StartOffset.
-type epochEntry struct {
+// EpochEntry says that leader epoch Epoch began at StartOffset.
+type EpochEntry struct {
 	Epoch       int32
 	StartOffset int64
 }
 
-// epochsLocked returns the partition's epoch cache, reading its checkpoint
+// EpochsLocked returns the partition's epoch cache, reading its checkpoint
 // or, when there is none, rebuilding it from the batches' leader epochs.
-// The caller holds p.mu.
-func (s *Server) epochsLocked(p *partition) ([]epochEntry, error) {
-	if p.epochs != nil {
-		return p.epochs, nil
+// The caller holds p.Mu.
+func (p *Partition) EpochsLocked() ([]EpochEntry, error) {
+	if p.Epochs != nil {
+		return p.Epochs, nil
 	}
-	path := filepath.Join(p.log.Dir(), epochCheckpointFile)
-	data, err := vfs.ReadFile(s.fs, path)
+	path := filepath.Join(p.Log.Dir(), EpochCheckpointFile)
+	data, err := vfs.ReadFile(p.Env.FS, path)
 	switch {
 	case err == nil:
 		entries, err := decodeEpochCheckpoint(data)
 		if err == nil {
-			p.epochs = entries
+			p.Epochs = entries
 			return entries, nil
 		}
-		s.log.Warn("rebuilding corrupt leader epoch checkpoint", "topic", p.topic, "partition", p.index, "err", err)
+		p.Env.Log.Warn("rebuilding corrupt leader epoch checkpoint", "topic", p.Topic, "partition", p.Index, "err", err)
 	case !errors.Is(err, fs.ErrNotExist):
 		return nil, fmt.Errorf("read %s: %w", path, err)
 	}
 	entries, err := rebuildEpochs(p)
 	if err != nil {
-		return nil, fmt.Errorf("rebuild leader epochs of %s-%d: %w", p.topic, p.index, err)
+		return nil, fmt.Errorf("rebuild leader epochs of %s-%d: %w", p.Topic, p.Index, err)
 	}
-	p.epochs = entries
-	return entries, s.writeEpochsLocked(p)
+	p.Epochs = entries
+	return entries, p.WriteEpochsLocked()
 }
 
 // rebuildEpochs reads the partition leader epoch of every batch.
-func rebuildEpochs(p *partition) ([]epochEntry, error) {
-	var out []epochEntry
-	end := p.log.LogEndOffset()
-	for off := p.log.LogStartOffset(); off < end; {
-		rr, err := p.log.Read(off, 1<<20, end, true)
+func rebuildEpochs(p *Partition) ([]EpochEntry, error) {
+	var out []EpochEntry
+	end := p.Log.LogEndOffset()
+	for off := p.Log.LogStartOffset(); off < end; {
+		rr, err := p.Log.Read(off, 1<<20, end, true)
 		if err != nil {
 			return nil, err
 		}
@@ -75,7 +75,7 @@ func rebuildEpochs(p *partition) ([]epochEntry, error) {
 			data = rest
 			off = h.LastOffset() + 1
 			if n := len(out); h.PartitionLeaderEpoch >= 0 && (n == 0 || h.PartitionLeaderEpoch > out[n-1].Epoch) {
-				out = append(out, epochEntry{h.PartitionLeaderEpoch, h.BaseOffset})
+				out = append(out, EpochEntry{h.PartitionLeaderEpoch, h.BaseOffset})
 			}
 		}
 	}
@@ -84,28 +84,28 @@ func rebuildEpochs(p *partition) ([]epochEntry, error) {
 
 // noteLeaderEpochLocked records that epoch begins at the log end, when it
 // is newer than the last one recorded: called before the first append of
-// a new leader epoch. The caller holds p.mu.
-func (s *Server) noteLeaderEpochLocked(p *partition, epoch int32) error {
-	entries, err := s.epochsLocked(p)
+// a new leader epoch. The caller holds p.Mu.
+func (p *Partition) noteLeaderEpochLocked(epoch int32) error {
+	entries, err := p.EpochsLocked()
 	if err != nil {
 		return err
 	}
 	if n := len(entries); n > 0 && entries[n-1].Epoch >= epoch {
 		return nil
 	}
-	p.epochs = append(entries, epochEntry{epoch, p.log.LogEndOffset()})
-	return s.writeEpochsLocked(p)
+	p.Epochs = append(entries, EpochEntry{epoch, p.Log.LogEndOffset()})
+	return p.WriteEpochsLocked()
 }
 
-func (s *Server) writeEpochsLocked(p *partition) error {
-	path := filepath.Join(p.log.Dir(), epochCheckpointFile)
-	if err := vfs.WriteFileAtomic(s.fs, path, encodeEpochCheckpoint(p.epochs)); err != nil {
+func (p *Partition) WriteEpochsLocked() error {
+	path := filepath.Join(p.Log.Dir(), EpochCheckpointFile)
+	if err := vfs.WriteFileAtomic(p.Env.FS, path, encodeEpochCheckpoint(p.Epochs)); err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
 	return nil
 }
 
-// endOffsetForEpoch answers OffsetForLeaderEpoch: the largest epoch at or
+// EndOffsetForEpoch answers OffsetForLeaderEpoch: the largest epoch at or
 // below the one asked for, and the offset where it ended (the start of the
 // next epoch, or the log end for the current one). An epoch older than
 // every recorded one answers itself and the start of the first recorded
@@ -119,7 +119,7 @@ func (s *Server) writeEpochsLocked(p *partition) error {
 // its epoch at its first append rather than when it takes the leadership,
 // so a follower asking for an epoch this leader never wrote in must still
 // learn where to cut.
-func endOffsetForEpoch(entries []epochEntry, epoch int32, logEnd int64) (int32, int64) {
+func EndOffsetForEpoch(entries []EpochEntry, epoch int32, logEnd int64) (int32, int64) {
 	if epoch == -1 || len(entries) == 0 {
 		return -1, -1
 	}
@@ -140,7 +140,7 @@ func endOffsetForEpoch(entries []epochEntry, epoch int32, logEnd int64) (int32, 
 
 // encodeEpochCheckpoint writes Kafka's checkpoint text: a version line (0),
 // a count line, then "epoch startOffset" lines.
-func encodeEpochCheckpoint(entries []epochEntry) []byte {
+func encodeEpochCheckpoint(entries []EpochEntry) []byte {
 	var b bytes.Buffer
 	fmt.Fprintf(&b, "0\n%d\n", len(entries))
 	for _, e := range entries {
@@ -149,7 +149,7 @@ func encodeEpochCheckpoint(entries []epochEntry) []byte {
 	return b.Bytes()
 }
 
-func decodeEpochCheckpoint(data []byte) ([]epochEntry, error) {
+func decodeEpochCheckpoint(data []byte) ([]EpochEntry, error) {
 	sc := bufio.NewScanner(bytes.NewReader(data))
 	line := func() (string, bool) {
 		if !sc.Scan() {
@@ -165,7 +165,7 @@ func decodeEpochCheckpoint(data []byte) ([]epochEntry, error) {
 	if !ok || err != nil || n < 0 || n > 1<<20 {
 		return nil, fmt.Errorf("leader epoch checkpoint: count %q", c)
 	}
-	out := make([]epochEntry, 0, n)
+	out := make([]EpochEntry, 0, n)
 	for i := 0; i < n; i++ {
 		l, ok := line()
 		f := strings.Fields(l)
@@ -177,7 +177,7 @@ func decodeEpochCheckpoint(data []byte) ([]epochEntry, error) {
 		if err1 != nil || err2 != nil || e < 0 || o < 0 || (i > 0 && (int32(e) <= out[i-1].Epoch || o < out[i-1].StartOffset)) {
 			return nil, fmt.Errorf("leader epoch checkpoint: entry %d %q", i, l)
 		}
-		out = append(out, epochEntry{int32(e), o})
+		out = append(out, EpochEntry{int32(e), o})
 	}
 	if l, ok := line(); ok && l != "" {
 		return nil, fmt.Errorf("leader epoch checkpoint: %d entries declared, more found", n)

@@ -1,10 +1,12 @@
-package broker
+package interbroker
 
 import (
 	"context"
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/gregorbroker/gregor/raftmeta/image"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -25,65 +27,81 @@ import (
 // Coordinator.AddPartitionsToTxn the AddPartitionsToTxn handler serves;
 // otherwise it crosses to the coordinator's inter-broker listener.
 
-// txnOperation is what a leader asks of the coordinator, from the version
+// Operation is what a leader asks of the coordinator, from the version
 // of the request it serves (Kafka's TransactionSupportedOperation).
-type txnOperation int8
+type Operation int8
 
 const (
-	// opVerifyDefaultError verifies, for clients that know
+	// OpVerifyDefaultError verifies, for clients that know
 	// INVALID_TXN_STATE only (Produce v0-v10, TxnOffsetCommit v0-v3).
-	opVerifyDefaultError txnOperation = iota
-	// opVerifyGenericError verifies, for clients that handle
+	OpVerifyDefaultError Operation = iota
+	// OpVerifyGenericError verifies, for clients that handle
 	// TRANSACTION_ABORTABLE (Produce v11, TxnOffsetCommit v4).
-	opVerifyGenericError
-	// opAddPartition adds the partition: the producer runs transaction
+	OpVerifyGenericError
+	// OpAddPartition adds the partition: the producer runs transaction
 	// version 2 and never sends AddPartitionsToTxn itself (Produce v12+,
 	// TxnOffsetCommit v5+).
-	opAddPartition
+	OpAddPartition
 )
 
-// produceOperation is Kafka's produceRequestVersionToTransactionSupportedOperation.
-func produceOperation(version int16) txnOperation {
+// ProduceOperation is Kafka's produceRequestVersionToTransactionSupportedOperation.
+func ProduceOperation(version int16) Operation {
 	switch {
 	case version > 11:
-		return opAddPartition
+		return OpAddPartition
 	case version > 10:
-		return opVerifyGenericError
+		return OpVerifyGenericError
 	}
-	return opVerifyDefaultError
+	return OpVerifyDefaultError
 }
 
-// txnOffsetCommitOperation is Kafka's
+// TxnOffsetCommitOperation is Kafka's
 // txnOffsetCommitRequestVersionToTransactionSupportedOperation.
-func txnOffsetCommitOperation(version int16) txnOperation {
+func TxnOffsetCommitOperation(version int16) Operation {
 	switch {
 	case version > 4:
-		return opAddPartition
+		return OpAddPartition
 	case version > 3:
-		return opVerifyGenericError
+		return OpVerifyGenericError
 	}
-	return opVerifyDefaultError
+	return OpVerifyDefaultError
 }
 
-// interBrokerRequestTimeout bounds one AddPartitionsToTxn to a
-// coordinator, as Kafka's request.timeout.ms (30 s) bounds its
-// inter-broker sends.
-const interBrokerRequestTimeout = 30 * time.Second
+// RequestTimeout bounds one inter-broker request (an AddPartitionsToTxn
+// to a coordinator, a WriteTxnMarkers to a leader), as Kafka's
+// request.timeout.ms (30 s) bounds its inter-broker sends.
+const RequestTimeout = 30 * time.Second
 
-// addPartitionsSender sends the AddPartitionsToTxn requests of this node
-// as a partition leader.
-type addPartitionsSender struct {
-	s *Server
-	// viaNetwork sends to this node's coordinator over its inter-broker
+// AddSender sends the AddPartitionsToTxn requests of this node as a
+// partition leader.
+type AddSender struct {
+	deps AddDeps
+	// ViaNetwork sends to this node's coordinator over its inter-broker
 	// listener too, as to any other node's; tests set it to exercise
 	// the path between brokers on one node.
-	viaNetwork bool
+	ViaNetwork bool
 
 	mu     sync.Mutex // a leaf: nothing else is taken while it is held
 	closed bool
 	queues map[int32]*addQueue // by coordinator node
 	// clients are the connections to remote coordinator nodes.
-	clients *brokerClients
+	clients *Clients
+}
+
+// AddDeps are what an AddSender needs of the server.
+type AddDeps struct {
+	Self     int32               // this node's id
+	Listener string              // inter.broker.listener.name
+	Image    func() *image.Image // this node's metadata image
+	// Ctx ends with the server, and the requests in flight with it.
+	Ctx context.Context
+	// Go starts a goroutine the server waits for when it closes.
+	Go func(func())
+	// CoordinatorNode is the live node coordinating a transactional id.
+	CoordinatorNode func(transactionalID string) (int32, bool)
+	// Local serves the request when the coordinator is this node: the
+	// same entry point the AddPartitionsToTxn handler serves.
+	Local func(ctx context.Context, req *kmsg.AddPartitionsToTxnRequest) *kmsg.AddPartitionsToTxnResponse
 }
 
 // addQueue is one coordinator node's pending transactions.
@@ -96,28 +114,32 @@ type addQueue struct {
 // pendingAdd is one transaction waiting for its answer.
 type pendingAdd struct {
 	txn   kmsg.AddPartitionsToTxnRequestTransaction
-	op    txnOperation
+	op    Operation
 	parts []txn.TopicPartition
 	done  chan map[txn.TopicPartition]int16 // buffered: answered once
 }
 
-func newAddPartitionsSender(s *Server) *addPartitionsSender {
+// NewAddSender is an AddSender for the server d describes.
+func NewAddSender(d AddDeps) *AddSender {
 	// The broker form exists from v4 on; an older coordinator must fail
 	// the request rather than receive a client's form.
 	var minVersions kversion.Versions
 	minVersions.SetMaxKeyVersion(int16(kmsg.AddPartitionsToTxn), 4)
-	return &addPartitionsSender{s: s, queues: make(map[int32]*addQueue),
-		clients: newBrokerClients(s, kgo.MinVersions(&minVersions),
-			kgo.ClientID(fmt.Sprintf("gregor-txn-verify-%d", s.cfg.NodeID)))}
+	return &AddSender{deps: d, queues: make(map[int32]*addQueue),
+		clients: NewClients(d.Image, d.Listener, kgo.MinVersions(&minVersions),
+			kgo.ClientID(fmt.Sprintf("gregor-txn-verify-%d", d.Self)))}
 }
 
-// close stops sending and closes the connections to remote coordinators.
+// Clients are the sender's connections to remote coordinators.
+func (a *AddSender) Clients() *Clients { return a.clients }
+
+// Close stops sending and closes the connections to remote coordinators.
 // Requests in flight end with the server's context.
-func (a *addPartitionsSender) close() {
+func (a *AddSender) Close() {
 	a.mu.Lock()
 	a.closed = true
 	a.mu.Unlock()
-	a.clients.close()
+	a.clients.Close()
 }
 
 // allCodes answers every partition with one code.
@@ -129,22 +151,22 @@ func allCodes(parts []txn.TopicPartition, code int16) map[txn.TopicPartition]int
 	return out
 }
 
-// addOrVerify asks the producer's transaction coordinator to verify the
-// partitions (or add them, for opAddPartition) and returns the error of
+// AddOrVerify asks the producer's transaction coordinator to verify the
+// partitions (or add them, for OpAddPartition) and returns the error of
 // each partition that failed, mapped as Kafka's AddPartitionsToTxnManager
 // maps them for the append path: PRODUCER_FENCED becomes
 // INVALID_PRODUCER_EPOCH, TRANSACTION_ABORTABLE becomes INVALID_TXN_STATE
 // for clients that predate it, a transport failure NETWORK_EXCEPTION, and
 // an unknown coordinator COORDINATOR_NOT_AVAILABLE. A partition absent
 // from the result passed.
-func (a *addPartitionsSender) addOrVerify(ctx context.Context, id string, pid int64, epoch int16, parts []txn.TopicPartition, op txnOperation) map[txn.TopicPartition]int16 {
-	node, ok := a.s.txnCoordinatorNode(id)
+func (a *AddSender) AddOrVerify(ctx context.Context, id string, pid int64, epoch int16, parts []txn.TopicPartition, op Operation) map[txn.TopicPartition]int16 {
+	node, ok := a.deps.CoordinatorNode(id)
 	if !ok {
 		return allCodes(parts, kerr.CoordinatorNotAvailable.Code)
 	}
 	t := kmsg.NewAddPartitionsToTxnRequestTransaction()
 	t.TransactionalID, t.ProducerID, t.ProducerEpoch = id, pid, epoch
-	t.VerifyOnly = op != opAddPartition
+	t.VerifyOnly = op != OpAddPartition
 	byTopic := make(map[string]int)
 	for _, tp := range parts {
 		i, ok := byTopic[tp.Topic]
@@ -189,7 +211,7 @@ func (a *addPartitionsSender) addOrVerify(ctx context.Context, id string, pid in
 	q.pending[id] = p
 	if !q.inflight {
 		q.inflight = true
-		a.s.goTracked(func() { a.run(node, q) })
+		a.deps.Go(func() { a.run(node, q) })
 	}
 	a.mu.Unlock()
 
@@ -203,7 +225,7 @@ func (a *addPartitionsSender) addOrVerify(ctx context.Context, id string, pid in
 
 // run sends a node's queued transactions, one request at a time, until
 // none are left.
-func (a *addPartitionsSender) run(node int32, q *addQueue) {
+func (a *AddSender) run(node int32, q *addQueue) {
 	for {
 		a.mu.Lock()
 		if len(q.order) == 0 {
@@ -235,15 +257,15 @@ func (a *addPartitionsSender) run(node int32, q *addQueue) {
 }
 
 // send issues one AddPartitionsToTxn to a coordinator node.
-func (a *addPartitionsSender) send(node int32, req *kmsg.AddPartitionsToTxnRequest) (*kmsg.AddPartitionsToTxnResponse, error) {
-	ctx, cancel := context.WithTimeout(a.s.ctx, interBrokerRequestTimeout)
+func (a *AddSender) send(node int32, req *kmsg.AddPartitionsToTxnRequest) (*kmsg.AddPartitionsToTxnResponse, error) {
+	ctx, cancel := context.WithTimeout(a.deps.Ctx, RequestTimeout)
 	defer cancel()
-	if node == a.s.cfg.NodeID && !a.viaNetwork {
+	if node == a.deps.Self && !a.ViaNetwork {
 		// The coordinator is here: the same entry point the
 		// AddPartitionsToTxn handler serves, with the same request.
-		return a.s.txns.coord.AddPartitionsToTxn(ctx, req)(), nil
+		return a.deps.Local(ctx, req), nil
 	}
-	b, err := a.clients.broker(node)
+	b, err := a.clients.Broker(node)
 	if err != nil {
 		return nil, fmt.Errorf("AddPartitionsToTxn to coordinator %d: %w", node, err)
 	}
@@ -285,7 +307,7 @@ func answerFor(p *pendingAdd, resp *kmsg.AddPartitionsToTxnResponse, err error) 
 				case code == kerr.ProducerFenced.Code:
 					// Producers expect INVALID_PRODUCER_EPOCH on this path.
 					out[tp] = kerr.InvalidProducerEpoch.Code
-				case code == kerr.TransactionAbortable.Code && p.op == opVerifyDefaultError:
+				case code == kerr.TransactionAbortable.Code && p.op == OpVerifyDefaultError:
 					out[tp] = kerr.InvalidTxnState.Code
 				default:
 					out[tp] = code
@@ -300,26 +322,4 @@ func answerFor(p *pendingAdd, resp *kmsg.AddPartitionsToTxnResponse, err error) 
 		return out
 	}
 	return allCodes(p.parts, kerr.NetworkException.Code)
-}
-
-// txnCoordinatorNode is the node leading the __transaction_state
-// partition of a transactional id, if it is alive.
-func (s *Server) txnCoordinatorNode(id string) (int32, bool) {
-	img := s.meta.Image()
-	t, ok := img.Topic(txnStateTopic)
-	if !ok {
-		return 0, false
-	}
-	idx := txn.PartitionFor(id, s.cfg.TransactionStateLogNumPartitions)
-	if int(idx) >= len(t.Partitions) {
-		return 0, false
-	}
-	leader := t.Partitions[idx].Leader
-	if leader < 0 {
-		return 0, false
-	}
-	if b, ok := img.Broker(leader); !ok || b.Fenced {
-		return 0, false
-	}
-	return leader, true
 }

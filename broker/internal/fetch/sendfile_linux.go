@@ -1,14 +1,14 @@
 //go:build linux
 
-package broker
+package fetch
 
 import (
 	"os"
 	"syscall"
 )
 
-// haveSendfile says whether sendfile below works on this system.
-const haveSendfile = true
+// HaveSendfile says whether sendfile below works on this system.
+const HaveSendfile = true
 
 // sendfile sends n bytes of f from pos to the socket behind conn with
 // sendfile(2) and an explicit offset, so that senders sharing f never

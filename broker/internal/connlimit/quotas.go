@@ -1,4 +1,6 @@
-package broker
+// Package connlimit enforces max.connections, max.connections.per.ip and
+// max.connections.per.ip.overrides on the broker's listeners.
+package connlimit
 
 import (
 	"errors"
@@ -10,17 +12,17 @@ import (
 	"github.com/gregorbroker/gregor/config"
 )
 
-// errTooManyFromIP refuses a connection over max.connections.per.ip (or
+// ErrTooManyFromIP refuses a connection over max.connections.per.ip (or
 // its override for the address).
-var errTooManyFromIP = errors.New("too many connections from this address")
+var ErrTooManyFromIP = errors.New("too many connections from this address")
 
-// connQuotas enforces max.connections and max.connections.per.ip as
+// Quotas enforces max.connections and max.connections.per.ip as
 // Kafka's ConnectionQuotas does: the acceptor blocks, accepting nothing
 // more, while the broker holds max.connections (except on the
 // inter-broker listener when there are several, which stays open so the
 // cluster keeps working); a new connection from an address that already
 // holds its limit is closed at once.
-type connQuotas struct {
+type Quotas struct {
 	mu        sync.Mutex
 	cond      *sync.Cond
 	max       int
@@ -32,10 +34,11 @@ type connQuotas struct {
 	closed    bool
 }
 
-// newConnQuotas reads the limits from cfg, resolving the hosts of
-// max.connections.per.ip.overrides as Kafka does at start.
-func newConnQuotas(cfg *config.Broker, clientListeners int) (*connQuotas, error) {
-	q := &connQuotas{
+// New reads the limits from cfg, resolving the hosts of
+// max.connections.per.ip.overrides as Kafka does at start, for a broker
+// with clientListeners listeners.
+func New(cfg *config.Broker, clientListeners int) (*Quotas, error) {
+	q := &Quotas{
 		max:       int(cfg.MaxConnections),
 		perIP:     int(cfg.MaxConnectionsPerIP),
 		overrides: map[netip.Addr]int{},
@@ -76,11 +79,11 @@ func resolveHost(host string) ([]netip.Addr, error) {
 	return out, nil
 }
 
-// acquire counts a new connection from addr on listener. It waits while
-// the broker is at max.connections, and refuses with errTooManyFromIP a
+// Acquire counts a new connection from addr on listener. It waits while
+// the broker is at max.connections, and refuses with ErrTooManyFromIP a
 // connection over the address's limit. It returns net.ErrClosed once the
 // quotas are closed.
-func (q *connQuotas) acquire(listener string, addr netip.Addr) error {
+func (q *Quotas) Acquire(listener string, addr netip.Addr) error {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	for !q.closed && listener != q.protected && q.total >= q.max {
@@ -89,16 +92,16 @@ func (q *connQuotas) acquire(listener string, addr netip.Addr) error {
 	if q.closed {
 		return net.ErrClosed
 	}
-	if q.byAddr[addr] >= q.limitFor(addr) {
-		return errTooManyFromIP
+	if q.byAddr[addr] >= q.LimitFor(addr) {
+		return ErrTooManyFromIP
 	}
 	q.byAddr[addr]++
 	q.total++
 	return nil
 }
 
-// release uncounts a connection that acquire counted.
-func (q *connQuotas) release(addr netip.Addr) {
+// Release uncounts a connection that Acquire counted.
+func (q *Quotas) Release(addr netip.Addr) {
 	q.mu.Lock()
 	if q.byAddr[addr]--; q.byAddr[addr] <= 0 {
 		delete(q.byAddr, addr)
@@ -108,24 +111,24 @@ func (q *connQuotas) release(addr netip.Addr) {
 	q.cond.Broadcast()
 }
 
-// limitFor is the per-address limit that applies to addr.
-func (q *connQuotas) limitFor(addr netip.Addr) int {
+// LimitFor is the per-address limit that applies to addr.
+func (q *Quotas) LimitFor(addr netip.Addr) int {
 	if n, ok := q.overrides[addr]; ok {
 		return n
 	}
 	return q.perIP
 }
 
-// close wakes an acceptor waiting for a slot, for shutdown.
-func (q *connQuotas) close() {
+// Close wakes an acceptor waiting for a slot, for shutdown.
+func (q *Quotas) Close() {
 	q.mu.Lock()
 	q.closed = true
 	q.mu.Unlock()
 	q.cond.Broadcast()
 }
 
-// remoteAddr is the IP address of a connection's peer.
-func remoteAddr(nc net.Conn) netip.Addr {
+// RemoteAddr is the IP address of a connection's peer.
+func RemoteAddr(nc net.Conn) netip.Addr {
 	if ta, ok := nc.RemoteAddr().(*net.TCPAddr); ok {
 		if a, ok := netip.AddrFromSlice(ta.IP); ok {
 			return a.Unmap()

@@ -1,4 +1,4 @@
-package broker
+package fetch
 
 import (
 	"bufio"
@@ -42,56 +42,37 @@ import (
 // Intact); if one did, it closes the connection instead of completing a
 // frame that may mix two logs, and the client fetches again.
 
-// fetchRead is one read of every planned partition: the answer per
-// partition, in plan order, and for each one whose batches stay in a
-// segment file, their slice (nil otherwise).
-type fetchRead struct {
-	parts  []kmsg.FetchResponseTopicPartition
-	slices []*storage.FileSlice
-	bytes  int  // of records found
-	full   bool // records were left out for lack of room in the response
-}
-
-// release unpins the files of a read that will not be sent.
-func (fr *fetchRead) release() {
-	for i, s := range fr.slices {
-		if s != nil {
-			s.Release()
-			fr.slices[i] = nil
-		}
-	}
-}
-
-// zeroCopyFetch is a Fetch response some of whose partitions' records are
-// in segment files, sent by the connection's writer.
-type zeroCopyFetch struct {
+// ZeroCopyResponse is a Fetch response some of whose partitions' records
+// are in segment files, sent by the connection's writer (Writer.Write).
+type ZeroCopyResponse struct {
 	*kmsg.FetchResponse
-	records []fileRecords
+	Records []FileRecords
 }
 
-// fileRecords places a slice in the response: Topics[topic].Partitions[partition].
-type fileRecords struct {
-	topic, partition int
-	slice            *storage.FileSlice
+// FileRecords places a slice in the response: Topics[Topic].Partitions[Partition].
+type FileRecords struct {
+	Topic, Partition int
+	Slice            *storage.FileSlice
 }
 
-func (z *zeroCopyFetch) release() {
-	for _, r := range z.records {
-		r.slice.Release()
+// Release unpins the response's files, once sent or abandoned.
+func (z *ZeroCopyResponse) Release() {
+	for _, r := range z.Records {
+		r.Slice.Release()
 	}
 }
 
 // setRecords makes every file partition's records b.
-func (z *zeroCopyFetch) setRecords(b []byte) {
-	for _, r := range z.records {
-		z.Topics[r.topic].Partitions[r.partition].RecordBatches = b
+func (z *ZeroCopyResponse) setRecords(b []byte) {
+	for _, r := range z.Records {
+		z.Topics[r.Topic].Partitions[r.Partition].RecordBatches = b
 	}
 }
 
-// releaseResponse releases what an unsent response holds.
-func releaseResponse(resp kmsg.Response) {
-	if z, ok := resp.(*zeroCopyFetch); ok {
-		z.release()
+// ReleaseResponse releases what an unsent response holds.
+func ReleaseResponse(resp kmsg.Response) {
+	if z, ok := resp.(*ZeroCopyResponse); ok {
+		z.Release()
 	}
 }
 
@@ -105,19 +86,28 @@ var (
 // sendfileBytes counts the record bytes sent with sendfile, for tests.
 var sendfileBytes atomic.Int64
 
-// errRecordsChanged ends a connection whose response read segment bytes
-// that a truncation may have changed during the send.
-var errRecordsChanged = errors.New("fetch: a truncation changed the log while its records were sent")
+// SendfileBytes is the number of record bytes sent with sendfile since the
+// process started, for tests.
+func SendfileBytes() int64 { return sendfileBytes.Load() }
 
-// zeroCopyWriter writes zeroCopyFetch responses for one connection's
+// ErrRecordsChanged ends a connection whose response read segment bytes
+// that a truncation may have changed during the send.
+var ErrRecordsChanged = errors.New("fetch: a truncation changed the log while its records were sent")
+
+// Writer writes ZeroCopyResponse responses for one connection's
 // writer goroutine; its buffers are reused from response to response.
-type zeroCopyWriter struct {
+// Create it with NewWriter.
+type Writer struct {
 	raw      syscall.RawConn // the socket's; nil when sendfile cannot be used
 	lo, hi   []byte          // the two encodings
 	prefixes []byte          // the real length prefixes
 	pieces   []framePiece
 	copyBuf  []byte // for sends that cannot use sendfile
 }
+
+// NewWriter is a Writer for the socket behind raw, which sends records with
+// sendfile; with a nil raw it copies them through a buffer.
+func NewWriter(raw syscall.RawConn) *Writer { return &Writer{raw: raw} }
 
 // framePiece is encoded bytes, or a file slice when slice is set.
 type framePiece struct {
@@ -132,9 +122,9 @@ func (p framePiece) len() int64 {
 	return int64(len(p.b))
 }
 
-// write sends one response. The caller releases z afterwards; an error
+// Write sends one response. The caller releases z afterwards; an error
 // means the connection must close (the frame may be incomplete).
-func (zw *zeroCopyWriter) write(w *bufio.Writer, corr int32, z *zeroCopyFetch) error {
+func (zw *Writer) Write(w *bufio.Writer, corr int32, z *ZeroCopyResponse) error {
 	z.setRecords(placeholderLo)
 	zw.lo = protocol.AppendResponse(zw.lo[:0], corr, z.FetchResponse)
 	z.setRecords(placeholderHi)
@@ -163,9 +153,9 @@ func (zw *zeroCopyWriter) write(w *bufio.Writer, corr int32, z *zeroCopyFetch) e
 	} else if _, err := lp.slice.ReadAt(final[:], n); err != nil {
 		return fmt.Errorf("fetch: read records: %w", err)
 	}
-	for _, r := range z.records {
-		if !r.slice.Intact() {
-			return errRecordsChanged
+	for _, r := range z.Records {
+		if !r.Slice.Intact() {
+			return ErrRecordsChanged
 		}
 	}
 	_, err := w.Write(final[:])
@@ -175,7 +165,7 @@ func (zw *zeroCopyWriter) write(w *bufio.Writer, corr int32, z *zeroCopyFetch) e
 // split cuts the encoding at the placeholders into zw.pieces, with the
 // real length prefixes and the frame size. It reports false if the
 // encodings do not show exactly one placeholder per file partition.
-func (zw *zeroCopyWriter) split(z *zeroCopyFetch) bool {
+func (zw *Writer) split(z *ZeroCopyResponse) bool {
 	lo, hi := zw.lo, zw.hi
 	if len(lo) != len(hi) || len(lo) < 4 {
 		return false
@@ -189,7 +179,7 @@ func (zw *zeroCopyWriter) split(z *zeroCopyFetch) bool {
 	}
 	zw.pieces = zw.pieces[:0]
 	// Filled before any piece points into it, so never reallocated.
-	zw.prefixes = prefixBuf(zw.prefixes, len(z.records))
+	zw.prefixes = prefixBuf(zw.prefixes, len(z.Records))
 	frame := int64(len(lo) - 4)
 	prev, k := 0, 0
 	for i := 0; i < len(lo); {
@@ -198,12 +188,12 @@ func (zw *zeroCopyWriter) split(z *zeroCopyFetch) bool {
 			continue
 		}
 		start := i - len(oldPrefix)
-		if k == len(z.records) || start < prev || i+placeholderLen > len(lo) ||
+		if k == len(z.Records) || start < prev || i+placeholderLen > len(lo) ||
 			!bytes.Equal(lo[start:i], oldPrefix) ||
 			!bytes.Equal(lo[i:i+placeholderLen], placeholderLo) || !bytes.Equal(hi[i:i+placeholderLen], placeholderHi) {
 			return false
 		}
-		s := z.records[k].slice
+		s := z.Records[k].Slice
 		p0 := len(zw.prefixes)
 		if flexible {
 			zw.prefixes = binary.AppendUvarint(zw.prefixes, uint64(s.Len())+1)
@@ -217,7 +207,7 @@ func (zw *zeroCopyWriter) split(z *zeroCopyFetch) bool {
 		i += placeholderLen
 		prev, k = i, k+1
 	}
-	if k != len(z.records) || frame > math.MaxInt32 {
+	if k != len(z.Records) || frame > math.MaxInt32 {
 		return false
 	}
 	zw.addBytes(lo[prev:])
@@ -234,14 +224,14 @@ func prefixBuf(b []byte, n int) []byte {
 	return b[:0]
 }
 
-func (zw *zeroCopyWriter) addBytes(b []byte) {
+func (zw *Writer) addBytes(b []byte) {
 	if len(b) > 0 {
 		zw.pieces = append(zw.pieces, framePiece{b: b})
 	}
 }
 
 // writePiece writes the first n bytes of p.
-func (zw *zeroCopyWriter) writePiece(w *bufio.Writer, p framePiece, n int64) error {
+func (zw *Writer) writePiece(w *bufio.Writer, p framePiece, n int64) error {
 	if p.slice == nil {
 		_, err := w.Write(p.b[:n])
 		return err
@@ -264,13 +254,13 @@ func (zw *zeroCopyWriter) writePiece(w *bufio.Writer, p framePiece, n int64) err
 	}
 	if sent < n {
 		// The file is shorter than when it was read: truncated.
-		return fmt.Errorf("fetch: sendfile %s: %d of %d bytes: %w", f.Name(), sent, n, errRecordsChanged)
+		return fmt.Errorf("fetch: sendfile %s: %d of %d bytes: %w", f.Name(), sent, n, ErrRecordsChanged)
 	}
 	return nil
 }
 
 // copySlice writes the first n bytes of s through a buffer.
-func (zw *zeroCopyWriter) copySlice(w *bufio.Writer, s *storage.FileSlice, n int64) error {
+func (zw *Writer) copySlice(w *bufio.Writer, s *storage.FileSlice, n int64) error {
 	if zw.copyBuf == nil {
 		zw.copyBuf = make([]byte, 64<<10)
 	}
@@ -289,17 +279,17 @@ func (zw *zeroCopyWriter) copySlice(w *bufio.Writer, s *storage.FileSlice, n int
 
 // writeCopied sends z with its records read into memory, as the copying
 // path does.
-func (zw *zeroCopyWriter) writeCopied(w *bufio.Writer, corr int32, z *zeroCopyFetch) error {
-	for _, r := range z.records {
-		b := make([]byte, r.slice.Len())
-		if _, err := r.slice.ReadAt(b, 0); err != nil {
+func (zw *Writer) writeCopied(w *bufio.Writer, corr int32, z *ZeroCopyResponse) error {
+	for _, r := range z.Records {
+		b := make([]byte, r.Slice.Len())
+		if _, err := r.Slice.ReadAt(b, 0); err != nil {
 			return fmt.Errorf("fetch: read records: %w", err)
 		}
-		z.Topics[r.topic].Partitions[r.partition].RecordBatches = b
+		z.Topics[r.Topic].Partitions[r.Partition].RecordBatches = b
 	}
-	for _, r := range z.records {
-		if !r.slice.Intact() {
-			return errRecordsChanged
+	for _, r := range z.Records {
+		if !r.Slice.Intact() {
+			return ErrRecordsChanged
 		}
 	}
 	zw.lo = protocol.AppendResponse(zw.lo[:0], corr, z.FetchResponse)

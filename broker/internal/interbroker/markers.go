@@ -1,13 +1,13 @@
-package broker
+package interbroker
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
-	"strconv"
 	"sync"
 	"time"
+
+	"github.com/gregorbroker/gregor/raftmeta/image"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -22,7 +22,8 @@ import (
 // Kafka's TransactionMarkerChannelManager: the markers of one
 // WriteMarkers call are sorted by the leader of each partition in this
 // node's metadata image; partitions this node leads are written in
-// process (writeMarker, the path the WriteTxnMarkers handler serves),
+// process (the LocalMarkerWriter, the path the WriteTxnMarkers handler
+// serves),
 // and the others go to their leaders' inter-broker listeners, one
 // request per leader, all leaders at once. What fails comes back to the
 // coordinator (broker/txn/markers.go) as an error per partition, which
@@ -31,107 +32,44 @@ import (
 // in the image is txn.ErrPartitionDeleted, dropped as Kafka drops a
 // partition whose leader it cannot find.
 
-// brokerClients holds one kgo client per remote broker, connected to its
-// inter-broker listener, for one kind of request this node sends as a
-// broker. Each sender keeps its own set, so a slow request of one kind
-// (a marker waiting for replication) never holds up the answers of
-// another on the same connection (responses come back in order).
-type brokerClients struct {
-	s    *Server
-	opts []kgo.Opt // the client id and the versions the requests need
-
-	mu      sync.Mutex // a leaf: nothing else is taken while it is held
-	closed  bool
-	clients map[int32]*brokerClient
-}
-
-// brokerClient is a connection to a remote broker at addr.
-type brokerClient struct {
-	addr string
-	cl   *kgo.Client
-}
-
-func newBrokerClients(s *Server, opts ...kgo.Opt) *brokerClients {
-	return &brokerClients{s: s, opts: opts, clients: make(map[int32]*brokerClient)}
-}
-
-// broker returns node's broker on a client connected to its inter-broker
-// listener, made anew when that address changed.
-func (c *brokerClients) broker(node int32) (*kgo.Broker, error) {
-	b, ok := c.s.meta.Image().Broker(node)
-	if !ok {
-		return nil, fmt.Errorf("broker %d is not registered", node)
-	}
-	l, ok := b.Listener(c.s.cfg.InterBrokerListenerName)
-	if !ok {
-		return nil, fmt.Errorf("broker %d has no %s listener", node, c.s.cfg.InterBrokerListenerName)
-	}
-	addr := net.JoinHostPort(l.Host, strconv.Itoa(int(l.Port)))
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.closed {
-		return nil, fmt.Errorf("broker %d: %w", node, context.Canceled)
-	}
-	if bc := c.clients[node]; bc != nil {
-		if bc.addr == addr {
-			return bc.cl.Broker(int(node)), nil
-		}
-		bc.cl.Close()
-		delete(c.clients, node)
-	}
-	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(addr)}, c.opts...)...)
-	if err != nil {
-		return nil, fmt.Errorf("connect to broker %d at %s: %w", node, addr, err)
-	}
-	c.clients[node] = &brokerClient{addr: addr, cl: cl}
-	return cl.Broker(int(node)), nil
-}
-
-// count is the number of remote brokers connected to.
-func (c *brokerClients) count() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return len(c.clients)
-}
-
-// close closes every connection; later requests fail.
-func (c *brokerClients) close() {
-	c.mu.Lock()
-	c.closed = true
-	clients := c.clients
-	c.clients = make(map[int32]*brokerClient)
-	c.mu.Unlock()
-	for _, bc := range clients {
-		bc.cl.Close()
-	}
-}
-
-// markerSender sends the transaction coordinator's markers to the
-// partition leaders.
-type markerSender struct {
-	s       *Server
-	clients *brokerClients
-	// viaNetwork sends the markers of this node's partitions over its
+// MarkerSender sends the transaction coordinator's markers to the
+// partition leaders. It is the coordinator's txn.MarkerWriter.
+type MarkerSender struct {
+	self       int32               // this node's id
+	image      func() *image.Image // this node's metadata image
+	writeLocal LocalMarkerWriter
+	clients    *Clients
+	// ViaNetwork sends the markers of this node's partitions over its
 	// inter-broker listener too; tests set it to exercise the path
 	// between brokers on one node.
-	viaNetwork bool
+	ViaNetwork bool
 }
 
-func newMarkerSender(s *Server) *markerSender {
+// LocalMarkerWriter writes a marker to a partition this node leads (the
+// path the WriteTxnMarkers handler serves).
+type LocalMarkerWriter func(ctx context.Context, topic string, partition int32, m producerstate.Marker) error
+
+// NewMarkerSender sends markers from node self: those of partitions it
+// leads through writeLocal, the others to their leaders, found in image,
+// on their listener named listener.
+func NewMarkerSender(self int32, listener string, image func() *image.Image, writeLocal LocalMarkerWriter) *MarkerSender {
 	// v1 is the oldest version Kafka 4 serves; v2 carries the transaction
 	// version, which the leader needs to check a version 2 marker's epoch,
 	// and kgo sends the highest version both sides know.
 	var minVersions kversion.Versions
 	minVersions.SetMaxKeyVersion(int16(kmsg.WriteTxnMarkers), 1)
-	return &markerSender{s: s, clients: newBrokerClients(s,
+	return &MarkerSender{self: self, image: image, writeLocal: writeLocal, clients: NewClients(image, listener,
 		kgo.MinVersions(&minVersions),
-		kgo.ClientID(fmt.Sprintf("gregor-txn-markers-%d", s.cfg.NodeID)),
+		kgo.ClientID(fmt.Sprintf("gregor-txn-markers-%d", self)),
 		// The leader answers once each marker is replicated, which may
 		// take until a lagging follower leaves the ISR: the read
 		// deadline must not cut that short of the request's own bound.
-		kgo.RequestTimeoutOverhead(interBrokerRequestTimeout+5*time.Second),
+		kgo.RequestTimeoutOverhead(RequestTimeout+5*time.Second),
 	)}
 }
+
+// Clients are the sender's connections to the other leaders.
+func (ms *MarkerSender) Clients() *Clients { return ms.clients }
 
 // markerRoute is the part of one marker that goes to one destination:
 // the indexes, in Marker.Partitions, of its partitions there.
@@ -176,8 +114,8 @@ func routeMarkers(markers []txn.Marker, leaderOf markerLeader, out [][]error) (o
 // Kafka's metadataCache.getPartitionLeaderEndpoint: a partition not in the
 // image was deleted (its marker is dropped), one without a live leader
 // waits for the next attempt.
-func (ms *markerSender) markerLeader(topic string, partition int32) (int32, error) {
-	img := ms.s.meta.Image()
+func (ms *MarkerSender) markerLeader(topic string, partition int32) (int32, error) {
+	img := ms.image()
 	t, ok := img.Topic(topic)
 	if !ok || partition < 0 || int(partition) >= len(t.Partitions) {
 		return 0, fmt.Errorf("marker for %s-%d: %w", topic, partition, txn.ErrPartitionDeleted)
@@ -194,14 +132,14 @@ func (ms *markerSender) markerLeader(topic string, partition int32) (int32, erro
 
 // partitionDeleted reports whether a partition is gone from this node's
 // image.
-func (ms *markerSender) partitionDeleted(topic string, partition int32) bool {
-	t, ok := ms.s.meta.Image().Topic(topic)
+func (ms *MarkerSender) partitionDeleted(topic string, partition int32) bool {
+	t, ok := ms.image().Topic(topic)
 	return !ok || partition < 0 || int(partition) >= len(t.Partitions)
 }
 
-// writeMarkers writes each marker to each of its partitions, on this
+// WriteMarkers writes each marker to each of its partitions, on this
 // node or at their leaders, and answers one error per partition.
-func (ms *markerSender) writeMarkers(ctx context.Context, markers []txn.Marker) [][]error {
+func (ms *MarkerSender) WriteMarkers(ctx context.Context, markers []txn.Marker) [][]error {
 	out := make([][]error, len(markers))
 	for i, m := range markers {
 		out[i] = make([]error, len(m.Partitions))
@@ -210,11 +148,11 @@ func (ms *markerSender) writeMarkers(ctx context.Context, markers []txn.Marker) 
 	var wg sync.WaitGroup
 	for _, node := range order {
 		rs := routes[node]
-		local := node == ms.s.cfg.NodeID && !ms.viaNetwork
+		local := node == ms.self && !ms.ViaNetwork
 		// Each destination fills its own partitions' slots of out.
 		wg.Go(func() {
 			if local {
-				ms.writeLocal(ctx, markers, rs, out)
+				ms.writeLocalMarkers(ctx, markers, rs, out)
 				return
 			}
 			ms.writeRemote(ctx, node, markers, rs, out)
@@ -224,8 +162,8 @@ func (ms *markerSender) writeMarkers(ctx context.Context, markers []txn.Marker) 
 	return out
 }
 
-// writeLocal writes the markers of partitions this node leads.
-func (ms *markerSender) writeLocal(ctx context.Context, markers []txn.Marker, rs []markerRoute, out [][]error) {
+// writeLocalMarkers writes the markers of partitions this node leads.
+func (ms *MarkerSender) writeLocalMarkers(ctx context.Context, markers []txn.Marker, rs []markerRoute, out [][]error) {
 	for _, r := range rs {
 		m := markers[r.marker]
 		pm := producerstate.Marker{
@@ -234,18 +172,18 @@ func (ms *markerSender) writeLocal(ctx context.Context, markers []txn.Marker, rs
 		}
 		for _, j := range r.parts {
 			tp := m.Partitions[j]
-			out[r.marker][j] = ms.s.writeMarker(ctx, tp.Topic, tp.Partition, pm)
+			out[r.marker][j] = ms.writeLocal(ctx, tp.Topic, tp.Partition, pm)
 		}
 	}
 }
 
 // writeRemote sends the markers of partitions led by node in one
 // WriteTxnMarkers request.
-func (ms *markerSender) writeRemote(ctx context.Context, node int32, markers []txn.Marker, rs []markerRoute, out [][]error) {
+func (ms *MarkerSender) writeRemote(ctx context.Context, node int32, markers []txn.Marker, rs []markerRoute, out [][]error) {
 	req := markersRequest(markers, rs)
-	ctx, cancel := context.WithTimeout(ctx, interBrokerRequestTimeout)
+	ctx, cancel := context.WithTimeout(ctx, RequestTimeout)
 	defer cancel()
-	b, err := ms.clients.broker(node)
+	b, err := ms.clients.Broker(node)
 	var resp *kmsg.WriteTxnMarkersResponse
 	if err == nil {
 		resp, err = req.RequestWith(ctx, b)

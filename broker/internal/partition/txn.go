@@ -1,4 +1,4 @@
-package broker
+package partition
 
 import (
 	"encoding/binary"
@@ -16,23 +16,23 @@ import (
 // read_committed fetches must tell consumers to skip, which the log's
 // transaction indexes (.txnindex, storage) answer for the range fetched.
 
-// abortedTxn is an aborted transaction's range of offsets in a partition.
-type abortedTxn struct {
+// AbortedTxn is an aborted transaction's range of offsets in a partition.
+type AbortedTxn struct {
 	ProducerID  int64
 	FirstOffset int64
 	LastOffset  int64
 }
 
-// txnStateLocked returns the partition's producer state, loading it (and
+// TxnStateLocked returns the partition's producer state, loading it (and
 // with it the ongoing transactions that bound the LSO) on first use. The
-// caller holds p.mu.
-func (s *Server) txnStateLocked(p *partition) (*producerstate.State, error) {
-	return s.producerStateLocked(p)
+// caller holds p.Mu.
+func (p *Partition) TxnStateLocked() (*producerstate.State, error) {
+	return p.ProducerStateLocked()
 }
 
-// decodeMarker reads a control batch's marker: commit or abort, and the
+// DecodeMarker reads a control batch's marker: commit or abort, and the
 // coordinator epoch.
-func decodeMarker(batch []byte) (commit bool, coordEpoch int32, err error) {
+func DecodeMarker(batch []byte) (commit bool, coordEpoch int32, err error) {
 	found := false
 	err = protocol.DecodeBatch(batch, 1<<20, func(_ *protocol.BatchHeader, r protocol.Record) error {
 		if found {
@@ -52,62 +52,62 @@ func decodeMarker(batch []byte) (commit bool, coordEpoch int32, err error) {
 	return commit, coordEpoch, err
 }
 
-// updateLastStableOffsetLocked sets the LSO: the high watermark, or the
+// UpdateLastStableOffsetLocked sets the LSO: the high watermark, or the
 // first offset of the oldest undecided transaction if that is lower. The
-// caller holds p.mu.
-func (p *partition) updateLastStableOffsetLocked() {
-	lso := p.hw.Load()
+// caller holds p.Mu.
+func (p *Partition) UpdateLastStableOffsetLocked() {
+	lso := p.HW.Load()
 	first := int64(-1)
-	if p.producers != nil {
-		if off, ok := p.producers.LastStableOffsetFirst(); ok {
+	if p.Producers != nil {
+		if off, ok := p.Producers.LastStableOffsetFirst(); ok {
 			first = off
 			lso = min(lso, off)
 		}
 	}
-	p.lso.Store(lso)
-	p.log.SetFirstUnstableOffset(first)
+	p.LSO.Store(lso)
+	p.Log.SetFirstUnstableOffset(first)
 }
 
-// lastStableOffset is the offset read_committed consumers read up to.
-func (s *Server) lastStableOffset(p *partition) (int64, error) {
-	if p.txnReady.Load() {
-		return p.lso.Load(), nil
+// LastStableOffset is the offset read_committed consumers read up to.
+func (p *Partition) LastStableOffset() (int64, error) {
+	if p.TxnReady.Load() {
+		return p.LSO.Load(), nil
 	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if _, err := s.txnStateLocked(p); err != nil {
+	p.Mu.Lock()
+	defer p.Mu.Unlock()
+	if _, err := p.TxnStateLocked(); err != nil {
 		return 0, err
 	}
-	p.txnReady.Store(true)
-	return p.lso.Load(), nil
+	p.TxnReady.Store(true)
+	return p.LSO.Load(), nil
 }
 
-// abortedIn lists the aborted transactions that overlap [from, to), which
+// AbortedIn lists the aborted transactions that overlap [from, to), which
 // a read_committed fetch returns with the records, from the log's
 // transaction indexes.
-func (s *Server) abortedIn(p *partition, from, to int64) ([]abortedTxn, error) {
-	txns, err := p.log.CollectAbortedTxns(from, to)
+func (p *Partition) AbortedIn(from, to int64) ([]AbortedTxn, error) {
+	txns, err := p.Log.CollectAbortedTxns(from, to)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]abortedTxn, len(txns))
+	out := make([]AbortedTxn, len(txns))
 	for i, t := range txns {
-		out[i] = abortedTxn{ProducerID: t.ProducerID, FirstOffset: t.FirstOffset, LastOffset: t.LastOffset}
+		out[i] = AbortedTxn{ProducerID: t.ProducerID, FirstOffset: t.FirstOffset, LastOffset: t.LastOffset}
 	}
 	return out, nil
 }
 
-// appendTransactional appends a transactional batch (a producer's, or the
+// AppendTransactional appends a transactional batch (a producer's, or the
 // group coordinator's transactional offset commit), with the producer's
 // transaction tracked so the LSO stays below it until its marker.
-func (s *Server) appendTransactional(p *partition, batch []byte, nowMs int64) (int64, error) {
+func (p *Partition) AppendTransactional(batch []byte, nowMs int64) (int64, error) {
 	h, err := protocol.ParseBatchHeader(batch)
 	if err != nil {
 		return 0, err
 	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	st, err := s.txnStateLocked(p)
+	p.Mu.Lock()
+	defer p.Mu.Unlock()
+	st, err := p.TxnStateLocked()
 	if err != nil {
 		return 0, err
 	}
@@ -118,14 +118,14 @@ func (s *Server) appendTransactional(p *partition, batch []byte, nowMs int64) (i
 		return 0, fmt.Errorf("%w: epoch %d is older than %d", kerr.InvalidProducerEpoch, h.ProducerEpoch, cur.Epoch)
 	}
 	// Known before it is published, as in appendIdempotent.
-	first := p.log.LogEndOffset()
-	st.Update(batchProducerInfo(&h), first, first+int64(h.LastOffsetDelta), h.MaxTimestamp)
-	last, err := s.appendLocked(p, batch, nowMs)
+	first := p.Log.LogEndOffset()
+	st.Update(BatchProducerInfo(&h), first, first+int64(h.LastOffsetDelta), h.MaxTimestamp)
+	last, err := p.AppendLocked(batch, nowMs)
 	if err != nil {
 		return 0, err
 	}
-	p.mu.Unlock()
-	err = s.durable(p, last)
-	p.mu.Lock() // for the deferred unlock
+	p.Mu.Unlock()
+	err = p.Durable(last)
+	p.Mu.Lock() // for the deferred unlock
 	return last, err
 }

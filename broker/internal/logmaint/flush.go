@@ -1,0 +1,63 @@
+package logmaint
+
+import (
+	"math"
+	"time"
+)
+
+// FlushScheduler is Kafka's log flusher: every
+// log.flush.scheduler.interval.ms it flushes each hosted log whose last
+// flush is older than its topic's flush.ms, so flush.ms holds for a
+// partition that stops receiving records (appends check it only as they
+// come). With Kafka's default interval, Long.MAX_VALUE, it never runs, as
+// in Kafka.
+func (m *Maintainer) FlushScheduler() {
+	ms := m.d.Cfg.LogFlushSchedulerIntervalMs
+	if ms <= 0 || ms >= math.MaxInt64/int64(time.Millisecond) {
+		return
+	}
+	t := time.NewTicker(time.Duration(ms) * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-m.d.Ctx.Done():
+			return
+		case <-t.C:
+			m.flushStaleLogs()
+		}
+	}
+}
+
+// flushStaleLogs flushes the hosted logs past their flush.ms; a disk
+// error takes the log's dir offline, as one met by an append does.
+func (m *Maintainer) flushStaleLogs() {
+	for _, p := range m.d.Partitions() {
+		if p.Log == nil {
+			continue
+		}
+		if _, err := p.Log.FlushIfStale(); err != nil {
+			m.d.StorageFailed(p, err)
+		}
+	}
+}
+
+// FlushLoop applies the time-based flush policy and checkpoints the
+// recovery points, as Kafka's log manager does in the background.
+func (m *Maintainer) FlushLoop() {
+	interval := time.Duration(m.d.Cfg.LogFlushOffsetCheckpointIntervalMs) * time.Millisecond
+	if interval <= 0 {
+		interval = time.Minute
+	}
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-m.d.Ctx.Done():
+			return
+		case <-t.C:
+			if err := m.d.Logs.Checkpoint(); err != nil {
+				m.d.Logger.Error("checkpoint log dirs", "err", err)
+			}
+		}
+	}
+}

@@ -1,0 +1,9 @@
+// Package replica is replication's follower side. For each leader it
+// follows partitions of, this node runs one fetcher goroutine that fetches
+// from the leader with the Fetch API and its replica id, as Kafka's replica
+// fetcher threads do. After becoming a follower a partition first
+// truncates a divergent tail: it asks the leader, with
+// OffsetForLeaderEpoch, where its own last leader epoch ended there, and
+// cuts its log at that offset (KIP-101/279). The leader's side is
+// broker/replication.go and the Fetch handler.
+package replica

@@ -1,0 +1,493 @@
+package replica
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/gregorbroker/gregor/raftmeta/image"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/gregorbroker/gregor/broker/internal/partition"
+	"github.com/gregorbroker/gregor/config"
+	"github.com/gregorbroker/gregor/protocol"
+	"github.com/gregorbroker/gregor/storage"
+)
+
+// Manager keeps one fetcher per leader.
+type Manager struct {
+	d        Deps
+	mu       sync.Mutex
+	fetchers map[int32]*fetcher
+}
+
+// Deps are what the fetchers need of the server.
+type Deps struct {
+	Cfg    *config.Broker      // the node id, the inter-broker listener, replica.fetch.*
+	Image  func() *image.Image // this node's metadata image
+	Ctx    context.Context     // ends when the server closes
+	Go     func(func())        // starts a goroutine the server waits for when it closes
+	Logger *slog.Logger
+	// BrokerEpoch is this broker's registration epoch, -1 before it has
+	// registered.
+	BrokerEpoch func() int64
+	// Partition is a hosted partition, or nil.
+	Partition func(topic string, index int32) *partition.Partition
+	// DirOffline reports whether p's log dir went offline, and
+	// StorageFailed takes it offline after a disk error.
+	DirOffline    func(p *partition.Partition) bool
+	StorageFailed func(p *partition.Partition, err error)
+	// Checkpoint writes the log dirs' checkpoints, after a truncation.
+	Checkpoint func() error
+}
+
+// NewManager is a Manager with no fetcher yet.
+func NewManager(d Deps) *Manager {
+	return &Manager{d: d, fetchers: make(map[int32]*fetcher)}
+}
+
+// Reconcile hands every hosted partition this node follows to the fetcher
+// of its leader, and stops fetchers left with nothing to fetch.
+func (m *Manager) Reconcile(hosted []*partition.Partition) {
+	byLeader := make(map[int32][]*partition.Partition)
+	for _, p := range hosted {
+		if a := p.Assign.Load(); a != nil && a.Leader >= 0 && a.Leader != m.d.Cfg.NodeID {
+			byLeader[a.Leader] = append(byLeader[a.Leader], p)
+		}
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for leader, f := range m.fetchers {
+		if _, ok := byLeader[leader]; !ok {
+			f.stop()
+			delete(m.fetchers, leader)
+		}
+	}
+	for leader, parts := range byLeader {
+		f := m.fetchers[leader]
+		if f == nil {
+			f = m.newFetcher(leader)
+			m.fetchers[leader] = f
+		}
+		f.set(parts)
+	}
+}
+
+// Close stops every fetcher and waits for each to finish what it was
+// doing, so that none appends to a log after Close returns.
+func (m *Manager) Close() {
+	m.mu.Lock()
+	var stopped []*fetcher
+	for leader, f := range m.fetchers {
+		f.stop()
+		delete(m.fetchers, leader)
+		stopped = append(stopped, f)
+	}
+	m.mu.Unlock()
+	for _, f := range stopped {
+		<-f.done
+	}
+}
+
+// FollowState is a followed partition's progress: whether it has
+// truncated since it started following at this leader epoch.
+type FollowState struct {
+	Epoch     int32
+	Truncated bool
+}
+
+// fetcher follows the partitions of one leader.
+type fetcher struct {
+	m      *Manager
+	leader int32
+	ctx    context.Context
+	cancel context.CancelFunc
+	done   chan struct{}
+	wake   chan struct{}
+
+	mu    sync.Mutex
+	parts map[*partition.Partition]*FollowState
+}
+
+func (m *Manager) newFetcher(leader int32) *fetcher {
+	ctx, cancel := context.WithCancel(m.d.Ctx)
+	f := &fetcher{m: m, leader: leader, ctx: ctx, cancel: cancel, done: make(chan struct{}),
+		wake: make(chan struct{}, 1), parts: make(map[*partition.Partition]*FollowState)}
+	m.d.Go(func() {
+		defer close(f.done)
+		f.run()
+	})
+	return f
+}
+
+func (f *fetcher) set(parts []*partition.Partition) {
+	f.mu.Lock()
+	next := make(map[*partition.Partition]*FollowState, len(parts))
+	for _, p := range parts {
+		epoch := p.Assign.Load().LeaderEpoch
+		if st := f.parts[p]; st != nil && st.Epoch == epoch {
+			next[p] = st
+		} else {
+			next[p] = &FollowState{Epoch: epoch}
+		}
+	}
+	f.parts = next
+	f.mu.Unlock()
+	select {
+	case f.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (f *fetcher) stop() {
+	f.cancel()
+}
+
+// leaderAddr is the leader's address on the inter-broker listener.
+func (f *fetcher) leaderAddr() (string, error) {
+	b, ok := f.m.d.Image().Broker(f.leader)
+	if !ok {
+		return "", fmt.Errorf("leader %d is not registered", f.leader)
+	}
+	l, ok := b.Listener(f.m.d.Cfg.InterBrokerListenerName)
+	if !ok {
+		return "", fmt.Errorf("leader %d has no %s listener", f.leader, f.m.d.Cfg.InterBrokerListenerName)
+	}
+	return net.JoinHostPort(l.Host, strconv.Itoa(int(l.Port))), nil
+}
+
+func (f *fetcher) run() {
+	backoff := time.Duration(f.m.d.Cfg.ReplicaFetchBackoffMs) * time.Millisecond
+	var cl *kgo.Client
+	defer func() {
+		if cl != nil {
+			cl.Close()
+		}
+	}()
+	for f.ctx.Err() == nil {
+		if cl == nil {
+			addr, err := f.leaderAddr()
+			if err == nil {
+				cl, err = kgo.NewClient(kgo.SeedBrokers(addr), kgo.ClientID(fmt.Sprintf("gregor-replica-%d", f.m.d.Cfg.NodeID)))
+			}
+			if err != nil {
+				f.m.d.Logger.Warn("replica fetcher", "leader", f.leader, "err", err)
+				f.sleep(backoff)
+				continue
+			}
+		}
+		f.mu.Lock()
+		parts := make(map[*partition.Partition]*FollowState, len(f.parts))
+		for p, st := range f.parts {
+			// A partition on an offline log dir is no longer followed
+			// (broker/produce_helpers.go): the controller moves it off this
+			// broker, and its errors would hold up the others.
+			if !f.m.d.DirOffline(p) {
+				parts[p] = st
+			}
+		}
+		f.mu.Unlock()
+		if len(parts) == 0 {
+			select {
+			case <-f.wake:
+			case <-f.ctx.Done():
+			}
+			continue
+		}
+		if f.m.d.BrokerEpoch() == -1 {
+			// Not registered yet (a restart replays the image before it
+			// registers): fetches are made under this incarnation's epoch
+			// only, so that the leader never counts them for another.
+			f.sleep(max(backoff, 50*time.Millisecond))
+			continue
+		}
+		if err := f.truncate(cl, parts); err != nil {
+			if f.ctx.Err() == nil {
+				f.m.d.Logger.Warn("replica truncation", "leader", f.leader, "err", err)
+			}
+			f.noteDiskFailures(parts)
+			f.sleep(backoff)
+			continue
+		}
+		if err := f.fetchOnce(cl, parts); err != nil {
+			if f.ctx.Err() == nil {
+				f.m.d.Logger.Warn("replica fetch", "leader", f.leader, "err", err)
+			}
+			f.noteDiskFailures(parts)
+			f.sleep(backoff)
+		}
+	}
+}
+
+// noteDiskFailures takes offline the log dir of each followed partition
+// whose log a failed write made unusable, as a leader's append does.
+func (f *fetcher) noteDiskFailures(parts map[*partition.Partition]*FollowState) {
+	for p := range parts {
+		if err := p.Log.Err(); err != nil {
+			f.m.d.StorageFailed(p, err)
+		}
+	}
+}
+
+func (f *fetcher) sleep(d time.Duration) {
+	select {
+	case <-time.After(d):
+	case <-f.ctx.Done():
+	}
+}
+
+// truncate cuts the log of every partition that has not truncated at its
+// current leader epoch to where the leader says its last epoch ended.
+func (f *fetcher) truncate(cl *kgo.Client, parts map[*partition.Partition]*FollowState) error {
+	req := kmsg.NewPtrOffsetForLeaderEpochRequest()
+	req.ReplicaID = f.m.d.Cfg.NodeID
+	var asked []*partition.Partition
+	topics := make(map[string]int)
+	for p, st := range parts {
+		if st.Truncated {
+			continue
+		}
+		p.Mu.Lock()
+		entries, err := p.EpochsLocked()
+		p.Mu.Unlock()
+		if err != nil {
+			return err
+		}
+		if len(entries) == 0 {
+			st.Truncated = true // an empty log has nothing to cut
+			continue
+		}
+		i, ok := topics[p.Topic]
+		if !ok {
+			i = len(req.Topics)
+			topics[p.Topic] = i
+			rt := kmsg.NewOffsetForLeaderEpochRequestTopic()
+			rt.Topic = p.Topic
+			req.Topics = append(req.Topics, rt)
+		}
+		rp := kmsg.NewOffsetForLeaderEpochRequestTopicPartition()
+		rp.Partition = p.Index
+		rp.CurrentLeaderEpoch = st.Epoch
+		rp.LeaderEpoch = entries[len(entries)-1].Epoch
+		req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)
+		asked = append(asked, p)
+	}
+	if len(asked) == 0 {
+		return nil
+	}
+	resp, err := req.RequestWith(f.ctx, cl.Broker(int(f.leader)))
+	if err != nil {
+		return err
+	}
+	for _, rt := range resp.Topics {
+		for _, rp := range rt.Partitions {
+			p := f.m.d.Partition(rt.Topic, rp.Partition)
+			st := parts[p]
+			if p == nil || st == nil {
+				continue
+			}
+			if rp.ErrorCode != 0 {
+				return fmt.Errorf("offset for leader epoch %s-%d: %w", rt.Topic, rp.Partition, kerr.ErrorForCode(rp.ErrorCode))
+			}
+			if err := f.m.TruncateFollower(p, rp.EndOffset); err != nil {
+				return err
+			}
+			st.Truncated = true
+		}
+	}
+	return nil
+}
+
+// TruncateFollower cuts a follower's log at offset (when below its end)
+// and forgets what lay above: epochs, producer state.
+func (m *Manager) TruncateFollower(p *partition.Partition, offset int64) error {
+	p.Mu.Lock()
+	defer p.Mu.Unlock()
+	if offset < 0 || offset >= p.Log.LogEndOffset() {
+		return nil
+	}
+	m.d.Logger.Info("truncating follower log", "topic", p.Topic, "partition", p.Index, "from", p.Log.LogEndOffset(), "to", offset)
+	if err := p.Log.TruncateTo(offset); err != nil {
+		return fmt.Errorf("truncate %s-%d: %w", p.Topic, p.Index, err)
+	}
+	leo := p.Log.LogEndOffset()
+	if entries, err := p.EpochsLocked(); err == nil {
+		for len(entries) > 0 && entries[len(entries)-1].StartOffset >= leo {
+			entries = entries[:len(entries)-1]
+		}
+		p.Epochs = entries
+		if err := p.WriteEpochsLocked(); err != nil {
+			return err
+		}
+	}
+	p.Producers = nil
+	if p.HW.Load() > leo {
+		p.HW.Store(leo)
+	}
+	return m.d.Checkpoint()
+}
+
+// fetchOnce sends one replica fetch to the leader and appends what comes
+// back.
+func (f *fetcher) fetchOnce(cl *kgo.Client, parts map[*partition.Partition]*FollowState) error {
+	req := kmsg.NewPtrFetchRequest()
+	req.ReplicaID = f.m.d.Cfg.NodeID
+	req.ReplicaState.ID = f.m.d.Cfg.NodeID
+	// The leader counts this fetch for this incarnation only (KIP-903).
+	req.ReplicaState.Epoch = f.m.d.BrokerEpoch()
+	req.MaxWaitMillis = f.m.d.Cfg.ReplicaFetchWaitMaxMs
+	req.MinBytes = f.m.d.Cfg.ReplicaFetchMinBytes
+	req.MaxBytes = f.m.d.Cfg.ReplicaFetchResponseMaxBytes
+	req.SessionID, req.SessionEpoch = 0, -1
+	topics := make(map[string]int)
+	byKey := make(map[string]*partition.Partition)
+	for p, st := range parts {
+		if !st.Truncated {
+			continue
+		}
+		i, ok := topics[p.Topic]
+		if !ok {
+			i = len(req.Topics)
+			topics[p.Topic] = i
+			rt := kmsg.NewFetchRequestTopic()
+			rt.Topic, rt.TopicID = p.Topic, p.TopicID
+			req.Topics = append(req.Topics, rt)
+		}
+		rp := kmsg.NewFetchRequestTopicPartition()
+		rp.Partition = p.Index
+		rp.FetchOffset = p.Log.LogEndOffset()
+		rp.LogStartOffset = p.Log.LogStartOffset()
+		rp.CurrentLeaderEpoch = st.Epoch
+		rp.PartitionMaxBytes = f.m.d.Cfg.ReplicaFetchMaxBytes
+		req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)
+		byKey[p.Topic+"/"+strconv.Itoa(int(p.Index))] = p
+	}
+	if len(byKey) == 0 {
+		return nil
+	}
+	resp, err := req.RequestWith(f.ctx, cl.Broker(int(f.leader)))
+	if err != nil {
+		return err
+	}
+	if resp.ErrorCode != 0 {
+		return kerr.ErrorForCode(resp.ErrorCode)
+	}
+	var errs []error
+	for _, rt := range resp.Topics {
+		name := rt.Topic
+		if req.Version >= 13 {
+			if t, ok := f.m.d.Image().TopicByID(rt.TopicID); ok {
+				name = t.Name
+			}
+		}
+		for _, rp := range rt.Partitions {
+			p := byKey[name+"/"+strconv.Itoa(int(rp.Partition))]
+			if p == nil {
+				continue
+			}
+			if err := f.m.ApplyFetched(p, parts[p], &rp); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// ApplyFetched appends a fetched partition's batches as a follower and
+// takes the leader's high watermark and log start offset.
+func (m *Manager) ApplyFetched(p *partition.Partition, st *FollowState, rp *kmsg.FetchResponseTopicPartition) error {
+	switch rp.ErrorCode {
+	case 0:
+	case kerr.OffsetOutOfRange.Code:
+		p.Mu.Lock()
+		defer p.Mu.Unlock()
+		if p.Log.LogEndOffset() < rp.LogStartOffset || rp.LogStartOffset < 0 {
+			// Behind the leader's log start: start over there.
+			start := rp.LogStartOffset
+			if start < 0 {
+				start = 0
+			}
+			if err := p.Log.TruncateFullyAndStartAt(start); err != nil {
+				return err
+			}
+			p.Epochs, p.Producers = []partition.EpochEntry{}, nil
+			return p.WriteEpochsLocked()
+		}
+		st.Truncated = false // ahead of the leader: truncate again
+		return nil
+	default:
+		return fmt.Errorf("fetch %s-%d from leader: %w", p.Topic, p.Index, kerr.ErrorForCode(rp.ErrorCode))
+	}
+	p.Mu.Lock()
+	defer p.Mu.Unlock()
+	if len(rp.RecordBatches) > 0 {
+		if _, err := p.Log.AppendAsFollower(rp.RecordBatches); err != nil {
+			var aoe *storage.AppendOffsetError
+			if errors.As(err, &aoe) && aoe.LogEndOffset == aoe.LogStartOffset {
+				if err := p.Log.TruncateFullyAndStartAt(aoe.FirstOffset); err != nil {
+					return err
+				}
+				_, err = p.Log.AppendAsFollower(rp.RecordBatches)
+			}
+			if err != nil {
+				return fmt.Errorf("append %s-%d as follower: %w", p.Topic, p.Index, err)
+			}
+		}
+		if err := noteFetchedEpochsLocked(p, rp.RecordBatches); err != nil {
+			return err
+		}
+		p.Producers = nil
+	}
+	if rp.LogStartOffset > p.Log.LogStartOffset() {
+		if err := p.Log.IncrementLogStartOffset(min(rp.LogStartOffset, p.Log.LogEndOffset())); err != nil {
+			return err
+		}
+	}
+	hw := min(rp.HighWatermark, p.Log.LogEndOffset())
+	if hw != p.HW.Load() && hw >= 0 {
+		p.HW.Store(hw)
+		p.Log.SetHighWatermark(hw)
+	}
+	return nil
+}
+
+// noteFetchedEpochsLocked adds to the epoch cache the epochs that begin in
+// fetched batches.
+func noteFetchedEpochsLocked(p *partition.Partition, data []byte) error {
+	entries, err := p.EpochsLocked()
+	if err != nil {
+		return err
+	}
+	changed := false
+	for len(data) > 0 {
+		_, rest, h, err := protocol.NextBatch(data)
+		if err != nil {
+			break // a partial batch at the end, not appended
+		}
+		data = rest
+		if n := len(entries); h.PartitionLeaderEpoch >= 0 && (n == 0 || h.PartitionLeaderEpoch > entries[n-1].Epoch) {
+			entries = append(entries, partition.EpochEntry{Epoch: h.PartitionLeaderEpoch, StartOffset: h.BaseOffset})
+			changed = true
+		}
+	}
+	p.Epochs = entries
+	if changed {
+		return p.WriteEpochsLocked()
+	}
+	return nil
+}
+
+// FetchOnce sends one replica fetch for parts to leader over cl and
+// appends what comes back, outside the fetchers' loop (for tests).
+func (m *Manager) FetchOnce(ctx context.Context, leader int32, cl *kgo.Client, parts map[*partition.Partition]*FollowState) error {
+	f := &fetcher{m: m, leader: leader, ctx: ctx}
+	return f.fetchOnce(cl, parts)
+}
