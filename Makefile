@@ -63,7 +63,11 @@ compat-deps:
 # pass on gregor now, when gregor's outcome differs from Kafka's without a
 # line in compat/differences.txt, or when gregor's API versions differ
 # from the live Kafka's without a line in compat/api-differences.tsv;
-# UPDATE=1 records this run as the new expected table.
+# UPDATE=1 records this run as the new expected table. The same run has
+# the Java client's own scenarios on both targets (TestJava: KIP-848,
+# transactions v2, Streams, every Admin call) and Kafka's command-line
+# tools against gregor (TestKafkaTools: kafka-topics … kafka-dump-log
+# reading gregor's segment files).
 # COMPAT_PARALLEL clients run at once per target (the Go default is one
 # per core); most of a scenario's time is waiting on the broker, so more
 # than the two cores keep the run near its old length with two targets.
@@ -72,7 +76,7 @@ COMPAT_PARALLEL ?= 8
 compat: compat-deps
 	@mkdir -p compat/out
 	@cd compat && status=0; rm -f out/kafka-versions.tsv; \
-	$(GO) test -count=1 -timeout $(COMPAT_TIMEOUT) -parallel $(COMPAT_PARALLEL) -run '^(TestClients|TestAPIVersions)$$' . \
+	$(GO) test -count=1 -timeout $(COMPAT_TIMEOUT) -parallel $(COMPAT_PARALLEL) -run '^(TestClients|TestAPIVersions|TestJava|TestKafkaTools)$$' . \
 		-args -compat.results=out/results.tsv -compat.versions=out/gregor-versions.tsv \
 		-compat.kafka-versions=out/kafka-versions.tsv $(if $(UPDATE),-compat.update) || status=$$?; \
 	if [ -f out/results.tsv ]; then column -t -s "$$(printf '\t')" out/results.tsv | cut -c1-220; \

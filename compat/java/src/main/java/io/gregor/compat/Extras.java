@@ -114,8 +114,13 @@ final class Extras {
             FinalizedVersionRange tv = a.describeFeatures().featureMetadata().get().finalizedFeatures().get("transaction.version");
             check(tv != null && tv.maxVersionLevel() >= 2, "transaction.version finalized " + tv + ", want level 2");
             Scenarios.runTransactions(env, id);
+            // commitTransaction returns once the coordinator has prepared
+            // the commit; its markers, and so CompleteCommit, follow.
+            waitForChecked("the transaction after commit, abort, commit", 10000, () -> {
+                TransactionState st = describeTxn(a, id).state();
+                return st == TransactionState.COMPLETE_COMMIT ? null : "in state " + st;
+            });
             TransactionDescription d = describeTxn(a, id);
-            check(d.state() == TransactionState.COMPLETE_COMMIT, "after commit, abort, commit the transaction is " + d.state());
             // The first transaction ran at the epoch InitProducerId gave;
             // each of the three EndTxn bumped it once under version 2.
             check(d.producerEpoch() >= 3, "producer epoch " + d.producerEpoch() + " after three transactions, want each EndTxn to bump it (3 or more)");

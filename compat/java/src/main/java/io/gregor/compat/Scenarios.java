@@ -525,8 +525,12 @@ final class Scenarios {
         try (Admin a = admin(env.bootstrap())) {
             a.incrementalAlterConfigs(Map.of(res, List.of(new AlterConfigOp(new ConfigEntry("retention.ms", "987654321"),
                     AlterConfigOp.OpType.SET)))).all().get();
-            ConfigEntry e = describeConfigs(a, res).get("retention.ms");
-            check(e != null && "987654321".equals(e.value()), "after IncrementalAlterConfigs retention.ms is " + e + ", want 987654321");
+            // Kafka answers once the controller has committed the change;
+            // its brokers apply it from the metadata log a moment later.
+            waitForChecked("retention.ms after IncrementalAlterConfigs", 10000, () -> {
+                ConfigEntry e = describeConfigs(a, res).get("retention.ms");
+                return e != null && "987654321".equals(e.value()) ? null : "retention.ms " + e + ", want 987654321";
+            });
         }
         return "";
     }
