@@ -12,7 +12,8 @@ import (
 //
 // Special timestamps: -2 earliest (the log start offset), -1 latest (the
 // high watermark, or the last stable offset for read_committed), -3 the
-// record with the largest timestamp (v7+), -4 earliest local (v8+; no
+// first record holding the largest timestamp (v7+, Kafka 3.8+; under
+// LogAppendTime the first record of its batch), -4 earliest local (v8+; no
 // tiered storage, so the log start offset), -5 latest tiered (v9+) and -6
 // earliest pending upload (v11): nothing is tiered, so no offset (-1).
 // Any other timestamp finds the first record whose timestamp is at or
@@ -135,8 +136,12 @@ func (s *Server) listOffset(p *partition.Partition, ts int64, readCommitted bool
 		sp.Offset = p.Log.LogStartOffset()
 	case listLatestTiered, listEarliestUpload:
 	case listMaxTimestamp:
-		t, off := p.Log.MaxTimestamp()
-		if off >= 0 && off < hw {
+		off, t, found, err := p.Log.OffsetOfMaxTimestamp()
+		if err != nil {
+			s.log.Error("list offsets: max timestamp", "topic", p.Topic, "partition", p.Index, "err", err)
+			return kerr.KafkaStorageError.Code
+		}
+		if found && off < hw {
 			sp.Timestamp, sp.Offset = t, off
 		}
 	default:

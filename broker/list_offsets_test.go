@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 func TestListOffsetsByTimestamp(t *testing.T) {
@@ -64,4 +65,66 @@ func TestListOffsetsByTimestamp(t *testing.T) {
 	if o, _ := maxTS.Lookup("times", 0); o.Offset != 99 || o.Timestamp != base.Add(9*time.Second+9*time.Millisecond).UnixMilli() {
 		t.Errorf("max timestamp offset %d ts %d", o.Offset, o.Timestamp)
 	}
+}
+
+// TestListOffsetsMaxTimestampRecord: MAX_TIMESTAMP (-3) answers the first
+// record holding the largest timestamp, not the last record of its batch
+// (Kafka 3.8+), before and after a restart. Under LogAppendTime every
+// record carries the batch's time, so the answer is the batch's first
+// record.
+func TestListOffsetsMaxTimestampRecord(t *testing.T) {
+	dir := t.TempDir()
+	ts := startServer(t, dir)
+	adm := ts.admin(t)
+	createTopic(t, adm, "maxts", 1, nil)
+	appendTime := "LogAppendTime"
+	createTopic(t, adm, "maxts-append", 1, map[string]*string{"message.timestamp.type": &appendTime})
+	cl := ts.client(t, kgo.ManualFlushing(), kgo.ProducerLinger(0))
+	base := time.Now().Add(-time.Hour).Truncate(time.Millisecond)
+	for _, topic := range []string{"maxts", "maxts-append"} {
+		// One batch: Produce buffers all six, Flush sends them together.
+		for _, s := range []int{1, 3, 2, 9, 4, 5} {
+			cl.Produce(testContext(t), &kgo.Record{Topic: topic, Partition: 0, Value: []byte{byte(s)}, Timestamp: base.Add(time.Duration(s) * time.Second)}, nil)
+		}
+		if err := cl.Flush(testContext(t)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	check := func(ts *testServer, when string) {
+		t.Helper()
+		cl := ts.client(t)
+		req := kmsg.NewPtrListOffsetsRequest()
+		req.Version = 7
+		req.ReplicaID = -1
+		for _, topic := range []string{"maxts", "maxts-append"} {
+			rt := kmsg.NewListOffsetsRequestTopic()
+			rt.Topic = topic
+			rp := kmsg.NewListOffsetsRequestTopicPartition()
+			rp.Partition, rp.Timestamp, rp.CurrentLeaderEpoch = 0, -3, -1
+			rt.Partitions = append(rt.Partitions, rp)
+			req.Topics = append(req.Topics, rt)
+		}
+		resp, err := req.RequestWith(testContext(t), cl)
+		if err != nil {
+			t.Fatalf("%s: list offsets: %v", when, err)
+		}
+		got := make(map[string]kmsg.ListOffsetsResponseTopicPartition)
+		for _, rt := range resp.Topics {
+			for _, rp := range rt.Partitions {
+				got[rt.Topic] = rp
+			}
+		}
+		if p := got["maxts"]; p.ErrorCode != 0 || p.Offset != 3 || p.Timestamp != base.Add(9*time.Second).UnixMilli() {
+			t.Errorf("%s: create time: error %d offset %d timestamp %d, want offset 3 timestamp %d", when, p.ErrorCode, p.Offset, p.Timestamp, base.Add(9*time.Second).UnixMilli())
+		}
+		if p := got["maxts-append"]; p.ErrorCode != 0 || p.Offset != 0 || p.Timestamp < base.Add(time.Hour-time.Minute).UnixMilli() {
+			t.Errorf("%s: log append time: error %d offset %d timestamp %d, want offset 0 at the append time", when, p.ErrorCode, p.Offset, p.Timestamp)
+		}
+	}
+	check(ts, "live")
+	cl.Close()
+	if err := ts.Close(); err != nil {
+		t.Fatalf("close: %v", err)
+	}
+	check(startServer(t, dir), "restarted")
 }

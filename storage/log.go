@@ -517,9 +517,8 @@ func (l *Log) read(offset int64, maxBytes int32, maxOffset int64, minOneBatch, s
 
 // MaxTimestamp returns the largest batch max timestamp in the log and the
 // last offset of the batch holding it, as Kafka's segments track it; -1, -1
-// for a log without timestamps. For ListOffsets MAX_TIMESTAMP (-3) the
-// record-exact offset is FindOffsetByTimestamp(timestamp): the first record
-// whose timestamp reaches the maximum.
+// for a log without timestamps. ListOffsets MAX_TIMESTAMP (-3) wants the
+// record holding it: OffsetOfMaxTimestamp.
 func (l *Log) MaxTimestamp() (timestamp int64, offset int64) {
 	timestamp, offset = noTimestamp, -1
 	cfg := l.cfg.Load()

@@ -3,6 +3,7 @@ package storage
 import (
 	"errors"
 	"math/rand/v2"
+	"path/filepath"
 	"testing"
 
 	"github.com/gregorbroker/gregor/vfs"
@@ -61,7 +62,7 @@ func TestFindOffsetByTimestamp(t *testing.T) {
 				}
 			}
 			// MaxTimestamp: the largest, at the last offset of its batch;
-			// the record-exact offset is the first record reaching it.
+			// OffsetOfMaxTimestamp: the first record carrying it.
 			var maxRec record
 			maxRec.ts = -1
 			for _, r := range recs {
@@ -73,9 +74,9 @@ func TestFindOffsetByTimestamp(t *testing.T) {
 			if ts != maxRec.ts {
 				t.Fatalf("max timestamp %d, want %d", ts, maxRec.ts)
 			}
-			off, _, ok, err := l.FindOffsetByTimestamp(ts)
-			if err != nil || !ok || off != maxRec.offset {
-				t.Fatalf("offset of max timestamp %d, want %d (%v)", off, maxRec.offset, err)
+			off, mts, ok, err := l.OffsetOfMaxTimestamp()
+			if err != nil || !ok || off != maxRec.offset || mts != maxRec.ts {
+				t.Fatalf("offset of max timestamp (%d, %d, %v, %v), want (%d, %d)", off, mts, ok, err, maxRec.offset, maxRec.ts)
 			}
 		})
 	}
@@ -118,6 +119,77 @@ func TestFindOffsetByTimestampEdges(t *testing.T) {
 	if off, _, _, _ := l.FindOffsetByTimestamp(0); off != 2 {
 		t.Fatalf("below start offset: got %d", off)
 	}
+}
+
+// TestOffsetOfMaxTimestamp: ListOffsets MAX_TIMESTAMP's record is the
+// first record holding the log's largest timestamp, not the last record of
+// its batch (Kafka 3.8+), and the answer is the same after a clean reopen
+// (segment maxima from the .timeindex) and after a start that rebuilds the
+// indexes from the .log.
+func TestOffsetOfMaxTimestamp(t *testing.T) {
+	const base = 1_700_000_000_000
+	fsys := vfs.NewMem()
+	cfg := smallConfig(1000, 100)
+	m := openTestManager(t, fsys, cfg)
+	l := createTestLog(t, m, cfg)
+	if off, ts, ok, err := l.OffsetOfMaxTimestamp(); ok || err != nil {
+		t.Fatalf("empty log: (%d, %d, %v, %v)", off, ts, ok, err)
+	}
+	check := func(l *Log, when string, wantOff, wantTs int64) {
+		t.Helper()
+		off, ts, ok, err := l.OffsetOfMaxTimestamp()
+		if err != nil || !ok || off != wantOff || ts != wantTs {
+			t.Fatalf("%s: (%d, %d, %v, %v), want (%d, %d)", when, off, ts, ok, err, wantOff, wantTs)
+		}
+	}
+	// Offsets 0..5: the maximum is the fourth record.
+	mustAppend(t, l, testBatch{timestamps: []int64{base + 1000, base + 3000, base + 2000, base + 9000, base + 4000, base + 5000}, valueSize: 10}.build(), 0)
+	check(l, "one batch", 3, base+9000)
+	// Offsets 6..8, compressed, reach the same maximum twice: the first
+	// batch holding it keeps the answer.
+	mustAppend(t, l, testBatch{timestamps: []int64{base + 9000, base + 9000, base + 1}, valueSize: 10, gzip: true}.build(), 0)
+	check(l, "tie", 3, base+9000)
+	// Offsets 9..11 in a compressed batch raise it at its middle record.
+	mustAppend(t, l, testBatch{timestamps: []int64{base + 9500, base + 9900, base + 9700}, valueSize: 10, gzip: true}.build(), 0)
+	check(l, "compressed", 10, base+9900)
+	// Enough batches to roll a few segments, all older.
+	for i := range 30 {
+		mustAppend(t, l, batchOf(3, base+int64(i), 50), 0)
+	}
+	if len(l.segments()) < 3 {
+		t.Fatalf("%d segments", len(l.segments()))
+	}
+	check(l, "older segments after", 10, base+9900)
+	// Offsets 102..104 under LogAppendTime: every record carries the
+	// batch's time, so the first record is the answer.
+	la := mustAppend(t, l, testBatch{timestamps: []int64{5, 6, 7}, valueSize: 10, appendTime: base + 20_000}.build(), 0)
+	check(l, "log append time", la.base, base+20_000)
+
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	m = openTestManager(t, fsys, cfg)
+	l, _ = m.Log("orders", 0)
+	check(l, "reopened", la.base, base+20_000)
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// Without the indexes and the clean-shutdown marker the start
+	// rebuilds the maxima from the batches themselves.
+	for _, s := range l.segments() {
+		for _, suffix := range []string{indexSuffix, timeIndexSuffix} {
+			if err := fsys.Remove(segFile(s.base, suffix)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := fsys.Remove(filepath.Join(testDir, cleanShutdownFile)); err != nil {
+		t.Fatal(err)
+	}
+	m = openTestManager(t, fsys, cfg)
+	defer m.Close()
+	l, _ = m.Log("orders", 0)
+	check(l, "indexes rebuilt", la.base, base+20_000)
 }
 
 func TestFindOffsetByTimestampNeedsDecompressor(t *testing.T) {
