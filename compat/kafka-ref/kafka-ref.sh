@@ -153,9 +153,14 @@ while True:
         break'
 }
 
+# step notes on stderr how far a start got, with the time, so that a start
+# that fails or is killed from outside says where it was.
+step() { printf 'kafka-ref: %s %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }
+
 start_nodes() {
 	local cp heap ports i client controller voters="" bootstrap="" initial="" cluster_id
-	cp=$("$java_dir/classpath.sh")
+	step "resolving the classpath"
+	cp=$(timeout -k 5 300 "$java_dir/classpath.sh")
 	heap=${KAFKA_HEAP_OPTS:-}
 	if [ -z "$heap" ]; then
 		if [ "$nodes" -eq 1 ]; then heap="-Xms128m -Xmx512m"; else heap="-Xms128m -Xmx384m"; fi
@@ -206,11 +211,12 @@ start_nodes() {
 	# Format every node's storage with Kafka's own tool, in parallel (one
 	# JVM each). One node is its own standalone controller quorum; more
 	# nodes format with the whole initial controller set (KIP-853).
+	step "formatting $nodes node(s) in $dir"
 	local fpids=()
 	for ((i = 1; i <= nodes; i++)); do
 		local nd="$dir/node-$i" quorum=(--standalone)
 		[ "$nodes" -eq 1 ] || quorum=(--initial-controllers "$initial")
-		java -Xmx256m -Dlog4j2.configurationFile="$here/log4j2.xml" -Dkafka.log.dir="$nd" -cp "$cp" \
+		timeout -k 5 120 java -Xmx256m -Dlog4j2.configurationFile="$here/log4j2.xml" -Dkafka.log.dir="$nd" -cp "$cp" \
 			kafka.tools.StorageTool format --config "$nd/server.properties" \
 			--cluster-id "$cluster_id" "${quorum[@]}" >"$nd/format.log" 2>&1 &
 		fpids+=($!)
@@ -241,6 +247,7 @@ start_nodes() {
 		setsid nohup bash -c 'while kill -0 "$1" 2>/dev/null && [ -s "$3/bootstrap.pending" -o -s "$3/bootstrap" ]; do sleep 1; done; kill -0 "$1" 2>/dev/null || "$2" stop --nodes "$4" --dir "$3"' \
 			watcher "$owner" "$here/kafka-ref.sh" "$dir" "$nodes" >/dev/null 2>&1 </dev/null &
 	fi
+	step "waiting for $nodes node(s) to serve"
 	local deadline=$((SECONDS + ${KAFKA_REF_START_TIMEOUT:-180}))
 	for ((i = 1; i <= nodes; i++)); do
 		local nd="$dir/node-$i"

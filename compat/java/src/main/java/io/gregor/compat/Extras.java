@@ -470,16 +470,25 @@ final class Extras {
             a.incrementalAlterConfigs(Map.of(res, List.of(op("retention.ms", "1", AlterConfigOp.OpType.SET))),
                     new org.apache.kafka.clients.admin.AlterConfigsOptions().validateOnly(true)).all().get();
             check("3600000".equals(describeConfigs(a, res).get("retention.ms").value()), "a validateOnly SET changed retention.ms");
+            // Kafka answers an alteration once its controller committed it;
+            // the broker that DescribeConfigs reads applies it a moment
+            // later, so each read waits for the value.
             a.incrementalAlterConfigs(Map.of(res, List.of(op("cleanup.policy", "compact", AlterConfigOp.OpType.APPEND)))).all().get();
-            String cp = describeConfigs(a, res).get("cleanup.policy").value();
-            check("delete,compact".equals(cp), "after APPEND compact cleanup.policy is " + cp + ", want delete,compact");
+            waitForChecked("cleanup.policy after APPEND compact", 10000, () -> {
+                String cp = describeConfigs(a, res).get("cleanup.policy").value();
+                return "delete,compact".equals(cp) ? null : cp + ", want delete,compact";
+            });
             a.incrementalAlterConfigs(Map.of(res, List.of(op("cleanup.policy", "delete", AlterConfigOp.OpType.SUBTRACT)))).all().get();
-            cp = describeConfigs(a, res).get("cleanup.policy").value();
-            check("compact".equals(cp), "after SUBTRACT delete cleanup.policy is " + cp + ", want compact");
+            waitForChecked("cleanup.policy after SUBTRACT delete", 10000, () -> {
+                String cp = describeConfigs(a, res).get("cleanup.policy").value();
+                return "compact".equals(cp) ? null : cp + ", want compact";
+            });
             a.incrementalAlterConfigs(Map.of(res, List.of(op("retention.ms", null, AlterConfigOp.OpType.DELETE)))).all().get();
-            ConfigEntry back = describeConfigs(a, res).get("retention.ms");
-            check("604800000".equals(back.value()) && back.source() != ConfigEntry.ConfigSource.DYNAMIC_TOPIC_CONFIG,
-                    "after DELETE retention.ms is " + back + ", want the default 604800000");
+            waitForChecked("retention.ms after DELETE", 10000, () -> {
+                ConfigEntry back = describeConfigs(a, res).get("retention.ms");
+                return "604800000".equals(back.value()) && back.source() != ConfigEntry.ConfigSource.DYNAMIC_TOPIC_CONFIG
+                        ? null : back + ", want the default 604800000";
+            });
             expectThrows("SET retention.ms=abc", org.apache.kafka.common.errors.InvalidConfigurationException.class,
                     () -> a.incrementalAlterConfigs(Map.of(res, List.of(op("retention.ms", "abc", AlterConfigOp.OpType.SET)))).all().get());
             expectThrows("SET an unknown topic config", org.apache.kafka.common.errors.InvalidConfigurationException.class,
