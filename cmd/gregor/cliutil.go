@@ -540,6 +540,30 @@ func (c *cmd) report(header []string, rows [][]string, v any, failed int, what s
 	return nil
 }
 
+// outcome is how an admin call ended for one named topic or group.
+type outcome struct {
+	name string
+	err  error
+	msg  string // the broker's error message, if any
+}
+
+// reportOutcomes prints a row per outcome, "TOPIC STATUS" for key
+// "topic" (in JSON, {"topic": name, "error": …}), and fails when any of
+// them failed.
+func (c *cmd) reportOutcomes(key string, res []outcome) error {
+	var rows [][]string
+	out := []map[string]string{}
+	failed := 0
+	for _, r := range res {
+		if r.err != nil {
+			failed++
+		}
+		rows = append(rows, []string{r.name, errText(r.err, r.msg)})
+		out = append(out, map[string]string{key: r.name, "error": jsonErr(r.err, r.msg)})
+	}
+	return c.report([]string{strings.ToUpper(key), "STATUS"}, rows, out, failed, key+"s")
+}
+
 // errText is "OK" or the error with the broker's message: the code's
 // name and, when the broker gave one, its message.
 func errText(err error, msg string) string {

@@ -165,17 +165,11 @@ func groupDelete(c *cmd) error {
 	if err != nil {
 		return err
 	}
-	var rows [][]string
-	out := []map[string]string{}
-	failed := 0
+	var res []outcome
 	for _, r := range resp.Sorted() {
-		if r.Err != nil {
-			failed++
-		}
-		rows = append(rows, []string{r.Group, errText(r.Err, r.ErrMessage)})
-		out = append(out, map[string]string{"group": r.Group, "error": jsonErr(r.Err, r.ErrMessage)})
+		res = append(res, outcome{r.Group, r.Err, r.ErrMessage})
 	}
-	return c.report([]string{"GROUP", "STATUS"}, rows, out, failed, "groups")
+	return c.reportOutcomes("group", res)
 }
 
 func groupDeleteOffsets(c *cmd) error {

@@ -207,17 +207,11 @@ func topicAddPartitions(c *cmd) error {
 	if err != nil {
 		return err
 	}
-	var rows [][]string
-	out := []map[string]string{}
-	failed := 0
+	var res []outcome
 	for _, r := range resp.Sorted() {
-		if r.Err != nil {
-			failed++
-		}
-		rows = append(rows, []string{r.Topic, errText(r.Err, r.ErrMessage)})
-		out = append(out, map[string]string{"topic": r.Topic, "error": jsonErr(r.Err, r.ErrMessage)})
+		res = append(res, outcome{r.Topic, r.Err, r.ErrMessage})
 	}
-	return c.report([]string{"TOPIC", "STATUS"}, rows, out, failed, "topics")
+	return c.reportOutcomes("topic", res)
 }
 
 func topicDelete(c *cmd) error {
@@ -232,17 +226,11 @@ func topicDelete(c *cmd) error {
 	if err != nil {
 		return err
 	}
-	var rows [][]string
-	out := []map[string]string{}
-	failed := 0
+	var res []outcome
 	for _, r := range resp.Sorted() {
-		if r.Err != nil {
-			failed++
-		}
-		rows = append(rows, []string{r.Topic, errText(r.Err, r.ErrMessage)})
-		out = append(out, map[string]string{"topic": r.Topic, "error": jsonErr(r.Err, r.ErrMessage)})
+		res = append(res, outcome{r.Topic, r.Err, r.ErrMessage})
 	}
-	return c.report([]string{"TOPIC", "STATUS"}, rows, out, failed, "topics")
+	return c.reportOutcomes("topic", res)
 }
 
 func topicTrimPrefix(c *cmd) error {
