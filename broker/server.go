@@ -278,6 +278,8 @@ func voterIDs(cfg *config.Broker) []uint64 {
 func (s *Server) register() error {
 	ctx, cancel := context.WithTimeout(s.ctx, 30*time.Second)
 	defer cancel()
+	ctx, stopWatch := s.watchOtherClusters(ctx)
+	defer stopWatch()
 	rec := image.RegisterBrokerRecord{BrokerID: s.cfg.NodeID, IncarnationID: newUUID()}
 	for _, l := range s.advertised() {
 		if l.Host == "" {
@@ -295,6 +297,9 @@ func (s *Server) register() error {
 			return nil
 		}
 		if ctx.Err() != nil {
+			if cause := context.Cause(ctx); errors.Is(cause, errOtherClusters) {
+				return cause
+			}
 			return fmt.Errorf("register broker %d: %w", s.cfg.NodeID, err)
 		}
 		select {

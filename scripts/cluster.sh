@@ -26,6 +26,9 @@ controller_port() { echo $((base + 10001 + 2 * ($1 - 1))); }
 
 # node_args N prints the serve arguments of node N: the properties of
 # docker-compose.yml with loopback addresses and a data dir of its own.
+# The shared cluster.id does what `gregor format --cluster-id` on each
+# node would: a multi-node quorum whose nodes have no common cluster id
+# stops at start.
 node_args() {
 	local n=$1 voters="" i
 	for i in 1 2 3; do

@@ -243,10 +243,50 @@ func mkdirAllDurable(fsys vfs.FS, d string) error {
 	return nil
 }
 
+// ErrFormatted is returned by FormatDir for a dir that already has a
+// meta.properties.
+var ErrFormatted = errors.New("already formatted")
+
+// FormatDir formats log dir d for clusterID and nodeID as kafka-storage
+// format does: it creates the dir, refuses one that holds data but no
+// meta.properties, and writes meta.properties (version=1 with a new
+// directory.id). A dir that has a meta.properties is left as it is and
+// ErrFormatted returned, with the cluster id it holds.
+func FormatDir(fsys vfs.FS, d, clusterID string, nodeID int32, now time.Time) (string, error) {
+	if clusterID == "" || nodeID < 0 {
+		return "", fmt.Errorf("format %s: cluster id %q and node id %d required", d, clusterID, nodeID)
+	}
+	if err := mkdirAllDurable(fsys, d); err != nil {
+		return "", fmt.Errorf("format %s: %w", d, err)
+	}
+	name := filepath.Join(d, metaPropertiesFile)
+	data, err := vfs.ReadFile(fsys, name)
+	if err == nil {
+		meta, err := decodeMetaProperties(data)
+		if err != nil {
+			return "", fmt.Errorf("format %s: %s: %w", d, name, err)
+		}
+		return meta.clusterID, fmt.Errorf("log dir %s: %w (cluster %s, node %d)", d, ErrFormatted, meta.clusterID, meta.nodeID)
+	}
+	if !errors.Is(err, fs.ErrNotExist) {
+		return "", fmt.Errorf("format %s: %w", d, err)
+	}
+	if err := checkDirEmpty(fsys, d); err != nil {
+		return "", fmt.Errorf("format: %w", err)
+	}
+	meta := metaProperties{version: metaPropertiesVersion1, clusterID: clusterID, nodeID: nodeID, directoryID: randomUUID()}
+	if err := vfs.WriteFileAtomic(fsys, name, encodeMetaProperties(meta, now)); err != nil {
+		return "", fmt.Errorf("format %s: %w", d, err)
+	}
+	return clusterID, nil
+}
+
 // checkEmpty refuses to format a dir that already holds data: without
 // meta.properties there is no telling whose data it is.
-func (m *Manager) checkEmpty(d string) error {
-	ents, err := m.fsys.ReadDir(d)
+func (m *Manager) checkEmpty(d string) error { return checkDirEmpty(m.fsys, d) }
+
+func checkDirEmpty(fsys vfs.FS, d string) error {
+	ents, err := fsys.ReadDir(d)
 	if err != nil {
 		return err
 	}

@@ -83,29 +83,37 @@ func serveConfigOut(args []string, out io.Writer) (*config.Broker, []string, err
 		return nil, nil, fmt.Errorf("serve: unexpected argument %q (see gregor serve -h)", fs.Arg(0))
 	}
 
+	return loadConfig("serve", path, edits)
+}
+
+// loadConfig builds a node's configuration as serve does: the embedded
+// single-node defaults or the file at path, then the edits in order. It
+// returns the property names it does not know. op names the command in
+// errors.
+func loadConfig(op, path string, edits []propertyEdit) (*config.Broker, []string, error) {
 	props := config.DevProperties()
 	if path != "" {
 		f, err := os.Open(path)
 		if err != nil {
-			return nil, nil, fmt.Errorf("serve: %w", err)
+			return nil, nil, fmt.Errorf("%s: %w", op, err)
 		}
 		props, err = config.ReadProperties(f)
 		f.Close()
 		if err != nil {
-			return nil, nil, fmt.Errorf("serve: %s: %w", path, err)
+			return nil, nil, fmt.Errorf("%s: %s: %w", op, path, err)
 		}
 	}
 	for _, e := range edits {
 		if err := e(props); err != nil {
-			return nil, nil, fmt.Errorf("serve: %w", err)
+			return nil, nil, fmt.Errorf("%s: %w", op, err)
 		}
 	}
 	b, unknown, err := config.Parse(props)
 	if err != nil {
 		if path != "" {
-			return nil, unknown, fmt.Errorf("serve: %s: %w", path, err)
+			return nil, unknown, fmt.Errorf("%s: %s: %w", op, path, err)
 		}
-		return nil, unknown, fmt.Errorf("serve: %w", err)
+		return nil, unknown, fmt.Errorf("%s: %w", op, err)
 	}
 	return b, unknown, nil
 }
@@ -209,6 +217,8 @@ func commands() []*command {
 		{name: "serve", short: "run a node (broker and controller)", raw: func(args []string, _ io.Reader, _, errOut io.Writer) error {
 			return runServe(args, errOut)
 		}},
+		formatCommand(),
+		randomUUIDCommand(),
 		topicCommand(),
 		produceCommand(),
 		consumeCommand(),

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"slices"
 	"sync"
@@ -88,6 +89,9 @@ type TCPTransport struct {
 	listeners map[net.Listener]struct{}
 	conns     map[*wireConn]struct{}
 	rpcs      map[uint64]*rpcClientConn
+	// wrongCluster maps the peers that refused this node, or that it
+	// refused, for belonging to another cluster to that cluster's id.
+	wrongCluster map[uint64]string
 
 	onDrop func(to uint64, snap bool) // tests observe drops
 }
@@ -369,6 +373,7 @@ func (t *TCPTransport) handleInbound(wc *wireConn) {
 		refuse(helloBadRequest, "%v", err)
 		return
 	case h.clusterID != t.cfg.ClusterID:
+		t.noteWrongCluster(h.from, h.clusterID)
 		refuse(helloWrongCluster, "node %d belongs to cluster %q, not %q", h.from, h.clusterID, t.cfg.ClusterID)
 		return
 	case h.from == 0 || h.from == t.cfg.NodeID:
@@ -432,6 +437,7 @@ func (t *TCPTransport) dial(ctx context.Context, addr string, kind byte, expect 
 	case err != nil:
 		return fail(fmt.Errorf("handshake with %s: %w", addr, err))
 	case w.status == helloWrongCluster || w.status == helloOK && w.clusterID != t.cfg.ClusterID:
+		t.noteWrongCluster(w.nodeID, w.clusterID)
 		return fail(fmt.Errorf("handshake with %s: %w: %s", addr, errWrongCluster, w.message))
 	case w.status != helloOK:
 		return fail(fmt.Errorf("handshake with %s refused: %s", addr, w.message))
@@ -475,6 +481,29 @@ func (t *TCPTransport) dialLoop(addr string, id uint64) {
 		}
 		backoff = min(2*backoff, t.cfg.MaxBackoff)
 	}
+}
+
+// noteWrongCluster records that node id belongs to cluster other.
+func (t *TCPTransport) noteWrongCluster(id uint64, other string) {
+	if id == 0 || id == t.cfg.NodeID {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.wrongCluster == nil {
+		t.wrongCluster = make(map[uint64]string)
+	}
+	t.wrongCluster[id] = other
+}
+
+// WrongClusterPeers returns the nodes found to belong to another cluster
+// (a handshake refused either way), each with that cluster's id. The
+// broker stops at start when they leave it no majority of voters, rather
+// than wait for a quorum that cannot form.
+func (t *TCPTransport) WrongClusterPeers() map[uint64]string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return maps.Clone(t.wrongCluster)
 }
 
 // learnPeer returns the peer for id, recording addr as its address.
