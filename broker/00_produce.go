@@ -150,6 +150,7 @@ func (s *Server) appendPartition(req *kmsg.ProduceRequest, ver *produceVerificat
 		}
 		return sp, nil
 	}
+	p.Metrics.Produced(res.lastOffset-res.firstOffset+1, len(rp.Records))
 	sp.BaseOffset = res.firstOffset
 	sp.LogAppendTime = res.logAppendTime
 	sp.LogStartOffset = p.Log.LogStartOffset()

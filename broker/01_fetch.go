@@ -544,6 +544,13 @@ func (s *Server) finishFetch(plan *fetchPlan, read fetchRead) kmsg.Response {
 			sent.SentHW, sent.SentLSO, sent.SentLogStart = rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset
 			opened = append(opened, sent)
 		}
+		if hasRecords {
+			n := len(rp.RecordBatches)
+			if slice != nil {
+				n = int(slice.Len())
+			}
+			s.countFetched(fp.Topic, fp.Partition, n, plan.replicaID >= 0)
+		}
 		add(fp.Topic, fp.TopicID, rp, slice)
 	}
 	for _, pe := range plan.errs {

@@ -64,6 +64,8 @@ type slot struct {
 	resp          kmsg.Response // nil: no response is written (acks=0)
 	closeConn     bool          // set when the handler failed in a way that ends the connection
 	frameBytes    int64         // taken from queued.max.request.bytes until answered
+	key           int16         // the request's API key, for its metrics
+	read          time.Time     // when the request was read; zero: not counted
 }
 
 func (s *Server) serveConn(nc net.Conn, listener string) {
@@ -213,6 +215,9 @@ func (c *conn) releaseBytes(n int64) {
 // finished is called once for each slot queued, when it was answered or
 // abandoned: its frame no longer counts against the budgets.
 func (c *conn) finished(sl *slot) {
+	if !sl.read.IsZero() {
+		c.s.ops.metrics.RequestDone(sl.key, time.Since(sl.read))
+	}
 	c.releaseBytes(sl.frameBytes)
 	sl.frameBytes = 0
 	c.pending.Add(-1)
@@ -242,7 +247,7 @@ func (c *conn) handleFrame(frame []byte) (*slot, bool) {
 		return nil, false
 	}
 	r := &request{hdr: hdr, req: req, conn: c}
-	sl := &slot{done: make(chan struct{}), correlationID: corr}
+	sl := &slot{done: make(chan struct{}), correlationID: corr, key: key, read: time.Now()}
 	res, ok := c.runHandler(r)
 	if !ok {
 		sl.closeConn = true

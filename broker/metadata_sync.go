@@ -147,6 +147,7 @@ func (s *Server) reconcile(img *image.Image) error {
 				continue
 			}
 			p := partition.New(s.partEnv, s.cfg.NodeID, name, int32(i), t.ID, l, tcfg, pi.LeaderEpoch)
+			p.Metrics = s.ops.metrics.Topic(name)
 			s.applyAssignment(p, pi)
 			tp.parts[i] = p
 		}
@@ -156,6 +157,11 @@ func (s *Server) reconcile(img *image.Image) error {
 		errs = append(errs, &failed)
 	}
 	s.parts.byName.Store(&next)
+	for name := range old {
+		if _, ok := next[name]; !ok {
+			s.ops.metrics.DeleteTopic(name) // as Kafka drops a deleted topic's metrics
+		}
+	}
 	s.fetchers.Reconcile(hostedPartitions(next))
 	if s.groups != nil {
 		s.groups.reconcile(img)

@@ -120,6 +120,9 @@ type Server struct {
 	// (security.go).
 	security map[string]*listenerSecurity
 
+	// ops are the metrics and the HTTP listener (ops_http.go).
+	ops opsState
+
 	mu        sync.Mutex // guards listeners and conns
 	listeners []net.Listener
 	conns     map[net.Conn]struct{}
@@ -150,6 +153,7 @@ func New(cfg *config.Broker, opts Options) (*Server, error) {
 		conns:    make(map[net.Conn]struct{}),
 	}
 	s.copyFetch = opts.CopyFetch
+	s.newMetrics()
 	sec, err := newListenerSecurity(cfg, s.clientListeners(), opts.ScramCredentials)
 	if err != nil {
 		stop()
@@ -357,6 +361,7 @@ func (s *Server) isControllerListener(name string) bool {
 // Start listens on the client listeners, registers this broker with their
 // addresses, and serves connections.
 func (s *Server) Start() error {
+	s.startHTTP()
 	listeners := s.clientListeners()
 	for _, l := range listeners {
 		ln, err := s.listen(l)
@@ -378,6 +383,7 @@ func (s *Server) Start() error {
 		name := listeners[i].Name
 		s.goTracked(func() { s.acceptLoop(ln, name) })
 	}
+	s.ops.serving.Store(true)
 	return nil
 }
 

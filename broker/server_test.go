@@ -33,6 +33,7 @@ func testConfig(t testing.TB, dir string) *config.Broker {
 		cfg.Listeners[i].Port = 0
 	}
 	cfg.AdvertisedListeners = nil
+	cfg.HTTPListener = "" // tests that want it set their own port
 	return cfg
 }
 

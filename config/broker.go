@@ -39,6 +39,9 @@ type Broker struct {
 	InitialBrokerRegistrationTimeoutMs        int32
 	BrokerRack                                string // broker.rack; "" when not set
 	ClusterID                                 string // cluster.id (Gregor only); "" when not set
+	HTTPListener                              string // http.listener (Gregor only): HOST:PORT, "" when off
+	LogLevel                                  string // log.level (Gregor only): debug, info, warn or error
+	LogFormat                                 string // log.format (Gregor only): text or json
 
 	// Network.
 	Listeners []Listener
@@ -647,6 +650,7 @@ func DevProperties() map[string]string {
 		"offsets.topic.replication.factor":         "1",
 		"transaction.state.log.replication.factor": "1",
 		"transaction.state.log.min.isr":            "1",
+		"http.listener":                            "localhost:9644",
 	}
 }
 

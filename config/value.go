@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"math"
+	"net"
 	"slices"
 	"strconv"
 	"strings"
@@ -284,4 +285,17 @@ func parseChecked(name string, typ int8, check validator, raw string) (value, er
 		}
 	}
 	return v, nil
+}
+
+// checkHostPort accepts HOST:PORT with a port from 0 to 65535 (an empty
+// host binds every interface).
+func checkHostPort(name, raw string, v value) error {
+	_, port, err := net.SplitHostPort(v.s)
+	if err != nil {
+		return invalid(name, raw, "must be HOST:PORT")
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+		return invalid(name, raw, "the port must be a number from 0 to 65535")
+	}
+	return nil
 }

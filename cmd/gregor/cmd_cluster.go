@@ -1,8 +1,13 @@
 package main
 
 import (
+	"context"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -17,8 +22,11 @@ func clusterCommand() *command {
   gregor cluster info --json`},
 		{name: "health", args: "", run: clusterHealth,
 			short: "check that every broker is up and every partition has a leader and a full ISR; exit 1 if not",
+			long: "Where it reaches a broker's HTTP listener (http.listener: its host at --http-port, or the addresses\n" +
+				"given with --http), it also reads /healthz and /readyz and counts a broker not ready as unhealthy.",
 			examples: `  gregor cluster health
-  gregor cluster health --json && echo healthy`},
+  gregor cluster health --json && echo healthy
+  gregor cluster health --http 10.0.0.5:9644 --http 10.0.0.6:9644`},
 	}}
 }
 
@@ -78,9 +86,25 @@ type clusterHealthReport struct {
 	DownBrokers              []int32  `json:"down_brokers"`
 	LeaderlessPartitions     []string `json:"leaderless_partitions"`
 	UnderReplicatedPartition []string `json:"under_replicated_partitions"`
+	// Probes are the /healthz and /readyz answers of the HTTP listeners
+	// reached, one per broker at most.
+	Probes []healthProbe `json:"http_probes"`
+}
+
+// healthProbe is one broker's /healthz and /readyz.
+type healthProbe struct {
+	NodeID  int32  `json:"node_id"`
+	Address string `json:"address"`
+	Live    bool   `json:"live"`
+	Ready   bool   `json:"ready"`
+	Detail  string `json:"detail,omitempty"` // why not ready
 }
 
 func clusterHealth(c *cmd) error {
+	var httpAddrs []string
+	var httpPort int
+	c.listVar(&httpAddrs, "http", "", "HOST:PORT of a node's HTTP listener to probe (repeatable); default: each broker's host at --http-port")
+	c.intVar(&httpPort, "http-port", "", 9644, "the port of the brokers' HTTP listeners (http.listener)")
 	if err := c.parse(0, 0); err != nil {
 		return err
 	}
@@ -113,7 +137,19 @@ func clusterHealth(c *cmd) error {
 		}
 	}
 	slices.Sort(h.DownBrokers)
-	h.Healthy = len(h.DownBrokers) == 0 && len(h.LeaderlessPartitions) == 0 && len(h.UnderReplicatedPartition) == 0
+	if len(httpAddrs) == 0 {
+		for _, b := range md.Brokers {
+			httpAddrs = append(httpAddrs, net.JoinHostPort(b.Host, strconv.Itoa(httpPort)))
+		}
+	}
+	h.Probes = probeHTTP(c.context(), httpAddrs, md.Cluster)
+	notReady := 0
+	for _, p := range h.Probes {
+		if !p.Live || !p.Ready {
+			notReady++
+		}
+	}
+	h.Healthy = len(h.DownBrokers) == 0 && len(h.LeaderlessPartitions) == 0 && len(h.UnderReplicatedPartition) == 0 && notReady == 0
 	if err := printHealth(c, h); err != nil {
 		return err
 	}
@@ -133,6 +169,16 @@ func printHealth(c *cmd, h clusterHealthReport) error {
 		{"DOWN-BROKERS", dash(int32List(h.DownBrokers))},
 		{"LEADERLESS-PARTITIONS", countedList(h.LeaderlessPartitions)},
 		{"UNDER-REPLICATED-PARTITIONS", countedList(h.UnderReplicatedPartition)},
+	}
+	for _, p := range h.Probes {
+		state := "live, ready"
+		switch {
+		case !p.Live:
+			state = "not live: " + p.Detail
+		case !p.Ready:
+			state = "live, " + p.Detail
+		}
+		rows = append(rows, []string{fmt.Sprintf("NODE-%d-HTTP", p.NodeID), p.Address + " " + state})
 	}
 	return writeTable(c.out, []string{"CHECK", "RESULT"}, rows)
 }
@@ -278,4 +324,55 @@ func msText(p *int64) string {
 		return "-"
 	}
 	return itoa(*p)
+}
+
+// probeHTTP asks each address's /healthz and /readyz, keeping the answers
+// of gregor nodes of this cluster, one per node: an address nothing
+// listens on, or where another cluster's node answers, is left out.
+func probeHTTP(ctx context.Context, addrs []string, cluster string) []healthProbe {
+	client := &http.Client{Timeout: 2 * time.Second}
+	get := func(addr, path string) (*http.Response, string, error) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+path, nil)
+		if err != nil {
+			return nil, "", err
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			return nil, "", err
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		return resp, strings.TrimSpace(string(body)), nil
+	}
+	seen := map[int32]bool{}
+	var out []healthProbe
+	for _, addr := range addrs {
+		resp, body, err := get(addr, "/healthz")
+		if err != nil {
+			continue
+		}
+		id, err := strconv.Atoi(resp.Header.Get("Gregor-Node-Id"))
+		if err != nil || resp.Header.Get("Gregor-Cluster-Id") != cluster || seen[int32(id)] {
+			continue
+		}
+		seen[int32(id)] = true
+		p := healthProbe{NodeID: int32(id), Address: addr, Live: resp.StatusCode == http.StatusOK}
+		if !p.Live {
+			p.Detail = body
+			out = append(out, p)
+			continue
+		}
+		resp, body, err = get(addr, "/readyz")
+		switch {
+		case err != nil:
+			p.Detail = err.Error()
+		case resp.StatusCode == http.StatusOK:
+			p.Ready = true
+		default:
+			p.Detail = body
+		}
+		out = append(out, p)
+	}
+	slices.SortFunc(out, func(a, b healthProbe) int { return int(a.NodeID - b.NodeID) })
+	return out
 }

@@ -133,8 +133,12 @@ type Node struct {
 	members    atomic.Pointer[pb.ConfState] // published after each change
 	activeTerm atomic.Uint64                // term in which active was last set
 	snapsIn    atomic.Uint64                // snapshots received from a leader
-	bg         sync.WaitGroup               // background goroutines (learner join)
-	attachedTo nodeAttacher
+	// commits and commitNanos add up the proposals committed and their
+	// latency (CommitLatency).
+	commits     atomic.Int64
+	commitNanos atomic.Int64
+	bg          sync.WaitGroup // background goroutines (learner join)
+	attachedTo  nodeAttacher
 
 	// Owned by the Ready loop.
 	incarnation uint64
@@ -649,6 +653,7 @@ func (n *Node) Err() error {
 // records do not apply to the image (the entry is then a no-op everywhere),
 // or with ctx's error. After a ctx error the entry may still commit.
 func (n *Node) Propose(ctx context.Context, recs ...image.Record) (*image.Image, error) {
+	start := time.Now()
 	p, err := n.submit(ctx, recs)
 	if err != nil {
 		return nil, err
@@ -657,7 +662,18 @@ func (n *Node) Propose(ctx context.Context, recs ...image.Record) (*image.Image,
 	if r.err == nil && r.img == nil {
 		return nil, ctx.Err()
 	}
+	if r.err == nil {
+		n.commits.Add(1)
+		n.commitNanos.Add(int64(time.Since(start)))
+	}
 	return r.img, r.err
+}
+
+// CommitLatency returns how many proposals of this node committed and
+// the time they took in all, from proposed to committed and applied
+// (Kafka's raft-metrics commit-latency).
+func (n *Node) CommitLatency() (uint64, time.Duration) {
+	return uint64(n.commits.Load()), time.Duration(n.commitNanos.Load())
 }
 
 // wait returns p's result, or a zero result if cancel closes first. The loop

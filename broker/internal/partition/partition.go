@@ -11,6 +11,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/gregorbroker/gregor/broker/internal/metrics"
 	"github.com/gregorbroker/gregor/broker/producerstate"
 	"github.com/gregorbroker/gregor/config"
 	"github.com/gregorbroker/gregor/storage"
@@ -66,6 +67,10 @@ type Partition struct {
 	NoSpaceLoggedMs atomic.Int64
 
 	Env *Env // what the partition needs of the server
+
+	// Metrics are its topic's counters, resolved once when the partition
+	// is made (broker/internal/metrics); nil counts nothing.
+	Metrics *metrics.Topic
 }
 
 // Env is what a partition needs of the server that hosts it.
