@@ -19,7 +19,7 @@ import (
 )
 
 const serveUsage = `usage: gregor serve [--config server.properties] [--override name=value]...
-                    [--data-dir DIR] [--listen host:port]
+                    [--data-dir DIR] [--listen host:port] [--log-level LEVEL]
 
 Runs a node. Without --config it is a complete single-node cluster: broker
 on localhost:9092, controller on localhost:9093, data in ./data, internal
@@ -76,6 +76,7 @@ func serveConfigOut(args []string, out io.Writer) (*config.Broker, []string, err
 	fs.Var(editFlag{&edits, parseOverride}, "override", "set a property, as `name=value` (repeatable)")
 	fs.Var(editFlag{&edits, parseDataDir}, "data-dir", "the data `directory` (log.dirs)")
 	fs.Var(editFlag{&edits, parseListen}, "listen", "the PLAINTEXT listener's `host:port`; an empty host (\":9092\") binds all interfaces")
+	fs.Var(editFlag{&edits, parseLogLevel}, "log-level", "the least severe log lines written: `debug|info|warn|error` (log.level)")
 	if err := fs.Parse(args); err != nil {
 		return nil, nil, err // flag.ErrHelp for -h, which the caller treats as success
 	}
@@ -128,6 +129,15 @@ func parseOverride(s string) (propertyEdit, error) {
 	name = strings.TrimSpace(name)
 	return func(props map[string]string) error {
 		props[name] = val
+		return nil
+	}, nil
+}
+
+// parseLogLevel reads --log-level, which sets log.level (checked with the
+// other properties).
+func parseLogLevel(s string) (propertyEdit, error) {
+	return func(props map[string]string) error {
+		props["log.level"] = s
 		return nil
 	}, nil
 }

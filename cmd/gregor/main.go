@@ -11,7 +11,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"os/signal"
 	"strings"
@@ -48,7 +47,10 @@ func runServe(args []string, logOut io.Writer) error {
 	if err != nil {
 		return err
 	}
-	log := slog.New(slog.NewTextHandler(logOut, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	log, err := newLogger(logOut, cfg.LogLevel, cfg.LogFormat)
+	if err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
 	for _, name := range unknown {
 		log.Warn("ignoring unknown property", "name", name)
 	}
@@ -70,8 +72,12 @@ func runServe(args []string, logOut io.Writer) error {
 	// process without a clean shutdown.
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+	httpAddr := "off"
+	if a := srv.HTTPAddr(); a != nil {
+		httpAddr = a.String()
+	}
 	log.Info("gregor started", "addr", srv.Addr().String(), "data", strings.Join(cfg.LogDirs, ","),
-		"node_id", cfg.NodeID, "startup", time.Since(start).Round(time.Millisecond))
+		"node_id", cfg.NodeID, "http", httpAddr, "startup", time.Since(start).Round(time.Millisecond))
 
 	memCtx, stopMem := context.WithCancel(context.Background())
 	go returnIdleMemory(memCtx, log)
