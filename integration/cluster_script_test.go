@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,7 +20,8 @@ import (
 
 // clusterScriptPorts finds a base port such that every port
 // scripts/cluster.sh derives from it is free: the three client ports and,
-// 10,000 above, the replication and quorum ports; all below the
+// 10,000 above, the replication and quorum ports, and the HTTP ports
+// 552 above; all below the
 // ephemeral range (32768 and up), where connections take ports.
 func clusterScriptPorts(t *testing.T) int {
 	t.Helper()
@@ -27,7 +29,7 @@ func clusterScriptPorts(t *testing.T) int {
 		base := 12000 + int(time.Now().UnixNano()%18000)/2*2
 		ok := true
 		for n := 0; n < 3 && ok; n++ {
-			for _, p := range []int{base + 2*n, base + 10000 + 2*n, base + 10001 + 2*n} {
+			for _, p := range []int{base + 2*n, base + 10000 + 2*n, base + 10001 + 2*n, base + 552 + n} {
 				ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
 				if err != nil {
 					ok = false
@@ -79,6 +81,8 @@ func TestClusterScript(t *testing.T) {
 			filepath.Join(dir, fmt.Sprintf("node%d", n))) {
 			want = append(want, "--override", kv)
 		}
+		// Only the script has it: the three nodes share one localhost.
+		want = append(want, "--override", fmt.Sprintf("http.listener=127.0.0.1:%d", base+552+n-1))
 		got := strings.Split(strings.TrimSpace(string(out)), "\n")
 		if len(got) == 0 || got[0] != "serve" || !slices.Equal(got[1:], want) {
 			t.Fatalf("node %d arguments:\n got %q\nwant %q", n, got, append([]string{"serve"}, want...))
@@ -144,6 +148,23 @@ func TestClusterScript(t *testing.T) {
 		case <-ctx.Done():
 			t.Fatalf("three brokers never registered: %v %+v", err, m.Brokers)
 		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	// Each node's own HTTP listener answers /readyz for that node.
+	for n := 1; n <= 3; n++ {
+		url := fmt.Sprintf("http://127.0.0.1:%d/readyz", base+552+n-1)
+		for {
+			resp, err := http.Get(url)
+			if err == nil {
+				resp.Body.Close()
+				if resp.StatusCode == http.StatusOK && resp.Header.Get("Gregor-Node-Id") == fmt.Sprint(n) {
+					break
+				}
+			}
+			if ctx.Err() != nil {
+				t.Fatalf("node %d %s never ready: %v", n, url, err)
+			}
+			time.Sleep(200 * time.Millisecond)
 		}
 	}
 	const topic = "script"

@@ -2,7 +2,8 @@
 # Starts the three-node cluster of docker-compose.yml as local processes:
 # each node broker and controller, clients on localhost:9092, :9094 and
 # :9096, replication on :19092/:19094/:19096, the metadata quorum on
-# :19093/:19095/:19097, data in ./data/cluster/nodeN, logs beside it.
+# :19093/:19095/:19097, the HTTP listeners (/metrics, /healthz, /readyz)
+# on :9644/:9645/:9646, data in ./data/cluster/nodeN, logs beside it.
 # Ctrl-C (or SIGTERM) stops the three nodes cleanly.
 #
 #   scripts/cluster.sh             run the cluster (make cluster)
@@ -11,7 +12,8 @@
 # Environment: GREGOR_BIN (default bin/gregor), GREGOR_CLUSTER_DIR (default
 # ./data/cluster), GREGOR_CLUSTER_HOST (default 127.0.0.1),
 # GREGOR_CLUSTER_PORT (first client port, default 9092; node N uses
-# PORT+2(N-1) for clients, +10000 for replication, +10001 for the quorum).
+# PORT+2(N-1) for clients, +10000 for replication, +10001 for the quorum,
+# and PORT+552+(N-1) for HTTP).
 # integration/cluster_script_test.go runs this script on free ports.
 set -euo pipefail
 
@@ -23,6 +25,7 @@ base=${GREGOR_CLUSTER_PORT:-9092}
 client_port() { echo $((base + 2 * ($1 - 1))); }
 internal_port() { echo $((base + 10000 + 2 * ($1 - 1))); }
 controller_port() { echo $((base + 10001 + 2 * ($1 - 1))); }
+http_port() { echo $((base + 552 + $1 - 1)); }
 
 # node_args N prints the serve arguments of node N: the properties of
 # docker-compose.yml with loopback addresses and a data dir of its own.
@@ -49,6 +52,9 @@ node_args() {
 		"offsets.topic.replication.factor=3"
 		"transaction.state.log.replication.factor=3"
 		"transaction.state.log.min.isr=2"
+		# Not in docker-compose.yml, where each container has its own
+		# localhost: here the three nodes share one, so each needs a port.
+		"http.listener=$host:$(http_port "$n")"
 	)
 	echo serve
 	local p
@@ -84,7 +90,7 @@ for n in 1 2 3; do
 	mapfile -t args < <(node_args "$n")
 	"$bin" "${args[@]}" >"$dir/node$n.log" 2>&1 &
 	pids+=($!)
-	echo "node $n: pid $!, clients on $host:$(client_port "$n"), data in $dir/node$n, log in $dir/node$n.log"
+	echo "node $n: pid $!, clients on $host:$(client_port "$n"), metrics on http://$host:$(http_port "$n")/metrics, data in $dir/node$n, log in $dir/node$n.log"
 done
 echo "bootstrap servers: $host:$(client_port 1),$host:$(client_port 2),$host:$(client_port 3) (Ctrl-C stops the cluster)"
 
