@@ -316,10 +316,19 @@ func (c *brokerCollector) collectGroupLag(ch chan<- prometheus.Metric, led map[s
 				if p.ErrorCode != 0 || p.Offset < 0 {
 					continue
 				}
+				// A group id may be any bytes, and a label value that is
+				// not UTF-8 is refused: such a group is left out rather
+				// than failing the scrape.
 				labels := []string{g.Group, t.Topic, strconv.Itoa(int(p.Partition))}
-				ch <- prometheus.MustNewConstMetric(descGroupOffset, prometheus.GaugeValue, float64(p.Offset), labels...)
+				m, err := prometheus.NewConstMetric(descGroupOffset, prometheus.GaugeValue, float64(p.Offset), labels...)
+				if err != nil {
+					continue
+				}
+				ch <- m
 				if lp := led[t.Topic][p.Partition]; lp != nil {
-					ch <- prometheus.MustNewConstMetric(descGroupLag, prometheus.GaugeValue, float64(max(lp.HW.Load()-p.Offset, 0)), labels...)
+					if m, err := prometheus.NewConstMetric(descGroupLag, prometheus.GaugeValue, float64(max(lp.HW.Load()-p.Offset, 0)), labels...); err == nil {
+						ch <- m
+					}
 				}
 			}
 		}

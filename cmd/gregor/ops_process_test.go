@@ -85,7 +85,8 @@ func scrape(t *testing.T, addr string) map[string]float64 {
 // as exactly N records in, the bytes in equal to the log's size, the same
 // bytes out to the consumer, the log end offset N, one Produce request per
 // record (each produced alone) in the request counter and its latency
-// histogram, and a group's lag from the offset it committed.
+// histogram, and a group's lag from the offset it committed (a group id
+// that is not UTF-8 left out, not failing the scrape).
 func TestMetricsAfterWorkload(t *testing.T) {
 	p := startServe(t, "--data-dir", t.TempDir(), "--listen", "127.0.0.1:0", "--override", "http.listener=127.0.0.1:0")
 	web := httpAddr(t, p)
@@ -104,6 +105,11 @@ func TestMetricsAfterWorkload(t *testing.T) {
 	var offs kadm.Offsets
 	offs.Add(kadm.Offset{Topic: topic, Partition: 0, At: n - 30, LeaderEpoch: -1})
 	if err := adm.CommitAllOffsets(context.Background(), "laggard", offs); err != nil {
+		t.Fatal(err)
+	}
+	// A group id that is not UTF-8 cannot be a label value: left out,
+	// it must not fail the scrape.
+	if err := adm.CommitAllOffsets(context.Background(), "bad\xffgroup", offs); err != nil {
 		t.Fatal(err)
 	}
 
