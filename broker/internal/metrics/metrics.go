@@ -74,7 +74,7 @@ func New(keys []int16) *Registry {
 	}, []string{"request"})
 	totalTime := prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "kafka_network_requestmetrics_totaltimems",
-		Help:    "Milliseconds from a request read to its response written, per API (RequestMetrics TotalTimeMs).",
+		Help:    "Milliseconds from a request parsed to its response queued on the socket, per API (RequestMetrics TotalTimeMs).",
 		Buckets: latencyBucketsMs,
 	}, []string{"request"})
 	for _, key := range keys {
