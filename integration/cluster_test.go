@@ -187,9 +187,11 @@ func TestClusterKeepsAckedRecordsThroughBrokerLoss(t *testing.T) {
 	t.Logf("%d acknowledged (%d before the kill, %d while broker 2 was down), all read back once, in order", h.count(), before, during-before)
 }
 
-// TestComposeMatchesClusterTest: docker-compose.yml runs the cluster that
-// TestClusterKeepsAckedRecordsThroughBrokerLoss runs as processes: the
-// same properties, with the compose network's addresses.
+// TestComposeMatchesClusterTest keeps docker-compose.yml's cluster profile
+// in step with this file's cluster: each node's KAFKA_* variables, read
+// as the image reads them (gregor container), are the properties the
+// processes here run with; the shared cluster.id is the compose file's
+// CLUSTER_ID, with which each container formats its dirs.
 func TestComposeMatchesClusterTest(t *testing.T) {
 	data, err := os.ReadFile("../docker-compose.yml")
 	if err != nil {
@@ -197,10 +199,10 @@ func TestComposeMatchesClusterTest(t *testing.T) {
 	}
 	compose := string(data)
 	for id := 1; id <= 3; id++ {
-		ext := 9090 + 2*id
+		ext := 9092 + 2*id
 		want := clusterProperties(id, "1@gregor1:9093,2@gregor2:9093,3@gregor3:9093",
 			fmt.Sprintf("PLAINTEXT://0.0.0.0:19092,EXTERNAL://0.0.0.0:%d,CONTROLLER://0.0.0.0:9093", ext),
-			fmt.Sprintf("PLAINTEXT://gregor%d:19092,EXTERNAL://localhost:%d", id, ext), "/data")
+			fmt.Sprintf("PLAINTEXT://gregor%d:19092,EXTERNAL://localhost:%d", id, ext), "/var/lib/gregor/data")
 		start := strings.Index(compose, fmt.Sprintf("  gregor%d:\n", id))
 		if start < 0 {
 			t.Fatalf("docker-compose.yml has no service gregor%d", id)
@@ -210,9 +212,26 @@ func TestComposeMatchesClusterTest(t *testing.T) {
 			service = service[:end]
 		}
 		for _, kv := range want {
-			if !strings.Contains(service, `"`+kv+`"`) {
-				t.Errorf("gregor%d in docker-compose.yml lacks %s", id, kv)
+			name, val, _ := strings.Cut(kv, "=")
+			var line string
+			switch name {
+			case "cluster.id":
+				line = fmt.Sprintf("CLUSTER_ID: %q", val)
+			case "log.dirs":
+				line = fmt.Sprintf("gregor%d-data:%s", id, val) // the volume, the image's data dir
+			default:
+				line = fmt.Sprintf("%s: %q", composeVariable(name), val)
+			}
+			if !strings.Contains(service, line) {
+				t.Errorf("gregor%d in docker-compose.yml lacks %s (for %s)", id, line, kv)
 			}
 		}
 	}
+}
+
+// composeVariable is the apache/kafka image's variable for a property:
+// KAFKA_ and the name upper-cased, "-" written "___", "_" "__" and "." "_".
+func composeVariable(property string) string {
+	v := strings.NewReplacer("-", "___", "_", "__", ".", "_").Replace(property)
+	return "KAFKA_" + strings.ToUpper(v)
 }

@@ -228,6 +228,8 @@ func commands() []*command {
 			return runServe(args, errOut)
 		}},
 		formatCommand(),
+		containerCommand(),
+		containerHealthCommand(),
 		randomUUIDCommand(),
 		topicCommand(),
 		produceCommand(),

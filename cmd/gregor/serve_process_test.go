@@ -43,8 +43,15 @@ var serveStartedRE = regexp.MustCompile(`msg="gregor started" addr=(\S+)`)
 // process is killed when the test ends.
 func launchServe(t *testing.T, args ...string) *serveProcess {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], append([]string{"serve"}, args...)...)
-	cmd.Env = append(os.Environ(), runMainEnv+"=1")
+	return launchGregor(t, nil, append([]string{"serve"}, args...)...)
+}
+
+// launchGregor starts `gregor args...` with env added to the test's
+// environment, for commands that serve (serve, container).
+func launchGregor(t *testing.T, env []string, args ...string) *serveProcess {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], args...)
+	cmd.Env = append(append(os.Environ(), env...), runMainEnv+"=1")
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -73,7 +80,7 @@ func launchServe(t *testing.T, args ...string) *serveProcess {
 	t.Cleanup(func() {
 		p.kill()
 		if t.Failed() {
-			t.Logf("gregor serve %v output:\n%s", args, p.log())
+			t.Logf("gregor %v output:\n%s", args, p.log())
 		}
 	})
 	return p
