@@ -15,7 +15,7 @@ COPY --from=build /gregor /usr/local/bin/gregor
 COPY --from=build --chown=1000:1000 /root-fs/ /
 USER 1000:1000
 VOLUME /var/lib/gregor/data
-EXPOSE 9092 9093
+EXPOSE 9092 9093 9644
 HEALTHCHECK --interval=10s --timeout=5s --start-period=30s \
     CMD ["gregor", "container-health"]
 ENTRYPOINT ["gregor"]

@@ -47,7 +47,8 @@ for Kafka runs with only the image name changed:
     files in /etc/kafka/secrets, as in Kafka's image.
 
 With none of these it runs a single node on 0.0.0.0:9092 advertised as
-localhost:9092, data in /var/lib/gregor/data. The JVM's variables
+localhost:9092, metrics and health on 0.0.0.0:9644 (KAFKA_HTTP_LISTENER
+sets http.listener otherwise), data in /var/lib/gregor/data. The JVM's variables
 (KAFKA_HEAP_OPTS, KAFKA_JMX_OPTS, ...) mean nothing to gregor: each one set
 is named in a warning; KAFKA_OPTS with a JAAS file is refused (set the
 listener's sasl.jaas.config property instead).
@@ -166,7 +167,8 @@ func containerConfig(environ []string, paths containerPaths) (containerSetup, er
 		// Nothing configured: the single node a developer expects from
 		// `docker run -p 9092:9092`.
 		setup.serveArgs = []string{"--data-dir", paths.data, "--listen", "0.0.0.0:9092",
-			"--override", "advertised.listeners=PLAINTEXT://localhost:9092"}
+			"--override", "advertised.listeners=PLAINTEXT://localhost:9092",
+			"--override", "http.listener=0.0.0.0:9644"}
 		return setup, nil
 	}
 	if base == nil {

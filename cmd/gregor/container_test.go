@@ -58,7 +58,7 @@ func TestContainerConfig(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := []string{"--data-dir", p.data, "--listen", "0.0.0.0:9092", "--override", "advertised.listeners=PLAINTEXT://localhost:9092"}
+		want := []string{"--data-dir", p.data, "--listen", "0.0.0.0:9092", "--override", "advertised.listeners=PLAINTEXT://localhost:9092", "--override", "http.listener=0.0.0.0:9644"}
 		if strings.Join(s.serveArgs, " ") != strings.Join(want, " ") || s.clusterID != "" {
 			t.Errorf("got %v (cluster %q), want %v", s.serveArgs, s.clusterID, want)
 		}
