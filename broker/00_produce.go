@@ -42,7 +42,9 @@ import (
 // (broker/internal/partition). A transactional batch that would start a
 // transaction on its partition is first checked with (or, from v12,
 // added by) the transaction coordinator: KIP-890, txn_verify.go.
-func init() { register(0, 0, 13, handleProduce) }
+const apiKeyProduce = 0
+
+func init() { register(apiKeyProduce, 0, 13, handleProduce) }
 
 func handleProduce(s *Server, r *request) (result, error) {
 	req := r.req.(*kmsg.ProduceRequest)

@@ -64,6 +64,9 @@ type slot struct {
 	resp          kmsg.Response // nil: no response is written (acks=0)
 	closeConn     bool          // set when the handler failed in a way that ends the connection
 	frameBytes    int64         // taken from queued.max.request.bytes until answered
+	// frame is a Produce request's frame, pooled again once the slot is
+	// finished (framepool.go); nil for every other request.
+	frame []byte
 }
 
 func (s *Server) serveConn(nc net.Conn, listener string) {
@@ -215,6 +218,10 @@ func (c *conn) releaseBytes(n int64) {
 func (c *conn) finished(sl *slot) {
 	c.releaseBytes(sl.frameBytes)
 	sl.frameBytes = 0
+	if sl.frame != nil {
+		putFrameBuf(sl.frame)
+		sl.frame = nil
+	}
 	c.pending.Add(-1)
 }
 
@@ -243,6 +250,9 @@ func (c *conn) handleFrame(frame []byte) (*slot, bool) {
 	}
 	r := &request{hdr: hdr, req: req, conn: c}
 	sl := &slot{done: make(chan struct{}), correlationID: corr}
+	if key == apiKeyProduce {
+		sl.frame = frame
+	}
 	res, ok := c.runHandler(r)
 	if !ok {
 		sl.closeConn = true

@@ -1,0 +1,46 @@
+package broker
+
+import (
+	"runtime/debug"
+	"testing"
+)
+
+// TestFramePoolFits checks that a pooled frame buffer is handed out again
+// for a frame it can hold, in the class where readBody's exactly-sized
+// buffers land, and never for a frame larger than its capacity.
+func TestFramePoolFits(t *testing.T) {
+	defer debug.SetGCPercent(debug.SetGCPercent(-1)) // a GC may empty sync.Pools
+	const n = 4<<20 + 12345                          // a 1,000-partition produce request
+	if b := getFrameBuf(n); b != nil {
+		putFrameBuf(b) // left by another test: the check below needs a fresh class
+	}
+	b := make([]byte, n)
+	putFrameBuf(b)
+	if got := getFrameBuf(n + 1); got != nil {
+		t.Fatalf("getFrameBuf(%d) returned a buffer of cap %d", n+1, cap(got))
+	}
+	// Under the race detector sync.Pool drops some Puts on purpose.
+	var got []byte
+	for range 50 {
+		if got = getFrameBuf(n); got != nil {
+			break
+		}
+		putFrameBuf(b)
+	}
+	if got == nil || cap(got) != n || &got[:1][0] != &b[0] {
+		t.Fatalf("getFrameBuf(%d) did not return the pooled buffer (cap %d)", n, cap(got))
+	}
+	if len(got) != 0 {
+		t.Fatalf("pooled buffer has length %d, want 0", len(got))
+	}
+	for _, size := range []int{0, 1, 1 << 10, 1<<24 + 1, 1 << 30} {
+		if got := getFrameBuf(size); got != nil {
+			t.Fatalf("getFrameBuf(%d) returned a buffer outside the pooled sizes", size)
+		}
+	}
+	putFrameBuf(make([]byte, 1<<10)) // too small to pool: dropped
+	putFrameBuf(make([]byte, 1<<25)) // too large to pool: dropped
+	if got := getFrameBuf(1 << 10); got != nil {
+		t.Fatal("a 1 KiB buffer was pooled")
+	}
+}
