@@ -239,7 +239,7 @@ func (fr *frameReader) readBody(n int32) ([]byte, error) {
 	fr.r += k
 	for len(frame) < int(n) {
 		if len(frame) == cap(frame) {
-			next := make([]byte, len(frame), min(2*cap(frame), int(n)))
+			next := make([]byte, len(frame), growFrameCap(cap(frame), int(n)))
 			copy(next, frame)
 			frame = next
 		}

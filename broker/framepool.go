@@ -59,3 +59,15 @@ func putFrameBuf(b []byte) {
 	b = b[:0]
 	framePools[class-minPooledFrameShift].Put(&b)
 }
+
+// growFrameCap is the capacity readBody grows a frame's buffer to once the
+// bytes received fill it: double, so that no more is allocated than twice
+// what the client sent. A frame of a pooled size may end in a buffer up to
+// twice its size, which then fits every frame of its class; a larger one
+// stops at n.
+func growFrameCap(cur, n int) int {
+	if n <= 1<<maxPooledFrameShift {
+		return 2 * cur
+	}
+	return min(2*cur, n)
+}

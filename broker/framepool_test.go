@@ -44,3 +44,25 @@ func TestFramePoolFits(t *testing.T) {
 		t.Fatal("a 1 KiB buffer was pooled")
 	}
 }
+
+// TestGrowFrameCap checks that a growing frame never gets more than twice
+// the bytes it holds, and that frames of pooled sizes end in a buffer
+// their class's later frames fit.
+func TestGrowFrameCap(t *testing.T) {
+	for _, n := range []int{64<<10 + 1, 100 << 10, 1<<20 - 1, 1 << 20, 3<<20 + 7, 1 << 24, 1<<24 + 1, 100 << 20} {
+		c := firstFrameCap
+		for c < n {
+			next := growFrameCap(c, n)
+			if next > 2*c || next <= c {
+				t.Fatalf("n=%d: grew %d to %d", n, c, next)
+			}
+			c = next
+		}
+		if n <= 1<<maxPooledFrameShift && c&(c-1) != 0 {
+			t.Fatalf("n=%d: final capacity %d is not a power of two", n, c)
+		}
+		if n > 1<<maxPooledFrameShift && c != n {
+			t.Fatalf("n=%d: final capacity %d, want exactly n", n, c)
+		}
+	}
+}
