@@ -280,7 +280,11 @@ type produceKey struct {
 // lastCopies sizes chk.skip and returns where each partition the request
 // names (by a known topic) appears last.
 func (chk *produceChecked) lastCopies(s *Server, req *kmsg.ProduceRequest) map[produceKey][2]int {
-	last := make(map[produceKey][2]int)
+	n := 0
+	for i := range req.Topics {
+		n += len(req.Topics[i].Partitions)
+	}
+	last := make(map[produceKey][2]int, n) // sized once: a request may name thousands
 	for i := range req.Topics {
 		rt := &req.Topics[i]
 		chk.skip[i] = make([]bool, len(rt.Partitions))

@@ -10,7 +10,7 @@ import (
 )
 
 // benchBatch is a batch of n records of size bytes each, uncompressed.
-func benchBatch(b *testing.B, n, size int) []byte {
+func benchBatch(b testing.TB, n, size int) []byte {
 	recs := make([]protocol.Record, n)
 	for i := range recs {
 		recs[i] = protocol.Record{OffsetDelta: int32(i), Value: make([]byte, size)}

@@ -8,8 +8,11 @@ import (
 // Produce frames are the broker's largest and most frequent allocations:
 // a client with many partitions sends requests of a megabyte or more, and
 // a fresh buffer for each costs its zeroing, the copies of readBody's
-// doubling and the garbage collector's time. Their buffers are pooled by
-// power-of-two size class instead.
+// doubling and the garbage collector's time. Their buffers are kept for
+// the next frame instead, by power-of-two size class, up to
+// maxPooledFrameBytes in all: a sync.Pool would not do, since every
+// garbage collection empties it, and one large buffer allocated on a miss
+// is enough to start one.
 //
 // Only Produce frames go back to the pool, and only once their slot is
 // finished (the response written or abandoned, so every phase of the
@@ -20,10 +23,17 @@ import (
 const (
 	minPooledFrameShift = 16 // 64 KiB: smaller frames cost little to allocate
 	maxPooledFrameShift = 24 // 16 MiB: larger ones are rare enough to leave to the GC
+	// maxPooledFrameBytes bounds the memory kept for frames to come.
+	maxPooledFrameBytes = 32 << 20
 )
 
-// framePools[i] holds buffers whose capacity is at least 1<<(i+minPooledFrameShift).
-var framePools [maxPooledFrameShift - minPooledFrameShift + 1]sync.Pool
+// framePool is the process's pool of frame buffers.
+var framePool struct {
+	mu sync.Mutex
+	// free[i] holds buffers whose capacity is at least 1<<(i+minPooledFrameShift).
+	free  [maxPooledFrameShift - minPooledFrameShift + 1][][]byte
+	bytes int // the capacity of every buffer in free
+}
 
 // getFrameBuf returns an empty pooled buffer that can hold n bytes, or nil
 // when n is outside the pooled sizes or no buffer that fits is free. It
@@ -34,30 +44,40 @@ func getFrameBuf(n int) []byte {
 	if n <= 0 {
 		return nil
 	}
-	class := max(bits.Len(uint(n))-1, minPooledFrameShift)
-	for ; class <= min(bits.Len(uint(n-1)), maxPooledFrameShift); class++ {
-		pool := &framePools[class-minPooledFrameShift]
-		v, _ := pool.Get().(*[]byte)
-		if v == nil {
-			continue
+	lo := max(bits.Len(uint(n))-1, minPooledFrameShift)
+	hi := min(bits.Len(uint(n-1)), maxPooledFrameShift)
+	framePool.mu.Lock()
+	defer framePool.mu.Unlock()
+	for class := lo; class <= hi; class++ {
+		list := framePool.free[class-minPooledFrameShift]
+		for i := len(list) - 1; i >= 0; i-- {
+			if b := list[i]; cap(b) >= n {
+				list[i] = list[len(list)-1]
+				list[len(list)-1] = nil
+				framePool.free[class-minPooledFrameShift] = list[:len(list)-1]
+				framePool.bytes -= cap(b)
+				return b[:0]
+			}
 		}
-		if cap(*v) >= n {
-			return (*v)[:0]
-		}
-		pool.Put(v)
 	}
 	return nil
 }
 
-// putFrameBuf pools b for a later frame no larger than its capacity's
-// class. The caller must hold no slice of b afterwards.
+// putFrameBuf keeps b for a later frame no larger than its capacity's
+// class, unless the pool is full. The caller must hold no slice of b
+// afterwards.
 func putFrameBuf(b []byte) {
 	class := bits.Len(uint(cap(b))) - 1 // the largest k with 1<<k <= cap(b)
 	if class < minPooledFrameShift || class > maxPooledFrameShift {
 		return
 	}
-	b = b[:0]
-	framePools[class-minPooledFrameShift].Put(&b)
+	framePool.mu.Lock()
+	defer framePool.mu.Unlock()
+	if framePool.bytes+cap(b) > maxPooledFrameBytes {
+		return
+	}
+	framePool.bytes += cap(b)
+	framePool.free[class-minPooledFrameShift] = append(framePool.free[class-minPooledFrameShift], b[:0])
 }
 
 // growFrameCap is the capacity readBody grows a frame's buffer to once the
