@@ -23,6 +23,8 @@ build:
 # subprocess broker tests, real clients (compat) and brief fuzzing.
 test: vet
 	$(GO) test -race -count=1 -timeout 12m ./...
+	# Allocation budgets mean nothing under the race detector: checked without it.
+	$(GO) test -count=1 -timeout 5m -run 'AllocationBudget' ./broker
 	cd compat && $(GO) test -race -count=1 -short -timeout 10m ./...
 	$(MAKE) fuzz FUZZTIME=5s
 

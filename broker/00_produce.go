@@ -42,7 +42,9 @@ import (
 // (broker/internal/partition). A transactional batch that would start a
 // transaction on its partition is first checked with (or, from v12,
 // added by) the transaction coordinator: KIP-890, txn_verify.go.
-func init() { register(0, 0, 13, handleProduce) }
+const apiKeyProduce = 0
+
+func init() { register(apiKeyProduce, 0, 13, handleProduce) }
 
 func handleProduce(s *Server, r *request) (result, error) {
 	req := r.req.(*kmsg.ProduceRequest)
@@ -279,7 +281,11 @@ type produceKey struct {
 // lastCopies sizes chk.skip and returns where each partition the request
 // names (by a known topic) appears last.
 func (chk *produceChecked) lastCopies(s *Server, req *kmsg.ProduceRequest) map[produceKey][2]int {
-	last := make(map[produceKey][2]int)
+	n := 0
+	for i := range req.Topics {
+		n += len(req.Topics[i].Partitions)
+	}
+	last := make(map[produceKey][2]int, n) // sized once: a request may name thousands
 	for i := range req.Topics {
 		rt := &req.Topics[i]
 		chk.skip[i] = make([]bool, len(rt.Partitions))

@@ -10,7 +10,7 @@ import (
 )
 
 // benchBatch is a batch of n records of size bytes each, uncompressed.
-func benchBatch(b *testing.B, n, size int) []byte {
+func benchBatch(b testing.TB, n, size int) []byte {
 	recs := make([]protocol.Record, n)
 	for i := range recs {
 		recs[i] = protocol.Record{OffsetDelta: int32(i), Value: make([]byte, size)}
@@ -101,5 +101,48 @@ func BenchmarkFetch(b *testing.B) {
 			}
 			b.SetBytes(bytes / int64(b.N))
 		})
+	}
+}
+
+// BenchmarkProduceManyPartitions measures the produce path as a client
+// with many partitions drives it: each request carries one 4 x 1 KiB
+// batch for each of 1,000 partitions (about 4 MiB), acks=1. Its bytes and
+// allocations per request are the broker's per-partition costs.
+func BenchmarkProduceManyPartitions(b *testing.B) {
+	const partitions = 1000
+	ts := startServer(b, "")
+	createTopic(b, ts.admin(b), "bench", partitions, nil)
+	cl := ts.client(b)
+	batch := benchBatch(b, 4, 1024)
+	req := kmsg.NewPtrProduceRequest()
+	req.Acks = 1
+	req.TimeoutMillis = 5000
+	rt := kmsg.NewProduceRequestTopic()
+	rt.Topic, rt.TopicID = "bench", topicID(b, ts, "bench")
+	for p := range partitions {
+		rp := kmsg.NewProduceRequestTopicPartition()
+		rp.Partition = int32(p)
+		rp.Records = batch
+		rt.Partitions = append(rt.Partitions, rp)
+	}
+	req.Topics = append(req.Topics, rt)
+	ctx := testContext(b)
+	req.TimeoutMillis = 60000 // the first appends create each partition's files
+	if _, err := req.RequestWith(ctx, cl); err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(int64(partitions * len(batch)))
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		resp, err := req.RequestWith(ctx, cl)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, p := range resp.Topics[0].Partitions {
+			if p.ErrorCode != 0 {
+				b.Fatalf("produce error %d on partition %d", p.ErrorCode, p.Partition)
+			}
+		}
 	}
 }

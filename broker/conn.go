@@ -66,6 +66,9 @@ type slot struct {
 	frameBytes    int64         // taken from queued.max.request.bytes until answered
 	key           int16         // the request's API key, for its metrics
 	read          time.Time     // when the request was read; zero: not counted
+	// frame is a Produce request's frame, pooled again once the slot is
+	// finished (framepool.go); nil for every other request.
+	frame []byte
 }
 
 func (s *Server) serveConn(nc net.Conn, listener string) {
@@ -220,6 +223,10 @@ func (c *conn) finished(sl *slot) {
 	}
 	c.releaseBytes(sl.frameBytes)
 	sl.frameBytes = 0
+	if sl.frame != nil {
+		putFrameBuf(sl.frame)
+		sl.frame = nil
+	}
 	c.pending.Add(-1)
 }
 
@@ -248,6 +255,9 @@ func (c *conn) handleFrame(frame []byte) (*slot, bool) {
 	}
 	r := &request{hdr: hdr, req: req, conn: c}
 	sl := &slot{done: make(chan struct{}), correlationID: corr, key: key, read: time.Now()}
+	if key == apiKeyProduce {
+		sl.frame = frame
+	}
 	res, ok := c.runHandler(r)
 	if !ok {
 		sl.closeConn = true

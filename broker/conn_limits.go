@@ -226,16 +226,20 @@ func (fr *frameReader) readSize(max int32) (int32, error) {
 }
 
 // readBody reads a frame of n bytes: first what the read-ahead buffer
-// holds, then straight from the socket into the frame's buffer, which
-// doubles as bytes arrive instead of being allocated at n up front.
+// holds, then straight from the socket into the frame's buffer: a pooled
+// one that fits n (framepool.go), or one that doubles as bytes arrive
+// instead of being allocated at n up front.
 func (fr *frameReader) readBody(n int32) ([]byte, error) {
-	frame := make([]byte, 0, min(int(n), max(firstFrameCap, fr.w-fr.r)))
+	frame := getFrameBuf(int(n))
+	if frame == nil {
+		frame = make([]byte, 0, min(int(n), max(firstFrameCap, fr.w-fr.r)))
+	}
 	k := min(int(n), fr.w-fr.r)
 	frame = append(frame, (*fr.ahead)[fr.r:fr.r+k]...)
 	fr.r += k
 	for len(frame) < int(n) {
 		if len(frame) == cap(frame) {
-			next := make([]byte, len(frame), min(2*cap(frame), int(n)))
+			next := make([]byte, len(frame), growFrameCap(cap(frame), int(n)))
 			copy(next, frame)
 			frame = next
 		}

@@ -25,6 +25,7 @@ import (
 
 const perfUsage = `usage: gregor perf produce --topic T --records N [flags]
        gregor perf consume --topic T --records N [flags]
+       gregor perf e2e --topic T --records N --throughput R [produce flags]
 
 Measures a running cluster, as kafka-producer-perf-test and
 kafka-consumer-perf-test do, with the franz-go client.
@@ -37,6 +38,12 @@ index, so a later consume --verify can check every value.
 consume reads N records from the start of the topic, with a fresh
 consumer or as --group, and reports records/s and MB/s; --verify checks
 each value and that every index below N arrives exactly once.
+
+e2e produces at the fixed rate R and reads the records back in the same
+process; each record's latency runs from when it was due to be sent
+(start + index/R) to when it is read, so a stall counts against every
+record it holds up (no coordinated omission). Every record is checked
+to arrive once.
 
 With --json the summary is one JSON object on stdout (the human line goes
 to stderr), for scripts.
@@ -63,7 +70,7 @@ func runPerf(args []string) error {
 func runPerfTo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, perfUsage)
-		return errors.New("perf: want produce or consume")
+		return errors.New("perf: want produce, consume or e2e")
 	}
 	switch args[0] {
 	case "produce":
@@ -72,6 +79,16 @@ func runPerfTo(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			return err
 		}
 		rep, err := runProduce(ctx, o, stderr)
+		if err != nil {
+			return err
+		}
+		return writeReport(stdout, stderr, rep, o.json)
+	case "e2e":
+		o, err := parseProduceFlags(args[1:], stderr)
+		if err != nil {
+			return err
+		}
+		rep, err := runE2E(ctx, o, stderr)
 		if err != nil {
 			return err
 		}
@@ -90,7 +107,7 @@ func runPerfTo(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		fmt.Fprint(stdout, perfUsage)
 		return nil
 	}
-	return fmt.Errorf("perf: unknown mode %q; want produce or consume", args[0])
+	return fmt.Errorf("perf: unknown mode %q; want produce, consume or e2e", args[0])
 }
 
 // commonOptions are the flags both modes take.
@@ -635,6 +652,7 @@ type perfReport struct {
 	Latency       *latencySummary  `json:"latency_ms,omitempty"`
 	Produce       *produceSettings `json:"produce,omitempty"`
 	Consume       *consumeSettings `json:"consume,omitempty"`
+	E2E           *e2eSettings     `json:"e2e,omitempty"`
 }
 
 type produceSettings struct {
@@ -675,6 +693,12 @@ func (r perfReport) humanLine() string {
 		return fmt.Sprintf("%d records sent, %.1f records/sec (%.2f MB/sec), %.2f ms avg latency, %.2f ms max latency, "+
 			"%.2f ms 50th, %.2f ms 95th, %.2f ms 99th, %.2f ms 99.9th.",
 			r.Records, r.RecordsPerSec, r.MBPerSec, l.Avg, l.Max, l.P50, l.P95, l.P99, l.P999)
+	}
+	if r.Mode == "e2e" && r.Latency != nil && r.E2E != nil {
+		l := r.Latency
+		return fmt.Sprintf("%d records end to end at %.0f records/sec (%.0f asked, at most %d ms behind schedule), each read back once; "+
+			"latency from due time: %.2f ms avg, %.2f ms 50th, %.2f ms 99th, %.2f ms 99.9th, %.2f ms max.",
+			r.Records, r.E2E.Achieved, r.E2E.Rate, r.E2E.Behind, l.Avg, l.P50, l.P99, l.P999, l.Max)
 	}
 	line := fmt.Sprintf("%d records consumed (%.2f MB) in %.2f s, %.1f records/sec (%.2f MB/sec)",
 		r.Records, float64(r.Bytes)/mb, r.Seconds, r.RecordsPerSec, r.MBPerSec)

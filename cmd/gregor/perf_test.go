@@ -356,3 +356,32 @@ func BenchmarkLatenciesAdd(b *testing.B) {
 		l.add(time.Millisecond)
 	}
 }
+
+// TestPerfE2E runs `gregor perf e2e` against a real gregor: every record
+// produced at the fixed rate is read back once, and the report's
+// latencies are from the records' due times.
+func TestPerfE2E(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a gregor process")
+	}
+	p := startServe(t, "--data-dir", t.TempDir(), "--listen", "127.0.0.1:0")
+	if r := runCLI(t, "", "", "perf", "e2e", "--bootstrap", p.addr, "--topic", "e", "--records", "10"); r.code == 0 || !strings.Contains(r.err, "--throughput") {
+		t.Errorf("e2e without a rate: exit %d: %s", r.code, r.err)
+	}
+	out := mustCLI(t, "", "", "perf", "e2e", "--bootstrap", p.addr, "--topic", "e2e", "--partitions", "4",
+		"--records", "3000", "--throughput", "1000", "--record-size", "100", "--linger", "1ms", "--json")
+	var rep perfReport
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("report %q: %v", out, err)
+	}
+	if rep.Mode != "e2e" || rep.Records != 3000 || rep.E2E == nil || !rep.E2E.Verified || rep.Latency == nil {
+		t.Fatalf("report %+v", rep)
+	}
+	// 3,000 records at 1,000/s take about 3 s to send.
+	if rep.Seconds < 2.9 || rep.E2E.Achieved > 1100 {
+		t.Errorf("sent in %.2f s at %.0f records/s: the rate was not held", rep.Seconds, rep.E2E.Achieved)
+	}
+	if l := rep.Latency; l.P50 <= 0 || l.P50 > l.P99 || l.P99 > l.Max {
+		t.Errorf("latencies %+v", l)
+	}
+}

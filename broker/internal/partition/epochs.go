@@ -52,6 +52,11 @@ func (p *Partition) EpochsLocked() ([]EpochEntry, error) {
 		return nil, fmt.Errorf("rebuild leader epochs of %s-%d: %w", p.Topic, p.Index, err)
 	}
 	p.Epochs = entries
+	if len(entries) == 0 {
+		// Nothing to keep: a new partition's first append records its
+		// epoch and writes the file then, once instead of twice.
+		return entries, nil
+	}
 	return entries, p.WriteEpochsLocked()
 }
 

@@ -1,0 +1,93 @@
+package broker
+
+import (
+	"math/bits"
+	"sync"
+)
+
+// Produce frames are the broker's largest and most frequent allocations:
+// a client with many partitions sends requests of a megabyte or more, and
+// a fresh buffer for each costs its zeroing, the copies of readBody's
+// doubling and the garbage collector's time. Their buffers are kept for
+// the next frame instead, by power-of-two size class, up to
+// maxPooledFrameBytes in all: a sync.Pool would not do, since every
+// garbage collection empties it, and one large buffer allocated on a miss
+// is enough to start one.
+//
+// Only Produce frames go back to the pool, and only once their slot is
+// finished (the response written or abandoned, so every phase of the
+// handler has returned): the records of a produce are written to the log
+// by their handler and nothing keeps a slice of them after it, whereas
+// other requests' []byte fields (a JoinGroup's protocol metadata, a
+// SyncGroup's assignments) are kept by the coordinators past the answer.
+const (
+	minPooledFrameShift = 16 // 64 KiB: smaller frames cost little to allocate
+	maxPooledFrameShift = 24 // 16 MiB: larger ones are rare enough to leave to the GC
+	// maxPooledFrameBytes bounds the memory kept for frames to come.
+	maxPooledFrameBytes = 32 << 20
+)
+
+// framePool is the process's pool of frame buffers.
+var framePool struct {
+	mu sync.Mutex
+	// free[i] holds buffers whose capacity is at least 1<<(i+minPooledFrameShift).
+	free  [maxPooledFrameShift - minPooledFrameShift + 1][][]byte
+	bytes int // the capacity of every buffer in free
+}
+
+// getFrameBuf returns an empty pooled buffer that can hold n bytes, or nil
+// when n is outside the pooled sizes or no buffer that fits is free. It
+// looks first in n's own class, where a client's frames of the same size
+// land (a buffer grown by readBody to exactly n is pooled there), then in
+// the next, whose buffers all fit.
+func getFrameBuf(n int) []byte {
+	if n <= 0 {
+		return nil
+	}
+	lo := max(bits.Len(uint(n))-1, minPooledFrameShift)
+	hi := min(bits.Len(uint(n-1)), maxPooledFrameShift)
+	framePool.mu.Lock()
+	defer framePool.mu.Unlock()
+	for class := lo; class <= hi; class++ {
+		list := framePool.free[class-minPooledFrameShift]
+		for i := len(list) - 1; i >= 0; i-- {
+			if b := list[i]; cap(b) >= n {
+				list[i] = list[len(list)-1]
+				list[len(list)-1] = nil
+				framePool.free[class-minPooledFrameShift] = list[:len(list)-1]
+				framePool.bytes -= cap(b)
+				return b[:0]
+			}
+		}
+	}
+	return nil
+}
+
+// putFrameBuf keeps b for a later frame no larger than its capacity's
+// class, unless the pool is full. The caller must hold no slice of b
+// afterwards.
+func putFrameBuf(b []byte) {
+	class := bits.Len(uint(cap(b))) - 1 // the largest k with 1<<k <= cap(b)
+	if class < minPooledFrameShift || class > maxPooledFrameShift {
+		return
+	}
+	framePool.mu.Lock()
+	defer framePool.mu.Unlock()
+	if framePool.bytes+cap(b) > maxPooledFrameBytes {
+		return
+	}
+	framePool.bytes += cap(b)
+	framePool.free[class-minPooledFrameShift] = append(framePool.free[class-minPooledFrameShift], b[:0])
+}
+
+// growFrameCap is the capacity readBody grows a frame's buffer to once the
+// bytes received fill it: double, so that no more is allocated than twice
+// what the client sent. A frame of a pooled size may end in a buffer up to
+// twice its size, which then fits every frame of its class; a larger one
+// stops at n.
+func growFrameCap(cur, n int) int {
+	if n <= 1<<maxPooledFrameShift {
+		return 2 * cur
+	}
+	return min(2*cur, n)
+}

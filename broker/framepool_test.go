@@ -1,0 +1,71 @@
+package broker
+
+import (
+	"testing"
+)
+
+// TestFramePoolFits checks that a pooled frame buffer is handed out again
+// for a frame it can hold, in the class where readBody's exactly-sized
+// buffers land, and never for a frame larger than its capacity.
+func TestFramePoolFits(t *testing.T) {
+	const n = 4<<20 + 12345 // a 1,000-partition produce request
+	for getFrameBuf(n) != nil {
+		// Left by another test: the checks below need an empty class.
+	}
+	b := make([]byte, n)
+	putFrameBuf(b)
+	if got := getFrameBuf(n + 1); got != nil {
+		t.Fatalf("getFrameBuf(%d) returned a buffer of cap %d", n+1, cap(got))
+	}
+	got := getFrameBuf(n)
+	if got == nil || cap(got) != n || &got[:1][0] != &b[0] {
+		t.Fatalf("getFrameBuf(%d) did not return the pooled buffer (cap %d)", n, cap(got))
+	}
+	if len(got) != 0 {
+		t.Fatalf("pooled buffer has length %d, want 0", len(got))
+	}
+	for _, size := range []int{0, 1, 1 << 10, 1<<24 + 1, 1 << 30} {
+		if got := getFrameBuf(size); got != nil {
+			t.Fatalf("getFrameBuf(%d) returned a buffer outside the pooled sizes", size)
+		}
+	}
+	// The pool keeps no more than maxPooledFrameBytes.
+	for range maxPooledFrameBytes/(8<<20) + 2 {
+		putFrameBuf(make([]byte, 8<<20))
+	}
+	framePool.mu.Lock()
+	held := framePool.bytes
+	framePool.mu.Unlock()
+	if held > maxPooledFrameBytes {
+		t.Errorf("pool holds %d bytes, bound %d", held, maxPooledFrameBytes)
+	}
+	for getFrameBuf(8<<20) != nil {
+	}
+	putFrameBuf(make([]byte, 1<<10)) // too small to pool: dropped
+	putFrameBuf(make([]byte, 1<<25)) // too large to pool: dropped
+	if got := getFrameBuf(1 << 10); got != nil {
+		t.Fatal("a 1 KiB buffer was pooled")
+	}
+}
+
+// TestGrowFrameCap checks that a growing frame never gets more than twice
+// the bytes it holds, and that frames of pooled sizes end in a buffer
+// their class's later frames fit.
+func TestGrowFrameCap(t *testing.T) {
+	for _, n := range []int{64<<10 + 1, 100 << 10, 1<<20 - 1, 1 << 20, 3<<20 + 7, 1 << 24, 1<<24 + 1, 100 << 20} {
+		c := firstFrameCap
+		for c < n {
+			next := growFrameCap(c, n)
+			if next > 2*c || next <= c {
+				t.Fatalf("n=%d: grew %d to %d", n, c, next)
+			}
+			c = next
+		}
+		if n <= 1<<maxPooledFrameShift && c&(c-1) != 0 {
+			t.Fatalf("n=%d: final capacity %d is not a power of two", n, c)
+		}
+		if n > 1<<maxPooledFrameShift && c != n {
+			t.Fatalf("n=%d: final capacity %d, want exactly n", n, c)
+		}
+	}
+}

@@ -1,0 +1,175 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// e2eSettings are the end-to-end part of a report.
+type e2eSettings struct {
+	Rate     float64 `json:"rate"`      // records/s asked for
+	Achieved float64 `json:"achieved"`  // records/s sent
+	Verified bool    `json:"verified"`  // every record read back once
+	Behind   int64   `json:"behind_ms"` // how far the sender fell behind its schedule, at most
+}
+
+// runE2E measures end-to-end latency at a fixed rate: record i is due at
+// start + i/rate, and its latency runs from that due time (not from when
+// it was sent) to when a consumer in this process reads it. A broker that
+// stalls therefore shows in every record held up behind the stall, as it
+// would in an application's, instead of in the one record that waited
+// (coordinated omission). The consumer starts at the topic's end offsets
+// taken before the first send and checks that every record arrives once.
+func runE2E(ctx context.Context, o produceOptions, log io.Writer) (perfReport, error) {
+	if o.throughput <= 0 {
+		return perfReport{}, errors.New("perf e2e: --throughput (the fixed rate, records/s) is required")
+	}
+	if o.recordSize < 16 {
+		return perfReport{}, errors.New("perf e2e: --record-size must be at least 16 (values carry their index)")
+	}
+	if o.records > maxVerifyRecords {
+		return perfReport{}, fmt.Errorf("perf e2e: --records must be at most %d", maxVerifyRecords)
+	}
+	prod, err := kgo.NewClient(o.clientOpts()...)
+	if err != nil {
+		return perfReport{}, fmt.Errorf("perf e2e: %w", err)
+	}
+	defer prod.Close()
+	if err := ensureTopic(ctx, prod, o.topic, o.partitions, o.replicationFactor, log); err != nil {
+		return perfReport{}, err
+	}
+	ends, err := endOffsets(ctx, kadm.NewClient(prod), o.topic)
+	if err != nil {
+		return perfReport{}, fmt.Errorf("perf e2e: end offsets of %s: %w", o.topic, err)
+	}
+	from := map[int32]kgo.Offset{}
+	ends.Each(func(l kadm.ListedOffset) { from[l.Partition] = kgo.NewOffset().At(l.Offset) })
+	cons, err := kgo.NewClient(kgo.SeedBrokers(o.bootstrap...), kgo.ClientID("gregor-perf-e2e"),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{o.topic: from}),
+		kgo.FetchMaxWait(100*time.Millisecond))
+	if err != nil {
+		return perfReport{}, fmt.Errorf("perf e2e: %w", err)
+	}
+	defer cons.Close()
+
+	lat := newLatencies(o.records)
+	ver := newVerifier(o.records)
+	start := time.Now()
+	due := func(i uint64) time.Time {
+		return start.Add(time.Duration(float64(i) / o.throughput * float64(time.Second)))
+	}
+	readErr := make(chan error, 1)
+	go func() { readErr <- readE2E(ctx, cons, o.records, ver, lat, due) }()
+
+	base := payloadBase(o.recordSize)
+	pool := sync.Pool{New: func() any { b := make([]byte, o.recordSize); return &b }}
+	var failed atomic.Int64
+	var firstErr error
+	var errOnce sync.Once
+	var behind time.Duration
+	var sent int64
+	for ; sent < o.records && ctx.Err() == nil; sent++ {
+		if d := time.Until(due(uint64(sent))); d > 0 {
+			time.Sleep(d)
+		} else {
+			behind = max(behind, -d)
+		}
+		bp := pool.Get().(*[]byte)
+		fillValue(*bp, base, uint64(sent))
+		prod.Produce(ctx, &kgo.Record{Topic: o.topic, Value: *bp}, func(_ *kgo.Record, err error) {
+			pool.Put(bp)
+			if err != nil {
+				failed.Add(1)
+				errOnce.Do(func() { firstErr = err })
+			}
+		})
+	}
+	sendElapsed := time.Since(start)
+	if err := prod.Flush(ctx); err != nil {
+		return perfReport{}, fmt.Errorf("perf e2e: interrupted after %d records: %w", sent, err)
+	}
+	if n := failed.Load(); n > 0 {
+		return perfReport{}, fmt.Errorf("perf e2e: %d of %d records failed, the first with: %w", n, sent, firstErr)
+	}
+	if err := <-readErr; err != nil {
+		return perfReport{}, err
+	}
+	rep := newReport("e2e", o.topic, sent, sent*int64(o.recordSize), time.Since(start))
+	sum := lat.summary()
+	rep.Latency = &sum
+	rep.Produce = &produceSettings{
+		RecordSize: o.recordSize, Acks: o.acks, Compression: o.compression,
+		LingerMs: float64(o.linger) / float64(time.Millisecond), BatchMaxBytes: o.batchMaxBytes,
+		Idempotent: o.acks == "all" && o.idempotent, Throughput: o.throughput,
+	}
+	rep.E2E = &e2eSettings{Rate: o.throughput, Achieved: float64(sent) / sendElapsed.Seconds(), Verified: true, Behind: behind.Milliseconds()}
+	return rep, nil
+}
+
+// readE2E reads n records, each checked by ver, and adds each one's
+// latency from its due time.
+func readE2E(ctx context.Context, cl *kgo.Client, n int64, ver *verifier, lat *latencies, due func(uint64) time.Time) error {
+	const idle = 30 * time.Second
+	var got int64
+	last := time.Now()
+	for got < n {
+		pollCtx, cancel := context.WithTimeout(ctx, time.Second)
+		fetches := cl.PollFetches(pollCtx)
+		cancel()
+		now := time.Now()
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("perf e2e: interrupted after reading %d records: %w", got, err)
+		}
+		for _, fe := range fetches.Errors() {
+			if !errors.Is(fe.Err, context.DeadlineExceeded) && !errors.Is(fe.Err, context.Canceled) {
+				return fmt.Errorf("perf e2e: %s[%d]: %w", fe.Topic, fe.Partition, fe.Err)
+			}
+		}
+		progressed := false
+		for it := fetches.RecordIter(); !it.Done(); {
+			r := it.Next()
+			if err := ver.check(r.Value); err != nil {
+				return fmt.Errorf("perf e2e: %s[%d] offset %d: %w", r.Topic, r.Partition, r.Offset, err)
+			}
+			index, _ := valueIndex(r.Value, ver.base[:len(r.Value)]) // checked just above
+			lat.add(now.Sub(due(index)))
+			got++
+			progressed = true
+		}
+		if progressed {
+			last = now
+		} else if now.Sub(last) > idle {
+			return fmt.Errorf("perf e2e: read %d of %d records, then none for %s", got, n, idle)
+		}
+	}
+	return nil
+}
+
+// endOffsets lists topic's end offsets, waiting up to 10 s for a topic
+// just created to reach every partition's leader.
+func endOffsets(ctx context.Context, adm *kadm.Client, topic string) (kadm.ListedOffsets, error) {
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		ends, err := adm.ListEndOffsets(ctx, topic)
+		if err == nil {
+			err = ends.Error()
+		}
+		if err == nil || !errors.Is(err, kerr.UnknownTopicOrPartition) && !errors.Is(err, kerr.NotLeaderForPartition) || time.Now().After(deadline) {
+			return ends, err
+		}
+		select {
+		case <-time.After(200 * time.Millisecond):
+		case <-ctx.Done():
+			return ends, ctx.Err()
+		}
+	}
+}
