@@ -45,6 +45,10 @@ func (t RecordType) String() string {
 		return "ProducerIdsRecord"
 	case TypeBrokerRegistrationChange:
 		return "BrokerRegistrationChangeRecord"
+	case TypeUserScramCredential:
+		return "UserScramCredentialRecord"
+	case TypeRemoveUserScramCredential:
+		return "RemoveUserScramCredentialRecord"
 	default:
 		return fmt.Sprintf("RecordType(%d)", uint16(t))
 	}
@@ -370,6 +374,10 @@ func newRecord(t RecordType) Record {
 		return new(ProducerIDsRecord)
 	case TypeBrokerRegistrationChange:
 		return new(BrokerRegistrationChangeRecord)
+	case TypeUserScramCredential:
+		return new(UserScramCredentialRecord)
+	case TypeRemoveUserScramCredential:
+		return new(RemoveUserScramCredentialRecord)
 	default:
 		return nil
 	}
