@@ -685,19 +685,6 @@ func TestSecurityStartRefusals(t *testing.T) {
 			t.Errorf("refused start created its data dir (%v)", err)
 		}
 	}
-	// SCRAM without a credential store.
-	all := config.DevProperties()
-	all["listeners"] = "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:0"
-	all["listener.security.protocol.map"] = "PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,CONTROLLER:PLAINTEXT"
-	all["sasl.enabled.mechanisms"] = "SCRAM-SHA-512"
-	cfg, _, err := config.Parse(all)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.LogDirs = []string{t.TempDir()}
-	if _, err := New(cfg, Options{Logger: testLogger()}); err == nil || !strings.Contains(err.Error(), "SCRAM-SHA-512 needs SCRAM credentials") {
-		t.Fatalf("SCRAM without a store: %v", err)
-	}
 }
 
 // TestSASLSarama runs sarama over SASL_SSL with both handshake versions:

@@ -55,8 +55,8 @@ type Options struct {
 	// even where sendfile could send them from the segment file (for
 	// benchmarks that compare the two).
 	CopyFetch bool
-	// ScramCredentials is where SASL/SCRAM looks users up; nil refuses a
-	// listener enabling SCRAM (security.go).
+	// ScramCredentials is where SASL/SCRAM looks users up; nil is the
+	// credentials in the metadata log (security.go).
 	ScramCredentials ScramCredentials
 }
 
@@ -150,7 +150,16 @@ func New(cfg *config.Broker, opts Options) (*Server, error) {
 		conns:    make(map[net.Conn]struct{}),
 	}
 	s.copyFetch = opts.CopyFetch
-	sec, err := newListenerSecurity(cfg, s.clientListeners(), opts.ScramCredentials)
+	scram := opts.ScramCredentials
+	if scram == nil {
+		scram = imageScram{image: func() *image.Image {
+			if s.meta == nil {
+				return nil
+			}
+			return s.meta.Image()
+		}}
+	}
+	sec, err := newListenerSecurity(cfg, s.clientListeners(), scram)
 	if err != nil {
 		stop()
 		return nil, err
