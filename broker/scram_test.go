@@ -23,9 +23,9 @@ import (
 // (no Options.ScramCredentials): the credentials of the metadata log.
 func TestScramCredentialsInMetadataLog(t *testing.T) {
 	s := startSecureServer(t, map[string]string{
-		"listeners":                      "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:0",
-		"listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,CONTROLLER:PLAINTEXT",
-		"sasl.enabled.mechanisms":        "SCRAM-SHA-256,SCRAM-SHA-512",
+		"listeners":                                 "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:0",
+		"listener.security.protocol.map":            "PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,CONTROLLER:PLAINTEXT",
+		"sasl.enabled.mechanisms":                   "SCRAM-SHA-256,SCRAM-SHA-512",
 		"connection.failed.authentication.delay.ms": "50",
 	}, Options{})
 	sp := s.addr(t, "SASL_PLAINTEXT")
