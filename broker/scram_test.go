@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"crypto/x509/pkix"
 	"errors"
 	"slices"
 	"strings"
@@ -173,5 +174,53 @@ func TestScramCredentialsInMetadataLog(t *testing.T) {
 	}
 	if !errors.Is(described["alice"].Err, kerr.ResourceNotFound) {
 		t.Fatalf("describe deleted alice: %+v", described["alice"])
+	}
+}
+
+// TestScramSASLSSLRestart: a SCRAM-SHA-512 user created over PLAINTEXT
+// authenticates on a SASL_SSL listener, and still does (with the same
+// password only) after the server restarts from its data directory, the
+// credential read back from the metadata log.
+func TestScramSASLSSLRestart(t *testing.T) {
+	ca := newTestCA(t)
+	srvCert, srvKey := ca.issue(t, pkix.Name{CommonName: "broker"}, true)
+	props := map[string]string{
+		"listeners":                                 "PLAINTEXT://127.0.0.1:0,SASL_SSL://127.0.0.1:0,CONTROLLER://127.0.0.1:0",
+		"listener.security.protocol.map":            "PLAINTEXT:PLAINTEXT,SASL_SSL:SASL_SSL,CONTROLLER:PLAINTEXT",
+		"sasl.enabled.mechanisms":                   "SCRAM-SHA-512",
+		"ssl.keystore.type":                         "PEM",
+		"ssl.keystore.certificate.chain":            certPEM(srvCert),
+		"ssl.keystore.key":                          keyPEM(t, srvKey),
+		"log.dirs":                                  t.TempDir(),
+		"connection.failed.authentication.delay.ms": "50",
+	}
+	s := startSecureServer(t, props, Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	adm := kadm.NewClient(newClient(t, s.addr(t, "PLAINTEXT")))
+	altered, err := adm.AlterUserSCRAMs(ctx, nil, []kadm.UpsertSCRAM{{User: "dora", Mechanism: kadm.ScramSha512, Iterations: 4096, Password: "dora-secret"}})
+	if err != nil || altered["dora"].Err != nil {
+		t.Fatalf("create dora: %+v %v", altered, err)
+	}
+	saslSSL := func(s *secureServer, pass string) *kgo.Client {
+		return newClient(t, s.addr(t, "SASL_SSL"), kgo.DialTLSConfig(ca.clientTLS(t, nil, nil)),
+			kgo.SASL(scram.Auth{User: "dora", Pass: pass}.AsSha512Mechanism()))
+	}
+	roundTrip(t, saslSSL(s, "dora-secret"), "scram-ssl")
+	s.log.waitLog(t, "connection authenticated", "listener=SASL_SSL", "principal=User:dora", "mechanism=SCRAM-SHA-512")
+	if err := s.Close(); err != nil {
+		t.Fatalf("close: %v", err)
+	}
+
+	s = startSecureServer(t, props, Options{})
+	if err := pingErr(saslSSL(s, "dora-secret")); err != nil {
+		t.Fatalf("after restart: %v", err)
+	}
+	if err := pingErr(saslSSL(s, "wrong")); !errors.Is(err, kerr.SaslAuthenticationFailed) {
+		t.Fatalf("wrong password after restart: %v", err)
+	}
+	d, err := kadm.NewClient(newClient(t, s.addr(t, "PLAINTEXT"))).DescribeUserSCRAMs(ctx)
+	if ci := d["dora"].CredInfos; err != nil || len(d) != 1 || len(ci) != 1 || ci[0].Mechanism != kadm.ScramSha512 || ci[0].Iterations != 4096 {
+		t.Fatalf("described after restart: %+v %v", d, err)
 	}
 }

@@ -166,7 +166,8 @@ func (l *serverLog) waitLog(t testing.TB, parts ...string) string {
 }
 
 // secureServer is a server with the client listeners of props (all on
-// 127.0.0.1:0), a PLAINTEXT inter-broker listener, and its log captured.
+// 127.0.0.1:0), a PLAINTEXT inter-broker listener, and its log captured;
+// its data is in a new directory unless props set log.dirs.
 type secureServer struct {
 	*Server
 	log *serverLog
@@ -184,7 +185,9 @@ func startSecureServer(t testing.TB, props map[string]string, opts Options) *sec
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg.LogDirs = []string{t.TempDir()}
+	if props["log.dirs"] == "" {
+		cfg.LogDirs = []string{t.TempDir()}
+	}
 	cfg.AdvertisedListeners = nil
 	lc := &serverLog{}
 	opts.Logger = slog.New(slog.NewTextHandler(lc, &slog.HandlerOptions{Level: slog.LevelDebug}))
