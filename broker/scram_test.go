@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/x509/pkix"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -222,5 +223,49 @@ func TestScramSASLSSLRestart(t *testing.T) {
 	d, err := kadm.NewClient(newClient(t, s.addr(t, "PLAINTEXT"))).DescribeUserSCRAMs(ctx)
 	if ci := d["dora"].CredInfos; err != nil || len(d) != 1 || len(ci) != 1 || ci[0].Mechanism != kadm.ScramSha512 || ci[0].Iterations != 4096 {
 		t.Fatalf("described after restart: %+v %v", d, err)
+	}
+}
+
+// TestScramCredentialsCluster: AlterUserScramCredentials sent to any node
+// of a three-node cluster reaches the active controller, and every
+// node's image (what its SCRAM exchanges read) and its
+// DescribeUserScramCredentials then hold the credential.
+func TestScramCredentialsCluster(t *testing.T) {
+	nodes := startTestCluster(t)
+	cl := clusterClient(t, nodes)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	for _, n := range nodes {
+		user := fmt.Sprintf("user-via-%d", n.id)
+		req := kmsg.NewPtrAlterUserSCRAMCredentialsRequest()
+		up := kmsg.NewAlterUserSCRAMCredentialsRequestUpsertion()
+		up.Name, up.Mechanism, up.Iterations, up.Salt, up.SaltedPassword = user, 2, 4096, []byte("salt"), []byte("salted")
+		req.Upsertions = append(req.Upsertions, up)
+		kresp, err := cl.Broker(int(n.id)).Request(ctx, req)
+		if err != nil {
+			t.Fatalf("alter via node %d: %v", n.id, err)
+		}
+		resp := kresp.(*kmsg.AlterUserSCRAMCredentialsResponse)
+		if len(resp.Results) != 1 || resp.Results[0].User != user || resp.Results[0].ErrorCode != 0 {
+			t.Fatalf("alter via node %d (leader %v): %+v", n.id, n.meta.IsLeader(), resp.Results)
+		}
+	}
+	for _, n := range nodes {
+		waitFor(t, fmt.Sprintf("node %d's image to hold the three users", n.id), func() bool {
+			return len(n.meta.Image().ScramUsers()) == 3
+		})
+		for _, m := range nodes {
+			c, ok := n.meta.Image().ScramCredential(fmt.Sprintf("user-via-%d", m.id), 2)
+			if !ok || c.Iterations != 4096 || string(c.Salt) != "salt" {
+				t.Fatalf("node %d's credential of user-via-%d: %+v %v", n.id, m.id, c, ok)
+			}
+		}
+		kresp, err := cl.Broker(int(n.id)).Request(ctx, kmsg.NewPtrDescribeUserSCRAMCredentialsRequest())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rs := kresp.(*kmsg.DescribeUserSCRAMCredentialsResponse).Results; len(rs) != 3 {
+			t.Fatalf("node %d describes %+v", n.id, rs)
+		}
 	}
 }
