@@ -49,6 +49,8 @@ func (t RecordType) String() string {
 		return "UserScramCredentialRecord"
 	case TypeRemoveUserScramCredential:
 		return "RemoveUserScramCredentialRecord"
+	case TypeClientQuota:
+		return "ClientQuotaRecord"
 	default:
 		return fmt.Sprintf("RecordType(%d)", uint16(t))
 	}
@@ -378,6 +380,8 @@ func newRecord(t RecordType) Record {
 		return new(UserScramCredentialRecord)
 	case TypeRemoveUserScramCredential:
 		return new(RemoveUserScramCredentialRecord)
+	case TypeClientQuota:
+		return new(ClientQuotaRecord)
 	default:
 		return nil
 	}
