@@ -116,6 +116,9 @@ type Server struct {
 
 	netLimits netLimits // broker-wide request budgets (conn_limits.go)
 
+	// byteQuotas are the client byte-rate quotas (quota.go).
+	byteQuotas clientQuotas
+
 	// security secures the SSL and SASL client listeners, by name
 	// (security.go).
 	security map[string]*listenerSecurity
@@ -150,6 +153,7 @@ func New(cfg *config.Broker, opts Options) (*Server, error) {
 		conns:    make(map[net.Conn]struct{}),
 	}
 	s.copyFetch = opts.CopyFetch
+	s.byteQuotas = newClientQuotas(cfg.QuotaWindowNum, cfg.QuotaWindowSizeSeconds)
 	scram := opts.ScramCredentials
 	if scram == nil {
 		scram = imageScram{image: func() *image.Image {
