@@ -73,6 +73,9 @@ func handleDescribeClientQuotas(s *Server, r *request) (result, error) {
 		return fail(kerr.InvalidRequest, "Invalid entity filter component combination. IP filter component should not be used with user or clientId filter component.")
 	}
 	img := s.meta.Image()
+	// Null is the error answer's: a successful one with no entity is an
+	// empty array, which Kafka's Admin client reads without a null check.
+	resp.Entries = []kmsg.DescribeClientQuotasResponseEntry{}
 	for _, e := range img.QuotaEntities() {
 		parts := e.Parts()
 		if !quotaFilterMatches(parts, exact, typed, req.Strict) {

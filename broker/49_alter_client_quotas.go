@@ -21,6 +21,10 @@ func handleAlterClientQuotas(s *Server, r *request) (result, error) {
 	return r.inOrder(func() kmsg.Response {
 		ctx, cancel := context.WithTimeout(r.conn.ctx, 30*time.Second)
 		defer cancel()
-		return s.ctrl.AlterClientQuotas(ctx, req)
+		resp := s.ctrl.AlterClientQuotas(ctx, req)
+		// The controller's answer is built at no version in particular;
+		// it is sent at the request's.
+		resp.SetVersion(req.Version)
+		return resp
 	})
 }

@@ -24,6 +24,10 @@ func handleAlterUserScramCredentials(s *Server, r *request) (result, error) {
 		// connection forever.
 		ctx, cancel := context.WithTimeout(r.conn.ctx, 30*time.Second)
 		defer cancel()
-		return s.ctrl.AlterUserScramCredentials(ctx, req)
+		resp := s.ctrl.AlterUserScramCredentials(ctx, req)
+		// The controller's answer is built at no version in particular;
+		// it is sent at the request's.
+		resp.SetVersion(req.Version)
+		return resp
 	})
 }

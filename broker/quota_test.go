@@ -51,6 +51,11 @@ func setQuota(t *testing.T, adm *kadm.Client, key string, v float64, entity ...s
 func TestClientQuotasAPI(t *testing.T) {
 	ts := startServer(t, "")
 	adm := ts.admin(t)
+	// No quota yet: an empty array, not null.
+	empty, err := kmsg.NewPtrDescribeClientQuotasRequest().RequestWith(testContext(t), ts.client(t))
+	if err != nil || empty.ErrorCode != 0 || empty.Entries == nil {
+		t.Fatalf("describe with no quotas: %+v %v, want an empty, non-null array", empty, err)
+	}
 	setQuota(t, adm, "producer_byte_rate", 1024, "user", "alice")
 	setQuota(t, adm, "consumer_byte_rate", 2048, "user", "alice")
 	setQuota(t, adm, "producer_byte_rate", 4096, "user", "alice", "client-id", "app")
@@ -112,6 +117,29 @@ func TestClientQuotasAPI(t *testing.T) {
 		}
 		if resp.ErrorCode != tt.code.Code || resp.ErrorMessage == nil || *resp.ErrorMessage != tt.msg {
 			t.Errorf("filter %+v: %d %v, want %s %q", tt.comps, resp.ErrorCode, resp.ErrorMessage, tt.code, tt.msg)
+		}
+	}
+
+	// Both versions answer in their own encoding.
+	for v := int16(0); v <= 1; v++ {
+		req := kmsg.NewPtrAlterClientQuotasRequest()
+		req.SetVersion(v)
+		e := kmsg.NewAlterClientQuotasRequestEntry()
+		ent := kmsg.NewAlterClientQuotasRequestEntryEntity()
+		ent.Type, ent.Name = "client-id", new("versioned")
+		op := kmsg.NewAlterClientQuotasRequestEntryOp()
+		op.Key, op.Value = "fetch_rate", 1
+		e.Entity, e.Ops = []kmsg.AlterClientQuotasRequestEntryEntity{ent}, []kmsg.AlterClientQuotasRequestEntryOp{op}
+		req.Entries = append(req.Entries, e)
+		b, err := ts.client(t).Broker(1).Request(testContext(t), req)
+		if err != nil {
+			t.Fatalf("v%d: %v", v, err)
+		}
+		resp := b.(*kmsg.AlterClientQuotasResponse)
+		if len(resp.Entries) != 1 || resp.Entries[0].ErrorCode != kerr.InvalidRequest.Code || resp.Entries[0].ErrorMessage == nil ||
+			*resp.Entries[0].ErrorMessage != "Invalid configuration key fetch_rate" || len(resp.Entries[0].Entity) != 1 ||
+			resp.Entries[0].Entity[0].Name == nil || *resp.Entries[0].Entity[0].Name != "versioned" {
+			t.Fatalf("v%d answer %+v", v, resp.Entries)
 		}
 	}
 
