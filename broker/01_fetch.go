@@ -55,6 +55,9 @@ type fetchPlan struct {
 	parts    []*fetch.Part
 	errs     []fetchPartError // partitions the request named that cannot be read
 	zeroCopy bool             // read records as file slices for sendfile
+	// quota is a consumer's fetch quota, nil when none can apply
+	// (quota.go).
+	quota *fetchQuota
 }
 
 type fetchPartError struct {
@@ -79,6 +82,7 @@ func handleFetch(s *Server, r *request) (result, error) {
 	}
 	plan.ctx = r.conn.ctx
 	plan.zeroCopy = !s.copyFetch && r.conn.raw != nil
+	s.planFetchQuota(plan, r)
 	out := s.readFetch(plan)
 	wait := time.Duration(req.MaxWaitMillis) * time.Millisecond
 	if out.satisfies(plan) || wait <= 0 || len(plan.errs) > 0 || hasErrors(out.parts) {
@@ -511,6 +515,18 @@ func (s *Server) finishFetch(plan *fetchPlan, read fetchRead) kmsg.Response {
 			resp.ErrorCode = kerr.InvalidFetchSessionEpoch.Code
 			return resp
 		}
+	}
+	if ms := s.fetchQuotaThrottle(plan, read); ms > 0 {
+		// Over its quota, the consumer gets an empty answer that
+		// changes nothing in its session (Kafka's getThrottledResponse):
+		// a new session is not opened.
+		for _, sl := range read.slices {
+			if sl != nil {
+				drop = append(drop, sl)
+			}
+		}
+		resp.ThrottleMillis = int32(ms)
+		return resp
 	}
 	var cur *kmsg.FetchResponseTopic
 	var files []fetch.FileRecords

@@ -55,6 +55,9 @@ type conn struct {
 	// principal is who the connection authenticated as (security.go):
 	// User:ANONYMOUS on PLAINTEXT.
 	principal security.Principal
+	// throttledUntil is when a client over its quota may send again, in
+	// Unix nanoseconds (quota.go); the reader waits for it.
+	throttledUntil atomic.Int64
 }
 
 // slot is the place of one request in the connection's response order.
@@ -134,6 +137,9 @@ func (c *conn) readLoop() {
 	defer fr.release()
 	maxSize := c.s.cfg.SocketRequestMaxBytes
 	for {
+		if err := c.waitThrottle(); err != nil {
+			return
+		}
 		frame, n, err := c.readFrame(fr, maxSize)
 		if err != nil {
 			switch {
@@ -263,6 +269,9 @@ func (c *conn) handleFrame(frame []byte) (*slot, bool) {
 		sl.closeConn = true
 		close(sl.done)
 		return sl, false
+	}
+	if key == 0 {
+		res = c.produceQuota(r, len(frame), res)
 	}
 	switch {
 	case res.wait != nil:

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/gregorbroker/gregor/config"
+	"github.com/gregorbroker/gregor/raftmeta/image"
 	"github.com/gregorbroker/gregor/security"
 )
 
@@ -22,10 +23,28 @@ type listenerSecurity struct {
 	mechs  map[string]security.Mechanism // SASL_PLAINTEXT, SASL_SSL
 }
 
-// ScramCredentials is where SCRAM mechanisms look users up; nil (the
-// default) makes a listener enabling SCRAM fail to start, since Gregor
-// does not store SCRAM credentials in its metadata log yet.
+// ScramCredentials is where SCRAM mechanisms look users up. The default
+// (a nil Options.ScramCredentials) is the metadata image's credentials,
+// which AlterUserScramCredentials writes.
 type ScramCredentials = security.CredentialStore
+
+// imageScram looks SCRAM credentials up in the current metadata image, so
+// that a credential is usable as soon as this broker has applied the
+// record that created it and refused once it has applied its removal.
+type imageScram struct{ image func() *image.Image }
+
+// ScramCredential implements security.CredentialStore.
+func (st imageScram) ScramCredential(mechanism, user string) (security.ScramCredential, bool, error) {
+	img := st.image()
+	if img == nil {
+		return security.ScramCredential{}, false, errors.New("the metadata image is not loaded yet")
+	}
+	c, ok := img.ScramCredential(user, image.ScramMechanismType(mechanism))
+	if !ok {
+		return security.ScramCredential{}, false, nil
+	}
+	return security.ScramCredential{Salt: c.Salt, StoredKey: c.StoredKey, ServerKey: c.ServerKey, Iterations: int(c.Iterations)}, true, nil
+}
 
 // newListenerSecurity loads the key and trust stores, principal mapping
 // rules and SASL users of every client listener that is not PLAINTEXT,

@@ -55,8 +55,8 @@ type Options struct {
 	// even where sendfile could send them from the segment file (for
 	// benchmarks that compare the two).
 	CopyFetch bool
-	// ScramCredentials is where SASL/SCRAM looks users up; nil refuses a
-	// listener enabling SCRAM (security.go).
+	// ScramCredentials is where SASL/SCRAM looks users up; nil is the
+	// credentials in the metadata log (security.go).
 	ScramCredentials ScramCredentials
 }
 
@@ -116,6 +116,9 @@ type Server struct {
 
 	netLimits netLimits // broker-wide request budgets (conn_limits.go)
 
+	// byteQuotas are the client byte-rate quotas (quota.go).
+	byteQuotas clientQuotas
+
 	// security secures the SSL and SASL client listeners, by name
 	// (security.go).
 	security map[string]*listenerSecurity
@@ -154,7 +157,17 @@ func New(cfg *config.Broker, opts Options) (*Server, error) {
 	}
 	s.copyFetch = opts.CopyFetch
 	s.newMetrics()
-	sec, err := newListenerSecurity(cfg, s.clientListeners(), opts.ScramCredentials)
+	s.byteQuotas = newClientQuotas(cfg.QuotaWindowNum, cfg.QuotaWindowSizeSeconds)
+	scram := opts.ScramCredentials
+	if scram == nil {
+		scram = imageScram{image: func() *image.Image {
+			if s.meta == nil {
+				return nil
+			}
+			return s.meta.Image()
+		}}
+	}
+	sec, err := newListenerSecurity(cfg, s.clientListeners(), scram)
 	if err != nil {
 		stop()
 		return nil, err

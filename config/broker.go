@@ -135,6 +135,12 @@ type Broker struct {
 	FetchMaxBytes                            int32
 	MaxIncrementalFetchSessionCacheSlots     int32
 
+	// Client quotas: the samples and the span of each over which a
+	// client's byte rate is measured (quota.window.num,
+	// quota.window.size.seconds).
+	QuotaWindowNum         int32
+	QuotaWindowSizeSeconds int32
+
 	// Groups and offsets.
 	GroupMinSessionTimeoutMs            int32
 	GroupMaxSessionTimeoutMs            int32

@@ -110,7 +110,7 @@ var refusedSecurityKeys = map[string]string{
 var securityLimits = map[string]string{
 	"ssl.keystore.type":         "PKCS12 and PEM; JKS is refused at start",
 	"ssl.truststore.type":       "PKCS12 and PEM; JKS is refused at start",
-	"sasl.enabled.mechanisms":   "PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 (SCRAM only with a credential store, which the metadata log does not hold yet); GSSAPI and OAUTHBEARER are refused at start",
+	"sasl.enabled.mechanisms":   "PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 (SCRAM users from the metadata log, written by AlterUserScramCredentials); GSSAPI and OAUTHBEARER are refused at start",
 	"connections.max.reauth.ms": "0 only; re-authentication is refused at start",
 	"ssl.cipher.suites":         "TLS 1.2 suites by name; the TLS 1.3 suites all or none",
 	"ssl.protocol":              "TLSv1.2, TLSv1.3 or TLS",

@@ -40,8 +40,8 @@ func authErrorf(format string, args ...any) error {
 }
 
 // NewMechanisms builds the enabled mechanisms of a SASL listener from its
-// JAAS configs. scram looks SCRAM credentials up; nil leaves the SCRAM
-// mechanisms without a credential store, which start-up refuses.
+// JAAS configs. scram looks SCRAM credentials up; the SCRAM mechanisms
+// cannot be enabled without it.
 func NewMechanisms(ls config.ListenerSecurity, scram CredentialStore) (map[string]Mechanism, error) {
 	out := map[string]Mechanism{}
 	for _, m := range ls.SASLMechanisms {
@@ -55,7 +55,7 @@ func NewMechanisms(ls config.ListenerSecurity, scram CredentialStore) (map[strin
 			out[m] = p
 		case config.MechanismScramSHA256, config.MechanismScramSHA512:
 			if scram == nil {
-				return nil, fmt.Errorf("listener %s: sasl.enabled.mechanisms: %s needs SCRAM credentials, which gregor cannot store yet (AlterUserScramCredentials is not served)", ls.Listener, m)
+				return nil, fmt.Errorf("listener %s: sasl.enabled.mechanisms: %s needs a SCRAM credential store", ls.Listener, m)
 			}
 			s, err := NewScram(m, scram)
 			if err != nil {

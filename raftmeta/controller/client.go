@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/gregorbroker/gregor/raftmeta/image"
 	"github.com/gregorbroker/gregor/raftmeta/internal/compact"
@@ -31,6 +32,8 @@ type API interface {
 	ListPartitionReassignments(ctx context.Context, topics []TopicPartitions) ([]OngoingTopicReassignments, error)
 	BrokerHeartbeat(ctx context.Context, hb BrokerHeartbeat) (BrokerHeartbeatResult, error)
 	DescribeQuorum(ctx context.Context) (raftnode.QuorumInfo, error)
+	AlterUserScramCredentials(ctx context.Context, req *kmsg.AlterUserSCRAMCredentialsRequest) *kmsg.AlterUserSCRAMCredentialsResponse
+	AlterClientQuotas(ctx context.Context, req *kmsg.AlterClientQuotasRequest) *kmsg.AlterClientQuotasResponse
 }
 
 var (

@@ -86,6 +86,7 @@ var rpcs = []rpcEntry{
 	createTopicsRPC, deleteTopicsRPC, createPartitionsRPC, alterConfigsRPC,
 	registerBrokerRPC, allocateProducerIDsRPC, alterPartitionRPC, electLeadersRPC,
 	brokerHeartbeatRPC, describeQuorumRPC, alterReassignmentsRPC, listReassignmentsRPC,
+	alterUserScramCredentialsRPC, alterClientQuotasRPC,
 }
 
 // Handlers returns the server side of the controller rpcs, for

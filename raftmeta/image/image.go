@@ -26,6 +26,8 @@ type Image struct {
 	brokerConfigs  map[string]map[string]string
 	nextProducerID int64
 	features       map[string]int16
+	scram          map[ScramKey]ScramCredential       // SCRAM credentials (scram.go)
+	quotas         map[QuotaEntity]map[string]float64 // client quotas (quota.go)
 }
 
 // TopicImage is one topic. It is shared between images until a record
@@ -237,6 +239,7 @@ type imageBuilder struct {
 	next *Image
 
 	ownTopics, ownBrokers, ownBrokerConfigs, ownFeatures bool
+	ownScram, ownQuotas                                  bool
 	ownedTopics                                          map[[16]byte]bool
 }
 
@@ -299,6 +302,12 @@ func (b *imageBuilder) apply(r Record) error {
 		}
 		b.next.nextProducerID = r.NextProducerID
 		return nil
+	case *UserScramCredentialRecord:
+		return b.applyScram(r)
+	case *RemoveUserScramCredentialRecord:
+		return b.applyRemoveScram(r)
+	case *ClientQuotaRecord:
+		return b.applyClientQuota(r)
 	case *FeatureLevelRecord:
 		if r.Name == "" || r.Level < 0 {
 			return fmt.Errorf("invalid feature %q level %d", r.Name, r.Level)

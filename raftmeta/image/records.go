@@ -45,6 +45,12 @@ func (t RecordType) String() string {
 		return "ProducerIdsRecord"
 	case TypeBrokerRegistrationChange:
 		return "BrokerRegistrationChangeRecord"
+	case TypeUserScramCredential:
+		return "UserScramCredentialRecord"
+	case TypeRemoveUserScramCredential:
+		return "RemoveUserScramCredentialRecord"
+	case TypeClientQuota:
+		return "ClientQuotaRecord"
 	default:
 		return fmt.Sprintf("RecordType(%d)", uint16(t))
 	}
@@ -370,6 +376,12 @@ func newRecord(t RecordType) Record {
 		return new(ProducerIDsRecord)
 	case TypeBrokerRegistrationChange:
 		return new(BrokerRegistrationChangeRecord)
+	case TypeUserScramCredential:
+		return new(UserScramCredentialRecord)
+	case TypeRemoveUserScramCredential:
+		return new(RemoveUserScramCredentialRecord)
+	case TypeClientQuota:
+		return new(ClientQuotaRecord)
 	default:
 		return nil
 	}

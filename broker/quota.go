@@ -1,0 +1,153 @@
+package broker
+
+import (
+	"context"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/gregorbroker/gregor/broker/internal/clientquota"
+)
+
+// clientQuotas are the produce and fetch byte-rate quotas
+// (broker/internal/clientquota), measured per connection's user and
+// client id against the quotas in the metadata image.
+type clientQuotas struct {
+	produce, fetch *clientquota.Manager
+}
+
+func newClientQuotas(windows, windowSeconds int32) clientQuotas {
+	w := time.Duration(windowSeconds) * time.Second
+	return clientQuotas{
+		produce: clientquota.New("producer_byte_rate", int(windows), w),
+		fetch:   clientquota.New("consumer_byte_rate", int(windows), w),
+	}
+}
+
+// quotaUser is the user name quotas match for a connection: its
+// principal's name, ANONYMOUS without authentication, as Kafka's.
+func (c *conn) quotaUser() string { return c.principal.Name }
+
+func clientIDOf(r *request) string {
+	if r.hdr.ClientID == nil {
+		return ""
+	}
+	return *r.hdr.ClientID
+}
+
+// throttle mutes the connection for ms: no further request is read from
+// it until then (Kafka mutes the channel of a throttled client, KIP-219).
+func (c *conn) throttle(ms int) {
+	if ms <= 0 {
+		return
+	}
+	until := c.s.now().Add(time.Duration(ms) * time.Millisecond).UnixNano()
+	for {
+		old := c.throttledUntil.Load()
+		if old >= until || c.throttledUntil.CompareAndSwap(old, until) {
+			return
+		}
+	}
+}
+
+// waitThrottle waits out the connection's mute before its next request
+// is read.
+func (c *conn) waitThrottle() error {
+	until := c.throttledUntil.Load()
+	if until == 0 {
+		return nil
+	}
+	d := time.Until(time.Unix(0, until))
+	if d <= 0 {
+		return nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-c.ctx.Done():
+		return context.Cause(c.ctx)
+	}
+}
+
+// produceQuota counts a Produce request's size (the whole request, as
+// Kafka's request.sizeInBytes) against the client's producer_byte_rate
+// and, when it is over, mutes the connection and puts the throttle time
+// in the response, which Kafka sends at once (KIP-219). An acks=0
+// produce has no response, but its connection is muted all the same.
+func (c *conn) produceQuota(r *request, size int, res result) result {
+	ms := c.s.byteQuotas.produce.Record(c.s.meta.Image(), c.quotaUser(), clientIDOf(r), float64(size), c.s.now())
+	if ms <= 0 {
+		return res
+	}
+	c.throttle(ms)
+	set := func(resp kmsg.Response) kmsg.Response {
+		if tr, ok := resp.(interface {
+			kmsg.ThrottleResponse
+			SetThrottle(int32)
+		}); ok {
+			t, _ := tr.Throttle()
+			tr.SetThrottle(max(t, int32(ms)))
+		}
+		return resp
+	}
+	switch {
+	case res.wait != nil:
+		wait := res.wait
+		res.wait = func() kmsg.Response {
+			if resp := wait(); resp != nil {
+				return set(resp)
+			}
+			return nil
+		}
+	case res.resp != nil:
+		res.resp = set(res.resp)
+	}
+	return res
+}
+
+// fetchQuota is who a consumer's fetch counts against.
+type fetchQuota struct {
+	conn           *conn
+	user, clientID string
+}
+
+// planFetchQuota gives a consumer's fetch its quota when quotas on
+// consumer_byte_rate exist, and caps the fetch at what its quota allows
+// over the rate's window, as Kafka's getMaxValueInQuotaWindow does.
+func (s *Server) planFetchQuota(plan *fetchPlan, r *request) {
+	if plan.replicaID >= 0 {
+		return // replication is not a client's traffic
+	}
+	img := s.meta.Image()
+	if !s.byteQuotas.fetch.Enabled(img) {
+		return
+	}
+	q := &fetchQuota{conn: r.conn, user: r.conn.quotaUser(), clientID: clientIDOf(r)}
+	plan.quota = q
+	if most := s.byteQuotas.fetch.MaxValueInWindow(img, q.user, q.clientID); most < float64(plan.maxBytes) {
+		plan.maxBytes = max(int(most), 1)
+		plan.minBytes = min(plan.minBytes, plan.maxBytes)
+	}
+}
+
+// fetchQuotaThrottle counts a consumer's fetched bytes against its
+// consumer_byte_rate and returns the throttle time: when over, the bytes
+// are taken back (the answer will be empty, Kafka's unrecordQuotaSensor)
+// and the connection is muted.
+func (s *Server) fetchQuotaThrottle(plan *fetchPlan, read fetchRead) int {
+	q := plan.quota
+	if q == nil {
+		return 0
+	}
+	img, now := s.meta.Image(), s.now()
+	size := float64(read.bytes)
+	ms := s.byteQuotas.fetch.Record(img, q.user, q.clientID, size, now)
+	if ms <= 0 {
+		return 0
+	}
+	s.byteQuotas.fetch.Unrecord(img, q.user, q.clientID, size, now)
+	q.conn.throttle(ms)
+	return ms
+}
