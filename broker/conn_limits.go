@@ -243,7 +243,9 @@ func (fr *frameReader) readBody(n int32) ([]byte, error) {
 			copy(next, frame)
 			frame = next
 		}
-		m, err := fr.c.nc.Read(frame[len(frame):cap(frame)])
+		// Never past n: what follows is the next frame's, and a pooled
+		// or doubled buffer has room for it.
+		m, err := fr.c.nc.Read(frame[len(frame):min(cap(frame), int(n))])
 		frame = frame[:len(frame)+m]
 		if err != nil && len(frame) < int(n) {
 			return nil, unexpectedEOF(err)

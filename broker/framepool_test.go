@@ -1,7 +1,12 @@
 package broker
 
 import (
+	"encoding/binary"
 	"testing"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/gregorbroker/gregor/protocol"
 )
 
 // TestFramePoolFits checks that a pooled frame buffer is handed out again
@@ -67,5 +72,59 @@ func TestGrowFrameCap(t *testing.T) {
 		if n > 1<<maxPooledFrameShift && c != n {
 			t.Fatalf("n=%d: final capacity %d, want exactly n", n, c)
 		}
+	}
+}
+
+// TestPipelinedLargeFrames sends produce frames larger than the smallest
+// pooled size back to back in one write, after a first one has left a
+// buffer in the pool: each frame must be read to its own end and no
+// further, whatever room its buffer has, so that every request is
+// answered in order.
+func TestPipelinedLargeFrames(t *testing.T) {
+	ts := startServer(t, "")
+	createTopic(t, ts.admin(t), "pipelined", 1, nil)
+	batch := benchBatch(t, 100, 1024) // about 100 KiB
+	frame := func(corr int32) []byte {
+		req := kmsg.NewPtrProduceRequest()
+		req.Version = 9
+		req.Acks = 1
+		req.TimeoutMillis = 10000
+		rt := kmsg.NewProduceRequestTopic()
+		rt.Topic = "pipelined"
+		rp := kmsg.NewProduceRequestTopicPartition()
+		rp.Records = batch
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		return encodeRequest(req, corr)
+	}
+	c := dialRaw(t, ts.addr)
+	read := func(corr int32, wantOffset int64) {
+		t.Helper()
+		resp, err := protocol.ReadFrame(c.nc, 1<<30, nil)
+		if err != nil {
+			t.Fatalf("response %d: %v", corr, err)
+		}
+		if got := int32(binary.BigEndian.Uint32(resp)); got != corr {
+			t.Fatalf("response for correlation id %d, want %d", got, corr)
+		}
+		var pr kmsg.ProduceResponse
+		pr.Version = 9
+		if err := pr.ReadFrom(resp[4+1:]); err != nil {
+			t.Fatalf("decode response %d: %v", corr, err)
+		}
+		p := pr.Topics[0].Partitions[0]
+		if p.ErrorCode != 0 || p.BaseOffset != wantOffset {
+			t.Fatalf("response %d: error %d, base offset %d, want 0 and %d", corr, p.ErrorCode, p.BaseOffset, wantOffset)
+		}
+	}
+	c.write(frame(1))
+	read(1, 0)
+	var all []byte
+	for corr := int32(2); corr <= 5; corr++ {
+		all = append(all, frame(corr)...)
+	}
+	c.write(all)
+	for corr := int32(2); corr <= 5; corr++ {
+		read(corr, int64(corr-1)*100)
 	}
 }
