@@ -32,6 +32,8 @@ var allowed = map[string][]string{
 	"config":   {},
 	"storage":  {"protocol", "vfs"},
 	"security": {"config"},
+	// authz decides with what it is handed: no config, no connections.
+	"security/authz": {},
 
 	"raftmeta/internal/compact": {},
 	"raftmeta/image":            {"raftmeta/internal/compact"},
