@@ -26,6 +26,7 @@ type Image struct {
 	brokerConfigs  map[string]map[string]string
 	nextProducerID int64
 	features       map[string]int16
+	acls           *ACLs // nil: none
 }
 
 // TopicImage is one topic. It is shared between images until a record
@@ -237,6 +238,7 @@ type imageBuilder struct {
 	next *Image
 
 	ownTopics, ownBrokers, ownBrokerConfigs, ownFeatures bool
+	ownACLs                                              bool
 	ownedTopics                                          map[[16]byte]bool
 }
 
@@ -293,6 +295,10 @@ func (b *imageBuilder) apply(r Record) error {
 		return b.applyRegisterBroker(r)
 	case *BrokerRegistrationChangeRecord:
 		return b.applyBrokerChange(r)
+	case *AccessControlEntryRecord:
+		return b.applyACL(r)
+	case *RemoveAccessControlEntryRecord:
+		return b.applyRemoveACL(r)
 	case *ProducerIDsRecord:
 		if r.NextProducerID <= b.next.nextProducerID {
 			return fmt.Errorf("next producer ID %d does not advance past %d", r.NextProducerID, b.next.nextProducerID)

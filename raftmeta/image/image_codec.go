@@ -56,6 +56,7 @@ func (img *Image) Records() []Record {
 			})
 		}
 	}
+	recs = img.appendACLRecords(recs)
 	if img.nextProducerID > 0 {
 		recs = append(recs, &ProducerIDsRecord{BrokerID: -1, BrokerEpoch: -1, NextProducerID: img.nextProducerID})
 	}

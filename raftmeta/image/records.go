@@ -45,6 +45,10 @@ func (t RecordType) String() string {
 		return "ProducerIdsRecord"
 	case TypeBrokerRegistrationChange:
 		return "BrokerRegistrationChangeRecord"
+	case TypeAccessControlEntry:
+		return "AccessControlEntryRecord"
+	case TypeRemoveAccessControlEntry:
+		return "RemoveAccessControlEntryRecord"
 	default:
 		return fmt.Sprintf("RecordType(%d)", uint16(t))
 	}
@@ -370,6 +374,10 @@ func newRecord(t RecordType) Record {
 		return new(ProducerIDsRecord)
 	case TypeBrokerRegistrationChange:
 		return new(BrokerRegistrationChangeRecord)
+	case TypeAccessControlEntry:
+		return new(AccessControlEntryRecord)
+	case TypeRemoveAccessControlEntry:
+		return new(RemoveAccessControlEntryRecord)
 	default:
 		return nil
 	}
