@@ -38,7 +38,7 @@ var allowed = map[string][]string{
 	"raftmeta/internal/compact": {},
 	"raftmeta/image":            {"raftmeta/internal/compact"},
 	"raftmeta/raftnode":         {"raftmeta/image", "raftmeta/internal/compact", "vfs"},
-	"raftmeta/controller":       {"raftmeta/raftnode", "raftmeta/image", "raftmeta/internal/compact"},
+	"raftmeta/controller":       {"raftmeta/raftnode", "raftmeta/image", "raftmeta/internal/compact", "security/authz"},
 	"raftmeta":                  {"raftmeta/controller", "raftmeta/raftnode", "vfs"},
 
 	"broker": {"protocol", "storage", "raftmeta", "raftmeta/controller", "raftmeta/raftnode", "raftmeta/image", "config", "security", "vfs"},

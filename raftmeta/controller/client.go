@@ -12,6 +12,7 @@ import (
 	"github.com/gregorbroker/gregor/raftmeta/image"
 	"github.com/gregorbroker/gregor/raftmeta/internal/compact"
 	"github.com/gregorbroker/gregor/raftmeta/raftnode"
+	"github.com/gregorbroker/gregor/security/authz"
 )
 
 // API is what a broker asks of the active controller. *Controller
@@ -31,6 +32,8 @@ type API interface {
 	ListPartitionReassignments(ctx context.Context, topics []TopicPartitions) ([]OngoingTopicReassignments, error)
 	BrokerHeartbeat(ctx context.Context, hb BrokerHeartbeat) (BrokerHeartbeatResult, error)
 	DescribeQuorum(ctx context.Context) (raftnode.QuorumInfo, error)
+	CreateACLs(ctx context.Context, acls []authz.ACL) []error
+	DeleteACLs(ctx context.Context, filters []authz.Filter) []DeleteACLsResult
 }
 
 var (

@@ -114,6 +114,7 @@ var decoders = slices.Concat(
 	decodes(createTopicsRPC), decodes(deleteTopicsRPC), decodes(createPartitionsRPC), decodes(alterConfigsRPC),
 	decodes(registerBrokerRPC), decodes(allocateProducerIDsRPC), decodes(alterPartitionRPC), decodes(electLeadersRPC),
 	decodes(alterReassignmentsRPC), decodes(listReassignmentsRPC), decodes(brokerHeartbeatRPC), decodes(describeQuorumRPC),
+	decodes(createACLsRPC), decodes(deleteACLsRPC),
 )
 
 func decodes[Req, Resp any](r *rpc[Req, Resp]) []func([]byte) error {
