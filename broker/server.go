@@ -120,6 +120,9 @@ type Server struct {
 	// (security.go).
 	security map[string]*listenerSecurity
 
+	// acls is the authorizer (authz.go), nil without authorizer.class.name.
+	acls *aclState
+
 	mu        sync.Mutex // guards listeners and conns
 	listeners []net.Listener
 	conns     map[net.Conn]struct{}
@@ -156,6 +159,10 @@ func New(cfg *config.Broker, opts Options) (*Server, error) {
 		return nil, err
 	}
 	s.security = sec
+	if s.acls, err = newACLState(cfg.Authorizer); err != nil {
+		stop()
+		return nil, fmt.Errorf("authorizer: %w", err)
+	}
 	s.partEnv = &partition.Env{FS: s.fs, Log: s.log, Now: s.now, Ctx: s.ctx, Go: s.goTracked, Cfg: cfg, StorageFailed: s.storageFailed}
 	quotas, err := connlimit.New(cfg, len(s.clientListeners()))
 	if err != nil {

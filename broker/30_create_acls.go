@@ -1,0 +1,92 @@
+package broker
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/gregorbroker/gregor/security/authz"
+)
+
+// CreateAcls (key 30), versions 0-3.
+//
+// Each creation is checked as Kafka's AclApis and AclControlManager do
+// (INVALID_REQUEST for a cluster resource not named kafka-cluster, an
+// empty name, the ANY/MATCH pattern types or ANY operation and
+// permission, a principal without a type), and the valid ones are
+// committed to the metadata log together by the controller before the
+// answer. It needs ALTER on the cluster (CLUSTER_AUTHORIZATION_FAILED for
+// every creation); without an authorizer every creation answers
+// SECURITY_DISABLED. A creation with an UNKNOWN field (or, at v0, a
+// pattern type other than LITERAL) is a malformed request and closes the
+// connection, as in Kafka.
+func init() { register(30, 0, 3, handleCreateACLs) }
+
+// aclTimeout bounds a controller call of the ACL APIs, which carry no
+// timeout of their own.
+const aclTimeout = 30 * time.Second
+
+func handleCreateACLs(s *Server, r *request) (result, error) {
+	req := r.req.(*kmsg.CreateACLsRequest)
+	resp := req.ResponseKind().(*kmsg.CreateACLsResponse)
+	acls := make([]authz.ACL, 0, len(req.Creations))
+	for _, c := range req.Creations {
+		a := authz.ACL{
+			ResourceType: authz.ResourceType(c.ResourceType), ResourceName: c.ResourceName,
+			PatternType: authz.PatternType(c.ResourcePatternType), Principal: c.Principal, Host: c.Host,
+			Operation: authz.Operation(c.Operation), Permission: authz.Permission(c.PermissionType),
+		}
+		if req.Version == 0 && a.PatternType != authz.PatternLiteral {
+			return result{}, fmt.Errorf("CreateAcls: version 0 only supports literal resource pattern types")
+		}
+		if a.HasUnknown() {
+			return result{}, fmt.Errorf("CreateAcls: creation with UNKNOWN elements: %v", a)
+		}
+		acls = append(acls, a)
+	}
+	answerAll := func(code int16, msg string) (result, error) {
+		for range req.Creations {
+			res := kmsg.NewCreateACLsResponseResult()
+			res.ErrorCode, res.ErrorMessage = code, &msg
+			resp.Results = append(resp.Results, res)
+		}
+		return respond(resp)
+	}
+	ac := s.auth(r)
+	if !ac.enabled() {
+		return answerAll(kerr.SecurityDisabled.Code, errNoAuthorizer)
+	}
+	if !ac.cluster(authz.OpAlter) {
+		return answerAll(kerr.ClusterAuthorizationFailed.Code, kerr.ClusterAuthorizationFailed.Description)
+	}
+	resp.Results = make([]kmsg.CreateACLsResponseResult, len(acls))
+	var valid []authz.ACL
+	var at []int
+	for i, a := range acls {
+		resp.Results[i] = kmsg.NewCreateACLsResponseResult()
+		if err := a.Validate(); err != nil {
+			msg := err.Error()
+			resp.Results[i].ErrorCode, resp.Results[i].ErrorMessage = kerr.InvalidRequest.Code, &msg
+			continue
+		}
+		valid = append(valid, a)
+		at = append(at, i)
+	}
+	if len(valid) == 0 {
+		return respond(resp)
+	}
+	ctx, cancel := context.WithTimeout(s.ctx, aclTimeout)
+	errs := s.ctrl.CreateACLs(ctx, valid)
+	cancel()
+	for j, err := range errs {
+		if err != nil {
+			msg := err.Error()
+			resp.Results[at[j]].ErrorCode, resp.Results[at[j]].ErrorMessage = errCode(err), &msg
+		}
+	}
+	s.log.Info("created ACLs", "principal", r.conn.principal.String(), "count", len(valid))
+	return respond(resp)
+}

@@ -1,0 +1,147 @@
+package broker
+
+import (
+	"fmt"
+	"net"
+	"net/netip"
+	"sync"
+
+	"github.com/gregorbroker/gregor/config"
+	"github.com/gregorbroker/gregor/raftmeta/controller"
+	"github.com/gregorbroker/gregor/raftmeta/image"
+	"github.com/gregorbroker/gregor/security/authz"
+)
+
+// The broker's side of authorization: the StandardAuthorizer of
+// security/authz, fed the ACLs of the metadata image, asked by each
+// handler what Kafka's KafkaApis asks for that request. Without
+// authorizer.class.name the server has no authorizer and every question
+// answers yes, as a Kafka broker without one.
+
+// aclState is the server's authorizer and the image ACL set it last
+// loaded.
+type aclState struct {
+	a *authz.Authorizer
+	// mu orders reloads, so that an older ACL set never replaces a newer
+	// one; loaded is read under it.
+	mu     sync.Mutex
+	loaded *image.ACLs
+}
+
+// newACLState returns the authorizer cfg asks for, or nil for none.
+func newACLState(cfg config.Authorizer) (*aclState, error) {
+	if !cfg.Enabled() {
+		return nil, nil
+	}
+	if cfg.ClassName != authz.ClassName {
+		return nil, fmt.Errorf("authorizer.class.name=%s is not served", cfg.ClassName)
+	}
+	return &aclState{a: authz.New(authz.ParseSuperUsers(cfg.SuperUsers), cfg.AllowEveryoneIfNoACLFound)}, nil
+}
+
+// authorizer returns the server's authorizer with the current image's
+// ACLs, or nil when none is configured. Reading the image here, rather
+// than from the metadata watcher, means a request that follows a
+// CreateAcls on the same node sees its ACLs.
+func (s *Server) authorizer() *authz.Authorizer {
+	st := s.acls
+	if st == nil {
+		return nil
+	}
+	cur := s.meta.Image().ACLs()
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.loaded != cur {
+		// Images only move forward: re-read under the lock so that a
+		// caller holding an older image cannot load it over a newer one.
+		cur = s.meta.Image().ACLs()
+		all := cur.All()
+		acls := make([]authz.ACL, 0, len(all))
+		for _, a := range all {
+			acls = append(acls, controller.ACLOf(a))
+		}
+		st.a.SetACLs(acls)
+		st.loaded = cur
+	}
+	return st.a
+}
+
+// authzRequest is who the request comes from, as the authorizer sees it.
+func (r *request) authzRequest() authz.Request {
+	return authz.Request{Principal: r.conn.principal.String(), Host: remoteHost(r.conn.nc.RemoteAddr())}
+}
+
+// remoteHost is the client's IP address as Kafka compares it with ACL
+// hosts; an address that is not IP (a pipe in tests) is "".
+func remoteHost(addr net.Addr) string {
+	if tcp, ok := addr.(*net.TCPAddr); ok {
+		if ip, ok := netip.AddrFromSlice(tcp.IP); ok {
+			return authz.HostOf(ip)
+		}
+	}
+	return ""
+}
+
+// authCheck asks the authorizer about one request; the zero value (no
+// authorizer) allows everything.
+type authCheck struct {
+	a   *authz.Authorizer
+	req authz.Request
+}
+
+// auth returns the check for r.
+func (s *Server) auth(r *request) authCheck {
+	a := s.authorizer()
+	if a == nil {
+		return authCheck{}
+	}
+	return authCheck{a: a, req: r.authzRequest()}
+}
+
+// enabled reports whether an authorizer is configured.
+func (c authCheck) enabled() bool { return c.a != nil }
+
+// allowed reports whether the principal may perform op on the resource.
+func (c authCheck) allowed(op authz.Operation, rt authz.ResourceType, name string) bool {
+	return c.a == nil || c.a.Authorize(c.req, op, rt, name)
+}
+
+// topic reports whether the principal may perform op on the topic.
+func (c authCheck) topic(op authz.Operation, name string) bool {
+	return c.allowed(op, authz.ResourceTopic, name)
+}
+
+// group reports whether the principal may perform op on the group.
+func (c authCheck) group(op authz.Operation, id string) bool {
+	return c.allowed(op, authz.ResourceGroup, id)
+}
+
+// txnID reports whether the principal may perform op on the
+// transactional id.
+func (c authCheck) txnID(op authz.Operation, id string) bool {
+	return c.allowed(op, authz.ResourceTransactionalID, id)
+}
+
+// cluster reports whether the principal may perform op on the cluster.
+func (c authCheck) cluster(op authz.Operation) bool {
+	return c.allowed(op, authz.ResourceCluster, authz.ClusterName)
+}
+
+// byResourceType is Kafka's authorizeByResourceType.
+func (c authCheck) byResourceType(op authz.Operation, rt authz.ResourceType) bool {
+	return c.a == nil || c.a.AuthorizeByResourceType(c.req, op, rt)
+}
+
+// operations is KIP-430's bit field of the operations of ops the
+// principal may perform on the resource. Without an authorizer Kafka
+// answers every supported operation.
+func (c authCheck) operations(rt authz.ResourceType, name string, ops []authz.Operation) int32 {
+	if c.a == nil {
+		var bits int32
+		for _, op := range ops {
+			bits |= 1 << uint(op)
+		}
+		return bits
+	}
+	return c.a.Operations(c.req, rt, name, ops)
+}
