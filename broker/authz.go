@@ -6,6 +6,9 @@ import (
 	"net/netip"
 	"sync"
 
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
 	"github.com/gregorbroker/gregor/config"
 	"github.com/gregorbroker/gregor/raftmeta/controller"
 	"github.com/gregorbroker/gregor/raftmeta/image"
@@ -144,4 +147,35 @@ func (c authCheck) operations(rt authz.ResourceType, name string, ops []authz.Op
 		return bits
 	}
 	return c.a.Operations(c.req, rt, name, ops)
+}
+
+// configsDenied is the error of a config resource the principal may not
+// perform op (DESCRIBE_CONFIGS or ALTER_CONFIGS) on, as Kafka's
+// AuthHelper: broker, broker logger and client metrics resources are the
+// cluster's; topics and groups their own. nil when allowed.
+func (c authCheck) configsDenied(rtype kmsg.ConfigResourceType, name string, op authz.Operation) *kerr.Error {
+	switch rtype {
+	case resourceTopic:
+		if !c.topic(op, name) {
+			return kerr.TopicAuthorizationFailed
+		}
+	case resourceGroup:
+		if !c.group(op, name) {
+			return kerr.GroupAuthorizationFailed
+		}
+	case resourceBroker, resourceBrokerLogger, resourceClientMetrics:
+		if !c.cluster(op) {
+			return kerr.ClusterAuthorizationFailed
+		}
+	}
+	return nil
+}
+
+// alterConfigsDenied is configsDenied for ALTER_CONFIGS as an error whose
+// answer carries no message, as Kafka's ApiError(error, null).
+func (c authCheck) alterConfigsDenied(rtype kmsg.ConfigResourceType, name string) error {
+	if ke := c.configsDenied(rtype, name, authz.OpAlterConfigs); ke != nil {
+		return ke
+	}
+	return nil
 }
