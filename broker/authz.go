@@ -179,3 +179,52 @@ func (c authCheck) alterConfigsDenied(rtype kmsg.ConfigResourceType, name string
 	}
 	return nil
 }
+
+// clusterDenied is Kafka's AuthHelper.authorizeClusterOperation for the
+// requests that need op on the cluster as a whole: nil when allowed, else
+// the request's error answer with CLUSTER_AUTHORIZATION_FAILED (its
+// getErrorResponse).
+func (s *Server) clusterDenied(r *request, op authz.Operation) kmsg.Response {
+	if s.auth(r).cluster(op) {
+		return nil
+	}
+	ke := kerr.ClusterAuthorizationFailed
+	msg := ke.Description
+	switch req := r.req.(type) {
+	case *kmsg.ElectLeadersRequest:
+		return electLeadersError(req, ke)
+	case *kmsg.AlterPartitionAssignmentsRequest:
+		return reassignmentsError(req, ke)
+	case *kmsg.ListPartitionReassignmentsRequest:
+		resp := req.ResponseKind().(*kmsg.ListPartitionReassignmentsResponse)
+		resp.ErrorCode, resp.ErrorMessage = ke.Code, &msg
+		return resp
+	case *kmsg.DescribeQuorumRequest:
+		resp := req.ResponseKind().(*kmsg.DescribeQuorumResponse)
+		resp.ErrorCode, resp.ErrorMessage = ke.Code, &msg
+		return resp
+	case *kmsg.DescribeLogDirsRequest:
+		resp := req.ResponseKind().(*kmsg.DescribeLogDirsResponse)
+		resp.ErrorCode = ke.Code
+		return resp
+	case *kmsg.WriteTxnMarkersRequest:
+		resp := req.ResponseKind().(*kmsg.WriteTxnMarkersResponse)
+		for _, m := range req.Markers {
+			rm := kmsg.NewWriteTxnMarkersResponseMarker()
+			rm.ProducerID = m.ProducerID
+			for _, t := range m.Topics {
+				rt := kmsg.NewWriteTxnMarkersResponseMarkerTopic()
+				rt.Topic = t.Topic
+				for _, p := range t.Partitions {
+					rp := kmsg.NewWriteTxnMarkersResponseMarkerTopicPartition()
+					rp.Partition, rp.ErrorCode = p, ke.Code
+					rt.Partitions = append(rt.Partitions, rp)
+				}
+				rm.Topics = append(rm.Topics, rt)
+			}
+			resp.Markers = append(resp.Markers, rm)
+		}
+		return resp
+	}
+	panic("clusterDenied: no answer for " + kmsg.NameForKey(r.req.Key()))
+}
