@@ -41,7 +41,7 @@ var allowed = map[string][]string{
 	"raftmeta/controller":       {"raftmeta/raftnode", "raftmeta/image", "raftmeta/internal/compact", "security/authz"},
 	"raftmeta":                  {"raftmeta/controller", "raftmeta/raftnode", "vfs"},
 
-	"broker": {"protocol", "storage", "raftmeta", "raftmeta/controller", "raftmeta/raftnode", "raftmeta/image", "config", "security", "vfs"},
+	"broker": {"protocol", "storage", "raftmeta", "raftmeta/controller", "raftmeta/raftnode", "raftmeta/image", "config", "security", "security/authz", "vfs"},
 }
 
 // forbiddenStd are standard packages a package must not import: protocol is
