@@ -9,7 +9,7 @@ import (
 	"github.com/gregorbroker/gregor/security/authz"
 )
 
-// DescribeAcls (key 29), versions 0-3.
+// DescribeAcls (key 29), versions 1-3 (Kafka 4 dropped v0, KIP-896).
 //
 // Answers the ACLs of the metadata log that the filter matches (Kafka's
 // AclBindingFilter: ANY and MATCH pattern types, null fields matching
@@ -18,7 +18,7 @@ import (
 // without an authorizer it answers SECURITY_DISABLED, as Kafka's AclApis.
 // A filter with an UNKNOWN field is a malformed request to Kafka, which
 // closes the connection: so does Gregor.
-func init() { register(29, 0, 3, handleDescribeACLs) }
+func init() { register(29, 1, 3, handleDescribeACLs) }
 
 // errNoAuthorizer is Kafka's message for the ACL APIs without an
 // authorizer.
@@ -32,15 +32,8 @@ func handleDescribeACLs(s *Server, r *request) (result, error) {
 		PatternType: authz.PatternType(req.ResourcePatternType), Principal: req.Principal, Host: req.Host,
 		Operation: authz.Operation(req.Operation), Permission: authz.Permission(req.PermissionType),
 	}
-	if req.Version == 0 && f.PatternType == authz.PatternAny {
-		// Before pattern types, every ACL was literal.
-		f.PatternType = authz.PatternLiteral
-	}
 	if f.HasUnknown() {
 		return result{}, fmt.Errorf("DescribeAcls: filter with UNKNOWN elements: %+v", f)
-	}
-	if req.Version == 0 && f.PatternType != authz.PatternLiteral {
-		return result{}, fmt.Errorf("DescribeAcls: version 0 only supports literal resource pattern types")
 	}
 	ac := s.auth(r)
 	if !ac.enabled() {

@@ -11,7 +11,7 @@ import (
 	"github.com/gregorbroker/gregor/security/authz"
 )
 
-// CreateAcls (key 30), versions 0-3.
+// CreateAcls (key 30), versions 1-3 (Kafka 4 dropped v0, KIP-896).
 //
 // Each creation is checked as Kafka's AclApis and AclControlManager do
 // (INVALID_REQUEST for a cluster resource not named kafka-cluster, an
@@ -20,10 +20,9 @@ import (
 // committed to the metadata log together by the controller before the
 // answer. It needs ALTER on the cluster (CLUSTER_AUTHORIZATION_FAILED for
 // every creation); without an authorizer every creation answers
-// SECURITY_DISABLED. A creation with an UNKNOWN field (or, at v0, a
-// pattern type other than LITERAL) is a malformed request and closes the
-// connection, as in Kafka.
-func init() { register(30, 0, 3, handleCreateACLs) }
+// SECURITY_DISABLED. A creation with an UNKNOWN field is a malformed
+// request and closes the connection, as in Kafka.
+func init() { register(30, 1, 3, handleCreateACLs) }
 
 // aclTimeout bounds a controller call of the ACL APIs, which carry no
 // timeout of their own.
@@ -38,9 +37,6 @@ func handleCreateACLs(s *Server, r *request) (result, error) {
 			ResourceType: authz.ResourceType(c.ResourceType), ResourceName: c.ResourceName,
 			PatternType: authz.PatternType(c.ResourcePatternType), Principal: c.Principal, Host: c.Host,
 			Operation: authz.Operation(c.Operation), Permission: authz.Permission(c.PermissionType),
-		}
-		if req.Version == 0 && a.PatternType != authz.PatternLiteral {
-			return result{}, fmt.Errorf("CreateAcls: version 0 only supports literal resource pattern types")
 		}
 		if a.HasUnknown() {
 			return result{}, fmt.Errorf("CreateAcls: creation with UNKNOWN elements: %v", a)

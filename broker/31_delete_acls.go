@@ -10,16 +10,15 @@ import (
 	"github.com/gregorbroker/gregor/security/authz"
 )
 
-// DeleteAcls (key 31), versions 0-3.
+// DeleteAcls (key 31), versions 1-3 (Kafka 4 dropped v0, KIP-896).
 //
 // Each filter (Kafka's AclBindingFilter, ANY and MATCH included) removes
 // the ACLs it matches; the controller commits the removals together
 // before the answer, which lists, per filter, the ACLs it removed. It
 // needs ALTER on the cluster (CLUSTER_AUTHORIZATION_FAILED for every
 // filter); without an authorizer every filter answers SECURITY_DISABLED.
-// A filter with an UNKNOWN field (or, at v0, a pattern type other than
-// LITERAL or ANY) closes the connection, as in Kafka.
-func init() { register(31, 0, 3, handleDeleteACLs) }
+// A filter with an UNKNOWN field closes the connection, as in Kafka.
+func init() { register(31, 1, 3, handleDeleteACLs) }
 
 func handleDeleteACLs(s *Server, r *request) (result, error) {
 	req := r.req.(*kmsg.DeleteACLsRequest)
@@ -30,13 +29,6 @@ func handleDeleteACLs(s *Server, r *request) (result, error) {
 			ResourceType: authz.ResourceType(kf.ResourceType), ResourceName: kf.ResourceName,
 			PatternType: authz.PatternType(kf.ResourcePatternType), Principal: kf.Principal, Host: kf.Host,
 			Operation: authz.Operation(kf.Operation), Permission: authz.Permission(kf.PermissionType),
-		}
-		if req.Version == 0 {
-			if f.PatternType == authz.PatternAny {
-				f.PatternType = authz.PatternLiteral
-			} else if f.PatternType != authz.PatternLiteral {
-				return result{}, fmt.Errorf("DeleteAcls: version 0 does not support pattern type %s", f.PatternType)
-			}
 		}
 		if f.HasUnknown() {
 			return result{}, fmt.Errorf("DeleteAcls: filter with UNKNOWN elements: %+v", f)
