@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -25,8 +26,29 @@ const aclJAAS = `org.apache.kafka.common.security.plain.PlainLoginModule require
 // aclServer starts a broker with the StandardAuthorizer, a PLAINTEXT
 // listener (User:ANONYMOUS) and a SASL_PLAINTEXT one with aclJAAS's
 // users, and returns it with a client per principal.
+//
+// With GREGOR_ACL_REFERENCE set to "plain=host:port,sasl=host:port,
+// allow=BOOL" the clients go to that broker instead (a Kafka node with
+// the same listeners, users and settings, such as the reference Kafka),
+// so that the matrix shows it asserts Kafka's codes; the server returned
+// is then nil, and a mode other than the reference's is skipped.
 func aclServer(t *testing.T, allowEveryone bool) (*secureServer, map[string]*kgo.Client) {
 	t.Helper()
+	if ref := os.Getenv("GREGOR_ACL_REFERENCE"); ref != "" {
+		addrs := map[string]string{}
+		for _, kv := range strings.Split(ref, ",") {
+			k, v, _ := strings.Cut(kv, "=")
+			addrs[k] = v
+		}
+		if addrs["allow"] != fmt.Sprint(allowEveryone) {
+			t.Skipf("the reference at %s has allow.everyone.if.no.acl.found=%s", ref, addrs["allow"])
+		}
+		clients := map[string]*kgo.Client{"anonymous": newClient(t, addrs["plain"])}
+		for _, u := range []string{"admin", "alice", "bob"} {
+			clients[u] = newClient(t, addrs["sasl"], kgo.SASL(plain.Auth{User: u, Pass: u + "-secret"}.AsMechanism()))
+		}
+		return nil, clients
+	}
 	s := startSecureServer(t, map[string]string{
 		"listeners":                      "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:0",
 		"listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,CONTROLLER:PLAINTEXT",
