@@ -101,10 +101,13 @@ func setUpACLs(t *testing.T, admin *kgo.Client) {
 		ct.Topics = append(ct.Topics, rt)
 	}
 	for _, r := range send[*kmsg.CreateTopicsResponse](t, admin, ct).Topics {
-		if r.ErrorCode != 0 {
+		// A reference broker may have them from an earlier run.
+		if r.ErrorCode != 0 && r.ErrorCode != kerr.TopicAlreadyExists.Code {
 			t.Fatalf("create topic %s: %d", r.Topic, r.ErrorCode)
 		}
-		topicIDs[r.Topic] = r.TopicID
+	}
+	for _, mt := range send[*kmsg.MetadataResponse](t, admin, kmsg.NewPtrMetadataRequest()).Topics {
+		topicIDs[*mt.Topic] = mt.TopicID
 	}
 	const (
 		topic   = kmsg.ACLResourceTypeTopic
@@ -130,6 +133,46 @@ func setUpACLs(t *testing.T, admin *kgo.Client) {
 	for i, r := range send[*kmsg.CreateACLsResponse](t, admin, req).Results {
 		if r.ErrorCode != 0 {
 			t.Fatalf("create ACL %d: %d %v", i, r.ErrorCode, r.ErrorMessage)
+		}
+	}
+	// A Kafka broker applies the ACLs when the controller's records
+	// reach it, after CreateAcls answers: wait until it describes them.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		d := kmsg.NewPtrDescribeACLsRequest()
+		d.ResourceType, d.ResourcePatternType = kmsg.ACLResourceTypeAny, kmsg.ACLResourcePatternTypeAny
+		d.Operation, d.PermissionType = kmsg.ACLOperationAny, kmsg.ACLPermissionTypeAny
+		n := 0
+		for _, r := range send[*kmsg.DescribeACLsResponse](t, admin, d).Resources {
+			n += len(r.ACLs)
+		}
+		if n == len(req.Creations) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d ACLs described, want %d", n, len(req.Creations))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// settled runs code until it answers something other than a coordinator
+// still being created or loaded (a Kafka broker creates
+// __consumer_offsets and __transaction_state in the background), for up
+// to 20 s.
+func settled(code func(*testing.T, *kgo.Client, string) int16) func(*testing.T, *kgo.Client, string) int16 {
+	return func(t *testing.T, cl *kgo.Client, who string) int16 {
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			c := code(t, cl, who)
+			switch c {
+			case kerr.CoordinatorNotAvailable.Code, kerr.NotCoordinator.Code, kerr.CoordinatorLoadInProgress.Code:
+				if time.Now().Before(deadline) {
+					time.Sleep(100 * time.Millisecond)
+					continue
+				}
+			}
+			return c
 		}
 	}
 }
@@ -216,7 +259,7 @@ func offsetCommitCode(t *testing.T, cl *kgo.Client, _ string) int16 {
 	req := kmsg.NewPtrOffsetCommitRequest()
 	req.Group, req.Generation = "g", -1
 	rt := kmsg.NewOffsetCommitRequestTopic()
-	rt.Topic = "t"
+	rt.Topic, rt.TopicID = "t", topicIDs["t"]
 	rp := kmsg.NewOffsetCommitRequestTopicPartition()
 	rp.Offset = 0
 	rt.Partitions = append(rt.Partitions, rp)
@@ -229,7 +272,7 @@ func offsetFetchCode(t *testing.T, cl *kgo.Client, _ string) int16 {
 	g := kmsg.NewOffsetFetchRequestGroup()
 	g.Group = "g"
 	gt := kmsg.NewOffsetFetchRequestGroupTopic()
-	gt.Topic, gt.Partitions = "t", []int32{0}
+	gt.Topic, gt.TopicID, gt.Partitions = "t", topicIDs["t"], []int32{0}
 	g.Topics = append(g.Topics, gt)
 	req.Groups = append(req.Groups, g)
 	rg := send[*kmsg.OffsetFetchResponse](t, cl, req).Groups[0]
@@ -287,6 +330,9 @@ var (
 	clustAF = kerr.ClusterAuthorizationFailed.Code
 	txnAF   = kerr.TransactionalIDAuthorizationFailed.Code
 	memReq  = kerr.MemberIDRequired.Code
+	unkMem  = kerr.UnknownMemberID.Code
+	noGroup = kerr.GroupIDNotFound.Code
+	badPID  = kerr.InvalidProducerIDMapping.Code
 )
 
 // TestAuthorizationMatrix sends each request of the common client path
@@ -305,43 +351,77 @@ func TestAuthorizationMatrix(t *testing.T) {
 		{"Fetch t", fetchCode("t")},
 		{"Fetch free", fetchCode("free")},
 		{"ListOffsets t", listOffsetsCode},
-		{"FindCoordinator group g", findCoordinatorCode(0, "g")},
-		{"FindCoordinator txn tx", findCoordinatorCode(1, "tx")},
-		{"JoinGroup g", joinGroupCode},
-		{"OffsetCommit g t", offsetCommitCode},
-		{"OffsetFetch g t", offsetFetchCode},
-		{"DescribeGroups g", describeGroupsCode},
-		{"InitProducerId tx", initProducerIDCode(&tx)},
-		{"InitProducerId other-tx", initProducerIDCode(&other)},
-		{"InitProducerId idempotent", initProducerIDCode(nil)},
+		{"FindCoordinator group g", settled(findCoordinatorCode(0, "g"))},
+		{"FindCoordinator txn tx", settled(findCoordinatorCode(1, "tx"))},
+		{"JoinGroup g", settled(joinGroupCode)},
+		{"OffsetCommit g t", settled(offsetCommitCode)},
+		{"OffsetFetch g t", settled(offsetFetchCode)},
+		{"DescribeGroups g", settled(describeGroupsCode)},
+		{"InitProducerId tx", settled(initProducerIDCode(&tx))},
+		{"InitProducerId other-tx", settled(initProducerIDCode(&other))},
+		{"InitProducerId idempotent", settled(initProducerIDCode(nil))},
 		{"CreateTopics alice-*", createTopicCode},
 		{"DescribeConfigs topic t", describeConfigsCode},
 		{"DescribeAcls", describeACLsCode},
+		{"Heartbeat g", settled(heartbeatCode)},
+		{"DeleteGroups free-group", settled(deleteGroupsCode)},
+		{"DescribeConfigs broker", describeBrokerConfigsCode},
+		{"IncrementalAlterConfigs topic t", alterTopicConfigsCode},
+		{"CreatePartitions t", createPartitionsCode},
+		{"DeleteRecords t", deleteRecordsCode},
+		{"OffsetForLeaderEpoch t", offsetForLeaderEpochCode},
+		{"DescribeProducers t", describeProducersCode},
+		{"DescribeTransactions tx", settled(describeTransactionsCode)},
+		{"EndTxn tx", settled(endTxnCode)},
+		{"AddOffsetsToTxn tx g", settled(addOffsetsToTxnCode)},
+		{"ElectLeaders t", electLeadersCode},
+		{"DescribeLogDirs", describeLogDirsCode},
+		{"ListPartitionReassignments", listReassignmentsCode},
+		{"DescribeTopicPartitions t", describeTopicPartitionsCode},
+		{"CreateAcls", createACLsCode},
+		{"ConsumerGroupDescribe g", settled(consumerGroupDescribeCode)},
 	}
 	principals := []string{"admin", "alice", "bob", "anonymous"}
 	// want[allowEveryone][case] is the code per principal, in the order
 	// of principals.
 	want := map[bool]map[string][4]int16{
 		false: {
-			"Metadata t":                {ok, ok, topicAF, ok},
-			"Metadata free":             {ok, topicAF, topicAF, topicAF},
-			"Produce t":                 {ok, ok, topicAF, topicAF},
-			"Produce free":              {ok, topicAF, topicAF, topicAF},
-			"Fetch t":                   {ok, ok, topicAF, topicAF},
-			"Fetch free":                {ok, topicAF, topicAF, topicAF},
-			"ListOffsets t":             {ok, ok, topicAF, ok},
-			"FindCoordinator group g":   {ok, ok, groupAF, groupAF},
-			"FindCoordinator txn tx":    {ok, ok, txnAF, txnAF},
-			"JoinGroup g":               {memReq, memReq, groupAF, groupAF},
-			"OffsetCommit g t":          {ok, ok, groupAF, groupAF},
-			"OffsetFetch g t":           {ok, ok, groupAF, groupAF},
-			"DescribeGroups g":          {ok, ok, groupAF, groupAF},
-			"InitProducerId tx":         {ok, ok, txnAF, txnAF},
-			"InitProducerId other-tx":   {ok, txnAF, txnAF, txnAF},
-			"InitProducerId idempotent": {ok, ok, clustAF, clustAF},
-			"CreateTopics alice-*":      {ok, ok, topicAF, topicAF},
-			"DescribeConfigs topic t":   {ok, topicAF, topicAF, topicAF},
-			"DescribeAcls":              {ok, clustAF, clustAF, clustAF},
+			"Metadata t":                      {ok, ok, topicAF, ok},
+			"Metadata free":                   {ok, topicAF, topicAF, topicAF},
+			"Produce t":                       {ok, ok, topicAF, topicAF},
+			"Produce free":                    {ok, topicAF, topicAF, topicAF},
+			"Fetch t":                         {ok, ok, topicAF, topicAF},
+			"Fetch free":                      {ok, topicAF, topicAF, topicAF},
+			"ListOffsets t":                   {ok, ok, topicAF, ok},
+			"FindCoordinator group g":         {ok, ok, groupAF, groupAF},
+			"FindCoordinator txn tx":          {ok, ok, txnAF, txnAF},
+			"JoinGroup g":                     {memReq, memReq, groupAF, groupAF},
+			"OffsetCommit g t":                {ok, ok, groupAF, groupAF},
+			"OffsetFetch g t":                 {ok, ok, groupAF, groupAF},
+			"DescribeGroups g":                {ok, ok, groupAF, groupAF},
+			"InitProducerId tx":               {ok, ok, txnAF, txnAF},
+			"InitProducerId other-tx":         {ok, txnAF, txnAF, txnAF},
+			"InitProducerId idempotent":       {ok, ok, clustAF, clustAF},
+			"CreateTopics alice-*":            {ok, ok, topicAF, topicAF},
+			"DescribeConfigs topic t":         {ok, topicAF, topicAF, topicAF},
+			"DescribeAcls":                    {ok, clustAF, clustAF, clustAF},
+			"Heartbeat g":                     {unkMem, unkMem, groupAF, groupAF},
+			"DeleteGroups free-group":         {noGroup, groupAF, groupAF, groupAF},
+			"DescribeConfigs broker":          {ok, clustAF, clustAF, clustAF},
+			"IncrementalAlterConfigs topic t": {ok, topicAF, topicAF, topicAF},
+			"CreatePartitions t":              {ok, topicAF, topicAF, topicAF},
+			"DeleteRecords t":                 {ok, topicAF, topicAF, topicAF},
+			"OffsetForLeaderEpoch t":          {ok, ok, topicAF, ok},
+			"DescribeProducers t":             {ok, ok, topicAF, topicAF},
+			"DescribeTransactions tx":         {ok, ok, txnAF, txnAF},
+			"EndTxn tx":                       {badPID, badPID, txnAF, txnAF},
+			"AddOffsetsToTxn tx g":            {badPID, badPID, txnAF, txnAF},
+			"ElectLeaders t":                  {ok, clustAF, clustAF, clustAF},
+			"DescribeLogDirs":                 {ok, clustAF, clustAF, clustAF},
+			"ListPartitionReassignments":      {ok, clustAF, clustAF, clustAF},
+			"DescribeTopicPartitions t":       {ok, ok, topicAF, ok},
+			"CreateAcls":                      {ok, clustAF, clustAF, clustAF},
+			"ConsumerGroupDescribe g":         {noGroup, noGroup, groupAF, groupAF},
 		},
 		// With no ACL on a resource everyone may use it; t, g and tx
 		// keep their ACLs, and "alice-" prefixed topics theirs.
@@ -363,9 +443,26 @@ func TestAuthorizationMatrix(t *testing.T) {
 			"InitProducerId other-tx":   {ok, ok, ok, ok},
 			"InitProducerId idempotent": {ok, ok, ok, ok},
 			// CREATE on the cluster, which no ACL names, allows any topic.
-			"CreateTopics alice-*":    {ok, ok, ok, ok},
-			"DescribeConfigs topic t": {ok, topicAF, topicAF, topicAF},
-			"DescribeAcls":            {ok, ok, ok, ok},
+			"CreateTopics alice-*":            {ok, ok, ok, ok},
+			"DescribeConfigs topic t":         {ok, topicAF, topicAF, topicAF},
+			"DescribeAcls":                    {ok, ok, ok, ok},
+			"Heartbeat g":                     {unkMem, unkMem, groupAF, groupAF},
+			"DeleteGroups free-group":         {noGroup, noGroup, noGroup, noGroup},
+			"DescribeConfigs broker":          {ok, ok, ok, ok},
+			"IncrementalAlterConfigs topic t": {ok, topicAF, topicAF, topicAF},
+			"CreatePartitions t":              {ok, topicAF, topicAF, topicAF},
+			"DeleteRecords t":                 {ok, topicAF, topicAF, topicAF},
+			"OffsetForLeaderEpoch t":          {ok, ok, ok, ok}, // CLUSTER_ACTION, which no ACL names
+			"DescribeProducers t":             {ok, ok, topicAF, topicAF},
+			"DescribeTransactions tx":         {ok, ok, txnAF, txnAF},
+			"EndTxn tx":                       {badPID, badPID, txnAF, txnAF},
+			"AddOffsetsToTxn tx g":            {badPID, badPID, txnAF, txnAF},
+			"ElectLeaders t":                  {ok, ok, ok, ok},
+			"DescribeLogDirs":                 {ok, ok, ok, ok},
+			"ListPartitionReassignments":      {ok, ok, ok, ok},
+			"DescribeTopicPartitions t":       {ok, ok, topicAF, ok},
+			"CreateAcls":                      {ok, ok, ok, ok},
+			"ConsumerGroupDescribe g":         {noGroup, noGroup, groupAF, groupAF},
 		},
 	}
 	total, passed := 0, 0
