@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -25,10 +26,12 @@ import (
 // loaded.
 type aclState struct {
 	a *authz.Authorizer
+	// loaded is the image ACL set the authorizer holds; a request whose
+	// image has the same set (nearly all) reads it without a lock.
+	loaded atomic.Pointer[image.ACLs]
 	// mu orders reloads, so that an older ACL set never replaces a newer
-	// one; loaded is read under it.
-	mu     sync.Mutex
-	loaded *image.ACLs
+	// one.
+	mu sync.Mutex
 }
 
 // newACLState returns the authorizer cfg asks for, or nil for none.
@@ -51,20 +54,22 @@ func (s *Server) authorizer() *authz.Authorizer {
 	if st == nil {
 		return nil
 	}
-	cur := s.meta.Image().ACLs()
+	if st.loaded.Load() == s.meta.Image().ACLs() {
+		return st.a
+	}
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	if st.loaded != cur {
-		// Images only move forward: re-read under the lock so that a
-		// caller holding an older image cannot load it over a newer one.
-		cur = s.meta.Image().ACLs()
+	// Images only move forward: read the newest under the lock so that a
+	// caller holding an older image cannot load it over a newer one.
+	cur := s.meta.Image().ACLs()
+	if st.loaded.Load() != cur {
 		all := cur.All()
 		acls := make([]authz.ACL, 0, len(all))
 		for _, a := range all {
 			acls = append(acls, controller.ACLOf(a))
 		}
 		st.a.SetACLs(acls)
-		st.loaded = cur
+		st.loaded.Store(cur)
 	}
 	return st.a
 }

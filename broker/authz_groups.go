@@ -156,8 +156,6 @@ func (s *Server) authorizeConsumerGroupDescribe(r *request, req *kmsg.ConsumerGr
 		for _, g := range denied {
 			dg := kmsg.NewConsumerGroupDescribeResponseGroup()
 			dg.Group, dg.ErrorCode = g, kerr.GroupAuthorizationFailed.Code
-			msg := kerr.GroupAuthorizationFailed.Description
-			dg.ErrorMessage = &msg
 			dg.AuthorizedOperations = authorizedOpsNotRequested
 			resp.Groups = append(resp.Groups, dg)
 		}

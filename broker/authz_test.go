@@ -531,7 +531,7 @@ func TestAuthorizationHidesTopics(t *testing.T) {
 		t.Fatalf("FindCoordinator: %d", code)
 	}
 	// A commit makes g exist (as a simple consumer's group).
-	if code := offsetCommitCode(t, clients["alice"], "alice"); code != 0 {
+	if code := settled(offsetCommitCode)(t, clients["alice"], "alice"); code != 0 {
 		t.Fatalf("OffsetCommit: %d", code)
 	}
 	dg := kmsg.NewPtrDescribeGroupsRequest()
