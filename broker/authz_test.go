@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -630,5 +631,57 @@ func TestACLAPIs(t *testing.T) {
 	}
 	if got := send[*kmsg.DeleteACLsResponse](t, cl, del).Results[0].ErrorCode; got != kerr.SecurityDisabled.Code {
 		t.Errorf("DeleteAcls without authorizer: %d", got)
+	}
+}
+
+// TestAuthorizationClientFlow: real clients as alice, with only her ACLs,
+// run the common path end to end: a transactional producer (WRITE on tx
+// and on t) commits, and a group consumer (READ on g and t) reads the
+// record committed; bob's producer is refused.
+func TestAuthorizationClientFlow(t *testing.T) {
+	s, clients := aclServer(t, false)
+	if s == nil {
+		t.Skip("runs against gregor only")
+	}
+	setUpACLs(t, clients["admin"])
+	sasl := s.addr(t, "SASL_PLAINTEXT")
+	as := func(user string, opts ...kgo.Opt) *kgo.Client {
+		return newClient(t, sasl, append(opts, kgo.SASL(plain.Auth{User: user, Pass: user + "-secret"}.AsMechanism()))...)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	p := as("alice", kgo.TransactionalID("tx"), kgo.DefaultProduceTopic("t"))
+	if err := p.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.ProduceSync(ctx, &kgo.Record{Value: []byte("committed")}).FirstErr(); err != nil {
+		t.Fatalf("transactional produce as alice: %v", err)
+	}
+	if err := p.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		t.Fatalf("commit as alice: %v", err)
+	}
+	c := as("alice", kgo.ConsumerGroup("g"), kgo.ConsumeTopics("t"), kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+	for {
+		fs := c.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("consume as alice: %v", ctx.Err())
+		}
+		if errs := fs.Errors(); len(errs) > 0 {
+			t.Fatalf("consume as alice: %v", errs[0].Err)
+		}
+		if recs := fs.Records(); len(recs) > 0 {
+			if string(recs[0].Value) != "committed" {
+				t.Fatalf("consumed %q", recs[0].Value)
+			}
+			break
+		}
+	}
+	if err := c.CommitUncommittedOffsets(ctx); err != nil {
+		t.Fatalf("commit offsets as alice: %v", err)
+	}
+	b := as("bob", kgo.DisableIdempotentWrite(), kgo.RecordRetries(1))
+	err := b.ProduceSync(ctx, &kgo.Record{Topic: "t", Value: []byte("no")}).FirstErr()
+	if !errors.Is(err, kerr.TopicAuthorizationFailed) {
+		t.Fatalf("produce as bob: %v, want TOPIC_AUTHORIZATION_FAILED", err)
 	}
 }
