@@ -13,6 +13,7 @@ import (
 	"github.com/gregorbroker/gregor/config"
 	"github.com/gregorbroker/gregor/raftmeta/controller"
 	"github.com/gregorbroker/gregor/raftmeta/image"
+	"github.com/gregorbroker/gregor/security"
 	"github.com/gregorbroker/gregor/security/authz"
 )
 
@@ -43,6 +44,23 @@ func newACLState(cfg config.Authorizer) (*aclState, error) {
 		return nil, fmt.Errorf("authorizer.class.name=%s is not served", cfg.ClassName)
 	}
 	return &aclState{a: authz.New(authz.ParseSuperUsers(cfg.SuperUsers), cfg.AllowEveryoneIfNoACLFound)}, nil
+}
+
+// logAuthorizer says at start which authorizer runs and, in a cluster,
+// that the brokers' own PLAINTEXT connections are User:ANONYMOUS to it,
+// as in Kafka, so that a replication refused for want of CLUSTER_ACTION
+// is not a surprise.
+func (s *Server) logAuthorizer() {
+	if s.acls == nil {
+		return
+	}
+	s.log.Info("authorizer", "class", authz.ClassName, "super.users", s.cfg.Authorizer.SuperUsers,
+		"allow.everyone.if.no.acl.found", s.cfg.Authorizer.AllowEveryoneIfNoACLFound)
+	cluster := len(s.cfg.ControllerQuorumVoters) > 1 || len(s.cfg.ControllerQuorumBootstrapServers) > 0
+	if cluster && !s.acls.a.IsSuperUser(security.Anonymous.String()) {
+		s.log.Warn("authorizer: brokers connect to each other over PLAINTEXT as User:ANONYMOUS, which needs CLUSTER_ACTION on the cluster (an ACL, or super.users) for replica fetches and transaction markers",
+			"inter.broker.listener.name", s.cfg.InterBrokerListenerName)
+	}
 }
 
 // authorizer returns the server's authorizer with the current image's

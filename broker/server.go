@@ -163,6 +163,7 @@ func New(cfg *config.Broker, opts Options) (*Server, error) {
 		stop()
 		return nil, fmt.Errorf("authorizer: %w", err)
 	}
+	s.logAuthorizer()
 	s.partEnv = &partition.Env{FS: s.fs, Log: s.log, Now: s.now, Ctx: s.ctx, Go: s.goTracked, Cfg: cfg, StorageFailed: s.storageFailed}
 	quotas, err := connlimit.New(cfg, len(s.clientListeners()))
 	if err != nil {
