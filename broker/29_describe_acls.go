@@ -46,6 +46,7 @@ func handleDescribeACLs(s *Server, r *request) (result, error) {
 		resp.ErrorCode, resp.ErrorMessage = kerr.ClusterAuthorizationFailed.Code, &msg
 		return respond(resp)
 	}
+	resp.ErrorMessage = new(string) // Kafka's default, not null
 	type pattern struct {
 		rt   authz.ResourceType
 		name string

@@ -15,8 +15,10 @@ import (
 //
 // Each creation is checked as Kafka's AclApis and AclControlManager do
 // (INVALID_REQUEST for a cluster resource not named kafka-cluster, an
-// empty name, the ANY/MATCH pattern types or ANY operation and
-// permission, a principal without a type), and the valid ones are
+// empty name, a principal without a type; a creation with ANY for its
+// resource type, operation or permission, or ANY or MATCH for its
+// pattern type fails the whole request with UNKNOWN_SERVER_ERROR, as
+// Kafka's AclBinding refuses to hold one), and the valid ones are
 // committed to the metadata log together by the controller before the
 // answer. It needs ALTER on the cluster (CLUSTER_AUTHORIZATION_FAILED for
 // every creation); without an authorizer every creation answers
@@ -58,11 +60,27 @@ func handleCreateACLs(s *Server, r *request) (result, error) {
 	if !ac.cluster(authz.OpAlter) {
 		return answerAll(kerr.ClusterAuthorizationFailed.Code, kerr.ClusterAuthorizationFailed.Description)
 	}
+	for _, a := range acls {
+		// Kafka's AclBinding cannot hold these (its constructors throw
+		// IllegalArgumentException), so the whole request fails with
+		// UNKNOWN_SERVER_ERROR and no message before any is checked.
+		if a.ResourceType == authz.ResourceAny || a.PatternType == authz.PatternAny || a.PatternType == authz.PatternMatch ||
+			a.Operation == authz.OpAny || a.Permission == authz.PermissionAny {
+			for range req.Creations {
+				res := kmsg.NewCreateACLsResponseResult()
+				res.ErrorCode = kerr.UnknownServerError.Code
+				resp.Results = append(resp.Results, res)
+			}
+			return respond(resp)
+		}
+	}
 	resp.Results = make([]kmsg.CreateACLsResponseResult, len(acls))
 	var valid []authz.ACL
 	var at []int
 	for i, a := range acls {
 		resp.Results[i] = kmsg.NewCreateACLsResponseResult()
+		// Kafka's ErrorMessage defaults to "", not null.
+		resp.Results[i].ErrorMessage = new(string)
 		if err := a.Validate(); err != nil {
 			msg := err.Error()
 			resp.Results[i].ErrorCode, resp.Results[i].ErrorMessage = kerr.InvalidRequest.Code, &msg

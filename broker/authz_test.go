@@ -591,12 +591,21 @@ func TestACLAPIs(t *testing.T) {
 	bad := kmsg.NewPtrCreateACLsRequest()
 	bad.Creations = []kmsg.CreateACLsRequestCreation{
 		aclCreation(kmsg.ACLResourceTypeCluster, "other", kmsg.ACLResourcePatternTypeLiteral, "User:x", kmsg.ACLOperationAlter, kmsg.ACLPermissionTypeAllow),
-		aclCreation(kmsg.ACLResourceTypeTopic, "x", kmsg.ACLResourcePatternTypeMatch, "User:x", kmsg.ACLOperationRead, kmsg.ACLPermissionTypeAllow),
+		aclCreation(kmsg.ACLResourceTypeTopic, "x", kmsg.ACLResourcePatternTypeLiteral, "x", kmsg.ACLOperationRead, kmsg.ACLPermissionTypeAllow),
 		aclCreation(kmsg.ACLResourceTypeTopic, "x", kmsg.ACLResourcePatternTypeLiteral, "User:x", kmsg.ACLOperationRead, kmsg.ACLPermissionTypeAllow),
 	}
 	res := send[*kmsg.CreateACLsResponse](t, admin, bad).Results
 	if res[0].ErrorCode != kerr.InvalidRequest.Code || res[1].ErrorCode != kerr.InvalidRequest.Code || res[2].ErrorCode != 0 {
 		t.Errorf("create results %+v", res)
+	}
+	// An ACL Kafka's AclBinding cannot hold fails the whole request.
+	anyOp := kmsg.NewPtrCreateACLsRequest()
+	anyOp.Creations = []kmsg.CreateACLsRequestCreation{bad.Creations[2],
+		aclCreation(kmsg.ACLResourceTypeTopic, "x", kmsg.ACLResourcePatternTypeLiteral, "User:x", kmsg.ACLOperationAny, kmsg.ACLPermissionTypeAllow)}
+	for i, r := range send[*kmsg.CreateACLsResponse](t, admin, anyOp).Results {
+		if r.ErrorCode != kerr.UnknownServerError.Code {
+			t.Errorf("creation %d with operation ANY in the request: %d", i, r.ErrorCode)
+		}
 	}
 	if got := send[*kmsg.CreateACLsResponse](t, clients["alice"], bad).Results[2].ErrorCode; got != clustAF {
 		t.Errorf("CreateAcls as alice: %d", got)

@@ -192,7 +192,7 @@ func (a ACL) Validate() error {
 		return fmt.Errorf("Invalid permissionType %s", a.Permission)
 	}
 	if _, _, ok := strings.Cut(a.Principal, ":"); !ok {
-		return fmt.Errorf("expected a string in format principalType:principalName but got %s", a.Principal)
+		return fmt.Errorf("Could not parse principal from `%s` (no colon is present separating the principal type from the principal name)", a.Principal)
 	}
 	return nil
 }
