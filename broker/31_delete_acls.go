@@ -59,7 +59,6 @@ func handleDeleteACLs(s *Server, r *request) (result, error) {
 	removed := 0
 	for _, res := range results {
 		kr := kmsg.NewDeleteACLsResponseResult()
-		kr.ErrorMessage = new(string) // Kafka's default, not null
 		if res.Err != nil {
 			msg := res.Err.Error()
 			kr.ErrorCode, kr.ErrorMessage = errCode(res.Err), &msg
@@ -72,7 +71,6 @@ func handleDeleteACLs(s *Server, r *request) (result, error) {
 			m.Principal, m.Host = a.Principal, a.Host
 			m.Operation = kmsg.ACLOperation(a.Operation)
 			m.PermissionType = kmsg.ACLPermissionType(a.Permission)
-			m.ErrorMessage = new(string)
 			kr.MatchingACLs = append(kr.MatchingACLs, m)
 			removed++
 		}
