@@ -32,14 +32,16 @@ var allowed = map[string][]string{
 	"config":   {},
 	"storage":  {"protocol", "vfs"},
 	"security": {"config"},
+	// authz decides with what it is handed: no config, no connections.
+	"security/authz": {},
 
 	"raftmeta/internal/compact": {},
 	"raftmeta/image":            {"raftmeta/internal/compact"},
 	"raftmeta/raftnode":         {"raftmeta/image", "raftmeta/internal/compact", "vfs"},
-	"raftmeta/controller":       {"raftmeta/raftnode", "raftmeta/image", "raftmeta/internal/compact"},
+	"raftmeta/controller":       {"raftmeta/raftnode", "raftmeta/image", "raftmeta/internal/compact", "security/authz"},
 	"raftmeta":                  {"raftmeta/controller", "raftmeta/raftnode", "vfs"},
 
-	"broker": {"protocol", "storage", "raftmeta", "raftmeta/controller", "raftmeta/raftnode", "raftmeta/image", "config", "security", "vfs"},
+	"broker": {"protocol", "storage", "raftmeta", "raftmeta/controller", "raftmeta/raftnode", "raftmeta/image", "config", "security", "security/authz", "vfs"},
 }
 
 // forbiddenStd are standard packages a package must not import: protocol is

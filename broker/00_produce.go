@@ -13,6 +13,7 @@ import (
 	"github.com/gregorbroker/gregor/config"
 	"github.com/gregorbroker/gregor/protocol"
 	"github.com/gregorbroker/gregor/raftmeta/image"
+	"github.com/gregorbroker/gregor/security/authz"
 )
 
 // Produce (key 0), versions 0-13; v0-v2 answer UNSUPPORTED_VERSION.
@@ -223,6 +224,7 @@ func (s *Server) checkProduce(r *request, req *kmsg.ProduceRequest) produceCheck
 	img := s.meta.Image()
 	producers := make(map[[2]int64]bool)
 	anyTransactional := false
+	ac := s.auth(r)
 	for i := range req.Topics {
 		rt := &req.Topics[i]
 		chk.codes[i] = make([]int16, len(rt.Partitions))
@@ -241,6 +243,8 @@ func (s *Server) checkProduce(r *request, req *kmsg.ProduceRequest) produceCheck
 			switch {
 			case topicErr != nil:
 				code = topicErr.Code
+			case !ac.topic(authz.OpWrite, name):
+				code = kerr.TopicAuthorizationFailed.Code
 			case !partitionExists(img, name, rp.Partition):
 				code = kerr.UnknownTopicOrPartition.Code
 			default:
@@ -266,6 +270,8 @@ func (s *Server) checkProduce(r *request, req *kmsg.ProduceRequest) produceCheck
 		// Kafka authorizes the transactional id of a request carrying
 		// transactional records; a null one never passes.
 		chk.whole, chk.wholeMsg = kerr.TransactionalIDAuthorizationFailed, "transactional records without a transactional id"
+	case anyTransactional && !ac.txnID(authz.OpWrite, *req.TransactionID):
+		chk.whole, chk.wholeMsg = kerr.TransactionalIDAuthorizationFailed, kerr.TransactionalIDAuthorizationFailed.Description
 	case len(producers) > 1:
 		chk.whole, chk.wholeMsg = kerr.InvalidProducerIDMapping, "Transactional records contained more than one producer ID"
 	}

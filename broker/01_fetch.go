@@ -12,6 +12,7 @@ import (
 	"github.com/gregorbroker/gregor/broker/internal/fetch"
 	"github.com/gregorbroker/gregor/broker/internal/partition"
 	"github.com/gregorbroker/gregor/protocol"
+	"github.com/gregorbroker/gregor/security/authz"
 	"github.com/gregorbroker/gregor/storage"
 )
 
@@ -58,6 +59,10 @@ type fetchPlan struct {
 	// quota is a consumer's fetch quota, nil when none can apply
 	// (quota.go).
 	quota *fetchQuota
+	// deniedTopic reports the topics the principal may not fetch from
+	// (READ for a consumer; a follower needs CLUSTER_ACTION); nil
+	// without an authorizer.
+	deniedTopic func(topic string) bool
 }
 
 type fetchPartError struct {
@@ -81,6 +86,14 @@ func handleFetch(s *Server, r *request) (result, error) {
 		return respond(resp)
 	}
 	plan.ctx = r.conn.ctx
+	if ac := s.auth(r); ac.enabled() {
+		if plan.replicaID >= 0 {
+			follower := ac.cluster(authz.OpClusterAction)
+			plan.deniedTopic = func(string) bool { return !follower }
+		} else {
+			plan.deniedTopic = func(topic string) bool { return !ac.topic(authz.OpRead, topic) }
+		}
+	}
 	plan.zeroCopy = !s.copyFetch && r.conn.raw != nil
 	s.planFetchQuota(plan, r)
 	out := s.readFetch(plan)
@@ -331,6 +344,11 @@ func (s *Server) readFetchRecords(plan *fetchPlan, p *partition.Partition, fp *f
 // instead. A follower's fetch offset is its log end: it moves the high
 // watermark (followerFetched).
 func (s *Server) fetchablePartition(plan *fetchPlan, fp *fetch.Part) (*partition.Partition, int16) {
+	// KafkaApis: authorization before existence, so a denied principal
+	// learns nothing of the partition.
+	if plan.deniedTopic != nil && plan.deniedTopic(fp.Topic) {
+		return nil, kerr.TopicAuthorizationFailed.Code
+	}
 	p := s.leaderPartition(fp.Topic, fp.Partition)
 	if p == nil {
 		return nil, s.partitionMissingCode(fp.Topic, fp.Partition)

@@ -5,6 +5,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/gregorbroker/gregor/broker/internal/partition"
+	"github.com/gregorbroker/gregor/security/authz"
 	"github.com/gregorbroker/gregor/storage"
 )
 
@@ -57,6 +58,7 @@ func handleListOffsets(s *Server, r *request) (result, error) {
 	badIsolation := req.IsolationLevel != 0 && req.IsolationLevel != 1
 	topicIdx := make(map[string]int)
 	answered := make(map[storage.TopicPartition]bool)
+	ac := s.auth(r)
 	for _, rt := range req.Topics {
 		i, ok := topicIdx[rt.Topic]
 		if !ok {
@@ -78,6 +80,8 @@ func handleListOffsets(s *Server, r *request) (result, error) {
 			switch {
 			case badIsolation:
 				sp.ErrorCode = kerr.UnknownServerError.Code
+			case !ac.topic(authz.OpDescribe, rt.Topic):
+				sp.ErrorCode = kerr.TopicAuthorizationFailed.Code
 			case count[key] > 1:
 				sp.ErrorCode = kerr.InvalidRequest.Code
 			case !timestampSupported(rp.Timestamp, req.Version):

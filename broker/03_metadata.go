@@ -10,6 +10,7 @@ import (
 
 	"github.com/gregorbroker/gregor/raftmeta/controller"
 	"github.com/gregorbroker/gregor/raftmeta/image"
+	"github.com/gregorbroker/gregor/security/authz"
 )
 
 // Metadata (key 3), versions 0-13.
@@ -49,10 +50,25 @@ func handleMetadata(s *Server, r *request) (result, error) {
 	}
 	ids, names := metadataTopicKeys(req)
 	img := s.meta.Image()
+	// KafkaApis: a topic the principal may not DESCRIBE is left out of an
+	// all-topics answer and answered TOPIC_AUTHORIZATION_FAILED (without
+	// its id) when named, whether or not it exists; a missing topic is
+	// auto-created only with CREATE on the cluster or on the topic.
+	ac := s.auth(r)
+	denied := map[string]*kerr.Error{}
+	for _, name := range names {
+		if !ac.topic(authz.OpDescribe, name) {
+			denied[name] = kerr.TopicAuthorizationFailed
+		}
+	}
 	if len(names) > 0 && autoCreate {
 		var missing []string
 		for _, name := range names {
-			if _, ok := img.Topic(name); !ok && image.ValidateTopicName(name) == nil {
+			if _, ok := img.Topic(name); !ok && denied[name] == nil && image.ValidateTopicName(name) == nil {
+				if !ac.cluster(authz.OpCreate) && !ac.topic(authz.OpCreate, name) {
+					denied[name] = kerr.TopicAuthorizationFailed
+					continue
+				}
 				missing = append(missing, name)
 			}
 		}
@@ -60,24 +76,49 @@ func handleMetadata(s *Server, r *request) (result, error) {
 			img = s.autoCreateTopics(missing)
 		}
 	}
+	withOps := req.Version >= 8 && req.IncludeTopicAuthorizedOperations
+	topicOps := func(mt *kmsg.MetadataResponseTopic) {
+		if withOps && mt.Topic != nil {
+			mt.AuthorizedOperations = ac.operations(authz.ResourceTopic, *mt.Topic, authz.TopicOperations)
+		}
+	}
 
 	resp.Brokers = s.metadataBrokers(img, r.conn.listener)
 	resp.ClusterID = &img.ClusterID
 	resp.ControllerID = s.controllerID(img)
+	if req.Version >= 8 && req.Version <= 10 && req.IncludeClusterAuthorizedOperations {
+		resp.AuthorizedOperations = 0
+		if ac.cluster(authz.OpDescribe) {
+			resp.AuthorizedOperations = ac.operations(authz.ResourceCluster, authz.ClusterName, authz.ClusterOperations)
+		}
+	}
 
 	if allTopics {
 		for _, name := range img.TopicNames() {
+			if !ac.topic(authz.OpDescribe, name) {
+				continue
+			}
 			t, _ := img.Topic(name)
-			resp.Topics = append(resp.Topics, s.metadataTopic(img, t, req.IncludeTopicAuthorizedOperations))
-		}
-		if req.IncludeClusterAuthorizedOperations {
-			resp.AuthorizedOperations = authorizedOpsNotRequested
+			mt := s.metadataTopic(img, t, req.IncludeTopicAuthorizedOperations)
+			topicOps(&mt)
+			resp.Topics = append(resp.Topics, mt)
 		}
 		return respond(resp)
 	}
 	for _, id := range ids {
 		if t, ok := img.TopicByID(id); ok {
-			resp.Topics = append(resp.Topics, s.metadataTopic(img, t, req.IncludeTopicAuthorizedOperations))
+			if !ac.topic(authz.OpDescribe, t.Name) {
+				// Topic ids are not secret: Kafka answers the id.
+				mt := kmsg.NewMetadataResponseTopic()
+				mt.TopicID = id
+				mt.AuthorizedOperations = authorizedOpsNotRequested
+				mt.ErrorCode = kerr.TopicAuthorizationFailed.Code
+				resp.Topics = append(resp.Topics, mt)
+				continue
+			}
+			mt := s.metadataTopic(img, t, req.IncludeTopicAuthorizedOperations)
+			topicOps(&mt)
+			resp.Topics = append(resp.Topics, mt)
 			continue
 		}
 		mt := kmsg.NewMetadataResponseTopic()
@@ -87,8 +128,18 @@ func handleMetadata(s *Server, r *request) (result, error) {
 		resp.Topics = append(resp.Topics, mt)
 	}
 	for _, name := range names {
+		if ke := denied[name]; ke != nil {
+			mt := kmsg.NewMetadataResponseTopic()
+			mt.Topic = &name
+			mt.AuthorizedOperations = authorizedOpsNotRequested
+			mt.ErrorCode = ke.Code
+			resp.Topics = append(resp.Topics, mt)
+			continue
+		}
 		if t, ok := img.Topic(name); ok {
-			resp.Topics = append(resp.Topics, s.metadataTopic(img, t, req.IncludeTopicAuthorizedOperations))
+			mt := s.metadataTopic(img, t, req.IncludeTopicAuthorizedOperations)
+			topicOps(&mt)
+			resp.Topics = append(resp.Topics, mt)
 			continue
 		}
 		mt := kmsg.NewMetadataResponseTopic()
@@ -99,6 +150,7 @@ func handleMetadata(s *Server, r *request) (result, error) {
 		if image.ValidateTopicName(name) != nil {
 			mt.ErrorCode = kerr.InvalidTopicException.Code
 		}
+		topicOps(&mt)
 		resp.Topics = append(resp.Topics, mt)
 	}
 	return respond(resp)

@@ -3,6 +3,8 @@ package broker
 import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/gregorbroker/gregor/security/authz"
 )
 
 // OffsetCommit (key 8), versions 0-9: commits of group members (generation
@@ -15,11 +17,20 @@ func init() { register(8, 0, 9, handleOffsetCommit) }
 
 func handleOffsetCommit(s *Server, r *request) (result, error) {
 	req := r.req.(*kmsg.OffsetCommitRequest)
+	if denied := s.groupDenied(r, authz.OpRead, req.Group); denied != nil {
+		return respond(denied)
+	}
+	ac := s.auth(r)
 	img := s.meta.Image()
 	var unknown []kmsg.OffsetCommitResponseTopic
 	known := req.Topics[:0:0]
 	for _, t := range req.Topics {
 		ti, ok := img.Topic(t.Topic)
+		// Authorization before existence, as KafkaApis.
+		code := kerr.UnknownTopicOrPartition.Code
+		if !ac.topic(authz.OpRead, t.Topic) {
+			ok, code = false, kerr.TopicAuthorizationFailed.Code
+		}
 		var good []kmsg.OffsetCommitRequestTopicPartition
 		bad := kmsg.NewOffsetCommitResponseTopic()
 		bad.Topic = t.Topic
@@ -30,7 +41,7 @@ func handleOffsetCommit(s *Server, r *request) (result, error) {
 			}
 			bp := kmsg.NewOffsetCommitResponseTopicPartition()
 			bp.Partition = p.Partition
-			bp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+			bp.ErrorCode = code
 			bad.Partitions = append(bad.Partitions, bp)
 		}
 		if len(bad.Partitions) > 0 {

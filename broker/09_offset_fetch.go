@@ -8,5 +8,13 @@ func init() { register(9, 0, 9, handleOffsetFetch) }
 
 func handleOffsetFetch(s *Server, r *request) (result, error) {
 	req := r.req.(*kmsg.OffsetFetchRequest)
-	return r.inOrder(func() kmsg.Response { return s.groups.coord.OffsetFetch(r.conn.ctx, req)() })
+	whole, sub, finish := s.authorizeOffsetFetch(r, req)
+	if whole != nil {
+		return respond(whole)
+	}
+	return r.inOrder(func() kmsg.Response {
+		resp := s.groups.coord.OffsetFetch(r.conn.ctx, sub)()
+		finish(resp)
+		return resp
+	})
 }

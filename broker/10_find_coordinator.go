@@ -9,6 +9,7 @@ import (
 
 	"github.com/gregorbroker/gregor/broker/group"
 	"github.com/gregorbroker/gregor/raftmeta/image"
+	"github.com/gregorbroker/gregor/security/authz"
 )
 
 // FindCoordinator (key 10), versions 0-6; v4+ batches keys.
@@ -34,19 +35,44 @@ func handleFindCoordinator(s *Server, r *request) (result, error) {
 	}
 	// Creating __consumer_offsets commits to the metadata log: do it in the
 	// background phase.
+	ac := s.auth(r)
 	return r.inOrder(func() kmsg.Response {
 		resp := req.ResponseKind().(*kmsg.FindCoordinatorResponse)
 		for _, key := range keys {
-			c := s.findCoordinator(req.CoordinatorType, key, r.conn.listener)
+			c := s.coordinatorDenied(ac, req.CoordinatorType, key)
+			if c == nil {
+				found := s.findCoordinator(req.CoordinatorType, key, r.conn.listener)
+				c = &found
+			}
 			if req.Version < 4 {
 				resp.ErrorCode, resp.ErrorMessage = c.ErrorCode, c.ErrorMessage
 				resp.NodeID, resp.Host, resp.Port = c.NodeID, c.Host, c.Port
 				break
 			}
-			resp.Coordinators = append(resp.Coordinators, c)
+			resp.Coordinators = append(resp.Coordinators, *c)
 		}
 		return resp
 	})
+}
+
+// coordinatorDenied is KafkaApis.getCoordinator's check: DESCRIBE on the
+// group, or on the transactional id, else GROUP_AUTHORIZATION_FAILED or
+// TRANSACTIONAL_ID_AUTHORIZATION_FAILED; nil when allowed.
+func (s *Server) coordinatorDenied(ac authCheck, keyType int8, key string) *kmsg.FindCoordinatorResponseCoordinator {
+	var ke *kerr.Error
+	switch {
+	case keyType == coordinatorGroup && !ac.group(authz.OpDescribe, key):
+		ke = kerr.GroupAuthorizationFailed
+	case keyType == coordinatorTxn && !ac.txnID(authz.OpDescribe, key):
+		ke = kerr.TransactionalIDAuthorizationFailed
+	default:
+		return nil
+	}
+	c := kmsg.NewFindCoordinatorResponseCoordinator()
+	c.Key, c.NodeID, c.Port, c.ErrorCode = key, -1, -1, ke.Code
+	msg := ke.Description
+	c.ErrorMessage = &msg
+	return &c
 }
 
 func (s *Server) findCoordinator(keyType int8, key, listener string) kmsg.FindCoordinatorResponseCoordinator {

@@ -8,5 +8,10 @@ func init() { register(15, 0, 6, handleDescribeGroups) }
 
 func handleDescribeGroups(s *Server, r *request) (result, error) {
 	req := r.req.(*kmsg.DescribeGroupsRequest)
-	return r.inOrder(func() kmsg.Response { return s.groups.coord.DescribeGroups(r.conn.ctx, req)() })
+	sub, finish := s.authorizeDescribeGroups(r, req)
+	return r.inOrder(func() kmsg.Response {
+		resp := s.groups.coord.DescribeGroups(r.conn.ctx, sub)()
+		finish(resp)
+		return resp
+	})
 }

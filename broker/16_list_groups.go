@@ -8,5 +8,9 @@ func init() { register(16, 0, 5, handleListGroups) }
 
 func handleListGroups(s *Server, r *request) (result, error) {
 	req := r.req.(*kmsg.ListGroupsRequest)
-	return r.inOrder(func() kmsg.Response { return s.groups.coord.ListGroups(r.conn.ctx, req)() })
+	return r.inOrder(func() kmsg.Response {
+		resp := s.groups.coord.ListGroups(r.conn.ctx, req)()
+		s.filterListedGroups(r, resp)
+		return resp
+	})
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/gregorbroker/gregor/config"
 	"github.com/gregorbroker/gregor/raftmeta/controller"
+	"github.com/gregorbroker/gregor/security/authz"
 )
 
 // CreateTopics (key 19), versions 2-7 (Kafka 4's range).
@@ -40,6 +41,8 @@ func handleCreateTopics(s *Server, r *request) (result, error) {
 	}
 	slots := make([]createSlot, len(req.Topics))
 	var specs []controller.CreateTopic
+	ac := s.auth(r)
+	createAll := ac.cluster(authz.OpCreate)
 	for i := range req.Topics {
 		t := &req.Topics[i]
 		st := kmsg.NewCreateTopicsResponseTopic()
@@ -56,6 +59,11 @@ func handleCreateTopics(s *Server, r *request) (result, error) {
 			slots[i].index = -2 // a later copy of a duplicate: no answer of its own
 			continue
 		}
+		// ControllerApis.createTopics: CREATE on the cluster or the topic.
+		if !createAll && !ac.topic(authz.OpCreate, t.Topic) {
+			setCreateErr(&slots[i].resp, kerr.TopicAuthorizationFailed, "Authorization failed.")
+			continue
+		}
 		spec, ok := s.createTopicSpec(req, t, &slots[i].resp)
 		if !ok {
 			continue
@@ -69,6 +77,11 @@ func handleCreateTopics(s *Server, r *request) (result, error) {
 	for _, sl := range slots {
 		if sl.index == -2 {
 			continue
+		}
+		if sl.resp.ErrorCode == 0 && !ac.topic(authz.OpDescribeConfigs, sl.resp.Topic) {
+			// The created topic's configs are shown only to whom may
+			// describe them.
+			sl.resp.ConfigErrorCode, sl.resp.Configs = kerr.TopicAuthorizationFailed.Code, nil
 		}
 		resp.Topics = append(resp.Topics, sl.resp)
 	}

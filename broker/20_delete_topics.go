@@ -6,6 +6,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/gregorbroker/gregor/security/authz"
 )
 
 // DeleteTopics (key 20), versions 1-6 (Kafka 4's range).
@@ -26,6 +28,8 @@ func handleDeleteTopics(s *Server, r *request) (result, error) {
 	}
 	names, ids, refused := deleteTopicsTargets(req)
 	resp.Topics = append(resp.Topics, refused...)
+	names, ids, denied := s.authorizeDeleteTopics(r, names, ids)
+	resp.Topics = append(resp.Topics, denied...)
 	timeout := time.Duration(req.TimeoutMillis) * time.Millisecond
 	if timeout <= 0 {
 		timeout = 30 * time.Second
@@ -136,4 +140,48 @@ func deleteTopicsTargets(req *kmsg.DeleteTopicsRequest) (names []string, ids [][
 		ids = append(ids, id)
 	}
 	return names, ids, refused
+}
+
+// authorizeDeleteTopics is ControllerApis.deleteTopics' check: DELETE on
+// the cluster allows every topic; otherwise a topic needs DELETE, and one
+// the principal may not even DESCRIBE is refused whether or not it exists
+// (and, asked for by id, without its name). It returns the names and ids
+// left to delete and the answers of the refused ones.
+func (s *Server) authorizeDeleteTopics(r *request, names []string, ids [][16]byte) ([]string, [][16]byte, []kmsg.DeleteTopicsResponseTopic) {
+	ac := s.auth(r)
+	if !ac.enabled() || ac.cluster(authz.OpDelete) {
+		return names, ids, nil
+	}
+	var out []kmsg.DeleteTopicsResponseTopic
+	deny := func(name *string, id [16]byte) {
+		st := kmsg.NewDeleteTopicsResponseTopic()
+		st.Topic, st.TopicID, st.ErrorCode = name, id, kerr.TopicAuthorizationFailed.Code
+		msg := kerr.TopicAuthorizationFailed.Description
+		st.ErrorMessage = &msg
+		out = append(out, st)
+	}
+	img := s.meta.Image()
+	var keptNames []string
+	for _, n := range names {
+		_, exists := img.Topic(n)
+		if !ac.topic(authz.OpDescribe, n) || exists && !ac.topic(authz.OpDelete, n) {
+			deny(&n, [16]byte{})
+			continue
+		}
+		keptNames = append(keptNames, n)
+	}
+	var keptIDs [][16]byte
+	for _, id := range ids {
+		t, ok := img.TopicByID(id)
+		if ok && !ac.topic(authz.OpDelete, t.Name) {
+			var name *string
+			if ac.topic(authz.OpDescribe, t.Name) {
+				name = &t.Name
+			}
+			deny(name, id)
+			continue
+		}
+		keptIDs = append(keptIDs, id)
+	}
+	return keptNames, keptIDs, out
 }

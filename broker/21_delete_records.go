@@ -6,6 +6,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/gregorbroker/gregor/security/authz"
 	"github.com/gregorbroker/gregor/storage"
 )
 
@@ -38,6 +39,7 @@ func handleDeleteRecords(s *Server, r *request) (result, error) {
 		}
 	}
 	img := s.meta.Image()
+	ac := s.auth(r)
 	topicIdx := make(map[string]int)
 	moved := false
 	for _, rt := range req.Topics {
@@ -60,6 +62,8 @@ func handleDeleteRecords(s *Server, r *request) (result, error) {
 			sp.Partition = rp.Partition
 			sp.LowWatermark = -1
 			switch {
+			case !ac.topic(authz.OpDelete, rt.Topic):
+				sp.ErrorCode = kerr.TopicAuthorizationFailed.Code
 			case !partitionExists(img, rt.Topic, rp.Partition):
 				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
 			case isInternalTopic(rt.Topic):

@@ -6,6 +6,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/gregorbroker/gregor/security/authz"
 )
 
 // InitProducerId (key 22), versions 0-5.
@@ -20,6 +22,21 @@ func init() { register(22, 0, 5, handleInitProducerID) }
 
 func handleInitProducerID(s *Server, r *request) (result, error) {
 	req := r.req.(*kmsg.InitProducerIDRequest)
+	// KafkaApis: WRITE on the transactional id, else (idempotence alone)
+	// IDEMPOTENT_WRITE on the cluster or WRITE on some topic.
+	ac := s.auth(r)
+	denied := kerr.Error{}
+	switch {
+	case req.TransactionalID != nil && !ac.txnID(authz.OpWrite, *req.TransactionalID):
+		denied = *kerr.TransactionalIDAuthorizationFailed
+	case req.TransactionalID == nil && !ac.cluster(authz.OpIdempotentWrite) && !ac.byResourceType(authz.OpWrite, authz.ResourceTopic):
+		denied = *kerr.ClusterAuthorizationFailed
+	}
+	if denied.Code != 0 {
+		resp := req.ResponseKind().(*kmsg.InitProducerIDResponse)
+		resp.ProducerID, resp.ProducerEpoch, resp.ErrorCode = -1, -1, denied.Code
+		return respond(resp)
+	}
 	return r.inOrder(func() kmsg.Response {
 		resp := req.ResponseKind().(*kmsg.InitProducerIDResponse)
 		resp.ProducerID, resp.ProducerEpoch = -1, -1

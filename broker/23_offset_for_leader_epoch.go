@@ -5,6 +5,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/gregorbroker/gregor/broker/internal/partition"
+	"github.com/gregorbroker/gregor/security/authz"
 )
 
 // OffsetForLeaderEpoch (key 23), versions 2-4 (Kafka 4's range).
@@ -21,6 +22,10 @@ func init() { register(23, 2, 4, handleOffsetForLeaderEpoch) }
 func handleOffsetForLeaderEpoch(s *Server, r *request) (result, error) {
 	req := r.req.(*kmsg.OffsetForLeaderEpochRequest)
 	resp := req.ResponseKind().(*kmsg.OffsetForLeaderEpochResponse)
+	// KafkaApis: CLUSTER_ACTION (a follower) may ask of any topic, others
+	// need DESCRIBE on it.
+	ac := s.auth(r)
+	follower := ac.cluster(authz.OpClusterAction)
 	for _, rt := range req.Topics {
 		st := kmsg.NewOffsetForLeaderEpochResponseTopic()
 		st.Topic = rt.Topic
@@ -30,6 +35,8 @@ func handleOffsetForLeaderEpoch(s *Server, r *request) (result, error) {
 			sp.LeaderEpoch, sp.EndOffset = -1, -1
 			p := s.leaderPartition(rt.Topic, rp.Partition)
 			switch {
+			case !follower && !ac.topic(authz.OpDescribe, rt.Topic):
+				sp.ErrorCode = kerr.TopicAuthorizationFailed.Code
 			case p == nil:
 				sp.ErrorCode = s.partitionMissingCode(rt.Topic, rp.Partition)
 			default:

@@ -11,6 +11,9 @@ func init() { register(24, 0, 5, handleAddPartitionsToTxn) }
 
 func handleAddPartitionsToTxn(s *Server, r *request) (result, error) {
 	req := r.req.(*kmsg.AddPartitionsToTxnRequest)
+	if denied := s.addPartitionsToTxnDenied(r, req); denied != nil {
+		return respond(denied)
+	}
 	return r.inOrder(func() kmsg.Response {
 		ctx, cancel := s.txnContext(r)
 		defer cancel()

@@ -8,6 +8,9 @@ func init() { register(25, 0, 4, handleAddOffsetsToTxn) }
 
 func handleAddOffsetsToTxn(s *Server, r *request) (result, error) {
 	req := r.req.(*kmsg.AddOffsetsToTxnRequest)
+	if denied := s.txnDenied(r); denied != nil {
+		return respond(denied)
+	}
 	return r.inOrder(func() kmsg.Response {
 		ctx, cancel := s.txnContext(r)
 		defer cancel()

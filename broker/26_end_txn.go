@@ -12,6 +12,9 @@ func init() { register(26, 0, 5, handleEndTxn) }
 
 func handleEndTxn(s *Server, r *request) (result, error) {
 	req := r.req.(*kmsg.EndTxnRequest)
+	if denied := s.txnDenied(r); denied != nil {
+		return respond(denied)
+	}
 	return r.inOrder(func() kmsg.Response {
 		ctx, cancel := s.txnContext(r)
 		defer cancel()

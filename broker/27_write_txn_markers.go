@@ -7,6 +7,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/gregorbroker/gregor/broker/producerstate"
+	"github.com/gregorbroker/gregor/security/authz"
 )
 
 // WriteTxnMarkers (key 27), versions 1-2 (Kafka 4's range): a transaction
@@ -17,6 +18,12 @@ func init() { register(27, 1, 2, handleWriteTxnMarkers) }
 
 func handleWriteTxnMarkers(s *Server, r *request) (result, error) {
 	req := r.req.(*kmsg.WriteTxnMarkersRequest)
+	// KafkaApis: ALTER on the cluster, else CLUSTER_ACTION.
+	if s.clusterDenied(r, authz.OpAlter) != nil {
+		if denied := s.clusterDenied(r, authz.OpClusterAction); denied != nil {
+			return respond(denied)
+		}
+	}
 	return r.inOrder(func() kmsg.Response {
 		resp := req.ResponseKind().(*kmsg.WriteTxnMarkersResponse)
 		ctx, cancel := context.WithTimeout(r.conn.ctx, 30*time.Second)

@@ -3,6 +3,8 @@ package broker
 import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/gregorbroker/gregor/security/authz"
 )
 
 // TxnOffsetCommit (key 28), versions 0-5: offsets a transactional producer
@@ -15,11 +17,20 @@ func init() { register(28, 0, 5, handleTxnOffsetCommit) }
 
 func handleTxnOffsetCommit(s *Server, r *request) (result, error) {
 	req := r.req.(*kmsg.TxnOffsetCommitRequest)
+	if denied := s.txnDenied(r); denied != nil {
+		return respond(denied)
+	}
+	ac := s.auth(r)
 	img := s.meta.Image()
 	var unknown []kmsg.TxnOffsetCommitResponseTopic
 	known := req.Topics[:0:0]
 	for _, t := range req.Topics {
 		ti, ok := img.Topic(t.Topic)
+		// Authorization before existence, as KafkaApis.
+		code := kerr.UnknownTopicOrPartition.Code
+		if !ac.topic(authz.OpRead, t.Topic) {
+			ok, code = false, kerr.TopicAuthorizationFailed.Code
+		}
 		var good []kmsg.TxnOffsetCommitRequestTopicPartition
 		bad := kmsg.NewTxnOffsetCommitResponseTopic()
 		bad.Topic = t.Topic
@@ -30,7 +41,7 @@ func handleTxnOffsetCommit(s *Server, r *request) (result, error) {
 			}
 			bp := kmsg.NewTxnOffsetCommitResponseTopicPartition()
 			bp.Partition = p.Partition
-			bp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+			bp.ErrorCode = code
 			bad.Partitions = append(bad.Partitions, bp)
 		}
 		if len(bad.Partitions) > 0 {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/gregorbroker/gregor/config"
 	"github.com/gregorbroker/gregor/raftmeta/image"
+	"github.com/gregorbroker/gregor/security/authz"
 )
 
 // DescribeConfigs (key 32), versions 1-4 (Kafka 4's range).
@@ -54,10 +55,17 @@ func handleDescribeConfigs(s *Server, r *request) (result, error) {
 		return respond(resp)
 	}
 	img := s.meta.Image()
+	ac := s.auth(r)
 	for _, rr := range req.Resources {
 		sr := kmsg.NewDescribeConfigsResponseResource()
 		sr.ResourceType = rr.ResourceType
 		sr.ResourceName = rr.ResourceName
+		if ke := ac.configsDenied(rr.ResourceType, rr.ResourceName, authz.OpDescribeConfigs); ke != nil {
+			msg := ke.Description
+			sr.ErrorCode, sr.ErrorMessage = ke.Code, &msg
+			resp.Resources = append(resp.Resources, sr)
+			continue
+		}
 		entries, err := s.describeResource(img, rr.ResourceType, rr.ResourceName)
 		if err != nil {
 			setAlterErr(&sr.ErrorCode, &sr.ErrorMessage, err)

@@ -22,6 +22,9 @@ func handleAlterConfigs(s *Server, r *request) (result, error) {
 		}
 		err := errDuplicateResource
 		if !dup[i] {
+			err = s.auth(r).alterConfigsDenied(rr.ResourceType, rr.ResourceName)
+		}
+		if err == nil {
 			err = s.alterConfigs(rr.ResourceType, rr.ResourceName, ops, true, req.ValidateOnly)
 		}
 		setAlterErr(&sr.ErrorCode, &sr.ErrorMessage, err)

@@ -7,6 +7,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/gregorbroker/gregor/security/authz"
 )
 
 // DescribeLogDirs (key 35), versions 1-4 (Kafka 4's range; v5's cordoned
@@ -20,6 +22,9 @@ func init() { register(35, 1, 4, handleDescribeLogDirs) }
 
 func handleDescribeLogDirs(s *Server, r *request) (result, error) {
 	req := r.req.(*kmsg.DescribeLogDirsRequest)
+	if denied := s.clusterDenied(r, authz.OpDescribe); denied != nil {
+		return respond(denied)
+	}
 	resp := req.ResponseKind().(*kmsg.DescribeLogDirsResponse)
 	want := func(topic string, partition int32) bool {
 		if req.Topics == nil {

@@ -8,6 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/gregorbroker/gregor/raftmeta/controller"
+	"github.com/gregorbroker/gregor/security/authz"
 )
 
 // CreatePartitions (key 37), versions 0-3.
@@ -39,10 +40,18 @@ func handleCreatePartitions(s *Server, r *request) (result, error) {
 		seen[t.Topic]++
 	}
 	var specs []controller.CreatePartitions
+	// idxDenied marks a topic the principal may not ALTER
+	// (ControllerApis.createPartitions answers it without a message).
+	const idxDenied = -2
+	ac := s.auth(r)
 	idx := make([]int, len(req.Topics))
 	for i, t := range req.Topics {
 		idx[i] = -1
 		if seen[t.Topic] > 1 {
+			continue
+		}
+		if !ac.topic(authz.OpAlter, t.Topic) {
+			idx[i] = idxDenied
 			continue
 		}
 		spec := controller.CreatePartitions{Topic: t.Topic, Count: t.Count}
@@ -73,6 +82,11 @@ func handleCreatePartitions(s *Server, r *request) (result, error) {
 		st := kmsg.NewCreatePartitionsResponseTopic()
 		st.Topic = t.Topic
 		var err error
+		if idx[i] == idxDenied {
+			st.ErrorCode = kerr.TopicAuthorizationFailed.Code
+			resp.Topics = append(resp.Topics, st)
+			continue
+		}
 		if idx[i] < 0 {
 			err = kerrMsg(kerr.InvalidRequest, "Duplicate topic name.")
 		} else {

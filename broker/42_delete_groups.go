@@ -8,5 +8,10 @@ func init() { register(42, 0, 2, handleDeleteGroups) }
 
 func handleDeleteGroups(s *Server, r *request) (result, error) {
 	req := r.req.(*kmsg.DeleteGroupsRequest)
-	return r.inOrder(func() kmsg.Response { return s.groups.coord.DeleteGroups(r.conn.ctx, req)() })
+	sub, finish := s.authorizeDeleteGroups(r, req)
+	return r.inOrder(func() kmsg.Response {
+		resp := s.groups.coord.DeleteGroups(r.conn.ctx, sub)()
+		finish(resp)
+		return resp
+	})
 }

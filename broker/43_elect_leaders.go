@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/gregorbroker/gregor/raftmeta/controller"
+	"github.com/gregorbroker/gregor/security/authz"
 )
 
 // ElectLeaders (key 43), versions 0-2: preferred (0) or unclean (1, v1+)
@@ -26,6 +27,9 @@ func init() { register(43, 0, 2, handleElectLeaders) }
 
 func handleElectLeaders(s *Server, r *request) (result, error) {
 	req := r.req.(*kmsg.ElectLeadersRequest)
+	if denied := s.clusterDenied(r, authz.OpAlter); denied != nil {
+		return respond(denied)
+	}
 	if req.TimeoutMillis < 0 {
 		// Before the election type: Kafka's controller checks that
 		// in the event the deadline cancels.

@@ -55,6 +55,9 @@ func handleIncrementalAlterConfigs(s *Server, r *request) (result, error) {
 		}
 		err := errDuplicateResource
 		if !dup[i] {
+			err = s.auth(r).alterConfigsDenied(rr.ResourceType, rr.ResourceName)
+		}
+		if err == nil {
 			err = s.alterConfigs(rr.ResourceType, rr.ResourceName, ops, false, req.ValidateOnly)
 		}
 		setAlterErr(&sr.ErrorCode, &sr.ErrorMessage, err)

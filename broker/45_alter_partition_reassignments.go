@@ -8,6 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/gregorbroker/gregor/raftmeta/controller"
+	"github.com/gregorbroker/gregor/security/authz"
 )
 
 // AlterPartitionReassignments (key 45), versions 0-1: moves partitions to
@@ -27,6 +28,9 @@ func init() { register(45, 0, 1, handleAlterPartitionReassignments) }
 
 func handleAlterPartitionReassignments(s *Server, r *request) (result, error) {
 	req := r.req.(*kmsg.AlterPartitionAssignmentsRequest)
+	if denied := s.clusterDenied(r, authz.OpAlter); denied != nil {
+		return respond(denied)
+	}
 	if req.TimeoutMillis < 0 && len(req.Topics) > 0 {
 		return respond(reassignmentsError(req, kerr.RequestTimedOut))
 	}

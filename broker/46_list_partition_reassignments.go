@@ -7,6 +7,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/gregorbroker/gregor/raftmeta/controller"
+	"github.com/gregorbroker/gregor/security/authz"
 )
 
 // ListPartitionReassignments (key 46), version 0: the partitions with a
@@ -18,6 +19,9 @@ func init() { register(46, 0, 0, handleListPartitionReassignments) }
 
 func handleListPartitionReassignments(s *Server, r *request) (result, error) {
 	req := r.req.(*kmsg.ListPartitionReassignmentsRequest)
+	if denied := s.clusterDenied(r, authz.OpDescribe); denied != nil {
+		return respond(denied)
+	}
 	return r.inOrder(func() kmsg.Response {
 		resp := req.ResponseKind().(*kmsg.ListPartitionReassignmentsResponse)
 		timeout := time.Duration(req.TimeoutMillis) * time.Millisecond

@@ -3,6 +3,8 @@ package broker
 import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/gregorbroker/gregor/security/authz"
 )
 
 // OffsetDelete (key 47), version 0: GROUP_SUBSCRIBED_TO_TOPIC when the
@@ -14,12 +16,21 @@ func init() { register(47, 0, 0, handleOffsetDelete) }
 
 func handleOffsetDelete(s *Server, r *request) (result, error) {
 	req := r.req.(*kmsg.OffsetDeleteRequest)
+	if denied := s.groupDenied(r, authz.OpDelete, req.Group); denied != nil {
+		return respond(denied)
+	}
+	ac := s.auth(r)
 	img := s.meta.Image()
 	var unknown []kmsg.OffsetDeleteResponseTopic
 	known := *req
 	known.Topics = nil
 	for _, t := range req.Topics {
 		ti, ok := img.Topic(t.Topic)
+		// Authorization before existence, as KafkaApis.
+		code := kerr.UnknownTopicOrPartition.Code
+		if !ac.topic(authz.OpRead, t.Topic) {
+			ok, code = false, kerr.TopicAuthorizationFailed.Code
+		}
 		bad := kmsg.NewOffsetDeleteResponseTopic()
 		bad.Topic = t.Topic
 		good := t
@@ -31,7 +42,7 @@ func handleOffsetDelete(s *Server, r *request) (result, error) {
 			}
 			bp := kmsg.NewOffsetDeleteResponseTopicPartition()
 			bp.Partition = p.Partition
-			bp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+			bp.ErrorCode = code
 			bad.Partitions = append(bad.Partitions, bp)
 		}
 		if len(bad.Partitions) > 0 {

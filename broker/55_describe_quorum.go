@@ -8,6 +8,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/gregorbroker/gregor/security/authz"
 )
 
 // DescribeQuorum (key 55), versions 0-2: the metadata quorum as Kafka's
@@ -22,6 +24,9 @@ func init() { register(55, 0, 2, handleDescribeQuorum) }
 
 func handleDescribeQuorum(s *Server, r *request) (result, error) {
 	req := r.req.(*kmsg.DescribeQuorumRequest)
+	if denied := s.clusterDenied(r, authz.OpDescribe); denied != nil {
+		return respond(denied)
+	}
 	if !quorumPartitionAsked(req) {
 		return respond(quorumPartitionError(req, kerr.UnknownTopicOrPartition))
 	}

@@ -5,6 +5,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/gregorbroker/gregor/security/authz"
 )
 
 // DescribeCluster (key 60), versions 0-2.
@@ -28,6 +30,14 @@ func handleDescribeCluster(s *Server, r *request) (result, error) {
 	resp.ClusterID = img.ClusterID
 	resp.ControllerID = s.controllerID(img)
 	resp.ClusterAuthorizedOperations = authorizedOpsNotRequested
+	if req.IncludeClusterAuthorizedOperations {
+		// AuthHelper.computeDescribeClusterResponse: no error, but no
+		// operations without DESCRIBE on the cluster.
+		resp.ClusterAuthorizedOperations = 0
+		if ac := s.auth(r); ac.cluster(authz.OpDescribe) {
+			resp.ClusterAuthorizedOperations = ac.operations(authz.ResourceCluster, authz.ClusterName, authz.ClusterOperations)
+		}
+	}
 	for _, b := range img.Brokers() {
 		if b.Fenced && !req.IncludeFencedBrokers {
 			continue

@@ -6,6 +6,7 @@ import (
 
 	"github.com/gregorbroker/gregor/broker/producerstate"
 	"github.com/gregorbroker/gregor/raftmeta/image"
+	"github.com/gregorbroker/gregor/security/authz"
 )
 
 // DescribeProducers (key 61), version 0: the active producers of each
@@ -17,6 +18,7 @@ func init() { register(61, 0, 0, handleDescribeProducers) }
 func handleDescribeProducers(s *Server, r *request) (result, error) {
 	req := r.req.(*kmsg.DescribeProducersRequest)
 	resp := req.ResponseKind().(*kmsg.DescribeProducersResponse)
+	ac := s.auth(r)
 	for _, rt := range req.Topics {
 		st := kmsg.NewDescribeProducersResponseTopic()
 		st.Topic = rt.Topic
@@ -29,6 +31,13 @@ func handleDescribeProducers(s *Server, r *request) (result, error) {
 				// looked up.
 				msg := nameErr.Error()
 				sp.ErrorCode, sp.ErrorMessage = kerr.InvalidTopicException.Code, &msg
+				st.Partitions = append(st.Partitions, sp)
+				continue
+			}
+			if !ac.topic(authz.OpRead, rt.Topic) {
+				sp.ErrorCode = kerr.TopicAuthorizationFailed.Code
+				msg := kerr.TopicAuthorizationFailed.Description
+				sp.ErrorMessage = &msg
 				st.Partitions = append(st.Partitions, sp)
 				continue
 			}

@@ -11,6 +11,8 @@ func handleDescribeTransactions(s *Server, r *request) (result, error) {
 	return r.inOrder(func() kmsg.Response {
 		ctx, cancel := s.txnContext(r)
 		defer cancel()
-		return s.txns.coord.DescribeTransactions(ctx, req)
+		resp := s.txns.coord.DescribeTransactions(ctx, req)
+		s.filterDescribedTransactions(r, resp)
+		return resp
 	})
 }

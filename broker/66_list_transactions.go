@@ -12,6 +12,8 @@ func handleListTransactions(s *Server, r *request) (result, error) {
 	return r.inOrder(func() kmsg.Response {
 		ctx, cancel := s.txnContext(r)
 		defer cancel()
-		return s.txns.coord.ListTransactions(ctx, req)
+		resp := s.txns.coord.ListTransactions(ctx, req)
+		s.filterListedTransactions(r, resp)
+		return resp
 	})
 }

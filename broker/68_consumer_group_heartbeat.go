@@ -1,6 +1,10 @@
 package broker
 
-import "github.com/twmb/franz-go/pkg/kmsg"
+import (
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/gregorbroker/gregor/security/authz"
+)
 
 // ConsumerGroupHeartbeat (key 68), versions 0-1: the KIP-848 consumer
 // group protocol. The coordinator computes assignments on the server
@@ -12,5 +16,8 @@ func init() { register(68, 0, 1, handleConsumerGroupHeartbeat) }
 
 func handleConsumerGroupHeartbeat(s *Server, r *request) (result, error) {
 	req := r.req.(*kmsg.ConsumerGroupHeartbeatRequest)
+	if denied := s.groupDenied(r, authz.OpRead, req.Group); denied != nil {
+		return respond(denied)
+	}
 	return r.inOrder(func() kmsg.Response { return s.groups.coord.ConsumerGroupHeartbeat(r.conn.ctx, r.clientInfo(), req)() })
 }

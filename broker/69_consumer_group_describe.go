@@ -8,5 +8,10 @@ func init() { register(69, 0, 1, handleConsumerGroupDescribe) }
 
 func handleConsumerGroupDescribe(s *Server, r *request) (result, error) {
 	req := r.req.(*kmsg.ConsumerGroupDescribeRequest)
-	return r.inOrder(func() kmsg.Response { return s.groups.coord.ConsumerGroupDescribe(r.conn.ctx, req)() })
+	sub, finish := s.authorizeConsumerGroupDescribe(r, req)
+	return r.inOrder(func() kmsg.Response {
+		resp := s.groups.coord.ConsumerGroupDescribe(r.conn.ctx, sub)()
+		finish(resp)
+		return resp
+	})
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/gregorbroker/gregor/raftmeta/image"
+	"github.com/gregorbroker/gregor/security/authz"
 )
 
 // DescribeTopicPartitions (key 75, KIP-966), version 0.
@@ -43,7 +44,33 @@ func handleDescribeTopicPartitions(s *Server, r *request) (result, error) {
 	}
 	limit := max(min(req.ResponsePartitionLimit, maxDescribePartitions), 1)
 	resp := req.ResponseKind().(*kmsg.DescribeTopicPartitionsResponse)
-	s.describePartitions(resp, img, names, req.Cursor, limit, len(req.Topics) == 0, r.conn.listener)
+	// DescribeTopicPartitionsRequestHandler: a topic the principal may
+	// not DESCRIBE is left out of an all-topics answer and answered
+	// TOPIC_AUTHORIZATION_FAILED (without its id) when named; every topic
+	// answered carries the principal's operations on it.
+	ac := s.auth(r)
+	var denied []kmsg.DescribeTopicPartitionsResponseTopic
+	allowed := names[:0:0]
+	for _, n := range names {
+		if ac.topic(authz.OpDescribe, n) {
+			allowed = append(allowed, n)
+			continue
+		}
+		if len(req.Topics) > 0 {
+			dt := kmsg.NewDescribeTopicPartitionsResponseTopic()
+			dt.Topic, dt.ErrorCode = &n, kerr.TopicAuthorizationFailed.Code
+			dt.AuthorizedOperations = authorizedOpsNotRequested
+			dt.Partitions = []kmsg.DescribeTopicPartitionsResponseTopicPartition{}
+			denied = append(denied, dt)
+		}
+	}
+	s.describePartitions(resp, img, allowed, req.Cursor, limit, len(req.Topics) == 0, r.conn.listener)
+	for i := range resp.Topics {
+		if dt := &resp.Topics[i]; dt.Topic != nil {
+			dt.AuthorizedOperations = ac.operations(authz.ResourceTopic, *dt.Topic, authz.TopicOperations)
+		}
+	}
+	resp.Topics = append(resp.Topics, denied...)
 	return respond(resp)
 }
 

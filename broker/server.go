@@ -125,6 +125,8 @@ type Server struct {
 
 	// ops are the metrics and the HTTP listener (ops_http.go).
 	ops opsState
+	// acls is the authorizer (authz.go), nil without authorizer.class.name.
+	acls *aclState
 
 	mu        sync.Mutex // guards listeners and conns
 	listeners []net.Listener
@@ -173,6 +175,11 @@ func New(cfg *config.Broker, opts Options) (*Server, error) {
 		return nil, err
 	}
 	s.security = sec
+	if s.acls, err = newACLState(cfg.Authorizer); err != nil {
+		stop()
+		return nil, fmt.Errorf("authorizer: %w", err)
+	}
+	s.logAuthorizer()
 	s.partEnv = &partition.Env{FS: s.fs, Log: s.log, Now: s.now, Ctx: s.ctx, Go: s.goTracked, Cfg: cfg, StorageFailed: s.storageFailed}
 	quotas, err := connlimit.New(cfg, len(s.clientListeners()))
 	if err != nil {

@@ -71,6 +71,9 @@ type Broker struct {
 	// ConnectionFailedAuthenticationDelayMs is
 	// connection.failed.authentication.delay.ms.
 	ConnectionFailedAuthenticationDelayMs int32
+	// Authorizer is authorizer.class.name and the StandardAuthorizer's
+	// settings.
+	Authorizer Authorizer
 
 	// Logs.
 	LogDirs                                 []string // log.dirs, else log.dir

@@ -13,6 +13,7 @@ import (
 	"github.com/gregorbroker/gregor/raftmeta/image"
 	"github.com/gregorbroker/gregor/raftmeta/internal/compact"
 	"github.com/gregorbroker/gregor/raftmeta/raftnode"
+	"github.com/gregorbroker/gregor/security/authz"
 )
 
 // API is what a broker asks of the active controller. *Controller
@@ -34,6 +35,8 @@ type API interface {
 	DescribeQuorum(ctx context.Context) (raftnode.QuorumInfo, error)
 	AlterUserScramCredentials(ctx context.Context, req *kmsg.AlterUserSCRAMCredentialsRequest) *kmsg.AlterUserSCRAMCredentialsResponse
 	AlterClientQuotas(ctx context.Context, req *kmsg.AlterClientQuotasRequest) *kmsg.AlterClientQuotasResponse
+	CreateACLs(ctx context.Context, acls []authz.ACL) []error
+	DeleteACLs(ctx context.Context, filters []authz.Filter) []DeleteACLsResult
 }
 
 var (

@@ -35,6 +35,12 @@ const (
 	apiAllocateProducerIDs byte = 67
 )
 
+// The ACL calls (acls.go).
+const (
+	apiCreateACLs byte = 30
+	apiDeleteACLs byte = 31
+)
+
 // rpc is one controller call with request Req and answer Resp.
 type rpc[Req, Resp any] struct {
 	api byte
@@ -87,6 +93,7 @@ var rpcs = []rpcEntry{
 	registerBrokerRPC, allocateProducerIDsRPC, alterPartitionRPC, electLeadersRPC,
 	brokerHeartbeatRPC, describeQuorumRPC, alterReassignmentsRPC, listReassignmentsRPC,
 	alterUserScramCredentialsRPC, alterClientQuotasRPC,
+	createACLsRPC, deleteACLsRPC,
 }
 
 // Handlers returns the server side of the controller rpcs, for

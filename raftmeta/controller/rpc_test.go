@@ -115,6 +115,7 @@ var decoders = slices.Concat(
 	decodes(registerBrokerRPC), decodes(allocateProducerIDsRPC), decodes(alterPartitionRPC), decodes(electLeadersRPC),
 	decodes(alterReassignmentsRPC), decodes(listReassignmentsRPC), decodes(brokerHeartbeatRPC), decodes(describeQuorumRPC),
 	decodes(alterUserScramCredentialsRPC), decodes(alterClientQuotasRPC),
+	decodes(createACLsRPC), decodes(deleteACLsRPC),
 )
 
 func decodes[Req, Resp any](r *rpc[Req, Resp]) []func([]byte) error {

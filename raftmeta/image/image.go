@@ -28,6 +28,7 @@ type Image struct {
 	features       map[string]int16
 	scram          map[ScramKey]ScramCredential       // SCRAM credentials (scram.go)
 	quotas         map[QuotaEntity]map[string]float64 // client quotas (quota.go)
+	acls           *ACLs                              // nil: none
 }
 
 // TopicImage is one topic. It is shared between images until a record
@@ -240,6 +241,7 @@ type imageBuilder struct {
 
 	ownTopics, ownBrokers, ownBrokerConfigs, ownFeatures bool
 	ownScram, ownQuotas                                  bool
+	ownACLs                                              bool
 	ownedTopics                                          map[[16]byte]bool
 }
 
@@ -296,6 +298,10 @@ func (b *imageBuilder) apply(r Record) error {
 		return b.applyRegisterBroker(r)
 	case *BrokerRegistrationChangeRecord:
 		return b.applyBrokerChange(r)
+	case *AccessControlEntryRecord:
+		return b.applyACL(r)
+	case *RemoveAccessControlEntryRecord:
+		return b.applyRemoveACL(r)
 	case *ProducerIDsRecord:
 		if r.NextProducerID <= b.next.nextProducerID {
 			return fmt.Errorf("next producer ID %d does not advance past %d", r.NextProducerID, b.next.nextProducerID)

@@ -58,6 +58,7 @@ func (img *Image) Records() []Record {
 	}
 	recs = append(recs, img.scramRecords()...)
 	recs = append(recs, img.quotaRecords()...)
+	recs = img.appendACLRecords(recs)
 	if img.nextProducerID > 0 {
 		recs = append(recs, &ProducerIDsRecord{BrokerID: -1, BrokerEpoch: -1, NextProducerID: img.nextProducerID})
 	}

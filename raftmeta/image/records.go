@@ -51,6 +51,10 @@ func (t RecordType) String() string {
 		return "RemoveUserScramCredentialRecord"
 	case TypeClientQuota:
 		return "ClientQuotaRecord"
+	case TypeAccessControlEntry:
+		return "AccessControlEntryRecord"
+	case TypeRemoveAccessControlEntry:
+		return "RemoveAccessControlEntryRecord"
 	default:
 		return fmt.Sprintf("RecordType(%d)", uint16(t))
 	}
@@ -382,6 +386,10 @@ func newRecord(t RecordType) Record {
 		return new(RemoveUserScramCredentialRecord)
 	case TypeClientQuota:
 		return new(ClientQuotaRecord)
+	case TypeAccessControlEntry:
+		return new(AccessControlEntryRecord)
+	case TypeRemoveAccessControlEntry:
+		return new(RemoveAccessControlEntryRecord)
 	default:
 		return nil
 	}

@@ -38,6 +38,8 @@ func sampleRecords() []Record {
 		&ProducerIDsRecord{BrokerID: 1, BrokerEpoch: 12, NextProducerID: 9223372036854775807},
 		&FeatureLevelRecord{Name: "metadata.version", Level: 21},
 		&FeatureLevelRecord{Name: "x", Level: -32768},
+		&AccessControlEntryRecord{ID: testTopicID, ResourceType: 2, ResourceName: "orders-", PatternType: 4, Principal: "User:alice", Host: "*", Operation: 3, PermissionType: 3},
+		&RemoveAccessControlEntryRecord{ID: testTopicID},
 	}
 }
 

@@ -1,0 +1,253 @@
+package broker
+
+import (
+	"fmt"
+	"net"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/gregorbroker/gregor/config"
+	"github.com/gregorbroker/gregor/raftmeta/controller"
+	"github.com/gregorbroker/gregor/raftmeta/image"
+	"github.com/gregorbroker/gregor/security"
+	"github.com/gregorbroker/gregor/security/authz"
+)
+
+// The broker's side of authorization: the StandardAuthorizer of
+// security/authz, fed the ACLs of the metadata image, asked by each
+// handler what Kafka's KafkaApis asks for that request. Without
+// authorizer.class.name the server has no authorizer and every question
+// answers yes, as a Kafka broker without one.
+
+// aclState is the server's authorizer and the image ACL set it last
+// loaded.
+type aclState struct {
+	a *authz.Authorizer
+	// loaded is the image ACL set the authorizer holds; a request whose
+	// image has the same set (nearly all) reads it without a lock.
+	loaded atomic.Pointer[image.ACLs]
+	// mu orders reloads, so that an older ACL set never replaces a newer
+	// one.
+	mu sync.Mutex
+}
+
+// newACLState returns the authorizer cfg asks for, or nil for none.
+func newACLState(cfg config.Authorizer) (*aclState, error) {
+	if !cfg.Enabled() {
+		return nil, nil
+	}
+	if cfg.ClassName != authz.ClassName {
+		return nil, fmt.Errorf("authorizer.class.name=%s is not served", cfg.ClassName)
+	}
+	return &aclState{a: authz.New(authz.ParseSuperUsers(cfg.SuperUsers), cfg.AllowEveryoneIfNoACLFound)}, nil
+}
+
+// logAuthorizer says at start which authorizer runs and, in a cluster,
+// that the brokers' own PLAINTEXT connections are User:ANONYMOUS to it,
+// as in Kafka, so that a replication refused for want of CLUSTER_ACTION
+// is not a surprise.
+func (s *Server) logAuthorizer() {
+	if s.acls == nil {
+		return
+	}
+	s.log.Info("authorizer", "class", authz.ClassName, "super.users", s.cfg.Authorizer.SuperUsers,
+		"allow.everyone.if.no.acl.found", s.cfg.Authorizer.AllowEveryoneIfNoACLFound)
+	cluster := len(s.cfg.ControllerQuorumVoters) > 1 || len(s.cfg.ControllerQuorumBootstrapServers) > 0
+	if cluster && !s.acls.a.IsSuperUser(security.Anonymous.String()) {
+		s.log.Warn("authorizer: brokers connect to each other over PLAINTEXT as User:ANONYMOUS, which needs CLUSTER_ACTION on the cluster (an ACL, or super.users) for replica fetches and transaction markers",
+			"inter.broker.listener.name", s.cfg.InterBrokerListenerName)
+	}
+}
+
+// authorizer returns the server's authorizer with the current image's
+// ACLs, or nil when none is configured. Reading the image here, rather
+// than from the metadata watcher, means a request that follows a
+// CreateAcls on the same node sees its ACLs.
+func (s *Server) authorizer() *authz.Authorizer {
+	st := s.acls
+	if st == nil {
+		return nil
+	}
+	if st.loaded.Load() == s.meta.Image().ACLs() {
+		return st.a
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	// Images only move forward: read the newest under the lock so that a
+	// caller holding an older image cannot load it over a newer one.
+	cur := s.meta.Image().ACLs()
+	if st.loaded.Load() != cur {
+		all := cur.All()
+		acls := make([]authz.ACL, 0, len(all))
+		for _, a := range all {
+			acls = append(acls, controller.ACLOf(a))
+		}
+		st.a.SetACLs(acls)
+		st.loaded.Store(cur)
+	}
+	return st.a
+}
+
+// authzRequest is who the request comes from, as the authorizer sees it.
+func (r *request) authzRequest() authz.Request {
+	return authz.Request{Principal: r.conn.principal.String(), Host: remoteHost(r.conn.nc.RemoteAddr())}
+}
+
+// remoteHost is the client's IP address as Kafka compares it with ACL
+// hosts; an address that is not IP (a pipe in tests) is "".
+func remoteHost(addr net.Addr) string {
+	if tcp, ok := addr.(*net.TCPAddr); ok {
+		if ip, ok := netip.AddrFromSlice(tcp.IP); ok {
+			return authz.HostOf(ip)
+		}
+	}
+	return ""
+}
+
+// authCheck asks the authorizer about one request; the zero value (no
+// authorizer) allows everything.
+type authCheck struct {
+	a   *authz.Authorizer
+	req authz.Request
+}
+
+// auth returns the check for r.
+func (s *Server) auth(r *request) authCheck {
+	a := s.authorizer()
+	if a == nil {
+		return authCheck{}
+	}
+	return authCheck{a: a, req: r.authzRequest()}
+}
+
+// enabled reports whether an authorizer is configured.
+func (c authCheck) enabled() bool { return c.a != nil }
+
+// allowed reports whether the principal may perform op on the resource.
+func (c authCheck) allowed(op authz.Operation, rt authz.ResourceType, name string) bool {
+	return c.a == nil || c.a.Authorize(c.req, op, rt, name)
+}
+
+// topic reports whether the principal may perform op on the topic.
+func (c authCheck) topic(op authz.Operation, name string) bool {
+	return c.allowed(op, authz.ResourceTopic, name)
+}
+
+// group reports whether the principal may perform op on the group.
+func (c authCheck) group(op authz.Operation, id string) bool {
+	return c.allowed(op, authz.ResourceGroup, id)
+}
+
+// txnID reports whether the principal may perform op on the
+// transactional id.
+func (c authCheck) txnID(op authz.Operation, id string) bool {
+	return c.allowed(op, authz.ResourceTransactionalID, id)
+}
+
+// cluster reports whether the principal may perform op on the cluster.
+func (c authCheck) cluster(op authz.Operation) bool {
+	return c.allowed(op, authz.ResourceCluster, authz.ClusterName)
+}
+
+// byResourceType is Kafka's authorizeByResourceType.
+func (c authCheck) byResourceType(op authz.Operation, rt authz.ResourceType) bool {
+	return c.a == nil || c.a.AuthorizeByResourceType(c.req, op, rt)
+}
+
+// operations is KIP-430's bit field of the operations of ops the
+// principal may perform on the resource. Without an authorizer Kafka
+// answers every supported operation.
+func (c authCheck) operations(rt authz.ResourceType, name string, ops []authz.Operation) int32 {
+	if c.a == nil {
+		var bits int32
+		for _, op := range ops {
+			bits |= 1 << uint(op)
+		}
+		return bits
+	}
+	return c.a.Operations(c.req, rt, name, ops)
+}
+
+// configsDenied is the error of a config resource the principal may not
+// perform op (DESCRIBE_CONFIGS or ALTER_CONFIGS) on, as Kafka's
+// AuthHelper: broker, broker logger and client metrics resources are the
+// cluster's; topics and groups their own. nil when allowed.
+func (c authCheck) configsDenied(rtype kmsg.ConfigResourceType, name string, op authz.Operation) *kerr.Error {
+	switch rtype {
+	case resourceTopic:
+		if !c.topic(op, name) {
+			return kerr.TopicAuthorizationFailed
+		}
+	case resourceGroup:
+		if !c.group(op, name) {
+			return kerr.GroupAuthorizationFailed
+		}
+	case resourceBroker, resourceBrokerLogger, resourceClientMetrics:
+		if !c.cluster(op) {
+			return kerr.ClusterAuthorizationFailed
+		}
+	}
+	return nil
+}
+
+// alterConfigsDenied is configsDenied for ALTER_CONFIGS as an error whose
+// answer carries no message, as Kafka's ApiError(error, null).
+func (c authCheck) alterConfigsDenied(rtype kmsg.ConfigResourceType, name string) error {
+	if ke := c.configsDenied(rtype, name, authz.OpAlterConfigs); ke != nil {
+		return ke
+	}
+	return nil
+}
+
+// clusterDenied is Kafka's AuthHelper.authorizeClusterOperation for the
+// requests that need op on the cluster as a whole: nil when allowed, else
+// the request's error answer with CLUSTER_AUTHORIZATION_FAILED (its
+// getErrorResponse).
+func (s *Server) clusterDenied(r *request, op authz.Operation) kmsg.Response {
+	if s.auth(r).cluster(op) {
+		return nil
+	}
+	ke := kerr.ClusterAuthorizationFailed
+	msg := ke.Description
+	switch req := r.req.(type) {
+	case *kmsg.ElectLeadersRequest:
+		return electLeadersError(req, ke)
+	case *kmsg.AlterPartitionAssignmentsRequest:
+		return reassignmentsError(req, ke)
+	case *kmsg.ListPartitionReassignmentsRequest:
+		resp := req.ResponseKind().(*kmsg.ListPartitionReassignmentsResponse)
+		resp.ErrorCode, resp.ErrorMessage = ke.Code, &msg
+		return resp
+	case *kmsg.DescribeQuorumRequest:
+		resp := req.ResponseKind().(*kmsg.DescribeQuorumResponse)
+		resp.ErrorCode, resp.ErrorMessage = ke.Code, &msg
+		return resp
+	case *kmsg.DescribeLogDirsRequest:
+		resp := req.ResponseKind().(*kmsg.DescribeLogDirsResponse)
+		resp.ErrorCode = ke.Code
+		return resp
+	case *kmsg.WriteTxnMarkersRequest:
+		resp := req.ResponseKind().(*kmsg.WriteTxnMarkersResponse)
+		for _, m := range req.Markers {
+			rm := kmsg.NewWriteTxnMarkersResponseMarker()
+			rm.ProducerID = m.ProducerID
+			for _, t := range m.Topics {
+				rt := kmsg.NewWriteTxnMarkersResponseMarkerTopic()
+				rt.Topic = t.Topic
+				for _, p := range t.Partitions {
+					rp := kmsg.NewWriteTxnMarkersResponseMarkerTopicPartition()
+					rp.Partition, rp.ErrorCode = p, ke.Code
+					rt.Partitions = append(rt.Partitions, rp)
+				}
+				rm.Topics = append(rm.Topics, rt)
+			}
+			resp.Markers = append(resp.Markers, rm)
+		}
+		return resp
+	}
+	panic("clusterDenied: no answer for " + kmsg.NameForKey(r.req.Key()))
+}
