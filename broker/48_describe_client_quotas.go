@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/gregorbroker/gregor/raftmeta/image"
+	"github.com/gregorbroker/gregor/security/authz"
 )
 
 // DescribeClientQuotas (key 48), versions 0-1: the quotas of the entities
@@ -29,6 +30,9 @@ const (
 
 func handleDescribeClientQuotas(s *Server, r *request) (result, error) {
 	req := r.req.(*kmsg.DescribeClientQuotasRequest)
+	if denied := s.clusterDenied(r, authz.OpDescribeConfigs); denied != nil {
+		return respond(denied)
+	}
 	resp := req.ResponseKind().(*kmsg.DescribeClientQuotasResponse)
 	exact := map[string]*string{} // entity type -> name, nil for the default
 	typed := map[string]bool{}

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/gregorbroker/gregor/security/authz"
 )
 
 // AlterClientQuotas (key 49), versions 0-1: sets and removes quotas of
@@ -18,6 +20,9 @@ func init() { register(49, 0, 1, handleAlterClientQuotas) }
 
 func handleAlterClientQuotas(s *Server, r *request) (result, error) {
 	req := r.req.(*kmsg.AlterClientQuotasRequest)
+	if denied := s.clusterDenied(r, authz.OpAlterConfigs); denied != nil {
+		return respond(denied)
+	}
 	return r.inOrder(func() kmsg.Response {
 		ctx, cancel := context.WithTimeout(r.conn.ctx, 30*time.Second)
 		defer cancel()

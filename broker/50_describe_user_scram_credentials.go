@@ -3,6 +3,8 @@ package broker
 import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/gregorbroker/gregor/security/authz"
 )
 
 // DescribeUserScramCredentials (key 50), version 0: each user's SCRAM
@@ -15,6 +17,9 @@ func init() { register(50, 0, 0, handleDescribeUserScramCredentials) }
 
 func handleDescribeUserScramCredentials(s *Server, r *request) (result, error) {
 	req := r.req.(*kmsg.DescribeUserSCRAMCredentialsRequest)
+	if denied := s.clusterDenied(r, authz.OpDescribe); denied != nil {
+		return respond(denied)
+	}
 	resp := req.ResponseKind().(*kmsg.DescribeUserSCRAMCredentialsResponse)
 	img := s.meta.Image()
 	var users []string

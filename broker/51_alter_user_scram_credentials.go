@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/gregorbroker/gregor/security/authz"
 )
 
 // AlterUserScramCredentials (key 51), version 0: creates, replaces and
@@ -18,6 +20,9 @@ func init() { register(51, 0, 0, handleAlterUserScramCredentials) }
 
 func handleAlterUserScramCredentials(s *Server, r *request) (result, error) {
 	req := r.req.(*kmsg.AlterUserSCRAMCredentialsRequest)
+	if denied := s.clusterDenied(r, authz.OpAlter); denied != nil {
+		return respond(denied)
+	}
 	return r.inOrder(func() kmsg.Response {
 		// Kafka gives the controller no deadline for this call; a
 		// bound keeps a quorum without a leader from holding the

@@ -2,8 +2,10 @@ package broker
 
 import (
 	"fmt"
+	"maps"
 	"net"
 	"net/netip"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -246,6 +248,50 @@ func (s *Server) clusterDenied(r *request, op authz.Operation) kmsg.Response {
 				rm.Topics = append(rm.Topics, rt)
 			}
 			resp.Markers = append(resp.Markers, rm)
+		}
+		return resp
+	case *kmsg.DescribeClientQuotasRequest:
+		resp := req.ResponseKind().(*kmsg.DescribeClientQuotasResponse)
+		resp.ErrorCode, resp.ErrorMessage = ke.Code, &msg
+		return resp
+	case *kmsg.AlterClientQuotasRequest:
+		resp := req.ResponseKind().(*kmsg.AlterClientQuotasResponse)
+		for _, e := range req.Entries {
+			re := kmsg.NewAlterClientQuotasResponseEntry()
+			for _, en := range e.Entity {
+				ren := kmsg.NewAlterClientQuotasResponseEntryEntity()
+				ren.Type, ren.Name = en.Type, en.Name
+				re.Entity = append(re.Entity, ren)
+			}
+			re.ErrorCode, re.ErrorMessage = ke.Code, &msg
+			resp.Entries = append(resp.Entries, re)
+		}
+		return resp
+	case *kmsg.DescribeUserSCRAMCredentialsRequest:
+		// As Kafka's getErrorResponse: one result per user named, each
+		// without its name.
+		resp := req.ResponseKind().(*kmsg.DescribeUserSCRAMCredentialsResponse)
+		resp.ErrorCode, resp.ErrorMessage = ke.Code, &msg
+		for range req.Users {
+			res := kmsg.NewDescribeUserSCRAMCredentialsResponseResult()
+			res.ErrorCode, res.ErrorMessage = ke.Code, &msg
+			resp.Results = append(resp.Results, res)
+		}
+		return resp
+	case *kmsg.AlterUserSCRAMCredentialsRequest:
+		// One result per distinct user, sorted, as Kafka's getErrorResponse.
+		resp := req.ResponseKind().(*kmsg.AlterUserSCRAMCredentialsResponse)
+		users := map[string]bool{}
+		for _, d := range req.Deletions {
+			users[d.Name] = true
+		}
+		for _, u := range req.Upsertions {
+			users[u.Name] = true
+		}
+		for _, u := range slices.Sorted(maps.Keys(users)) {
+			res := kmsg.NewAlterUserSCRAMCredentialsResponseResult()
+			res.User, res.ErrorCode, res.ErrorMessage = u, ke.Code, &msg
+			resp.Results = append(resp.Results, res)
 		}
 		return resp
 	}

@@ -323,6 +323,37 @@ func describeACLsCode(t *testing.T, cl *kgo.Client, _ string) int16 {
 	return send[*kmsg.DescribeACLsResponse](t, cl, req).ErrorCode
 }
 
+func describeClientQuotasCode(t *testing.T, cl *kgo.Client, _ string) int16 {
+	return send[*kmsg.DescribeClientQuotasResponse](t, cl, kmsg.NewPtrDescribeClientQuotasRequest()).ErrorCode
+}
+
+// alterClientQuotasCode validates (only) a producer quota for user u.
+func alterClientQuotasCode(t *testing.T, cl *kgo.Client, _ string) int16 {
+	req := kmsg.NewPtrAlterClientQuotasRequest()
+	req.ValidateOnly = true
+	e := kmsg.NewAlterClientQuotasRequestEntry()
+	en := kmsg.NewAlterClientQuotasRequestEntryEntity()
+	en.Type, en.Name = "user", kmsg.StringPtr("u")
+	op := kmsg.NewAlterClientQuotasRequestEntryOp()
+	op.Key, op.Value = "producer_byte_rate", 1024
+	e.Entity, e.Ops = append(e.Entity, en), append(e.Ops, op)
+	req.Entries = append(req.Entries, e)
+	return send[*kmsg.AlterClientQuotasResponse](t, cl, req).Entries[0].ErrorCode
+}
+
+func describeScramCode(t *testing.T, cl *kgo.Client, _ string) int16 {
+	return send[*kmsg.DescribeUserSCRAMCredentialsResponse](t, cl, kmsg.NewPtrDescribeUserSCRAMCredentialsRequest()).ErrorCode
+}
+
+// alterScramCode deletes a credential no user has.
+func alterScramCode(t *testing.T, cl *kgo.Client, _ string) int16 {
+	req := kmsg.NewPtrAlterUserSCRAMCredentialsRequest()
+	d := kmsg.NewAlterUserSCRAMCredentialsRequestDeletion()
+	d.Name, d.Mechanism = "nobody", 1
+	req.Deletions = append(req.Deletions, d)
+	return send[*kmsg.AlterUserSCRAMCredentialsResponse](t, cl, req).Results[0].ErrorCode
+}
+
 // The error codes the matrix expects.
 var (
 	ok      = int16(0)
@@ -334,6 +365,7 @@ var (
 	unkMem  = kerr.UnknownMemberID.Code
 	noGroup = kerr.GroupIDNotFound.Code
 	badPID  = kerr.InvalidProducerIDMapping.Code
+	noRes   = kerr.ResourceNotFound.Code
 )
 
 // TestAuthorizationMatrix sends each request of the common client path
@@ -381,48 +413,56 @@ func TestAuthorizationMatrix(t *testing.T) {
 		{"DescribeTopicPartitions t", describeTopicPartitionsCode},
 		{"CreateAcls", createACLsCode},
 		{"ConsumerGroupDescribe g", settled(consumerGroupDescribeCode)},
+		{"DescribeClientQuotas", describeClientQuotasCode},
+		{"AlterClientQuotas validate", alterClientQuotasCode},
+		{"DescribeUserScramCredentials", describeScramCode},
+		{"AlterUserScramCredentials delete", alterScramCode},
 	}
 	principals := []string{"admin", "alice", "bob", "anonymous"}
 	// want[allowEveryone][case] is the code per principal, in the order
 	// of principals.
 	want := map[bool]map[string][4]int16{
 		false: {
-			"Metadata t":                      {ok, ok, topicAF, ok},
-			"Metadata free":                   {ok, topicAF, topicAF, topicAF},
-			"Produce t":                       {ok, ok, topicAF, topicAF},
-			"Produce free":                    {ok, topicAF, topicAF, topicAF},
-			"Fetch t":                         {ok, ok, topicAF, topicAF},
-			"Fetch free":                      {ok, topicAF, topicAF, topicAF},
-			"ListOffsets t":                   {ok, ok, topicAF, ok},
-			"FindCoordinator group g":         {ok, ok, groupAF, groupAF},
-			"FindCoordinator txn tx":          {ok, ok, txnAF, txnAF},
-			"JoinGroup g":                     {memReq, memReq, groupAF, groupAF},
-			"OffsetCommit g t":                {ok, ok, groupAF, groupAF},
-			"OffsetFetch g t":                 {ok, ok, groupAF, groupAF},
-			"DescribeGroups g":                {ok, ok, groupAF, groupAF},
-			"InitProducerId tx":               {ok, ok, txnAF, txnAF},
-			"InitProducerId other-tx":         {ok, txnAF, txnAF, txnAF},
-			"InitProducerId idempotent":       {ok, ok, clustAF, clustAF},
-			"CreateTopics alice-*":            {ok, ok, topicAF, topicAF},
-			"DescribeConfigs topic t":         {ok, topicAF, topicAF, topicAF},
-			"DescribeAcls":                    {ok, clustAF, clustAF, clustAF},
-			"Heartbeat g":                     {unkMem, unkMem, groupAF, groupAF},
-			"DeleteGroups free-group":         {noGroup, groupAF, groupAF, groupAF},
-			"DescribeConfigs broker":          {ok, clustAF, clustAF, clustAF},
-			"IncrementalAlterConfigs topic t": {ok, topicAF, topicAF, topicAF},
-			"CreatePartitions t":              {ok, topicAF, topicAF, topicAF},
-			"DeleteRecords t":                 {ok, topicAF, topicAF, topicAF},
-			"OffsetForLeaderEpoch t":          {ok, ok, topicAF, ok},
-			"DescribeProducers t":             {ok, ok, topicAF, topicAF},
-			"DescribeTransactions tx":         {ok, ok, txnAF, txnAF},
-			"EndTxn tx":                       {badPID, badPID, txnAF, txnAF},
-			"AddOffsetsToTxn tx g":            {badPID, badPID, txnAF, txnAF},
-			"ElectLeaders t":                  {ok, clustAF, clustAF, clustAF},
-			"DescribeLogDirs":                 {ok, clustAF, clustAF, clustAF},
-			"ListPartitionReassignments":      {ok, clustAF, clustAF, clustAF},
-			"DescribeTopicPartitions t":       {ok, ok, topicAF, ok},
-			"CreateAcls":                      {ok, clustAF, clustAF, clustAF},
-			"ConsumerGroupDescribe g":         {noGroup, noGroup, groupAF, groupAF},
+			"Metadata t":                       {ok, ok, topicAF, ok},
+			"Metadata free":                    {ok, topicAF, topicAF, topicAF},
+			"Produce t":                        {ok, ok, topicAF, topicAF},
+			"Produce free":                     {ok, topicAF, topicAF, topicAF},
+			"Fetch t":                          {ok, ok, topicAF, topicAF},
+			"Fetch free":                       {ok, topicAF, topicAF, topicAF},
+			"ListOffsets t":                    {ok, ok, topicAF, ok},
+			"FindCoordinator group g":          {ok, ok, groupAF, groupAF},
+			"FindCoordinator txn tx":           {ok, ok, txnAF, txnAF},
+			"JoinGroup g":                      {memReq, memReq, groupAF, groupAF},
+			"OffsetCommit g t":                 {ok, ok, groupAF, groupAF},
+			"OffsetFetch g t":                  {ok, ok, groupAF, groupAF},
+			"DescribeGroups g":                 {ok, ok, groupAF, groupAF},
+			"InitProducerId tx":                {ok, ok, txnAF, txnAF},
+			"InitProducerId other-tx":          {ok, txnAF, txnAF, txnAF},
+			"InitProducerId idempotent":        {ok, ok, clustAF, clustAF},
+			"CreateTopics alice-*":             {ok, ok, topicAF, topicAF},
+			"DescribeConfigs topic t":          {ok, topicAF, topicAF, topicAF},
+			"DescribeAcls":                     {ok, clustAF, clustAF, clustAF},
+			"Heartbeat g":                      {unkMem, unkMem, groupAF, groupAF},
+			"DeleteGroups free-group":          {noGroup, groupAF, groupAF, groupAF},
+			"DescribeConfigs broker":           {ok, clustAF, clustAF, clustAF},
+			"IncrementalAlterConfigs topic t":  {ok, topicAF, topicAF, topicAF},
+			"CreatePartitions t":               {ok, topicAF, topicAF, topicAF},
+			"DeleteRecords t":                  {ok, topicAF, topicAF, topicAF},
+			"OffsetForLeaderEpoch t":           {ok, ok, topicAF, ok},
+			"DescribeProducers t":              {ok, ok, topicAF, topicAF},
+			"DescribeTransactions tx":          {ok, ok, txnAF, txnAF},
+			"EndTxn tx":                        {badPID, badPID, txnAF, txnAF},
+			"AddOffsetsToTxn tx g":             {badPID, badPID, txnAF, txnAF},
+			"ElectLeaders t":                   {ok, clustAF, clustAF, clustAF},
+			"DescribeLogDirs":                  {ok, clustAF, clustAF, clustAF},
+			"ListPartitionReassignments":       {ok, clustAF, clustAF, clustAF},
+			"DescribeTopicPartitions t":        {ok, ok, topicAF, ok},
+			"CreateAcls":                       {ok, clustAF, clustAF, clustAF},
+			"ConsumerGroupDescribe g":          {noGroup, noGroup, groupAF, groupAF},
+			"DescribeClientQuotas":             {ok, clustAF, clustAF, clustAF},
+			"AlterClientQuotas validate":       {ok, clustAF, clustAF, clustAF},
+			"DescribeUserScramCredentials":     {ok, clustAF, clustAF, clustAF},
+			"AlterUserScramCredentials delete": {noRes, clustAF, clustAF, clustAF},
 		},
 		// With no ACL on a resource everyone may use it; t, g and tx
 		// keep their ACLs, and "alice-" prefixed topics theirs.
@@ -444,26 +484,30 @@ func TestAuthorizationMatrix(t *testing.T) {
 			"InitProducerId other-tx":   {ok, ok, ok, ok},
 			"InitProducerId idempotent": {ok, ok, ok, ok},
 			// CREATE on the cluster, which no ACL names, allows any topic.
-			"CreateTopics alice-*":            {ok, ok, ok, ok},
-			"DescribeConfigs topic t":         {ok, topicAF, topicAF, topicAF},
-			"DescribeAcls":                    {ok, ok, ok, ok},
-			"Heartbeat g":                     {unkMem, unkMem, groupAF, groupAF},
-			"DeleteGroups free-group":         {noGroup, noGroup, noGroup, noGroup},
-			"DescribeConfigs broker":          {ok, ok, ok, ok},
-			"IncrementalAlterConfigs topic t": {ok, topicAF, topicAF, topicAF},
-			"CreatePartitions t":              {ok, topicAF, topicAF, topicAF},
-			"DeleteRecords t":                 {ok, topicAF, topicAF, topicAF},
-			"OffsetForLeaderEpoch t":          {ok, ok, ok, ok}, // CLUSTER_ACTION, which no ACL names
-			"DescribeProducers t":             {ok, ok, topicAF, topicAF},
-			"DescribeTransactions tx":         {ok, ok, txnAF, txnAF},
-			"EndTxn tx":                       {badPID, badPID, txnAF, txnAF},
-			"AddOffsetsToTxn tx g":            {badPID, badPID, txnAF, txnAF},
-			"ElectLeaders t":                  {ok, ok, ok, ok},
-			"DescribeLogDirs":                 {ok, ok, ok, ok},
-			"ListPartitionReassignments":      {ok, ok, ok, ok},
-			"DescribeTopicPartitions t":       {ok, ok, topicAF, ok},
-			"CreateAcls":                      {ok, ok, ok, ok},
-			"ConsumerGroupDescribe g":         {noGroup, noGroup, groupAF, groupAF},
+			"CreateTopics alice-*":             {ok, ok, ok, ok},
+			"DescribeConfigs topic t":          {ok, topicAF, topicAF, topicAF},
+			"DescribeAcls":                     {ok, ok, ok, ok},
+			"Heartbeat g":                      {unkMem, unkMem, groupAF, groupAF},
+			"DeleteGroups free-group":          {noGroup, noGroup, noGroup, noGroup},
+			"DescribeConfigs broker":           {ok, ok, ok, ok},
+			"IncrementalAlterConfigs topic t":  {ok, topicAF, topicAF, topicAF},
+			"CreatePartitions t":               {ok, topicAF, topicAF, topicAF},
+			"DeleteRecords t":                  {ok, topicAF, topicAF, topicAF},
+			"OffsetForLeaderEpoch t":           {ok, ok, ok, ok}, // CLUSTER_ACTION, which no ACL names
+			"DescribeProducers t":              {ok, ok, topicAF, topicAF},
+			"DescribeTransactions tx":          {ok, ok, txnAF, txnAF},
+			"EndTxn tx":                        {badPID, badPID, txnAF, txnAF},
+			"AddOffsetsToTxn tx g":             {badPID, badPID, txnAF, txnAF},
+			"ElectLeaders t":                   {ok, ok, ok, ok},
+			"DescribeLogDirs":                  {ok, ok, ok, ok},
+			"ListPartitionReassignments":       {ok, ok, ok, ok},
+			"DescribeTopicPartitions t":        {ok, ok, topicAF, ok},
+			"CreateAcls":                       {ok, ok, ok, ok},
+			"ConsumerGroupDescribe g":          {noGroup, noGroup, groupAF, groupAF},
+			"DescribeClientQuotas":             {ok, ok, ok, ok},
+			"AlterClientQuotas validate":       {ok, ok, ok, ok},
+			"DescribeUserScramCredentials":     {ok, ok, ok, ok},
+			"AlterUserScramCredentials delete": {noRes, noRes, noRes, noRes},
 		},
 	}
 	total, passed := 0, 0
