@@ -3,10 +3,12 @@ package broker
 import "github.com/twmb/franz-go/pkg/kmsg"
 
 // DeleteGroups (key 42), versions 0-2: NON_EMPTY_GROUP for a group with
-// members, GROUP_ID_NOT_FOUND for an unknown one.
+// members, GROUP_ID_NOT_FOUND for an unknown one. Share groups are
+// deleted, with their share-partition state, by the share coordinator
+// (shares.go).
 func init() { register(42, 0, 2, handleDeleteGroups) }
 
 func handleDeleteGroups(s *Server, r *request) (result, error) {
 	req := r.req.(*kmsg.DeleteGroupsRequest)
-	return r.inOrder(func() kmsg.Response { return s.groups.coord.DeleteGroups(r.conn.ctx, req)() })
+	return r.inOrder(func() kmsg.Response { return s.deleteGroups(r.conn.ctx, req) })
 }

@@ -1,0 +1,485 @@
+package broker
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/gregorbroker/gregor/config"
+	"github.com/gregorbroker/gregor/protocol"
+)
+
+// shareMember is a share consumer spoken to with raw requests over its own
+// connection: its heartbeat epoch and share session epoch.
+type shareMember struct {
+	t       *testing.T
+	cl      *kgo.Client
+	group   string
+	id      string
+	epoch   int32 // member epoch
+	session int32 // next share session epoch
+}
+
+func newShareMember(t *testing.T, ts *testServer, group, id string) *shareMember {
+	return &shareMember{t: t, cl: ts.client(t), group: group, id: id}
+}
+
+func (m *shareMember) heartbeat(epoch int32, topics []string) *kmsg.ShareGroupHeartbeatResponse {
+	m.t.Helper()
+	req := kmsg.NewPtrShareGroupHeartbeatRequest()
+	req.GroupID, req.MemberID, req.MemberEpoch, req.SubscribedTopicNames = m.group, m.id, epoch, topics
+	var resp *kmsg.ShareGroupHeartbeatResponse
+	// The first request creates __share_group_state, whose partition
+	// then loads: retry what Kafka's clients retry.
+	for try := 0; ; try++ {
+		r, err := req.RequestWith(testContext(m.t), m.cl)
+		if err != nil {
+			m.t.Fatalf("heartbeat %s: %v", m.id, err)
+		}
+		resp = r
+		code := kerr.ErrorForCode(r.ErrorCode)
+		if (code == kerr.NotCoordinator || code == kerr.CoordinatorLoadInProgress || code == kerr.CoordinatorNotAvailable) && try < 50 {
+			time.Sleep(100 * time.Millisecond)
+			continue
+		}
+		break
+	}
+	if resp.ErrorCode == 0 {
+		m.epoch = resp.MemberEpoch
+	}
+	return resp
+}
+
+type shareAckBatch struct {
+	first, last int64
+	typ         int8
+}
+
+// fetch sends a ShareFetch of the partitions with acks piggy-backed, at
+// the member's session epoch, and moves the epoch on.
+func (m *shareMember) fetch(topicID [16]byte, partition int32, maxRecords int32, maxWait int32, acks ...shareAckBatch) *kmsg.ShareFetchResponse {
+	m.t.Helper()
+	req := kmsg.NewPtrShareFetchRequest()
+	req.GroupID, req.MemberID = &m.group, &m.id
+	req.ShareSessionEpoch = m.session
+	req.MaxWaitMillis, req.MinBytes, req.MaxBytes, req.MaxRecords, req.BatchSize = maxWait, 1, 1<<20, maxRecords, maxRecords
+	t := kmsg.NewShareFetchRequestTopic()
+	t.TopicID = topicID
+	p := kmsg.NewShareFetchRequestTopicPartition()
+	p.Partition = partition
+	for _, a := range acks {
+		b := kmsg.NewShareFetchRequestTopicPartitionAcknowledgementBatch()
+		b.FirstOffset, b.LastOffset, b.AcknowledgeTypes = a.first, a.last, []int8{a.typ}
+		p.AcknowledgementBatches = append(p.AcknowledgementBatches, b)
+	}
+	t.Partitions = append(t.Partitions, p)
+	req.Topics = append(req.Topics, t)
+	resp, err := req.RequestWith(testContext(m.t), m.cl)
+	if err != nil {
+		m.t.Fatalf("share fetch %s: %v", m.id, err)
+	}
+	if resp.ErrorCode == 0 {
+		m.session = nextShareEpoch(m.session)
+	}
+	return resp
+}
+
+func nextShareEpoch(e int32) int32 {
+	if e == -1 {
+		return 0
+	}
+	return e + 1
+}
+
+func (m *shareMember) ack(topicID [16]byte, partition int32, acks ...shareAckBatch) *kmsg.ShareAcknowledgeResponse {
+	m.t.Helper()
+	req := kmsg.NewPtrShareAcknowledgeRequest()
+	req.GroupID, req.MemberID, req.ShareSessionEpoch = &m.group, &m.id, m.session
+	t := kmsg.NewShareAcknowledgeRequestTopic()
+	t.TopicID = topicID
+	p := kmsg.NewShareAcknowledgeRequestTopicPartition()
+	p.Partition = partition
+	for _, a := range acks {
+		b := kmsg.NewShareAcknowledgeRequestTopicPartitionAcknowledgementBatch()
+		b.FirstOffset, b.LastOffset, b.AcknowledgeTypes = a.first, a.last, []int8{a.typ}
+		p.AcknowledgementBatches = append(p.AcknowledgementBatches, b)
+	}
+	t.Partitions = append(t.Partitions, p)
+	req.Topics = append(req.Topics, t)
+	resp, err := req.RequestWith(testContext(m.t), m.cl)
+	if err != nil {
+		m.t.Fatalf("share acknowledge %s: %v", m.id, err)
+	}
+	if resp.ErrorCode == 0 {
+		m.session = nextShareEpoch(m.session)
+	}
+	return resp
+}
+
+// acquiredOf returns the acquired ranges of the only partition of a
+// ShareFetch answer, the offsets of the records it carries, and the
+// partition's fetch and acknowledge error codes.
+func acquiredOf(t *testing.T, resp *kmsg.ShareFetchResponse) (acq []kmsg.ShareFetchResponseTopicPartitionAcquiredRecord, offsets []int64, code, ackCode int16) {
+	t.Helper()
+	if resp.ErrorCode != 0 {
+		t.Fatalf("share fetch: %v", kerr.ErrorForCode(resp.ErrorCode))
+	}
+	for _, tp := range resp.Topics {
+		for _, p := range tp.Partitions {
+			acq = append(acq, p.AcquiredRecords...)
+			code, ackCode = p.ErrorCode, p.AcknowledgeErrorCode
+			offsets = append(offsets, recordOffsets(t, p.Records)...)
+		}
+	}
+	return acq, offsets, code, ackCode
+}
+
+// recordOffsets decodes record batches as a consumer does and returns
+// the offsets of their records.
+func recordOffsets(t *testing.T, data []byte) []int64 {
+	t.Helper()
+	var out []int64
+	rest := data
+	for len(rest) > 0 {
+		batch, next, _, err := protocol.NextBatch(rest)
+		if err != nil {
+			t.Fatalf("decode batch: %v", err)
+		}
+		rest = next
+		err = protocol.DecodeBatch(batch, 1<<20, func(h *protocol.BatchHeader, r protocol.Record) error {
+			out = append(out, h.BaseOffset+int64(r.OffsetDelta))
+			return nil
+		})
+		if err != nil {
+			t.Fatalf("decode records: %v", err)
+		}
+	}
+	return out
+}
+
+// offsetsIn expands acquired ranges, checking each has deliveries.
+func offsetsIn(t *testing.T, acq []kmsg.ShareFetchResponseTopicPartitionAcquiredRecord, deliveries int16) []int64 {
+	t.Helper()
+	var out []int64
+	for _, a := range acq {
+		if a.DeliveryCount != deliveries {
+			t.Errorf("acquired %d-%d with delivery count %d, want %d", a.FirstOffset, a.LastOffset, a.DeliveryCount, deliveries)
+		}
+		for o := a.FirstOffset; o <= a.LastOffset; o++ {
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
+func span(first, last int64) []int64 {
+	var out []int64
+	for o := first; o <= last; o++ {
+		out = append(out, o)
+	}
+	return out
+}
+
+func shareTestConfig(c *config.Broker) {
+	c.GroupShareRecordLockDurationMs = 1000
+	c.GroupShareDeliveryCountLimit = 3
+	c.GroupShareHeartbeatIntervalMs = 500
+	c.ShareCoordinatorStateTopicNumPartitions = 3
+}
+
+// produceOneByOne produces n records to partition 0 of topic, each in a
+// batch of its own, so that acquisitions follow record counts exactly.
+func produceOneByOne(t *testing.T, cl *kgo.Client, topic string, n int) {
+	t.Helper()
+	for i := range n {
+		r := &kgo.Record{Topic: topic, Partition: 0, Value: []byte{byte(i)}}
+		if err := cl.ProduceSync(testContext(t), r).FirstErr(); err != nil {
+			t.Fatalf("produce: %v", err)
+		}
+	}
+}
+
+// TestShareGroupMembership: three members join a share group on a
+// one-partition topic; the simple assignor gives each of them the
+// partition; ShareGroupDescribe, ListGroups and DeleteGroups show and
+// delete the group as Kafka does; a leaving member moves the epoch.
+func TestShareGroupMembership(t *testing.T) {
+	ts := startServer(t, "", shareTestConfig)
+	adm := ts.admin(t)
+	createTopic(t, adm, "sq", 1, nil)
+	createTopic(t, adm, "sq2", 4, nil)
+	tid := topicID(t, ts, "sq")
+
+	ms := []*shareMember{newShareMember(t, ts, "sg", "m1"), newShareMember(t, ts, "sg", "m2"), newShareMember(t, ts, "sg", "m3")}
+	for i, m := range ms {
+		resp := m.heartbeat(0, []string{"sq"})
+		if resp.ErrorCode != 0 {
+			t.Fatalf("join %s: %v", m.id, kerr.ErrorForCode(resp.ErrorCode))
+		}
+		if resp.MemberEpoch != int32(i+1) || resp.HeartbeatIntervalMillis != 500 {
+			t.Errorf("join %s: epoch %d interval %d, want %d 500", m.id, resp.MemberEpoch, resp.HeartbeatIntervalMillis, i+1)
+		}
+		if resp.Assignment == nil || len(resp.Assignment.TopicPartitions) != 1 || resp.Assignment.TopicPartitions[0].TopicID != tid ||
+			!slices.Equal(resp.Assignment.TopicPartitions[0].Partitions, []int32{0}) {
+			t.Errorf("join %s: assignment %+v, want sq[0]", m.id, resp.Assignment)
+		}
+	}
+	// A stale epoch is fenced; the current one is not.
+	if resp := ms[0].heartbeat(ms[0].epoch+5, nil); resp.ErrorCode != kerr.FencedMemberEpoch.Code {
+		t.Errorf("stale epoch: %v", kerr.ErrorForCode(resp.ErrorCode))
+	}
+	if resp := ms[0].heartbeat(ms[0].epoch, nil); resp.ErrorCode != 0 || resp.MemberEpoch != 3 {
+		t.Errorf("heartbeat m1: %v epoch %d, want epoch 3", kerr.ErrorForCode(resp.ErrorCode), resp.MemberEpoch)
+	}
+
+	d := kmsg.NewPtrShareGroupDescribeRequest()
+	d.GroupIDs = []string{"sg", "nosuch"}
+	dr, err := d.RequestWith(testContext(t), ts.client(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := dr.Groups[0]
+	if g.ErrorCode != 0 || g.GroupState != "Stable" || g.GroupEpoch != 3 || g.Assignor != "simple" || len(g.Members) != 3 {
+		t.Fatalf("describe sg: %+v", g)
+	}
+	for _, mem := range g.Members {
+		if len(mem.Assignment.TopicPartitions) != 1 || mem.Assignment.TopicPartitions[0].Topic != "sq" || !slices.Equal(mem.SubscribedTopicNames, []string{"sq"}) {
+			t.Errorf("describe member %s: %+v", mem.MemberID, mem)
+		}
+	}
+	if dr.Groups[1].ErrorCode != kerr.GroupIDNotFound.Code || dr.Groups[1].GroupState != "Dead" {
+		t.Errorf("describe unknown: %+v", dr.Groups[1])
+	}
+
+	l := kmsg.NewPtrListGroupsRequest()
+	lr, err := l.RequestWith(testContext(t), ts.client(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, lg := range lr.Groups {
+		if lg.Group == "sg" {
+			found = lg.GroupType == "Share" && lg.ProtocolType == "share" && lg.GroupState == "Stable"
+		}
+	}
+	if !found {
+		t.Errorf("ListGroups: %+v", lr.Groups)
+	}
+	l.TypesFilter = []string{"consumer"}
+	if lr, _ = l.RequestWith(testContext(t), ts.client(t)); slices.ContainsFunc(lr.Groups, func(g kmsg.ListGroupsResponseGroup) bool { return g.Group == "sg" }) {
+		t.Errorf("ListGroups types=consumer lists the share group")
+	}
+
+	// A group with members is not deleted.
+	del := kmsg.NewPtrDeleteGroupsRequest()
+	del.Groups = []string{"sg"}
+	if r, err := del.RequestWith(testContext(t), ts.client(t)); err != nil || r.Groups[0].ErrorCode != kerr.NonEmptyGroup.Code {
+		t.Fatalf("delete non-empty: %v %+v", err, r)
+	}
+	// Four members over a four-partition topic: one partition each.
+	for _, m := range ms {
+		if resp := m.heartbeat(-1, nil); resp.ErrorCode != 0 || resp.MemberEpoch != -1 {
+			t.Fatalf("leave %s: %v", m.id, kerr.ErrorForCode(resp.ErrorCode))
+		}
+	}
+	var spread []int32
+	var ws []*shareMember
+	for i := range 4 {
+		m := newShareMember(t, ts, "sg2", "w"+string(rune('a'+i)))
+		m.heartbeat(0, []string{"sq2"})
+		ws = append(ws, m)
+	}
+	// Members take up the new target on their next heartbeat.
+	for _, m := range ws {
+		if resp := m.heartbeat(m.epoch, nil); resp.MemberEpoch != 4 {
+			t.Fatalf("sg2 %s: epoch %d assignment %v", m.id, resp.MemberEpoch, resp.Assignment)
+		}
+	}
+	d.GroupIDs = []string{"sg2"}
+	dr, _ = d.RequestWith(testContext(t), ts.client(t))
+	for _, mem := range dr.Groups[0].Members {
+		if len(mem.Assignment.TopicPartitions) != 1 || len(mem.Assignment.TopicPartitions[0].Partitions) != 1 {
+			t.Fatalf("sg2 member %s: %+v", mem.MemberID, mem.Assignment)
+		}
+		spread = append(spread, mem.Assignment.TopicPartitions[0].Partitions[0])
+	}
+	slices.Sort(spread)
+	if !slices.Equal(spread, []int32{0, 1, 2, 3}) {
+		t.Errorf("sg2 spread %v", spread)
+	}
+
+	if r, err := del.RequestWith(testContext(t), ts.client(t)); err != nil || r.Groups[0].ErrorCode != 0 {
+		t.Fatalf("delete empty: %v %+v", err, r)
+	}
+	d.GroupIDs = []string{"sg"}
+	if dr, _ = d.RequestWith(testContext(t), ts.client(t)); dr.Groups[0].ErrorCode != kerr.GroupIDNotFound.Code {
+		t.Errorf("describe deleted: %+v", dr.Groups[0])
+	}
+}
+
+// TestShareGroupSessionTimeout: a member that stops heartbeating leaves
+// after group.share.session.timeout.ms.
+func TestShareGroupSessionTimeout(t *testing.T) {
+	ts := startServer(t, "", shareTestConfig, func(c *config.Broker) {
+		c.GroupShareSessionTimeoutMs = 1000
+	})
+	createTopic(t, ts.admin(t), "st", 1, nil)
+	a, b := newShareMember(t, ts, "sto", "a"), newShareMember(t, ts, "sto", "b")
+	a.heartbeat(0, []string{"st"})
+	b.heartbeat(0, []string{"st"})
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		resp := a.heartbeat(a.epoch, nil)
+		if resp.ErrorCode != 0 {
+			t.Fatalf("heartbeat a: %v", kerr.ErrorForCode(resp.ErrorCode))
+		}
+		if resp.MemberEpoch == 3 {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if a.epoch != 3 {
+		t.Fatalf("a's epoch %d after b's session ended, want 3", a.epoch)
+	}
+	if resp := b.heartbeat(b.epoch, nil); resp.ErrorCode != kerr.UnknownMemberID.Code {
+		t.Errorf("b after timeout: %v", kerr.ErrorForCode(resp.ErrorCode))
+	}
+}
+
+// TestShareGroupThreeConsumers: three share consumers on one partition
+// over real connections. Every record is delivered to exactly one of them,
+// accepted records are done, released ones come back with their delivery
+// count raised, rejected ones are archived, records held past the lock
+// duration are delivered again, and at the delivery limit a release
+// archives.
+func TestShareGroupThreeConsumers(t *testing.T) {
+	ts := startServer(t, "", shareTestConfig)
+	createTopic(t, ts.admin(t), "q3", 1, nil)
+	tid := topicID(t, ts, "q3")
+	ms := []*shareMember{newShareMember(t, ts, "g3", "c1"), newShareMember(t, ts, "g3", "c2"), newShareMember(t, ts, "g3", "c3")}
+	for _, m := range ms {
+		if resp := m.heartbeat(0, []string{"q3"}); resp.ErrorCode != 0 {
+			t.Fatalf("join %s: %v", m.id, kerr.ErrorForCode(resp.ErrorCode))
+		}
+		// Open the share session: nothing to read yet (latest).
+		if acq, _, code, _ := acquiredOf(t, m.fetch(tid, 0, 10, 0)); len(acq) != 0 || code != 0 {
+			t.Fatalf("open %s: %v %d", m.id, acq, code)
+		}
+	}
+	produceOneByOne(t, ts.client(t), "q3", 30)
+
+	got := map[*shareMember][]int64{}
+	var all []int64
+	for _, m := range ms {
+		acq, recs, code, _ := acquiredOf(t, m.fetch(tid, 0, 10, 2000))
+		offs := offsetsIn(t, acq, 1)
+		if code != 0 || len(offs) != 10 || !slices.Equal(recs, offs) {
+			t.Fatalf("%s acquired %v (records %v, code %d), want 10 records", m.id, offs, recs, code)
+		}
+		got[m] = offs
+		all = append(all, offs...)
+	}
+	slices.Sort(all)
+	if !slices.Equal(all, span(0, 29)) {
+		t.Fatalf("delivered %v, want each of 0-29 once", all)
+	}
+
+	// c1 accepts through ShareAcknowledge; c3 rejects; c2 releases,
+	// piggy-backed on its next fetch, which gets them back as second
+	// deliveries.
+	c1, c2, c3 := ms[0], ms[1], ms[2]
+	r1 := c1.ack(tid, 0, shareAckBatch{got[c1][0], got[c1][9], 1})
+	if r1.ErrorCode != 0 || r1.Topics[0].Partitions[0].ErrorCode != 0 {
+		t.Fatalf("c1 accept: %+v", r1)
+	}
+	if r := c3.ack(tid, 0, shareAckBatch{got[c3][0], got[c3][9], 3}); r.ErrorCode != 0 || r.Topics[0].Partitions[0].ErrorCode != 0 {
+		t.Fatalf("c3 reject: %+v", r)
+	}
+	// Nobody acknowledges what another holds.
+	if r := c3.ack(tid, 0, shareAckBatch{got[c2][0], got[c2][0], 1}); r.Topics[0].Partitions[0].ErrorCode != kerr.InvalidRecordState.Code {
+		t.Fatalf("c3 acks c2's record: %v", kerr.ErrorForCode(r.Topics[0].Partitions[0].ErrorCode))
+	}
+	acq, _, _, ackCode := acquiredOf(t, c2.fetch(tid, 0, 10, 2000, shareAckBatch{got[c2][0], got[c2][9], 2}))
+	if ackCode != 0 || !slices.Equal(offsetsIn(t, acq, 2), got[c2]) {
+		t.Fatalf("c2 after release: %v (ack %v)", acq, kerr.ErrorForCode(ackCode))
+	}
+	// c2 holds them past the lock: c1 gets them, third delivery.
+	time.Sleep(1200 * time.Millisecond)
+	acq, _, _, _ = acquiredOf(t, c1.fetch(tid, 0, 10, 2000))
+	if !slices.Equal(offsetsIn(t, acq, 3), got[c2]) {
+		t.Fatalf("c1 after c2's lock ended: %v", acq)
+	}
+	// c2's late acknowledgement is refused: it no longer holds them.
+	if r := c2.ack(tid, 0, shareAckBatch{got[c2][0], got[c2][9], 1}); r.Topics[0].Partitions[0].ErrorCode != kerr.InvalidRecordState.Code {
+		t.Fatalf("c2 late accept: %v", kerr.ErrorForCode(r.Topics[0].Partitions[0].ErrorCode))
+	}
+	// Released at the delivery limit (3): archived, never delivered again.
+	acq, _, _, ackCode = acquiredOf(t, c1.fetch(tid, 0, 10, 300, shareAckBatch{got[c2][0], got[c2][9], 2}))
+	if ackCode != 0 || len(acq) != 0 {
+		t.Fatalf("c1 release at limit: %v (ack %v)", acq, kerr.ErrorForCode(ackCode))
+	}
+	info, ok := ts.shares.coord.Partition(testContext(t), "g3", tid, 0)
+	if !ok || info.Start != 30 || len(info.InFlight) != 0 {
+		t.Fatalf("share partition: %+v", info)
+	}
+
+	// Session epochs: a wrong one and an unknown session are refused.
+	c3.session = 77
+	if r := c3.fetch(tid, 0, 10, 0); r.ErrorCode != kerr.InvalidShareSessionEpoch.Code {
+		t.Fatalf("wrong session epoch: %v", kerr.ErrorForCode(r.ErrorCode))
+	}
+	stranger := newShareMember(t, ts, "g3", "nobody")
+	stranger.session = 1
+	if r := stranger.fetch(tid, 0, 10, 0); r.ErrorCode != kerr.ShareSessionNotFound.Code {
+		t.Fatalf("unknown session: %v", kerr.ErrorForCode(r.ErrorCode))
+	}
+}
+
+// TestShareGroupRestart: acknowledgements survive a restart of gregor;
+// what was in flight is delivered again, nothing acknowledged is.
+func TestShareGroupRestart(t *testing.T) {
+	dir := t.TempDir()
+	ts := startServer(t, dir, shareTestConfig)
+	createTopic(t, ts.admin(t), "qr", 1, nil)
+	tid := topicID(t, ts, "qr")
+	m := newShareMember(t, ts, "gr", "a")
+	m.heartbeat(0, []string{"qr"})
+	m.fetch(tid, 0, 10, 0)
+	produceOneByOne(t, ts.client(t), "qr", 10)
+	acq, _, _, _ := acquiredOf(t, m.fetch(tid, 0, 10, 2000))
+	if !slices.Equal(offsetsIn(t, acq, 1), span(0, 9)) {
+		t.Fatalf("first delivery: %v", acq)
+	}
+	if r := m.ack(tid, 0, shareAckBatch{0, 3, 1}, shareAckBatch{4, 4, 3}); r.Topics[0].Partitions[0].ErrorCode != 0 {
+		t.Fatalf("ack: %+v", r)
+	}
+	m.cl.Close()
+	if err := ts.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	ts = startServer(t, dir, shareTestConfig)
+	m = newShareMember(t, ts, "gr", "a")
+	if resp := m.heartbeat(0, []string{"qr"}); resp.ErrorCode != 0 {
+		t.Fatalf("rejoin: %v", kerr.ErrorForCode(resp.ErrorCode))
+	}
+	var offs []int64
+	for try := 0; try < 50 && len(offs) == 0; try++ {
+		r := m.fetch(tid, 0, 10, 500)
+		if r.ErrorCode != 0 {
+			// The partition may still be loading.
+			m.session = 0
+			time.Sleep(100 * time.Millisecond)
+			continue
+		}
+		acq, _, _, _ = acquiredOf(t, r)
+		offs = offsetsIn(t, acq, 2)
+	}
+	if !slices.Equal(offs, span(5, 9)) {
+		t.Fatalf("after restart: %v, want 5-9 delivered a second time", offs)
+	}
+}

@@ -1,0 +1,173 @@
+package broker
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/gregorbroker/gregor/broker/coord"
+	"github.com/gregorbroker/gregor/broker/group"
+	"github.com/gregorbroker/gregor/broker/internal/coordhost"
+	"github.com/gregorbroker/gregor/broker/share"
+	"github.com/gregorbroker/gregor/raftmeta/image"
+	"github.com/gregorbroker/gregor/storage"
+)
+
+// shareCoordinator connects broker/share to the broker: share groups and
+// their share-partition state, kept in __share_group_state, which is
+// created on the first share-group request. The coordinator of a share
+// group is the leader of the group's partition of that topic; this node
+// loads the partitions it comes to lead, as for __consumer_offsets.
+type shareCoordinator struct {
+	coord  *share.Coordinator
+	loader *coordhost.Loader
+}
+
+func (s *Server) startShareCoordinator() error {
+	cfg := share.DefaultConfig()
+	cfg.StatePartitions = s.cfg.ShareCoordinatorStateTopicNumPartitions
+	cfg.Shards = runtime.GOMAXPROCS(0)
+	cfg.SessionTimeoutMs = s.cfg.GroupShareSessionTimeoutMs
+	cfg.HeartbeatIntervalMs = s.cfg.GroupShareHeartbeatIntervalMs
+	cfg.RecordLockDurationMs = s.cfg.GroupShareRecordLockDurationMs
+	cfg.DeliveryCountLimit = s.cfg.GroupShareDeliveryCountLimit
+	cfg.PartitionMaxRecordLocks = s.cfg.GroupSharePartitionMaxRecordLocks
+	cfg.MaxSize = s.cfg.GroupShareMaxSize
+	cfg.Topics = shareTopics{s}
+	cfg.Offsets = func(topic string, partition int32) (int64, int64, bool) {
+		p := s.leaderPartition(topic, partition)
+		if p == nil {
+			return 0, 0, false
+		}
+		return p.Log.LogStartOffset(), p.HighWatermark(), true
+	}
+	cfg.Logger = s.log.With("component", "share-groups")
+	c, err := share.New(cfg, internalStore{s, share.StateTopic}, group.SystemClock{})
+	if err != nil {
+		return fmt.Errorf("start share coordinator: %w", err)
+	}
+	sc := &shareCoordinator{coord: c}
+	sc.loader = s.newCoordinatorLoader(share.StateTopic,
+		func(ctx context.Context, partition, _ int32, log *storage.Log) error {
+			return c.Load(ctx, partition, coordhost.ReadLog(ctx, log))
+		},
+		c.Unload)
+	s.shares = sc
+	return nil
+}
+
+// ensureShareStateTopic creates __share_group_state if it does not exist
+// yet, with Kafka's settings for it except the cleanup policy: Gregor
+// writes whole snapshots, so compaction keeps what it needs (Kafka's share
+// coordinator prunes the topic itself).
+func (s *Server) ensureShareStateTopic(ctx context.Context) (*image.Image, error) {
+	return s.ensureInternalTopic(ctx, share.StateTopic, s.cfg.ShareCoordinatorStateTopicNumPartitions, s.cfg.ShareCoordinatorStateTopicRF,
+		map[string]string{
+			"cleanup.policy":      "compact",
+			"compression.type":    "producer",
+			"min.insync.replicas": strconv.Itoa(min(2, int(s.cfg.ShareCoordinatorStateTopicRF))),
+			"segment.bytes":       strconv.Itoa(100 << 20),
+		})
+}
+
+// shareTopics is the share coordinator's view of the topics.
+type shareTopics struct{ s *Server }
+
+func (v shareTopics) Topics() map[string]share.TopicInfo {
+	img := v.s.meta.Image()
+	out := make(map[string]share.TopicInfo)
+	for _, name := range img.TopicNames() {
+		if isInternalTopic(name) {
+			continue
+		}
+		t, _ := img.Topic(name)
+		out[name] = share.TopicInfo{ID: t.ID, Partitions: int32(len(t.Partitions))}
+	}
+	return out
+}
+
+// shareClientInfo describes the connection for ShareGroupDescribe.
+func (r *request) shareClientInfo() share.ClientInfo {
+	ci := r.clientInfo()
+	return share.ClientInfo{ClientID: ci.ClientID, ClientHost: ci.ClientHost}
+}
+
+// shareGroupConflict answers GROUP_ID_NOT_FOUND when a member joins a share
+// group whose id a classic or consumer group holds, as Kafka, which keeps
+// one group of a kind per id; 0 otherwise. Only joins (epoch 0) can
+// create a share group, so only they are checked.
+func (s *Server) shareGroupConflict(r *request, groupID string) int16 {
+	req, ok := r.req.(*kmsg.ShareGroupHeartbeatRequest)
+	if !ok || req.MemberEpoch != 0 {
+		return 0
+	}
+	d := kmsg.NewPtrDescribeGroupsRequest()
+	d.Version = 5
+	d.Groups = []string{groupID}
+	resp := s.groups.coord.DescribeGroups(r.conn.ctx, d)()
+	if len(resp.Groups) == 1 && resp.Groups[0].ErrorCode == 0 && resp.Groups[0].State != "Dead" {
+		return kerr.GroupIDNotFound.Code
+	}
+	return 0
+}
+
+// listShareGroups adds the share groups to a ListGroups answer, with the
+// request's filters (case-insensitive): Kafka lists a share group with
+// protocol type "share" and group type "Share".
+func (s *Server) listShareGroups(req *kmsg.ListGroupsRequest, resp *kmsg.ListGroupsResponse) {
+	if resp.ErrorCode != 0 {
+		return
+	}
+	if len(req.TypesFilter) > 0 && !slices.ContainsFunc(req.TypesFilter, func(t string) bool { return strings.EqualFold(t, "share") }) {
+		return
+	}
+	for _, g := range s.shares.coord.ListGroups() {
+		if len(req.StatesFilter) > 0 && !slices.ContainsFunc(req.StatesFilter, func(st string) bool { return strings.EqualFold(st, g.State) }) {
+			continue
+		}
+		lg := kmsg.NewListGroupsResponseGroup()
+		lg.Group, lg.ProtocolType, lg.GroupState, lg.GroupType = g.Group, "share", g.State, "Share"
+		resp.Groups = append(resp.Groups, lg)
+	}
+	slices.SortFunc(resp.Groups, func(a, b kmsg.ListGroupsResponseGroup) int { return strings.Compare(a.Group, b.Group) })
+}
+
+// deleteGroups deletes share groups through the share coordinator and the
+// others through the group coordinator, answering in request order.
+func (s *Server) deleteGroups(ctx context.Context, req *kmsg.DeleteGroupsRequest) *kmsg.DeleteGroupsResponse {
+	var others []string
+	shares := map[string]coord.Pending[int16]{}
+	for _, g := range req.Groups {
+		if _, dup := shares[g]; !dup && s.shares.coord.IsShareGroup(ctx, g) {
+			shares[g] = s.shares.coord.DeleteGroup(ctx, g)
+			continue
+		}
+		others = append(others, g)
+	}
+	var rest *kmsg.DeleteGroupsResponse
+	if len(others) > 0 || len(shares) == 0 {
+		sub := *req
+		sub.Groups = others
+		rest = s.groups.coord.DeleteGroups(ctx, &sub)()
+	}
+	resp := kmsg.NewPtrDeleteGroupsResponse()
+	resp.Version = req.Version
+	next := 0
+	for _, g := range req.Groups {
+		if p, ok := shares[g]; ok {
+			d := kmsg.NewDeleteGroupsResponseGroup()
+			d.Group, d.ErrorCode = g, p()
+			resp.Groups = append(resp.Groups, d)
+			continue
+		}
+		resp.Groups = append(resp.Groups, rest.Groups[next])
+		next++
+	}
+	return resp
+}
