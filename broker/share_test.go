@@ -1,7 +1,10 @@
 package broker
 
 import (
+	"context"
 	"slices"
+	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -481,5 +484,119 @@ func TestShareGroupRestart(t *testing.T) {
 	}
 	if !slices.Equal(offs, span(5, 9)) {
 		t.Fatalf("after restart: %v, want 5-9 delivered a second time", offs)
+	}
+}
+
+// setGroupConfig sets one group config through IncrementalAlterConfigs.
+func setGroupConfig(t *testing.T, cl *kgo.Client, group, name, value string) {
+	t.Helper()
+	req := kmsg.NewPtrIncrementalAlterConfigsRequest()
+	res := kmsg.NewIncrementalAlterConfigsRequestResource()
+	res.ResourceType, res.ResourceName = kmsg.ConfigResourceTypeGroupConfig, group
+	c := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
+	c.Name, c.Value = name, &value
+	res.Configs = append(res.Configs, c)
+	req.Resources = append(req.Resources, res)
+	resp, err := req.RequestWith(testContext(t), cl)
+	if err != nil || resp.Resources[0].ErrorCode != 0 {
+		t.Fatalf("set %s=%s on group %s: %v %+v", name, value, group, err, resp)
+	}
+}
+
+// TestShareGroupFranzGo: three franz-go share consumers (kgo.ShareGroup)
+// on one partition, with the group's share.auto.offset.reset set to
+// earliest as a GROUP config: together they read every record produced
+// before they started exactly once and accept it; the share partition
+// ends with everything acknowledged.
+func TestShareGroupFranzGo(t *testing.T) {
+	ts := startServer(t, "", shareTestConfig, func(c *config.Broker) { c.GroupShareRecordLockDurationMs = 30_000 })
+	adm := ts.client(t)
+	createTopic(t, ts.admin(t), "kq", 1, nil)
+	setGroupConfig(t, adm, "kg", "share.auto.offset.reset", "earliest")
+
+	d := kmsg.NewPtrDescribeConfigsRequest()
+	dr := kmsg.NewDescribeConfigsRequestResource()
+	dr.ResourceType, dr.ResourceName = kmsg.ConfigResourceTypeGroupConfig, "kg"
+	dr.ConfigNames = []string{"share.auto.offset.reset"}
+	d.Resources = append(d.Resources, dr)
+	if resp, err := d.RequestWith(testContext(t), adm); err != nil || len(resp.Resources[0].Configs) != 1 ||
+		*resp.Resources[0].Configs[0].Value != "earliest" || resp.Resources[0].Configs[0].Source != 8 {
+		t.Fatalf("describe group config: %v %+v", err, resp)
+	}
+	// An unknown group config is refused, as Kafka.
+	bad := kmsg.NewPtrIncrementalAlterConfigsRequest()
+	br := kmsg.NewIncrementalAlterConfigsRequestResource()
+	br.ResourceType, br.ResourceName = kmsg.ConfigResourceTypeGroupConfig, "kg"
+	bc := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
+	v := "1"
+	bc.Name, bc.Value = "share.nonsense", &v
+	br.Configs = append(br.Configs, bc)
+	bad.Resources = append(bad.Resources, br)
+	if resp, err := bad.RequestWith(testContext(t), adm); err != nil || resp.Resources[0].ErrorCode != kerr.InvalidConfig.Code {
+		t.Fatalf("unknown group config: %v %+v", err, resp)
+	}
+
+	const n = 300
+	var recs []*kgo.Record
+	for i := range n {
+		recs = append(recs, &kgo.Record{Topic: "kq", Value: []byte(strconv.Itoa(i))})
+	}
+	if err := adm.ProduceSync(testContext(t), recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var mu sync.Mutex
+	seen := map[int64]int{}
+	var wg sync.WaitGroup
+	for range 3 {
+		cl := ts.client(t, kgo.ShareGroup("kg"), kgo.ConsumeTopics("kq"))
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ctx.Err() == nil {
+				fs := cl.PollFetches(ctx)
+				fs.EachError(func(_ string, _ int32, err error) {
+					if ctx.Err() == nil {
+						t.Errorf("share fetch: %v", err)
+					}
+				})
+				mu.Lock()
+				fs.EachRecord(func(r *kgo.Record) {
+					seen[r.Offset]++
+					if r.DeliveryCount() != 1 {
+						t.Errorf("offset %d delivered with count %d", r.Offset, r.DeliveryCount())
+					}
+				})
+				cl.MarkAcks(kgo.AckAccept)
+				done := len(seen) == n
+				mu.Unlock()
+				if done {
+					cancel()
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if len(seen) != n {
+		t.Fatalf("the share group read %d of %d records", len(seen), n)
+	}
+	for off, c := range seen {
+		if c != 1 {
+			t.Errorf("offset %d read %d times", off, c)
+		}
+	}
+	tid := topicID(t, ts, "kq")
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		info, _ := ts.shares.coord.Partition(testContext(t), "kg", tid, 0)
+		if info.Start == n && len(info.InFlight) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("share partition after the consumers closed: %+v", info)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }

@@ -47,6 +47,7 @@ func (s *Server) startShareCoordinator() error {
 		}
 		return p.Log.LogStartOffset(), p.HighWatermark(), true
 	}
+	cfg.GroupConfig = s.groupConfigLookup
 	cfg.Logger = s.log.With("component", "share-groups")
 	c, err := share.New(cfg, internalStore{s, share.StateTopic}, group.SystemClock{})
 	if err != nil {

@@ -45,6 +45,11 @@ type Config struct {
 	// Offsets reads a partition's log start offset and high watermark, if
 	// this node leads it. It must not block: the shard calls it.
 	Offsets func(topic string, partition int32) (logStart, highWatermark int64, ok bool)
+	// GroupConfig reads a group's config override (share.auto.offset.reset,
+	// share.isolation.level, share.record.lock.duration.ms,
+	// share.delivery.count.limit, share.session.timeout.ms,
+	// share.heartbeat.interval.ms); nil means none. It must not block.
+	GroupConfig func(group, name string) (string, bool)
 	// Logger gets the coordinator's warnings.
 	Logger *slog.Logger
 }

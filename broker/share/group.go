@@ -4,6 +4,7 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -50,7 +51,6 @@ type groupState struct {
 	target    map[string]assignment // member → partitions, at epoch
 	parts     map[partKey]*partitionState
 	sessions  map[string]*session // share sessions by member id
-	configs   map[string]string   // share.* group configs
 }
 
 // assignment is a member's partitions by topic id.
@@ -98,7 +98,7 @@ func (m *machine) partitionOf(group string) int32 {
 func (m *machine) newGroup(id string) *groupState {
 	g := &groupState{id: id, partition: m.partitionOf(id), members: map[string]*member{},
 		target: map[string]assignment{}, parts: map[partKey]*partitionState{},
-		sessions: map[string]*session{}, configs: map[string]string{}}
+		sessions: map[string]*session{}}
 	m.groups[id] = g
 	return g
 }
@@ -187,7 +187,7 @@ func (m *machine) heartbeat(client ClientInfo, req *kmsg.ShareGroupHeartbeatRequ
 	}
 	m.scheduleSession(g, mem)
 	resp.MemberEpoch = mem.epoch
-	resp.HeartbeatIntervalMillis = m.cfg.HeartbeatIntervalMs
+	resp.HeartbeatIntervalMillis = m.groupInt(g, "share.heartbeat.interval.ms", m.cfg.HeartbeatIntervalMs)
 	if full {
 		a := kmsg.NewShareGroupHeartbeatResponseAssignment()
 		for _, id := range sortedIDs(mem.assigned) {
@@ -261,8 +261,26 @@ func (m *machine) initPartition(g *groupState, k partKey, topic string) bool {
 	return true
 }
 
+// groupConfig is a group's override of a config, if it has one.
+func (m *machine) groupConfig(g *groupState, name string) (string, bool) {
+	if m.cfg.GroupConfig == nil {
+		return "", false
+	}
+	return m.cfg.GroupConfig(g.id, name)
+}
+
+// groupInt is a group's integer config, or the broker's default.
+func (m *machine) groupInt(g *groupState, name string, dflt int32) int32 {
+	if v, ok := m.groupConfig(g, name); ok {
+		if n, err := strconv.ParseInt(v, 10, 32); err == nil && n > 0 {
+			return int32(n)
+		}
+	}
+	return dflt
+}
+
 func (m *machine) autoOffsetReset(g *groupState) string {
-	if v, ok := g.configs["share.auto.offset.reset"]; ok {
+	if v, ok := m.groupConfig(g, "share.auto.offset.reset"); ok {
 		return v
 	}
 	return m.cfg.AutoOffsetReset
@@ -270,10 +288,18 @@ func (m *machine) autoOffsetReset(g *groupState) string {
 
 // readCommitted is the group's share.isolation.level.
 func (m *machine) readCommitted(g *groupState) bool {
-	if v, ok := g.configs["share.isolation.level"]; ok {
+	if v, ok := m.groupConfig(g, "share.isolation.level"); ok {
 		return v == "read_committed"
 	}
 	return m.cfg.ReadCommitted
+}
+
+func (m *machine) lockDuration(g *groupState) time.Duration {
+	return time.Duration(m.groupInt(g, "share.record.lock.duration.ms", m.cfg.RecordLockDurationMs)) * time.Millisecond
+}
+
+func (m *machine) deliveryLimit(g *groupState) int16 {
+	return int16(m.groupInt(g, "share.delivery.count.limit", m.cfg.DeliveryCountLimit))
 }
 
 func equalTargets(a, b map[string]assignment) bool {
@@ -329,7 +355,8 @@ func assignSimple(members map[string]*member, topics map[string]TopicInfo) map[s
 // scheduleSession restarts a member's session timeout.
 func (m *machine) scheduleSession(g *groupState, mem *member) {
 	k := timerKey{kind: timerMember, group: g.id, member: mem.id}
-	m.s.Schedule(k, time.Duration(m.cfg.SessionTimeoutMs)*time.Millisecond, func() {
+	timeout := time.Duration(m.groupInt(g, "share.session.timeout.ms", m.cfg.SessionTimeoutMs)) * time.Millisecond
+	m.s.Schedule(k, timeout, func() {
 		if cur := m.groups[g.id]; cur == g && g.members[mem.id] == mem {
 			m.log.Info("share group member session timed out", "group", g.id, "member", mem.id)
 			m.removeMember(g, mem)
@@ -353,7 +380,7 @@ func (m *machine) removeMember(g *groupState, mem *member) {
 func (m *machine) releaseMember(g *groupState, memberID string) {
 	var changed []partKey
 	for k, ps := range g.parts {
-		if ps.releaseMember(memberID, int16(m.cfg.DeliveryCountLimit)) {
+		if ps.releaseMember(memberID, m.deliveryLimit(g)) {
 			changed = append(changed, k)
 			m.scheduleLocks(g, k)
 		}
@@ -380,7 +407,7 @@ func (m *machine) scheduleLocks(g *groupState, k partKey) {
 		if m.groups[g.id] != g || g.parts[k] != ps {
 			return
 		}
-		if ps.expire(m.clock.Now(), int16(m.cfg.DeliveryCountLimit)) {
+		if ps.expire(m.clock.Now(), m.deliveryLimit(g)) {
 			m.persist(g, []partKey{k}, func(int16) {})
 		}
 		m.scheduleLocks(g, k)

@@ -42,7 +42,7 @@ func replay(partition int32, records iter.Seq2[Record, error], log *slog.Logger)
 		if g == nil {
 			g = &groupState{id: group, partition: partition, members: map[string]*member{},
 				target: map[string]assignment{}, parts: map[partKey]*partitionState{},
-				sessions: map[string]*session{}, configs: map[string]string{}}
+				sessions: map[string]*session{}}
 			groups[group] = g
 		}
 		// The topic name is filled in by the next fetch or assignment.

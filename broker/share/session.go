@@ -3,7 +3,6 @@ package share
 import (
 	"maps"
 	"slices"
-	"time"
 )
 
 // session is a member's share session (ShareSession in Kafka): the
@@ -87,7 +86,7 @@ type PartitionBatches struct {
 // startFetch runs a ShareFetch's session step and acknowledgements on the
 // shard; reply gets the plan once the acknowledgements are durable.
 func (m *machine) startFetch(req FetchStart, reply func(FetchPlan)) {
-	plan := FetchPlan{AckErrors: map[PartitionRef]int16{}, LockMs: m.cfg.RecordLockDurationMs}
+	plan := FetchPlan{AckErrors: map[PartitionRef]int16{}}
 	fail := func(code int16) { plan.ErrorCode = code; reply(plan) }
 	if req.Member == "" || req.Group == "" {
 		fail(errInvalidRequest)
@@ -102,6 +101,7 @@ func (m *machine) startFetch(req FetchStart, reply func(FetchPlan)) {
 		g = m.newGroup(req.Group)
 	}
 	plan.ReadCommitted = m.readCommitted(g)
+	plan.LockMs = int32(m.lockDuration(g).Milliseconds())
 	sess := g.sessions[req.Member]
 	switch {
 	case req.Epoch == 0:
@@ -168,8 +168,8 @@ func (m *machine) startFetch(req FetchStart, reply func(FetchPlan)) {
 func (m *machine) applyAcks(g *groupState, memberID string, acks []Ack, renew bool, codes map[PartitionRef]int16) []partKey {
 	var changed []partKey
 	now := m.clock.Now()
-	limit := int16(m.cfg.DeliveryCountLimit)
-	renewed := now.Add(time.Duration(m.cfg.RecordLockDurationMs) * time.Millisecond)
+	limit := m.deliveryLimit(g)
+	renewed := now.Add(m.lockDuration(g))
 	for _, a := range acks {
 		k := partKey{a.Ref.TopicID, a.Ref.Partition}
 		ps := g.parts[k]
@@ -206,7 +206,7 @@ func (m *machine) acquire(group, memberID string, reads []PartitionBatches, maxR
 	if g == nil || m.owns(g.partition) != 0 {
 		return out
 	}
-	deadline := m.clock.Now().Add(time.Duration(m.cfg.RecordLockDurationMs) * time.Millisecond)
+	deadline := m.clock.Now().Add(m.lockDuration(g))
 	left := maxRecords
 	for _, r := range reads {
 		if left <= 0 {
