@@ -16,7 +16,7 @@ func init() { register(76, 1, 1, handleShareGroupHeartbeat) }
 func handleShareGroupHeartbeat(s *Server, r *request) (result, error) {
 	req := r.req.(*kmsg.ShareGroupHeartbeatRequest)
 	return r.inOrder(func() kmsg.Response {
-		if _, err := s.ensureShareStateTopic(r.conn.ctx); err != nil {
+		if err := s.shareReady(r.conn.ctx, req.GroupID); err != nil {
 			resp := req.ResponseKind().(*kmsg.ShareGroupHeartbeatResponse)
 			resp.ErrorCode = kerr.CoordinatorNotAvailable.Code
 			return resp

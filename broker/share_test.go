@@ -600,3 +600,65 @@ func TestShareGroupFranzGo(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// TestShareGroupOffsets: AlterShareGroupOffsets moves a share partition's
+// start offset, which DescribeShareGroupOffsets reads back with the lag
+// and a fetch starts from; a group with members may not be altered;
+// DeleteShareGroupOffsets forgets the topic.
+func TestShareGroupOffsets(t *testing.T) {
+	ts := startServer(t, "", shareTestConfig)
+	cl := ts.client(t)
+	createTopic(t, ts.admin(t), "qo", 1, nil)
+	tid := topicID(t, ts, "qo")
+	produceOneByOne(t, cl, "qo", 20)
+
+	alter := kmsg.NewPtrAlterShareGroupOffsetsRequest()
+	alter.GroupID = "go"
+	at := kmsg.NewAlterShareGroupOffsetsRequestTopic()
+	at.Topic = "qo"
+	ap := kmsg.NewAlterShareGroupOffsetsRequestTopicPartition()
+	ap.Partition, ap.StartOffset = 0, 12
+	at.Partitions = append(at.Partitions, ap)
+	alter.Topics = append(alter.Topics, at)
+	ar, err := alter.RequestWith(testContext(t), cl)
+	if err != nil || ar.ErrorCode != 0 || ar.Topics[0].Partitions[0].ErrorCode != 0 || ar.Topics[0].TopicID != tid {
+		t.Fatalf("alter: %v %+v", err, ar)
+	}
+	describe := func() kmsg.DescribeShareGroupOffsetsResponseGroupTopicPartition {
+		t.Helper()
+		d := kmsg.NewPtrDescribeShareGroupOffsetsRequest()
+		d.Groups = append(d.Groups, kmsg.DescribeShareGroupOffsetsRequestGroup{GroupID: "go"})
+		dr, err := d.RequestWith(testContext(t), cl)
+		if err != nil || dr.Groups[0].ErrorCode != 0 || len(dr.Groups[0].Topics) != 1 || dr.Groups[0].Topics[0].Topic != "qo" {
+			t.Fatalf("describe: %v %+v", err, dr)
+		}
+		return dr.Groups[0].Topics[0].Partitions[0]
+	}
+	if p := describe(); p.StartOffset != 12 || p.Lag != 8 {
+		t.Fatalf("describe after alter: start %d lag %d, want 12 and 8", p.StartOffset, p.Lag)
+	}
+	m := newShareMember(t, ts, "go", "a")
+	m.heartbeat(0, []string{"qo"})
+	acq, _, _, _ := acquiredOf(t, m.fetch(tid, 0, 100, 1000))
+	if offs := offsetsIn(t, acq, 1); !slices.Equal(offs, span(12, 19)) {
+		t.Fatalf("fetch after alter: %v", offs)
+	}
+	m.ack(tid, 0, shareAckBatch{12, 15, 1})
+	if p := describe(); p.StartOffset != 16 || p.Lag != 4 {
+		t.Fatalf("describe after accept: start %d lag %d, want 16 and 4", p.StartOffset, p.Lag)
+	}
+	if ar, _ = alter.RequestWith(testContext(t), cl); ar.ErrorCode != kerr.NonEmptyGroup.Code {
+		t.Fatalf("alter with members: %v", kerr.ErrorForCode(ar.ErrorCode))
+	}
+	m.heartbeat(-1, nil)
+	del := kmsg.NewPtrDeleteShareGroupOffsetsRequest()
+	del.GroupID = "go"
+	del.Topics = append(del.Topics, kmsg.DeleteShareGroupOffsetsRequestTopic{Topic: "qo"}, kmsg.DeleteShareGroupOffsetsRequestTopic{Topic: "nosuch"})
+	dr, err := del.RequestWith(testContext(t), cl)
+	if err != nil || dr.ErrorCode != 0 || dr.Topics[0].ErrorCode != 0 || dr.Topics[1].ErrorCode != kerr.UnknownTopicOrPartition.Code {
+		t.Fatalf("delete: %v %+v", err, dr)
+	}
+	if _, ok := ts.shares.coord.Partition(testContext(t), "go", tid, 0); ok {
+		t.Fatal("share partition still there after DeleteShareGroupOffsets")
+	}
+}

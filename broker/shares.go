@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -75,6 +76,36 @@ func (s *Server) ensureShareStateTopic(ctx context.Context) (*image.Image, error
 			"min.insync.replicas": strconv.Itoa(min(2, int(s.cfg.ShareCoordinatorStateTopicRF))),
 			"segment.bytes":       strconv.Itoa(100 << 20),
 		})
+}
+
+// shareReady creates __share_group_state if needed and, when this node
+// leads the group's partition of it, waits (a few seconds at most) for
+// the partition to be loaded: the first share-group request of a
+// cluster creates the topic, and its answer should not be a
+// NOT_COORDINATOR that only says the load is still running.
+func (s *Server) shareReady(ctx context.Context, group string) error {
+	img, err := s.ensureShareStateTopic(ctx)
+	if err != nil {
+		return err
+	}
+	t, ok := img.Topic(share.StateTopic)
+	if !ok {
+		return nil
+	}
+	p := s.shares.coord.PartitionFor(group)
+	if int(p) >= len(t.Partitions) || t.Partitions[p].Leader != s.cfg.NodeID {
+		return nil // the coordinator answers NOT_COORDINATOR
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	for !s.shares.coord.Loaded(ctx, group) {
+		select {
+		case <-ctx.Done():
+			return nil // the coordinator answers for itself
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	return nil
 }
 
 // shareTopics is the share coordinator's view of the topics.

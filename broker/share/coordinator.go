@@ -269,3 +269,11 @@ func stateName(st int8) string {
 	}
 	return fmt.Sprintf("STATE(%d)", st)
 }
+
+// Loaded reports whether the group's __share_group_state partition is
+// served here.
+func (c *Coordinator) Loaded(ctx context.Context, group string) bool {
+	return coord.Call(c.rt, ctx, c.rt.ShardFor(group), func(m *machine, reply func(bool)) {
+		reply(m.loaded[m.partitionOf(group)])
+	}, func(int16) bool { return false })
+}
