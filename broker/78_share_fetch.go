@@ -35,10 +35,11 @@ const shareFetchPoll = 100 * time.Millisecond
 
 func handleShareFetch(s *Server, r *request) (result, error) {
 	req := r.req.(*kmsg.ShareFetchRequest)
-	return r.inOrder(func() kmsg.Response { return s.shareFetch(r.conn.ctx, req) })
+	return r.inOrder(func() kmsg.Response { return s.shareFetch(r.conn, req) })
 }
 
-func (s *Server) shareFetch(ctx context.Context, req *kmsg.ShareFetchRequest) kmsg.Response {
+func (s *Server) shareFetch(c *conn, req *kmsg.ShareFetchRequest) kmsg.Response {
+	ctx := c.ctx
 	resp := req.ResponseKind().(*kmsg.ShareFetchResponse)
 	if req.GroupID == nil || *req.GroupID == "" || req.MemberID == nil || *req.MemberID == "" {
 		resp.ErrorCode = kerr.InvalidRequest.Code
@@ -46,7 +47,10 @@ func (s *Server) shareFetch(ctx context.Context, req *kmsg.ShareFetchRequest) km
 	}
 	names := s.topicNamesByID()
 	start := share.FetchStart{Group: *req.GroupID, Member: *req.MemberID, Epoch: req.ShareSessionEpoch,
-		Renew: req.Version >= 2 && req.IsRenewAck}
+		Renew: req.Version >= 2 && req.IsRenewAck, Conn: c.id}
+	if req.ShareSessionEpoch == 0 {
+		c.shareSessions.Store(true)
+	}
 	for _, t := range req.Topics {
 		for _, p := range t.Partitions {
 			ref := share.PartitionRef{TopicID: t.TopicID, Topic: names[t.TopicID], Partition: p.Partition}

@@ -55,6 +55,11 @@ type conn struct {
 	// principal is who the connection authenticated as (security.go):
 	// User:ANONYMOUS on PLAINTEXT.
 	principal security.Principal
+	// id numbers the connection among the server's; shareSessions is set
+	// once a ShareFetch opened a share session on it, which the
+	// connection's end closes (shares.go).
+	id            uint64
+	shareSessions atomic.Bool
 }
 
 // slot is the place of one request in the connection's response order.
@@ -84,6 +89,7 @@ func (s *Server) serveConn(nc net.Conn, listener string) {
 		ctx:       ctx,
 		cancel:    cancel,
 		limits:    s.limits(),
+		id:        s.connIDs.Add(1),
 	}
 	if sc, ok := nc.(syscall.Conn); ok && fetch.HaveSendfile {
 		if raw, err := sc.SyscallConn(); err == nil {
@@ -94,6 +100,7 @@ func (s *Server) serveConn(nc net.Conn, listener string) {
 	// The client is gone or misbehaved: stop what its requests wait for
 	// (a parked JoinGroup, a long poll) instead of letting them run out.
 	cancel()
+	c.closeShareSessions()
 	close(c.slots)
 	c.kickWriter() // to answer or abandon what is queued, and see the close
 	c.writers.Wait()

@@ -83,6 +83,7 @@ type Server struct {
 	groups   *groupCoordinator
 	txns     *txnCoordinator
 	shares   *shareCoordinator
+	connIDs  atomic.Uint64    // numbers connections (conn.id)
 	fetchers *replica.Manager // the follower side of replication
 	// addSender asks transaction coordinators to verify or add partitions
 	// (KIP-890, broker/internal/interbroker).

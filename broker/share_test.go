@@ -662,3 +662,30 @@ func TestShareGroupOffsets(t *testing.T) {
 		t.Fatal("share partition still there after DeleteShareGroupOffsets")
 	}
 }
+
+// TestShareSessionEndsWithConnection: records a member holds are released
+// as soon as its connection closes, before their locks end.
+func TestShareSessionEndsWithConnection(t *testing.T) {
+	ts := startServer(t, "", shareTestConfig, func(c *config.Broker) { c.GroupShareRecordLockDurationMs = 60_000 })
+	createTopic(t, ts.admin(t), "qc", 1, nil)
+	tid := topicID(t, ts, "qc")
+	a, b := newShareMember(t, ts, "gc", "a"), newShareMember(t, ts, "gc", "b")
+	a.heartbeat(0, []string{"qc"})
+	b.heartbeat(0, []string{"qc"})
+	a.fetch(tid, 0, 10, 0)
+	b.fetch(tid, 0, 10, 0)
+	produceOneByOne(t, ts.client(t), "qc", 5)
+	acq, _, _, _ := acquiredOf(t, a.fetch(tid, 0, 10, 2000))
+	if !slices.Equal(offsetsIn(t, acq, 1), span(0, 4)) {
+		t.Fatalf("a: %v", acq)
+	}
+	a.cl.Close()
+	var offs []int64
+	for try := 0; try < 50 && len(offs) == 0; try++ {
+		acq, _, _, _ = acquiredOf(t, b.fetch(tid, 0, 10, 100))
+		offs = offsetsIn(t, acq, 2)
+	}
+	if !slices.Equal(offs, span(0, 4)) {
+		t.Fatalf("b after a's connection closed: %v", offs)
+	}
+}

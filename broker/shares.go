@@ -203,3 +203,13 @@ func (s *Server) deleteGroups(ctx context.Context, req *kmsg.DeleteGroupsRequest
 	}
 	return resp
 }
+
+// closeShareSessions ends the share sessions the connection opened, once
+// it has ended: Kafka ties a share session to its connection and releases
+// what the member holds when the connection goes away, so another member
+// gets those records without waiting for their locks to end.
+func (c *conn) closeShareSessions() {
+	if c.shareSessions.Load() && c.s.shares != nil {
+		c.s.shares.coord.ConnectionClosed(c.id)
+	}
+}

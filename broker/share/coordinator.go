@@ -277,3 +277,9 @@ func (c *Coordinator) Loaded(ctx context.Context, group string) bool {
 		reply(m.loaded[m.partitionOf(group)])
 	}, func(int16) bool { return false })
 }
+
+// ConnectionClosed ends the share sessions opened on a client connection
+// that closed and releases the records their members hold.
+func (c *Coordinator) ConnectionClosed(conn uint64) {
+	c.rt.Each(func(m *machine) { m.connectionClosed(conn) })
+}

@@ -9,6 +9,7 @@ import (
 // partitions its ShareFetch requests read, and the epoch the next request
 // must carry.
 type session struct {
+	conn  uint64 // the connection that opened it
 	epoch int32
 	parts map[partKey]string // → topic name
 }
@@ -51,6 +52,9 @@ type FetchStart struct {
 	Forget        []PartitionRef
 	Acks          []Ack
 	Renew         bool // renew acknowledgements allowed (v2 with IsRenewAck)
+	// Conn names the client connection: a share session lives as long as
+	// the connection that opened it (see ConnectionClosed).
+	Conn uint64
 }
 
 // PartitionRead is a partition the broker should read for a ShareFetch,
@@ -109,7 +113,7 @@ func (m *machine) startFetch(req FetchStart, reply func(FetchPlan)) {
 			fail(errInvalidRequest)
 			return
 		}
-		sess = &session{epoch: 1, parts: map[partKey]string{}}
+		sess = &session{conn: req.Conn, epoch: 1, parts: map[partKey]string{}}
 		g.sessions[req.Member] = sess
 	case sess == nil:
 		fail(errShareSessionNotFound)
@@ -313,4 +317,18 @@ func (m *machine) planReads(g *groupState, refs []PartitionRef) ([]PartitionRead
 		out = append(out, rd)
 	}
 	return out, created
+}
+
+// connectionClosed ends the share sessions a connection opened and
+// releases what their members hold, as Kafka does when a share
+// consumer's connection goes away.
+func (m *machine) connectionClosed(conn uint64) {
+	for _, g := range m.groups {
+		for member, sess := range g.sessions {
+			if sess.conn == conn {
+				delete(g.sessions, member)
+				m.releaseMember(g, member)
+			}
+		}
+	}
 }
