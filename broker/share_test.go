@@ -689,3 +689,59 @@ func TestShareSessionEndsWithConnection(t *testing.T) {
 		t.Fatalf("b after a's connection closed: %v", offs)
 	}
 }
+
+// TestShareGroupReadCommitted: with share.isolation.level=read_committed a
+// share group never gets the records of an aborted transaction, nor the
+// transaction markers, and gets the committed ones; without it, it gets
+// them all.
+func TestShareGroupReadCommitted(t *testing.T) {
+	ts := startServer(t, "", shareTestConfig)
+	createTopic(t, ts.admin(t), "qt", 1, nil)
+	tid := topicID(t, ts, "qt")
+	adm := ts.client(t)
+	for _, g := range []string{"rc", "ru"} {
+		setGroupConfig(t, adm, g, "share.auto.offset.reset", "earliest")
+	}
+	setGroupConfig(t, adm, "rc", "share.isolation.level", "read_committed")
+
+	txn := ts.client(t, kgo.TransactionalID("share-txn"), kgo.DefaultProduceTopic("qt"))
+	ctx := testContext(t)
+	for _, commit := range []bool{false, true} {
+		if err := txn.BeginTransaction(); err != nil {
+			t.Fatal(err)
+		}
+		for i := range 3 {
+			if err := txn.ProduceSync(ctx, &kgo.Record{Partition: 0, Value: []byte{byte(i)}}).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := txn.EndTransaction(ctx, kgo.TransactionEndTry(commit)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Offsets 0-2 aborted, 3 its marker, 4-6 committed, 7 its marker.
+	read := func(group string) []int64 {
+		m := newShareMember(t, ts, group, "m")
+		m.heartbeat(0, []string{"qt"})
+		var offs []int64
+		for try := 0; try < 10 && len(offs) == 0; try++ {
+			acq, recs, _, _ := acquiredOf(t, m.fetch(tid, 0, 100, 300))
+			for _, o := range offsetsIn(t, acq, 1) {
+				if slices.Contains(recs, o) {
+					offs = append(offs, o)
+				}
+			}
+		}
+		return offs
+	}
+	if got := read("rc"); !slices.Equal(got, []int64{4, 5, 6}) {
+		t.Errorf("read_committed share group got %v, want 4-6", got)
+	}
+	if got := read("ru"); !slices.Equal(got, []int64{0, 1, 2, 4, 5, 6}) {
+		t.Errorf("read_uncommitted share group got %v, want 0-2 and 4-6", got)
+	}
+	info, _ := ts.shares.coord.Partition(ctx, "rc", tid, 0)
+	if info.InFlight["ACQUIRED"]+info.InFlight["AVAILABLE"] != 3 || info.Start != 4 {
+		t.Errorf("read_committed share partition: %+v", info)
+	}
+}
