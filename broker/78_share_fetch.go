@@ -28,11 +28,6 @@ import (
 // waits up to MaxWaitMs for new records or released ones.
 func init() { register(78, 1, 2, handleShareFetch) }
 
-// shareFetchPoll bounds one long-poll wait: records released by a lock
-// timeout wake no partition waiter, so a waiting fetch looks again this
-// often.
-const shareFetchPoll = 100 * time.Millisecond
-
 func handleShareFetch(s *Server, r *request) (result, error) {
 	req := r.req.(*kmsg.ShareFetchRequest)
 	return r.inOrder(func() kmsg.Response { return s.shareFetch(r.conn, req) })
@@ -111,14 +106,30 @@ func (s *Server) shareFetch(c *conn, req *kmsg.ShareFetchRequest) kmsg.Response 
 		exact := req.Version >= 2 && req.ShareAcquireMode == 1
 		deadline := time.Now().Add(time.Duration(max(req.MaxWaitMillis, 0)) * time.Millisecond)
 		reads := plan.Reads
+		// wake is signalled when a share partition read changes (records
+		// released or acknowledged) while the fetch waits.
+		wake := make(chan struct{}, 1)
+		watched := false
 		for {
-			got := s.shareAcquire(ctx, *req.GroupID, *req.MemberID, reads, plan.ReadCommitted, int(req.MaxBytes), maxRecords, exact, part)
+			got, retry := s.shareAcquire(ctx, *req.GroupID, *req.MemberID, reads, plan.ReadCommitted, int(req.MaxBytes), maxRecords, exact, wake, part)
 			wait := time.Until(deadline)
 			if got || wait <= 0 || ctx.Err() != nil {
 				break
 			}
-			s.shareWait(ctx, reads, min(wait, shareFetchPoll))
+			if !retry {
+				watched = true
+				s.shareWait(ctx, reads, wait, wake)
+			}
 			reads = s.shares.coord.PlanReads(ctx, *req.GroupID, reads)
+		}
+		if watched {
+			refs := make([]share.PartitionRef, len(plan.Reads))
+			for i, rd := range plan.Reads {
+				refs[i] = rd.Ref
+			}
+			// Not the connection's context: a closed connection's
+			// registrations must go too.
+			s.shares.coord.Unwatch(context.Background(), *req.GroupID, refs, wake)
 		}
 	}
 	byTopic := map[[16]byte]int{}
@@ -138,9 +149,12 @@ func (s *Server) shareFetch(c *conn, req *kmsg.ShareFetchRequest) kmsg.Response 
 
 // shareAcquire reads each partition from its read offset, hands what it
 // read to the coordinator to acquire, and puts the acquired records in
-// their partitions' answers; it reports whether any record was acquired.
+// their partitions' answers; it reports whether any record was acquired,
+// and when none was whether the fetch should plan again at once (retry)
+// rather than wait on wake, which the coordinator then signals at the
+// partitions' next change.
 func (s *Server) shareAcquire(ctx context.Context, group, member string, reads []share.PartitionRead, readCommitted bool,
-	maxBytes, maxRecords int, exact bool, part func(share.PartitionRef) *kmsg.ShareFetchResponseTopicPartition) bool {
+	maxBytes, maxRecords int, exact bool, wake chan struct{}, part func(share.PartitionRef) *kmsg.ShareFetchResponseTopicPartition) (got, retry bool) {
 	if maxBytes <= 0 {
 		maxBytes = 1<<31 - 1
 	}
@@ -148,7 +162,7 @@ func (s *Server) shareAcquire(ctx context.Context, group, member string, reads [
 	data := map[share.PartitionRef][]byte{}
 	budget := maxBytes
 	for _, rd := range reads {
-		if rd.ErrorCode != 0 || budget <= 0 {
+		if rd.ErrorCode != 0 {
 			continue
 		}
 		p := s.leaderPartition(rd.Ref.Topic, rd.Ref.Partition)
@@ -156,23 +170,24 @@ func (s *Server) shareAcquire(ctx context.Context, group, member string, reads [
 			part(rd.Ref).ErrorCode = kerr.NotLeaderForPartition.Code
 			continue
 		}
-		bs, raw, code := shareRead(p, rd.Offset, budget, readCommitted)
-		if code != 0 {
-			part(rd.Ref).ErrorCode = code
-			continue
+		pb := share.PartitionBatches{Ref: rd.Ref, From: rd.Offset}
+		if budget > 0 {
+			bs, raw, code := shareRead(p, rd.Offset, budget, readCommitted)
+			if code != 0 {
+				part(rd.Ref).ErrorCode = code
+				continue
+			}
+			budget -= len(raw)
+			data[rd.Ref] = raw
+			pb.Batches = bs
 		}
-		if len(bs) == 0 {
-			continue
-		}
-		budget -= len(raw)
-		data[rd.Ref] = raw
-		batches = append(batches, share.PartitionBatches{Ref: rd.Ref, Batches: bs})
+		batches = append(batches, pb)
 	}
 	if len(batches) == 0 {
-		return false
+		return false, false
 	}
-	acquired := s.shares.coord.Acquire(ctx, group, member, batches, maxRecords, exact)
-	for ref, ranges := range acquired {
+	acq := s.shares.coord.Acquire(ctx, group, member, batches, maxRecords, exact, wake)
+	for ref, ranges := range acq.Acquired {
 		rp := part(ref)
 		rp.Records = batchesCovering(data[ref], ranges)
 		for _, a := range ranges {
@@ -181,7 +196,7 @@ func (s *Server) shareAcquire(ctx context.Context, group, member string, reads [
 			rp.AcquiredRecords = append(rp.AcquiredRecords, ar)
 		}
 	}
-	return len(acquired) > 0
+	return len(acq.Acquired) > 0, acq.Retry
 }
 
 // shareRead reads a partition from offset (or its log start, if that is
@@ -255,18 +270,20 @@ func batchesCovering(data []byte, ranges []share.Acquired) []byte {
 	return out
 }
 
-// shareWait waits for new records on the partitions read, for at most d.
-func (s *Server) shareWait(ctx context.Context, reads []share.PartitionRead, d time.Duration) {
-	wake := make(chan struct{}, 1)
+// shareWait waits, for at most d, for new records on the partitions read
+// or for a change of their share partitions (wake).
+func (s *Server) shareWait(ctx context.Context, reads []share.PartitionRead, d time.Duration, wake chan struct{}) {
+	data := make(chan struct{}, 1)
 	for _, rd := range reads {
 		if p := s.parts.get(rd.Ref.Topic, rd.Ref.Partition); p != nil {
-			p.AddWaiter(wake)
-			defer p.RemoveWaiter(wake)
+			p.AddWaiter(data)
+			defer p.RemoveWaiter(data)
 		}
 	}
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
+	case <-data:
 	case <-wake:
 	case <-t.C:
 	case <-ctx.Done():

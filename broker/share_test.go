@@ -487,9 +487,8 @@ func TestShareGroupRestart(t *testing.T) {
 	}
 }
 
-// setGroupConfig sets one group config through IncrementalAlterConfigs.
-func setGroupConfig(t *testing.T, cl *kgo.Client, group, name, value string) {
-	t.Helper()
+// groupConfigRequest sets one group config.
+func groupConfigRequest(group, name, value string) *kmsg.IncrementalAlterConfigsRequest {
 	req := kmsg.NewPtrIncrementalAlterConfigsRequest()
 	res := kmsg.NewIncrementalAlterConfigsRequestResource()
 	res.ResourceType, res.ResourceName = kmsg.ConfigResourceTypeGroupConfig, group
@@ -497,7 +496,13 @@ func setGroupConfig(t *testing.T, cl *kgo.Client, group, name, value string) {
 	c.Name, c.Value = name, &value
 	res.Configs = append(res.Configs, c)
 	req.Resources = append(req.Resources, res)
-	resp, err := req.RequestWith(testContext(t), cl)
+	return req
+}
+
+// setGroupConfig sets one group config through IncrementalAlterConfigs.
+func setGroupConfig(t *testing.T, cl *kgo.Client, group, name, value string) {
+	t.Helper()
+	resp, err := groupConfigRequest(group, name, value).RequestWith(testContext(t), cl)
 	if err != nil || resp.Resources[0].ErrorCode != 0 {
 		t.Fatalf("set %s=%s on group %s: %v %+v", name, value, group, err, resp)
 	}

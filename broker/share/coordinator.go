@@ -207,11 +207,22 @@ func (c *Coordinator) PlanReads(ctx context.Context, group string, prev []Partit
 
 // Acquire runs the second step of a ShareFetch: it acquires for member
 // the records read, at most maxRecords (exact: KIP-1206's record-limit
-// mode) and answers the acquired ranges by partition.
-func (c *Coordinator) Acquire(ctx context.Context, group, member string, reads []PartitionBatches, maxRecords int, exact bool) map[PartitionRef][]Acquired {
-	return coord.Call(c.rt, ctx, c.rt.ShardFor(group), func(m *machine, reply func(map[PartitionRef][]Acquired)) {
-		reply(m.acquire(group, member, reads, maxRecords, exact))
-	}, func(int16) map[PartitionRef][]Acquired { return nil })
+// mode). With nothing acquired it registers wake on the partitions for
+// their next change, unless they changed already (Retry); Unwatch takes
+// a registration back.
+func (c *Coordinator) Acquire(ctx context.Context, group, member string, reads []PartitionBatches, maxRecords int, exact bool, wake chan struct{}) Acquisition {
+	return coord.Call(c.rt, ctx, c.rt.ShardFor(group), func(m *machine, reply func(Acquisition)) {
+		reply(m.acquire(group, member, reads, maxRecords, exact, wake))
+	}, func(int16) Acquisition { return Acquisition{} })
+}
+
+// Unwatch takes back a wait Acquire registered, without waiting for the
+// shard.
+func (c *Coordinator) Unwatch(ctx context.Context, group string, refs []PartitionRef, wake chan struct{}) {
+	coord.Submit(c.rt, ctx, c.rt.ShardFor(group), func(m *machine, reply func(struct{})) {
+		m.unwatch(group, refs, wake)
+		reply(struct{}{})
+	}, func(int16) struct{} { return struct{}{} })
 }
 
 // Acknowledge handles a ShareAcknowledge; it answers the top-level code

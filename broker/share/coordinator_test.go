@@ -74,8 +74,8 @@ func (e *env) fetch(member string, epoch int32, n int64, maxRecords int, acks ..
 	for o := plan.Reads[0].Offset; o < n; o++ {
 		bs = append(bs, Batch{First: o, Last: o})
 	}
-	got := e.c.Acquire(context.Background(), "g", member, []PartitionBatches{{Ref: e.ref(), Batches: bs}}, maxRecords, false)
-	return plan, got[e.ref()]
+	got := e.c.Acquire(context.Background(), "g", member, []PartitionBatches{{Ref: e.ref(), From: plan.Reads[0].Offset, Batches: bs}}, maxRecords, false, nil)
+	return plan, got.Acquired[e.ref()]
 }
 
 func (e *env) ack(first, last int64, typ int8) Ack {

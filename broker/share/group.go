@@ -51,6 +51,9 @@ type groupState struct {
 	target    map[string]assignment // member → partitions, at epoch
 	parts     map[partKey]*partitionState
 	sessions  map[string]*session // share sessions by member id
+	// waiters are the long-polling fetches to wake when a share
+	// partition changes (see machine.wake).
+	waiters map[partKey][]chan struct{}
 }
 
 // assignment is a member's partitions by topic id.
@@ -383,6 +386,7 @@ func (m *machine) releaseMember(g *groupState, memberID string) {
 		if ps.releaseMember(memberID, m.deliveryLimit(g)) {
 			changed = append(changed, k)
 			m.scheduleLocks(g, k)
+			m.wake(g, k)
 		}
 	}
 	if len(changed) > 0 {
@@ -409,6 +413,7 @@ func (m *machine) scheduleLocks(g *groupState, k partKey) {
 		}
 		if ps.expire(m.clock.Now(), m.deliveryLimit(g)) {
 			m.persist(g, []partKey{k}, func(int16) {})
+			m.wake(g, k)
 		}
 		m.scheduleLocks(g, k)
 	})

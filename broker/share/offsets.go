@@ -152,6 +152,7 @@ func (m *machine) alterOffsets(req *kmsg.AlterShareGroupOffsetsRequest, reply fu
 				}
 				g.parts[k] = ps
 				m.s.Cancel(timerKey{kind: timerLocks, group: g.id, part: k})
+				m.wake(g, k)
 				changed = append(changed, k)
 			}
 			rt.Partitions = append(rt.Partitions, rp)

@@ -81,10 +81,21 @@ type FetchPlan struct {
 	LockMs int32
 }
 
-// PartitionBatches is what the broker read of one partition.
+// PartitionBatches is what the broker read of one partition, from From
+// (the offset its plan said); Batches is empty when there was nothing to
+// read.
 type PartitionBatches struct {
 	Ref     PartitionRef
+	From    int64
 	Batches []Batch
+}
+
+// Acquisition is the second step's answer: the ranges acquired by
+// partition, and Retry when nothing was acquired but the share
+// partitions changed since the plan (read again at once).
+type Acquisition struct {
+	Acquired map[PartitionRef][]Acquired
+	Retry    bool
 }
 
 // startFetch runs a ShareFetch's session step and acknowledgements on the
@@ -196,6 +207,7 @@ func (m *machine) applyAcks(g *groupState, memberID string, acks []Ack, renew bo
 			}
 			changed = append(changed, k)
 			m.scheduleLocks(g, k)
+			m.wake(g, k)
 		}
 		codes[a.Ref] = code
 	}
@@ -203,9 +215,12 @@ func (m *machine) applyAcks(g *groupState, memberID string, acks []Ack, renew bo
 }
 
 // acquire hands the records the broker read to a ShareFetch's member:
-// at most maxRecords over all partitions, in the order given.
-func (m *machine) acquire(group, memberID string, reads []PartitionBatches, maxRecords int, exact bool) map[PartitionRef][]Acquired {
-	out := map[PartitionRef][]Acquired{}
+// at most maxRecords over all partitions, in the order given. When it
+// acquires nothing and nothing changed since the plan, it registers wake
+// (if not nil) on the share partitions read, to be signalled at their next
+// change (see wake): a long-polling fetch then tries again.
+func (m *machine) acquire(group, memberID string, reads []PartitionBatches, maxRecords int, exact bool, wake chan struct{}) Acquisition {
+	out := Acquisition{Acquired: map[PartitionRef][]Acquired{}}
 	g := m.groups[group]
 	if g == nil || m.owns(g.partition) != 0 {
 		return out
@@ -218,7 +233,7 @@ func (m *machine) acquire(group, memberID string, reads []PartitionBatches, maxR
 		}
 		k := partKey{r.Ref.TopicID, r.Ref.Partition}
 		ps := g.parts[k]
-		if ps == nil {
+		if ps == nil || len(r.Batches) == 0 {
 			continue
 		}
 		got := ps.acquire(r.Batches, memberID, left, exact, int64(m.cfg.PartitionMaxRecordLocks), deadline)
@@ -228,10 +243,56 @@ func (m *machine) acquire(group, memberID string, reads []PartitionBatches, maxR
 		for _, a := range got {
 			left -= int(a.Last - a.First + 1)
 		}
-		out[r.Ref] = got
+		out.Acquired[r.Ref] = got
 		m.scheduleLocks(g, k)
 	}
+	if len(out.Acquired) > 0 {
+		return out
+	}
+	for _, r := range reads {
+		if ps := g.parts[partKey{r.Ref.TopicID, r.Ref.Partition}]; ps != nil && ps.readFrom() != r.From {
+			out.Retry = true
+			return out
+		}
+	}
+	if wake != nil {
+		if g.waiters == nil {
+			g.waiters = map[partKey][]chan struct{}{}
+		}
+		for _, r := range reads {
+			k := partKey{r.Ref.TopicID, r.Ref.Partition}
+			g.waiters[k] = append(g.waiters[k], wake)
+		}
+	}
 	return out
+}
+
+// wake signals the fetches waiting on a share partition that it changed
+// (records released, the start offset moved) and forgets them: each
+// registration is for one wait.
+func (m *machine) wake(g *groupState, k partKey) {
+	for _, ch := range g.waiters[k] {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	}
+	delete(g.waiters, k)
+}
+
+// unwatch forgets a wait that ended without a wake.
+func (m *machine) unwatch(group string, refs []PartitionRef, wake chan struct{}) {
+	g := m.groups[group]
+	if g == nil {
+		return
+	}
+	for _, r := range refs {
+		k := partKey{r.TopicID, r.Partition}
+		g.waiters[k] = slices.DeleteFunc(g.waiters[k], func(ch chan struct{}) bool { return ch == wake })
+		if len(g.waiters[k]) == 0 {
+			delete(g.waiters, k)
+		}
+	}
 }
 
 // AckStart is a ShareAcknowledge.
