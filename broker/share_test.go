@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"math/rand/v2"
 	"slices"
 	"strconv"
 	"sync"
@@ -189,7 +190,7 @@ func span(first, last int64) []int64 {
 
 func shareTestConfig(c *config.Broker) {
 	c.GroupShareRecordLockDurationMs = 1000
-	c.GroupShareDeliveryCountLimit = 3
+	c.GroupShareDeliveryCountLimit = shareTestDeliveryLimit
 	c.GroupShareHeartbeatIntervalMs = 500
 	c.ShareCoordinatorStateTopicNumPartitions = 3
 }
@@ -749,4 +750,130 @@ func TestShareGroupReadCommitted(t *testing.T) {
 	if info.InFlight["ACQUIRED"]+info.InFlight["AVAILABLE"] != 3 || info.Start != 4 {
 		t.Errorf("read_committed share partition: %+v", info)
 	}
+}
+
+// TestShareGroupHistory: three share consumers acknowledge at random
+// (accept, release, reject, or hold past the lock), and gregor restarts
+// halfway. The history checks the rules: no delivery beyond the delivery
+// limit, nothing delivered again once accepted or rejected, and in the
+// end every record accepted or archived, none lost.
+func TestShareGroupHistory(t *testing.T) {
+	dir := t.TempDir()
+	ts := startServer(t, dir, shareTestConfig)
+	createTopic(t, ts.admin(t), "qh", 1, nil)
+	tid := topicID(t, ts, "qh")
+	const n = 120
+	join := func() []*shareMember {
+		var ms []*shareMember
+		for _, id := range []string{"x", "y", "z"} {
+			m := newShareMember(t, ts, "gh", id)
+			if resp := m.heartbeat(0, []string{"qh"}); resp.ErrorCode != 0 {
+				t.Fatalf("join %s: %v", id, kerr.ErrorForCode(resp.ErrorCode))
+			}
+			ms = append(ms, m)
+		}
+		return ms
+	}
+	setGroupConfig(t, ts.client(t), "gh", "share.auto.offset.reset", "earliest")
+	produceOneByOne(t, ts.client(t), "qh", n)
+	ms := join()
+
+	rng := rand.New(rand.NewPCG(7, 15))
+	done := map[int64]string{} // offset → "accepted" or "rejected"
+	held := map[*shareMember][]int64{}
+	deliveries := map[int64]int{}
+	deadline := time.Now().Add(90 * time.Second)
+	for round := 0; ; round++ {
+		if round == 12 {
+			for _, m := range ms {
+				m.cl.Close()
+			}
+			if err := ts.Close(); err != nil {
+				t.Fatal(err)
+			}
+			ts = startServer(t, dir, shareTestConfig)
+			ms = join()
+			held = map[*shareMember][]int64{}
+		}
+		for _, m := range ms {
+			var acks []shareAckBatch
+			pending := map[int64]int8{}
+			for _, o := range held[m] {
+				switch r := rng.IntN(20); {
+				case r < 12:
+					pending[o] = 1
+				case r < 16:
+					pending[o] = 2
+				case r < 18:
+					pending[o] = 3
+				}
+				// otherwise held past its lock
+			}
+			for o, typ := range pending {
+				acks = append(acks, shareAckBatch{o, o, typ})
+			}
+			slices.SortFunc(acks, func(a, b shareAckBatch) int { return int(a.first - b.first) })
+			resp := m.fetch(tid, 0, 7, 100, acks...)
+			if resp.ErrorCode != 0 {
+				// The new incarnation may still be loading: start over.
+				m.session = 0
+				held[m] = nil
+				continue
+			}
+			acq, _, _, ackCode := acquiredOf(t, resp)
+			if ackCode == 0 {
+				for o, typ := range pending {
+					switch typ {
+					case 1:
+						done[o] = "accepted"
+					case 3:
+						done[o] = "rejected"
+					}
+				}
+			}
+			held[m] = nil
+			for _, a := range acq {
+				if int32(a.DeliveryCount) > shareTestDeliveryLimit {
+					t.Fatalf("offsets %d-%d delivered with count %d, over the limit", a.FirstOffset, a.LastOffset, a.DeliveryCount)
+				}
+				for o := a.FirstOffset; o <= a.LastOffset; o++ {
+					if why, ok := done[o]; ok {
+						t.Fatalf("offset %d delivered again after it was %s", o, why)
+					}
+					deliveries[o]++
+					held[m] = append(held[m], o)
+				}
+			}
+		}
+		info, ok := ts.shares.coord.Partition(testContext(t), "gh", tid, 0)
+		if ok && info.Start == n && len(info.InFlight) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after %d rounds the share partition is %+v", round, info)
+		}
+		if round%5 == 4 {
+			for _, m := range ms {
+				m.heartbeat(m.epoch, nil)
+			}
+		}
+	}
+	for o := range int64(n) {
+		if deliveries[o] == 0 {
+			t.Errorf("offset %d never delivered", o)
+		}
+	}
+	t.Logf("%d accepted, %d rejected by the consumers, the rest archived at the delivery limit", countOf(done, "accepted"), countOf(done, "rejected"))
+}
+
+const shareTestDeliveryLimit = 3
+
+func countOf(m map[int64]string, v string) int {
+	n := 0
+	for _, x := range m {
+		if x == v {
+			n++
+		}
+	}
+	return n
 }
