@@ -1,6 +1,8 @@
 package broker
 
 import (
+	"strconv"
+
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -42,6 +44,11 @@ func handleShareAcknowledge(s *Server, r *request) (result, error) {
 		}
 		if req.Version >= 2 {
 			resp.AcquisitionLockTimeoutMillis = s.cfg.GroupShareRecordLockDurationMs
+			if v, ok := s.groupConfigLookup(*req.GroupID, "share.record.lock.duration.ms"); ok {
+				if ms, err := strconv.ParseInt(v, 10, 32); err == nil {
+					resp.AcquisitionLockTimeoutMillis = int32(ms)
+				}
+			}
 		}
 		for _, t := range req.Topics {
 			rt := kmsg.NewShareAcknowledgeResponseTopic()

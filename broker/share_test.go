@@ -877,3 +877,38 @@ func countOf(m map[int64]string, v string) int {
 	}
 	return n
 }
+
+// TestShareGroupDeletedRecords: records deleted from the log
+// (DeleteRecords) before the group finished them leave the share
+// partition, whose start offset moves to the log start offset.
+func TestShareGroupDeletedRecords(t *testing.T) {
+	ts := startServer(t, "", shareTestConfig)
+	cl := ts.client(t)
+	createTopic(t, ts.admin(t), "qd", 1, nil)
+	tid := topicID(t, ts, "qd")
+	setGroupConfig(t, cl, "gd", "share.auto.offset.reset", "earliest")
+	produceOneByOne(t, cl, "qd", 10)
+	m := newShareMember(t, ts, "gd", "a")
+	m.heartbeat(0, []string{"qd"})
+	acq, _, _, _ := acquiredOf(t, m.fetch(tid, 0, 4, 1000))
+	if !slices.Equal(offsetsIn(t, acq, 1), span(0, 3)) {
+		t.Fatalf("first fetch: %v", acq)
+	}
+	m.ack(tid, 0, shareAckBatch{0, 3, 2}) // released: available again
+	dr := kmsg.NewPtrDeleteRecordsRequest()
+	dt := kmsg.NewDeleteRecordsRequestTopic()
+	dt.Topic = "qd"
+	dt.Partitions = []kmsg.DeleteRecordsRequestTopicPartition{{Partition: 0, Offset: 6}}
+	dr.Topics = append(dr.Topics, dt)
+	dr.TimeoutMillis = 5000
+	if resp, err := dr.RequestWith(testContext(t), cl); err != nil || resp.Topics[0].Partitions[0].ErrorCode != 0 {
+		t.Fatalf("delete records: %v %+v", err, resp)
+	}
+	acq, _, _, _ = acquiredOf(t, m.fetch(tid, 0, 100, 1000))
+	if !slices.Equal(offsetsIn(t, acq, 1), span(6, 9)) {
+		t.Fatalf("after DeleteRecords: %v, want 6-9", acq)
+	}
+	if info, _ := ts.shares.coord.Partition(testContext(t), "gd", tid, 0); info.Start != 6 || info.InFlight["ACQUIRED"] != 4 || len(info.InFlight) != 1 {
+		t.Fatalf("share partition after DeleteRecords: %+v", info)
+	}
+}

@@ -258,6 +258,26 @@ func (ps *partitionState) advance() {
 	}
 }
 
+// skipTo moves the start offset up to logStart, the partition's log start
+// offset, when retention or DeleteRecords removed records the group had
+// not finished: they can no longer be delivered, so they leave the state
+// (Kafka moves the share-partition start offset the same way). It
+// reports whether anything changed.
+func (ps *partitionState) skipTo(logStart int64) bool {
+	if logStart <= ps.start {
+		return false
+	}
+	for off := range ps.recs {
+		if off < logStart {
+			delete(ps.recs, off)
+		}
+	}
+	ps.start = logStart
+	ps.end = max(ps.end, logStart)
+	ps.advance()
+	return true
+}
+
 // stateBatches is the in-flight state as ShareSnapshot state batches:
 // runs of offsets with one state and delivery count. An ACQUIRED record is
 // written as AVAILABLE, as Kafka persists it, so that after a restart it

@@ -356,7 +356,9 @@ func (m *machine) acknowledge(req AckStart, reply func(int16, map[PartitionRef]i
 
 // planReads says where to read each partition from: its first AVAILABLE
 // record or its end. A share partition the group never consumed starts
-// at share.auto.offset.reset; planReads returns those it created.
+// at share.auto.offset.reset, and one whose records below the log start
+// offset were deleted moves past them; planReads returns those it created
+// or moved, to be written.
 func (m *machine) planReads(g *groupState, refs []PartitionRef) ([]PartitionRead, []partKey) {
 	var created []partKey
 	out := make([]PartitionRead, 0, len(refs))
@@ -372,6 +374,9 @@ func (m *machine) planReads(g *groupState, refs []PartitionRef) ([]PartitionRead
 		default:
 			if ps == nil {
 				created = append(created, k)
+			} else if m.cfg.Offsets != nil && m.skipDeleted(ps, ref) {
+				created = append(created, k)
+				m.wake(g, k)
 			}
 			rd.Offset = g.parts[k].readFrom()
 		}
@@ -392,4 +397,11 @@ func (m *machine) connectionClosed(conn uint64) {
 			}
 		}
 	}
+}
+
+// skipDeleted moves a share partition past records deleted from its log
+// (see skipTo).
+func (m *machine) skipDeleted(ps *partitionState, ref PartitionRef) bool {
+	logStart, _, ok := m.cfg.Offsets(ref.Topic, ref.Partition)
+	return ok && ps.skipTo(logStart)
 }
