@@ -912,3 +912,36 @@ func TestShareGroupDeletedRecords(t *testing.T) {
 		t.Fatalf("share partition after DeleteRecords: %+v", info)
 	}
 }
+
+// TestShareGroupIDConflicts: one group id holds one kind of group. A share
+// member cannot join a consumer group's id, and classic or consumer
+// members cannot join a share group's.
+func TestShareGroupIDConflicts(t *testing.T) {
+	ts := startServer(t, "", shareTestConfig)
+	cl := ts.client(t)
+	createTopic(t, ts.admin(t), "qi", 1, nil)
+	m := newShareMember(t, ts, "shared-id", "a")
+	if resp := m.heartbeat(0, []string{"qi"}); resp.ErrorCode != 0 {
+		t.Fatalf("share join: %v", kerr.ErrorForCode(resp.ErrorCode))
+	}
+	j := kmsg.NewPtrJoinGroupRequest()
+	j.Group, j.ProtocolType, j.SessionTimeoutMillis, j.RebalanceTimeoutMillis = "shared-id", "consumer", 10000, 10000
+	j.Protocols = []kmsg.JoinGroupRequestProtocol{{Name: "range", Metadata: []byte{}}}
+	if resp, err := j.RequestWith(testContext(t), cl); err != nil || resp.ErrorCode != kerr.GroupIDNotFound.Code {
+		t.Fatalf("classic join of a share group id: %v %v", err, kerr.ErrorForCode(resp.ErrorCode))
+	}
+	c := kmsg.NewPtrConsumerGroupHeartbeatRequest()
+	c.Group, c.MemberID, c.MemberEpoch, c.SubscribedTopicNames, c.RebalanceTimeoutMillis = "shared-id", "c1", 0, []string{"qi"}, 10000
+	c.Topics = []kmsg.ConsumerGroupHeartbeatRequestTopic{}
+	if resp, err := c.RequestWith(testContext(t), cl); err != nil || resp.ErrorCode != kerr.GroupIDNotFound.Code {
+		t.Fatalf("consumer join of a share group id: %v %v", err, kerr.ErrorForCode(resp.ErrorCode))
+	}
+	c.Group = "consumer-id"
+	if resp, err := c.RequestWith(testContext(t), cl); err != nil || resp.ErrorCode != 0 {
+		t.Fatalf("consumer join: %v %v", err, kerr.ErrorForCode(resp.ErrorCode))
+	}
+	other := newShareMember(t, ts, "consumer-id", "b")
+	if resp := other.heartbeat(0, []string{"qi"}); resp.ErrorCode != kerr.GroupIDNotFound.Code {
+		t.Fatalf("share join of a consumer group id: %v", kerr.ErrorForCode(resp.ErrorCode))
+	}
+}

@@ -144,7 +144,13 @@ func (s *Server) shareGroupConflict(r *request, groupID string) int16 {
 	d.Groups = []string{groupID}
 	resp := s.groups.coord.DescribeGroups(r.conn.ctx, d)()
 	if len(resp.Groups) == 1 && resp.Groups[0].ErrorCode == 0 && resp.Groups[0].State != "Dead" {
-		return kerr.GroupIDNotFound.Code
+		return kerr.GroupIDNotFound.Code // a classic group
+	}
+	cd := kmsg.NewPtrConsumerGroupDescribeRequest()
+	cd.Groups = []string{groupID}
+	cresp := s.groups.coord.ConsumerGroupDescribe(r.conn.ctx, cd)()
+	if len(cresp.Groups) == 1 && cresp.Groups[0].ErrorCode == 0 {
+		return kerr.GroupIDNotFound.Code // a consumer group
 	}
 	return 0
 }
