@@ -945,3 +945,83 @@ func TestShareGroupIDConflicts(t *testing.T) {
 		t.Fatalf("share join of a consumer group id: %v", kerr.ErrorForCode(resp.ErrorCode))
 	}
 }
+
+// TestShareGroupRenewAndRecordLimit: a RENEW acknowledgement (v2,
+// KIP-1222) keeps records past their first lock, and the record-limit
+// acquire mode (KIP-1206) acquires exactly MaxRecords out of a larger
+// batch, where the default mode hands the whole batch.
+func TestShareGroupRenewAndRecordLimit(t *testing.T) {
+	ts := startServer(t, "", shareTestConfig)
+	cl := ts.client(t)
+	createTopic(t, ts.admin(t), "qn", 1, nil)
+	tid := topicID(t, ts, "qn")
+	setGroupConfig(t, cl, "gn", "share.auto.offset.reset", "earliest")
+	// One batch of 10 records.
+	var recs []*kgo.Record
+	for i := range 10 {
+		recs = append(recs, &kgo.Record{Topic: "qn", Partition: 0, Value: []byte{byte(i)}})
+	}
+	batcher := ts.client(t, kgo.ProducerLinger(50*time.Millisecond), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err := batcher.ProduceSync(testContext(t), recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	a, b := newShareMember(t, ts, "gn", "a"), newShareMember(t, ts, "gn", "b")
+	a.heartbeat(0, []string{"qn"})
+	b.heartbeat(0, []string{"qn"})
+
+	limited := func(m *shareMember, maxRecords int32) []int64 {
+		req := kmsg.NewPtrShareFetchRequest()
+		req.Version = 2
+		req.GroupID, req.MemberID, req.ShareSessionEpoch = &m.group, &m.id, m.session
+		req.MaxWaitMillis, req.MinBytes, req.MaxBytes, req.MaxRecords, req.BatchSize = 500, 1, 1<<20, maxRecords, maxRecords
+		req.ShareAcquireMode = 1
+		req.Topics = []kmsg.ShareFetchRequestTopic{{TopicID: tid, Partitions: []kmsg.ShareFetchRequestTopicPartition{{Partition: 0}}}}
+		resp, err := req.RequestWith(testContext(t), m.cl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m.session = nextShareEpoch(m.session)
+		acq, _, _, _ := acquiredOf(t, resp)
+		return offsetsIn(t, acq, 1)
+	}
+	if got := limited(a, 3); !slices.Equal(got, span(0, 2)) {
+		t.Fatalf("record-limit mode: %v, want 0-2", got)
+	}
+	// The default mode finishes the batch.
+	acq, _, _, _ := acquiredOf(t, b.fetch(tid, 0, 3, 500))
+	if got := offsetsIn(t, acq, 1); !slices.Equal(got, span(3, 9)) {
+		t.Fatalf("batch-optimized mode: %v, want 3-9", got)
+	}
+	if r := b.ack(tid, 0, shareAckBatch{3, 8, 1}); r.Topics[0].Partitions[0].ErrorCode != 0 {
+		t.Fatalf("b accepts: %v", kerr.ErrorForCode(r.Topics[0].Partitions[0].ErrorCode))
+	}
+
+	renew := func() {
+		req := kmsg.NewPtrShareAcknowledgeRequest()
+		req.Version = 2
+		req.GroupID, req.MemberID, req.ShareSessionEpoch, req.IsRenewAck = &a.group, &a.id, a.session, true
+		req.Topics = []kmsg.ShareAcknowledgeRequestTopic{{TopicID: tid, Partitions: []kmsg.ShareAcknowledgeRequestTopicPartition{{Partition: 0,
+			AcknowledgementBatches: []kmsg.ShareAcknowledgeRequestTopicPartitionAcknowledgementBatch{{FirstOffset: 0, LastOffset: 2, AcknowledgeTypes: []int8{4}}}}}}}
+		resp, err := req.RequestWith(testContext(t), a.cl)
+		if err != nil || resp.ErrorCode != 0 || resp.Topics[0].Partitions[0].ErrorCode != 0 || resp.AcquisitionLockTimeoutMillis != 1000 {
+			t.Fatalf("renew: %v %+v", err, resp)
+		}
+		a.session = nextShareEpoch(a.session)
+	}
+	// Renewed every 600 ms, a's records outlive their 1 s lock.
+	for range 3 {
+		time.Sleep(600 * time.Millisecond)
+		renew()
+	}
+	// b's unacknowledged 9 came back after its lock; a's 0-2 did not.
+	if acq, _, _, _ := acquiredOf(t, b.fetch(tid, 0, 10, 0)); !slices.Equal(offsetsIn(t, acq, 2), []int64{9}) {
+		t.Fatalf("b after a's renewals: %v, want only 9 again", acq)
+	}
+	if r := a.ack(tid, 0, shareAckBatch{0, 2, 1}); r.Topics[0].Partitions[0].ErrorCode != 0 {
+		t.Fatalf("accept after renewals: %v", kerr.ErrorForCode(r.Topics[0].Partitions[0].ErrorCode))
+	}
+	// Without IsRenewAck, a RENEW is refused.
+	if r := b.ack(tid, 0, shareAckBatch{9, 9, 4}); r.Topics[0].Partitions[0].ErrorCode != kerr.InvalidRequest.Code {
+		t.Fatalf("renew without IsRenewAck: %v", kerr.ErrorForCode(r.Topics[0].Partitions[0].ErrorCode))
+	}
+}
