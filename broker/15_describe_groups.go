@@ -1,6 +1,9 @@
 package broker
 
-import "github.com/twmb/franz-go/pkg/kmsg"
+import (
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
 
 // DescribeGroups (key 15), versions 0-6: state, protocol, members with
 // their metadata and assignment.
@@ -8,5 +11,15 @@ func init() { register(15, 0, 6, handleDescribeGroups) }
 
 func handleDescribeGroups(s *Server, r *request) (result, error) {
 	req := r.req.(*kmsg.DescribeGroupsRequest)
-	return r.inOrder(func() kmsg.Response { return s.groups.coord.DescribeGroups(r.conn.ctx, req)() })
+	return r.inOrder(func() kmsg.Response {
+		resp := s.groups.coord.DescribeGroups(r.conn.ctx, req)()
+		for i, g := range resp.Groups {
+			// A share group is no classic group: Kafka says so.
+			if g.ErrorCode == kerr.GroupIDNotFound.Code && s.shares.coord.IsShareGroup(r.conn.ctx, g.Group) {
+				msg := "Group " + g.Group + " is not a classic group."
+				resp.Groups[i].ErrorMessage = &msg
+			}
+		}
+		return resp
+	})
 }

@@ -54,6 +54,9 @@ func handleShareAcknowledge(s *Server, r *request) (result, error) {
 			rt := kmsg.NewShareAcknowledgeResponseTopic()
 			rt.TopicID = t.TopicID
 			for _, p := range t.Partitions {
+				if len(p.AcknowledgementBatches) == 0 {
+					continue // nothing acknowledged there: Kafka leaves it out
+				}
 				rp := kmsg.NewShareAcknowledgeResponseTopicPartition()
 				rp.Partition = p.Partition
 				rp.ErrorCode = codes[share.PartitionRef{TopicID: t.TopicID, Topic: names[t.TopicID], Partition: p.Partition}]
@@ -63,7 +66,9 @@ func handleShareAcknowledge(s *Server, r *request) (result, error) {
 				}
 				rt.Partitions = append(rt.Partitions, rp)
 			}
-			resp.Topics = append(resp.Topics, rt)
+			if len(rt.Partitions) > 0 {
+				resp.Topics = append(resp.Topics, rt)
+			}
 		}
 		return resp
 	})

@@ -157,7 +157,7 @@ func (s *Server) shareGroupConflict(r *request, groupID string) int16 {
 
 // listShareGroups adds the share groups to a ListGroups answer, with the
 // request's filters (case-insensitive): Kafka lists a share group with
-// protocol type "share" and group type "Share".
+// protocol type "share" and group type "share" (GroupType.SHARE).
 func (s *Server) listShareGroups(req *kmsg.ListGroupsRequest, resp *kmsg.ListGroupsResponse) {
 	if resp.ErrorCode != 0 {
 		return
@@ -170,7 +170,7 @@ func (s *Server) listShareGroups(req *kmsg.ListGroupsRequest, resp *kmsg.ListGro
 			continue
 		}
 		lg := kmsg.NewListGroupsResponseGroup()
-		lg.Group, lg.ProtocolType, lg.GroupState, lg.GroupType = g.Group, "share", g.State, "Share"
+		lg.Group, lg.ProtocolType, lg.GroupState, lg.GroupType = g.Group, "share", g.State, "share"
 		resp.Groups = append(resp.Groups, lg)
 	}
 	slices.SortFunc(resp.Groups, func(a, b kmsg.ListGroupsResponseGroup) int { return strings.Compare(a.Group, b.Group) })

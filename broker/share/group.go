@@ -458,7 +458,6 @@ func (m *machine) describe(id string) kmsg.ShareGroupDescribeResponseGroup {
 		out.ErrorCode = errGroupIDNotFound
 		msg := "Group " + id + " not found."
 		out.ErrorMessage = &msg
-		out.GroupState = "Dead"
 		return out
 	}
 	out.GroupState = g.state()

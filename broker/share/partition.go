@@ -134,9 +134,10 @@ func (ps *partitionState) acquire(batches []Batch, member string, maxRecords int
 }
 
 // ackCheck reports whether member may acknowledge [first, last] with
-// types: every record there it holds, except gaps. It answers the error
-// code Kafka gives (INVALID_REQUEST for a malformed batch,
-// INVALID_RECORD_STATE for a record not acquired by member).
+// types: every record there it holds, except gaps and offsets below the
+// start offset, which are done already and ignored as Kafka ignores them.
+// It answers the error code Kafka gives (INVALID_REQUEST for a malformed
+// batch, INVALID_RECORD_STATE for a record not acquired by member).
 func (ps *partitionState) ackCheck(member string, first, last int64, types []int8, renewOK bool) int16 {
 	if last < first || len(types) == 0 || (len(types) != 1 && int64(len(types)) != last-first+1) {
 		return errInvalidRequest
@@ -146,11 +147,11 @@ func (ps *partitionState) ackCheck(member string, first, last int64, types []int
 		if t < ackGap || t > ackRenew || (t == ackRenew && !renewOK) {
 			return errInvalidRequest
 		}
-		if t == ackGap {
+		if t == ackGap || i < ps.start {
 			continue
 		}
 		r := ps.recs[i]
-		if i < ps.start || i >= ps.end || r == nil || r.state != stateAcquired || r.member != member {
+		if i >= ps.end || r == nil || r.state != stateAcquired || r.member != member {
 			return errInvalidRecordState
 		}
 	}
@@ -172,8 +173,9 @@ func (ps *partitionState) acknowledge(first, last int64, types []int8, limit int
 		t := ackType(types, first, i)
 		r := ps.recs[i]
 		switch {
+		case i < ps.start:
 		case t == ackGap:
-			if i >= ps.start && i < ps.end {
+			if i < ps.end {
 				ps.recs[i] = &inflight{state: stateArchived}
 			}
 		case r == nil:
