@@ -48,6 +48,12 @@ func (s *Server) startShareCoordinator() error {
 		}
 		return p.Log.LogStartOffset(), p.HighWatermark(), true
 	}
+	cfg.LeaderEpoch = func(topic string, partition int32) int32 {
+		if p := s.leaderPartition(topic, partition); p != nil {
+			return p.LeaderEpoch.Load()
+		}
+		return -1
+	}
 	cfg.GroupConfig = s.groupConfigLookup
 	cfg.Logger = s.log.With("component", "share-groups")
 	c, err := share.New(cfg, internalStore{s, share.StateTopic}, group.SystemClock{})

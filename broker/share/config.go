@@ -45,6 +45,10 @@ type Config struct {
 	// Offsets reads a partition's log start offset and high watermark, if
 	// this node leads it. It must not block: the shard calls it.
 	Offsets func(topic string, partition int32) (logStart, highWatermark int64, ok bool)
+	// LeaderEpoch reads a partition's leader epoch, which share-partition
+	// snapshots record as Kafka's do; nil or a negative answer records -1.
+	// It must not block.
+	LeaderEpoch func(topic string, partition int32) int32
 	// GroupConfig reads a group's config override (share.auto.offset.reset,
 	// share.isolation.level, share.record.lock.duration.ms,
 	// share.delivery.count.limit, share.session.timeout.ms,

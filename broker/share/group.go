@@ -432,7 +432,10 @@ func (m *machine) persist(g *groupState, keys []partKey, done func(code int16)) 
 			continue
 		}
 		ps.snapshots++
-		v := snapshotValue{SnapshotEpoch: ps.snapshots, StateEpoch: ps.stateEpoch, LeaderEpoch: -1,
+		if m.cfg.LeaderEpoch != nil && ps.topic != "" {
+			ps.leaderEpoch = max(m.cfg.LeaderEpoch(ps.topic, k.partition), -1)
+		}
+		v := snapshotValue{SnapshotEpoch: ps.snapshots, StateEpoch: ps.stateEpoch, LeaderEpoch: ps.leaderEpoch,
 			StartOffset: ps.start, CreateTimestamp: ps.created, WriteTimestamp: now, Batches: ps.stateBatches()}
 		recs = append(recs, Record{Key: snapshotKey(g.id, k), Value: v.encode()})
 	}

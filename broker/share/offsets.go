@@ -73,7 +73,7 @@ func (m *machine) describeOffsets(req kmsg.DescribeShareGroupOffsetsRequestGroup
 			case !known || p < 0 || p >= t.Partitions:
 				rp.ErrorCode = kerr.UnknownTopicOrPartition.Code
 			case ps != nil:
-				rp.StartOffset = ps.start
+				rp.StartOffset, rp.LeaderEpoch = ps.start, ps.leaderEpoch
 				rp.Lag = m.lag(at.Topic, p, ps)
 			}
 			rt.Partitions = append(rt.Partitions, rp)

@@ -62,10 +62,13 @@ type partitionState struct {
 	created    int64 // ms, for the snapshot record
 	stateEpoch int32
 	snapshots  int32 // snapshot epoch: one more per snapshot written
+	// leaderEpoch is the data partition's leader epoch at the last
+	// snapshot (-1 when unknown).
+	leaderEpoch int32
 }
 
 func newPartitionState(topic string, start int64, nowMs int64) *partitionState {
-	return &partitionState{topic: topic, start: start, end: start, recs: make(map[int64]*inflight), created: nowMs}
+	return &partitionState{topic: topic, start: start, end: start, recs: make(map[int64]*inflight), created: nowMs, leaderEpoch: -1}
 }
 
 // readFrom is the offset a fetch should read the log from: the first
@@ -311,7 +314,7 @@ func (ps *partitionState) stateBatches() []stateBatch {
 // last of them.
 func restore(topic string, v snapshotValue) *partitionState {
 	ps := newPartitionState(topic, v.StartOffset, v.CreateTimestamp)
-	ps.stateEpoch, ps.snapshots = v.StateEpoch, v.SnapshotEpoch
+	ps.stateEpoch, ps.snapshots, ps.leaderEpoch = v.StateEpoch, v.SnapshotEpoch, v.LeaderEpoch
 	for _, b := range v.Batches {
 		for off := max(b.First, v.StartOffset); off <= b.Last; off++ {
 			st := b.State

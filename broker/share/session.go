@@ -372,11 +372,15 @@ func (m *machine) planReads(g *groupState, refs []PartitionRef) ([]PartitionRead
 		case ps == nil && !m.initPartition(g, k, ref.Topic):
 			rd.ErrorCode = errNotLeader
 		default:
-			if ps == nil {
+			switch {
+			case ps == nil:
 				created = append(created, k)
-			} else if m.cfg.Offsets != nil && m.skipDeleted(ps, ref) {
+			case m.cfg.Offsets != nil && m.skipDeleted(ps, ref):
 				created = append(created, k)
 				m.wake(g, k)
+			}
+			if ps != nil && ps.topic == "" {
+				ps.topic = ref.Topic // restored from a snapshot, which names the topic by id
 			}
 			rd.Offset = g.parts[k].readFrom()
 		}
