@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/gregorbroker/gregor/broker/share"
 	"github.com/gregorbroker/gregor/config"
 	"github.com/gregorbroker/gregor/protocol"
 )
@@ -1023,5 +1024,34 @@ func TestShareGroupRenewAndRecordLimit(t *testing.T) {
 	// Without IsRenewAck, a RENEW is refused.
 	if r := b.ack(tid, 0, shareAckBatch{9, 9, 4}); r.Topics[0].Partitions[0].ErrorCode != kerr.InvalidRequest.Code {
 		t.Fatalf("renew without IsRenewAck: %v", kerr.ErrorForCode(r.Topics[0].Partitions[0].ErrorCode))
+	}
+}
+
+// TestShareStateTopicFollowsOffsetsTopic: __share_group_state takes
+// __consumer_offsets' replica assignment, so that a group's coordinator
+// (found through __consumer_offsets) also leads its share state.
+func TestShareStateTopicFollowsOffsetsTopic(t *testing.T) {
+	ts := startServer(t, "")
+	createTopic(t, ts.admin(t), "qf", 1, nil)
+	m := newShareMember(t, ts, "gf", "a")
+	if resp := m.heartbeat(0, []string{"qf"}); resp.ErrorCode != 0 {
+		t.Fatalf("join: %v", kerr.ErrorForCode(resp.ErrorCode))
+	}
+	img := ts.meta.Image()
+	offsets, ok1 := img.Topic(offsetsTopic)
+	state, ok2 := img.Topic(share.StateTopic)
+	if !ok1 || !ok2 || len(state.Partitions) != len(offsets.Partitions) || len(state.Partitions) != 50 {
+		t.Fatalf("topics: %v %v", ok1, ok2)
+	}
+	for i := range state.Partitions {
+		if !slices.Equal(state.Partitions[i].Replicas, offsets.Partitions[i].Replicas) {
+			t.Errorf("partition %d: replicas %v, __consumer_offsets has %v", i, state.Partitions[i].Replicas, offsets.Partitions[i].Replicas)
+		}
+	}
+	if got, want := ts.shares.coord.PartitionFor("gf"), ts.groups.coord.PartitionFor("gf"); got != want {
+		t.Errorf("group gf: share state partition %d, __consumer_offsets partition %d", got, want)
+	}
+	if !isInternalTopic(share.StateTopic) {
+		t.Error("__share_group_state is not internal")
 	}
 }

@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"runtime"
 	"slices"
@@ -16,6 +17,7 @@ import (
 	"github.com/gregorbroker/gregor/broker/group"
 	"github.com/gregorbroker/gregor/broker/internal/coordhost"
 	"github.com/gregorbroker/gregor/broker/share"
+	"github.com/gregorbroker/gregor/raftmeta/controller"
 	"github.com/gregorbroker/gregor/raftmeta/image"
 	"github.com/gregorbroker/gregor/storage"
 )
@@ -74,14 +76,55 @@ func (s *Server) startShareCoordinator() error {
 // yet, with Kafka's settings for it except the cleanup policy: Gregor
 // writes whole snapshots, so compaction keeps what it needs (Kafka's share
 // coordinator prunes the topic itself).
+//
+// Clients send a share group's heartbeats to its group coordinator (the
+// leader of its __consumer_offsets partition), while Gregor keeps the
+// group with the leader of its __share_group_state partition. When both
+// topics have the same partition count and replication factor, the new
+// topic takes __consumer_offsets' replica assignment, so that a group's
+// two partitions have the same replicas and preferred leader, and the
+// same node serves both.
 func (s *Server) ensureShareStateTopic(ctx context.Context) (*image.Image, error) {
-	return s.ensureInternalTopic(ctx, share.StateTopic, s.cfg.ShareCoordinatorStateTopicNumPartitions, s.cfg.ShareCoordinatorStateTopicRF,
-		map[string]string{
-			"cleanup.policy":      "compact",
-			"compression.type":    "producer",
-			"min.insync.replicas": strconv.Itoa(min(2, int(s.cfg.ShareCoordinatorStateTopicRF))),
-			"segment.bytes":       strconv.Itoa(100 << 20),
-		})
+	configs := map[string]string{
+		"cleanup.policy":      "compact",
+		"compression.type":    "producer",
+		"min.insync.replicas": strconv.Itoa(min(2, int(s.cfg.ShareCoordinatorStateTopicRF))),
+		"segment.bytes":       strconv.Itoa(100 << 20),
+	}
+	partitions, rf := s.cfg.ShareCoordinatorStateTopicNumPartitions, s.cfg.ShareCoordinatorStateTopicRF
+	img := s.meta.Image()
+	if _, ok := img.Topic(share.StateTopic); ok {
+		return img, nil
+	}
+	if partitions != s.cfg.OffsetsTopicNumPartitions || rf != s.cfg.OffsetsTopicReplicationFactor {
+		return s.ensureInternalTopic(ctx, share.StateTopic, partitions, rf, configs)
+	}
+	img, err := s.ensureOffsetsTopic(ctx)
+	if err != nil {
+		return nil, err
+	}
+	offsets, ok := img.Topic(offsetsTopic)
+	if !ok || int32(len(offsets.Partitions)) != partitions {
+		return s.ensureInternalTopic(ctx, share.StateTopic, partitions, rf, configs)
+	}
+	assignments := make(map[int32][]int32, partitions)
+	for i, p := range offsets.Partitions {
+		// Target replicas first during a reassignment: leave out those
+		// being removed.
+		replicas := slices.DeleteFunc(slices.Clone(p.Replicas), func(r int32) bool { return slices.Contains(p.RemovingReplicas, r) })
+		assignments[int32(i)] = replicas
+	}
+	res := s.ctrl.CreateTopics(ctx, []controller.CreateTopic{{
+		Name: share.StateTopic, NumPartitions: -1, ReplicationFactor: -1, Assignments: assignments, Configs: configs,
+	}}, false)
+	if err := res[0].Err; err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
+		return nil, fmt.Errorf("create %s: %w", share.StateTopic, err)
+	}
+	img = s.meta.Image()
+	if err := s.reconcile(img); err != nil {
+		s.log.Error("apply metadata", "err", err)
+	}
+	return img, nil
 }
 
 // shareReady creates __share_group_state if needed and, when this node
