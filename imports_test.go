@@ -141,6 +141,7 @@ var coordinatorImports = map[string]struct{ code, tests []string }{
 	"broker/coord/coordtest": {code: []string{"broker/coord"}},
 	"broker/group":           {code: []string{"broker/coord"}, tests: []string{"broker/coord/coordtest"}},
 	"broker/txn":             {code: []string{"broker/coord"}, tests: []string{"broker/coord/coordtest", "broker/producerstate"}},
+	"broker/share":           {code: []string{"broker/coord"}, tests: []string{"broker/coord/coordtest"}},
 }
 
 func TestCoordinatorImports(t *testing.T) {

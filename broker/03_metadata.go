@@ -280,5 +280,5 @@ func (s *Server) metadataTopic(img *image.Image, t *image.TopicImage, withOps bo
 }
 
 func isInternalTopic(name string) bool {
-	return name == "__consumer_offsets" || name == "__transaction_state"
+	return name == "__consumer_offsets" || name == "__transaction_state" || name == "__share_group_state"
 }

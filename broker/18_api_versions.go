@@ -15,8 +15,8 @@ import "github.com/twmb/franz-go/pkg/kmsg"
 // group.version 1 (the KIP-848 consumer group protocol) and
 // transaction.version 2 (KIP-890 part 2: producers skip
 // AddPartitionsToTxn and AddOffsetsToTxn, and every EndTxn bumps the
-// epoch), both finalized at their highest level as on a new Kafka 4
-// cluster. As Kafka (KAFKA-17492), a v3 answer leaves out the supported
+// epoch), and share.version 1 (KIP-932 share groups, broker/share), each
+// finalized at its highest level as on a new Kafka 4.2+ cluster. As Kafka (KAFKA-17492), a v3 answer leaves out the supported
 // features whose minimum is 0, which older clients fail to parse.
 func init() { register(18, 0, 4, handleApiVersions) }
 
@@ -79,4 +79,5 @@ var features = []struct {
 }{
 	{"group.version", 0, 1, 1},
 	{"transaction.version", 0, 2, transactionVersion},
+	{"share.version", 0, 1, 1},
 }

@@ -120,7 +120,7 @@ func (s *Server) describeResource(img *image.Image, rtype kmsg.ConfigResourceTyp
 		if name == "" {
 			return nil, kerrMsg(kerr.InvalidRequest, "Group name must not be empty")
 		}
-		return nil, kerrMsg(kerr.InvalidRequest, "group configs are not supported")
+		return s.describeGroupConfigs(img, name), nil
 	}
 }
 

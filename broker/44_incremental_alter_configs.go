@@ -108,8 +108,8 @@ const (
 // alterConfigs checks one resource of an AlterConfigs (legacy) or
 // IncrementalAlterConfigs request as Kafka's broker does before it
 // forwards the request (ConfigAdminManager.preprocess), then applies it
-// to a topic. Only topic configs can change: dynamic broker configs,
-// broker loggers, groups and client metrics are refused with
+// to a topic or (incrementally) a group (group_configs.go). Dynamic broker
+// configs, broker loggers and client metrics are refused with
 // INVALID_REQUEST rather than accepted and ignored.
 func (s *Server) alterConfigs(rtype kmsg.ConfigResourceType, name string, ops []configOp, legacy, validateOnly bool) error {
 	seen := make(map[string]bool)
@@ -140,8 +140,13 @@ func (s *Server) alterConfigs(rtype kmsg.ConfigResourceType, name string, ops []
 		if !legacy {
 			return kerrMsg(kerr.InvalidRequest, "changing broker log levels is not supported")
 		}
-	case resourceGroup, resourceClientMetrics:
-		return kerrMsg(kerr.InvalidRequest, "group and client metrics configs are not supported")
+	case resourceGroup:
+		if legacy {
+			return kerrMsg(kerr.InvalidRequest, "group configs change through IncrementalAlterConfigs")
+		}
+		return s.alterGroupConfigs(name, ops, validateOnly)
+	case resourceClientMetrics:
+		return kerrMsg(kerr.InvalidRequest, "client metrics configs are not supported")
 	}
 	return kerrMsg(kerr.InvalidRequest, "Unknown resource type "+strconv.Itoa(int(rtype)))
 }

@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/gregorbroker/gregor/security/authz"
@@ -11,7 +12,8 @@ import (
 // (uniform or range), and members reconcile incrementally: partitions are
 // assigned only once their previous owner has revoked them. Gregor
 // advertises the group.version feature at level 1, which tells clients
-// the protocol is on.
+// the protocol is on. Joining a group id a share group holds answers
+// GROUP_ID_NOT_FOUND, as Kafka.
 func init() { register(68, 0, 1, handleConsumerGroupHeartbeat) }
 
 func handleConsumerGroupHeartbeat(s *Server, r *request) (result, error) {
@@ -19,5 +21,14 @@ func handleConsumerGroupHeartbeat(s *Server, r *request) (result, error) {
 	if denied := s.groupDenied(r, authz.OpRead, req.Group); denied != nil {
 		return respond(denied)
 	}
-	return r.inOrder(func() kmsg.Response { return s.groups.coord.ConsumerGroupHeartbeat(r.conn.ctx, r.clientInfo(), req)() })
+	return r.inOrder(func() kmsg.Response {
+		if req.MemberEpoch == 0 && s.shares.coord.IsShareGroup(r.conn.ctx, req.Group) {
+			resp := req.ResponseKind().(*kmsg.ConsumerGroupHeartbeatResponse)
+			resp.ErrorCode = kerr.GroupIDNotFound.Code
+			msg := "Group " + req.Group + " is not a consumer group."
+			resp.ErrorMessage = &msg
+			return resp
+		}
+		return s.groups.coord.ConsumerGroupHeartbeat(r.conn.ctx, r.clientInfo(), req)()
+	})
 }

@@ -58,6 +58,11 @@ type conn struct {
 	// throttledUntil is when a client over its quota may send again, in
 	// Unix nanoseconds (quota.go); the reader waits for it.
 	throttledUntil atomic.Int64
+	// id numbers the connection among the server's; shareSessions is set
+	// once a ShareFetch opened a share session on it, which the
+	// connection's end closes (shares.go).
+	id            uint64
+	shareSessions atomic.Bool
 }
 
 // slot is the place of one request in the connection's response order.
@@ -92,6 +97,7 @@ func (s *Server) serveConn(nc net.Conn, listener string) {
 		ctx:       ctx,
 		cancel:    cancel,
 		limits:    s.limits(),
+		id:        s.connIDs.Add(1),
 	}
 	if sc, ok := nc.(syscall.Conn); ok && fetch.HaveSendfile {
 		if raw, err := sc.SyscallConn(); err == nil {
@@ -102,6 +108,7 @@ func (s *Server) serveConn(nc net.Conn, listener string) {
 	// The client is gone or misbehaved: stop what its requests wait for
 	// (a parked JoinGroup, a long poll) instead of letting them run out.
 	cancel()
+	c.closeShareSessions()
 	close(c.slots)
 	c.kickWriter() // to answer or abandon what is queued, and see the close
 	c.writers.Wait()

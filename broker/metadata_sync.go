@@ -169,6 +169,9 @@ func (s *Server) reconcile(img *image.Image) error {
 	if s.txns != nil {
 		s.txns.loader.Reconcile(img)
 	}
+	if s.shares != nil {
+		s.shares.loader.Reconcile(img)
+	}
 	return errors.Join(errs...)
 }
 

@@ -82,6 +82,8 @@ type Server struct {
 	sessions *fetch.Sessions
 	groups   *groupCoordinator
 	txns     *txnCoordinator
+	shares   *shareCoordinator
+	connIDs  atomic.Uint64    // numbers connections (conn.id)
 	fetchers *replica.Manager // the follower side of replication
 	// addSender asks transaction coordinators to verify or add partitions
 	// (KIP-890, broker/internal/interbroker).
@@ -260,6 +262,9 @@ func (s *Server) open() error {
 		return err
 	}
 	if err := s.startTxnCoordinator(); err != nil {
+		return err
+	}
+	if err := s.startShareCoordinator(); err != nil {
 		return err
 	}
 	if err := s.reconcile(s.meta.Image()); err != nil && !errors.As(err, new(*createLogsError)) {
@@ -537,6 +542,9 @@ func (s *Server) Close() error {
 	s.wg.Wait()
 	s.addSender.Close()
 	var errs []error
+	if s.shares != nil {
+		s.shares.coord.Close()
+	}
 	if s.txns != nil {
 		s.txns.coord.Close()
 	}

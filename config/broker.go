@@ -158,14 +158,23 @@ type Broker struct {
 	GroupConsumerMaxHeartbeatIntervalMs int32
 	GroupConsumerMaxSize                int32
 	GroupConsumerMigrationPolicy        string
-	OffsetsTopicNumPartitions           int32
-	OffsetsTopicReplicationFactor       int16
-	OffsetsTopicSegmentBytes            int32
-	OffsetsRetentionMinutes             int32
-	OffsetsRetentionCheckIntervalMs     int64
-	OffsetMetadataMaxBytes              int32
-	OffsetsCommitTimeoutMs              int32
-	OffsetsLoadBufferSize               int32
+	// Share groups (KIP-932), broker/share.
+	GroupShareSessionTimeoutMs              int32
+	GroupShareHeartbeatIntervalMs           int32
+	GroupShareRecordLockDurationMs          int32
+	GroupShareDeliveryCountLimit            int32
+	GroupSharePartitionMaxRecordLocks       int32
+	GroupShareMaxSize                       int32
+	ShareCoordinatorStateTopicNumPartitions int32
+	ShareCoordinatorStateTopicRF            int16
+	OffsetsTopicNumPartitions               int32
+	OffsetsTopicReplicationFactor           int16
+	OffsetsTopicSegmentBytes                int32
+	OffsetsRetentionMinutes                 int32
+	OffsetsRetentionCheckIntervalMs         int64
+	OffsetMetadataMaxBytes                  int32
+	OffsetsCommitTimeoutMs                  int32
+	OffsetsLoadBufferSize                   int32
 
 	// Transactions and producer state.
 	TransactionStateLogNumPartitions                     int32
@@ -656,10 +665,11 @@ func (b *Broker) rawOrDefault(props map[string]string, name string) string {
 // applies them, as running Kafka with its sample file does.
 func DevProperties() map[string]string {
 	return map[string]string{
-		"offsets.topic.replication.factor":         "1",
-		"transaction.state.log.replication.factor": "1",
-		"transaction.state.log.min.isr":            "1",
-		"http.listener":                            "localhost:9644",
+		"offsets.topic.replication.factor":                 "1",
+		"transaction.state.log.replication.factor":         "1",
+		"transaction.state.log.min.isr":                    "1",
+		"share.coordinator.state.topic.replication.factor": "1",
+		"http.listener": "localhost:9644",
 	}
 }
 

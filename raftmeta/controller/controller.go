@@ -708,9 +708,10 @@ func planPartitions(img *image.Image, r CreatePartitions) ([]image.Record, error
 	return recs, nil
 }
 
-// AlterConfigs sets (non-nil value) or deletes (nil) configs of one topic
-// or broker (resourceType ResourceTopic or ResourceBroker; broker name ""
-// is the cluster default). The caller has validated names and values.
+// AlterConfigs sets (non-nil value) or deletes (nil) configs of one topic,
+// broker or group (resourceType ResourceTopic, ResourceBroker or
+// ResourceGroup; broker name "" is the cluster default). The caller has
+// validated names and values.
 func (c *Controller) AlterConfigs(ctx context.Context, resourceType int8, name string, set map[string]*string, validateOnly bool) error {
 	in := make(map[string]*string, len(set))
 	for k, v := range set {
@@ -743,6 +744,11 @@ func (c *Controller) alterConfigs(resourceType int8, name string, set map[string
 			}
 		}
 		current = img.BrokerConfigs(name)
+	case image.ResourceGroup:
+		if name == "" {
+			return apiError(kerr.InvalidRequest, "Group name must not be empty")
+		}
+		current = img.GroupConfigs(name)
 	default:
 		return apiError(kerr.InvalidRequest, "Unsupported resource type %d", resourceType)
 	}

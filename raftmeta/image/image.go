@@ -24,6 +24,7 @@ type Image struct {
 	normNames      map[string]string // unified name -> topic, for names with '.' or '_'
 	brokers        map[int32]*BrokerImage
 	brokerConfigs  map[string]map[string]string
+	groupConfigs   map[string]map[string]string // by group id (KIP-848/932 group configs)
 	nextProducerID int64
 	features       map[string]int16
 	scram          map[ScramKey]ScramCredential       // SCRAM credentials (scram.go)
@@ -82,6 +83,7 @@ func NewImage(clusterID string) *Image {
 		normNames:     map[string]string{},
 		brokers:       map[int32]*BrokerImage{},
 		brokerConfigs: map[string]map[string]string{},
+		groupConfigs:  map[string]map[string]string{},
 		features:      map[string]int16{},
 	}
 }
@@ -192,6 +194,19 @@ func (img *Image) BrokerConfigs(name string) map[string]string {
 	return maps.Clone(img.brokerConfigs[name])
 }
 
+// GroupConfigs returns a copy of the config overrides of one group
+// (share.auto.offset.reset, share.isolation.level, …).
+func (img *Image) GroupConfigs(group string) map[string]string {
+	return maps.Clone(img.groupConfigs[group])
+}
+
+// GroupConfig returns one config override of a group, without copying its
+// map.
+func (img *Image) GroupConfig(group, name string) (string, bool) {
+	v, ok := img.groupConfigs[group][name]
+	return v, ok
+}
+
 // NextProducerID returns the first producer ID not yet handed out.
 func (img *Image) NextProducerID() int64 { return img.nextProducerID }
 
@@ -242,6 +257,7 @@ type imageBuilder struct {
 	ownTopics, ownBrokers, ownBrokerConfigs, ownFeatures bool
 	ownScram, ownQuotas                                  bool
 	ownACLs                                              bool
+	ownGroupConfigs                                      bool
 	ownedTopics                                          map[[16]byte]bool
 }
 
@@ -532,6 +548,22 @@ func (b *imageBuilder) applyConfig(r *ConfigRecord) error {
 			delete(b.next.brokerConfigs, r.ResourceName)
 		} else {
 			b.next.brokerConfigs[r.ResourceName] = cfg
+		}
+		return nil
+	case ResourceGroup:
+		if !b.ownGroupConfigs {
+			b.next.groupConfigs = maps.Clone(b.next.groupConfigs)
+			b.ownGroupConfigs = true
+		}
+		cfg := maps.Clone(b.next.groupConfigs[r.ResourceName])
+		if cfg == nil {
+			cfg = map[string]string{}
+		}
+		setConfig(cfg, r.Name, r.Value)
+		if len(cfg) == 0 {
+			delete(b.next.groupConfigs, r.ResourceName)
+		} else {
+			b.next.groupConfigs[r.ResourceName] = cfg
 		}
 		return nil
 	default:

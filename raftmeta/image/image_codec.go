@@ -39,6 +39,9 @@ func (img *Image) Records() []Record {
 	for _, res := range resources {
 		recs = appendConfigRecords(recs, ResourceBroker, res, img.brokerConfigs[res])
 	}
+	for _, g := range slices.Sorted(maps.Keys(img.groupConfigs)) {
+		recs = appendConfigRecords(recs, ResourceGroup, g, img.groupConfigs[g])
+	}
 	for _, t := range img.Topics() {
 		recs = append(recs, &TopicRecord{Name: t.Name, ID: t.ID})
 		recs = appendConfigRecords(recs, ResourceTopic, t.Name, t.Configs)

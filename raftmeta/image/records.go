@@ -64,6 +64,7 @@ func (t RecordType) String() string {
 const (
 	ResourceTopic  int8 = 2
 	ResourceBroker int8 = 4
+	ResourceGroup  int8 = 32
 )
 
 // NoLeader is the leader of a partition without one; NoLeaderChange in a

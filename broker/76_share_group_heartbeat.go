@@ -1,0 +1,33 @@
+package broker
+
+import (
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// ShareGroupHeartbeat (key 76), version 1 (the stable KIP-932 version;
+// version 0 was Kafka 4.0's early access, removed in 4.1): share group
+// membership. The coordinator assigns partitions on the server with the
+// simple assignor; share groups need no revocation, so a member's
+// assignment is the group's target at once. The first share-group request
+// creates __share_group_state.
+func init() { register(76, 1, 1, handleShareGroupHeartbeat) }
+
+func handleShareGroupHeartbeat(s *Server, r *request) (result, error) {
+	req := r.req.(*kmsg.ShareGroupHeartbeatRequest)
+	return r.inOrder(func() kmsg.Response {
+		if err := s.shareReady(r.conn.ctx, req.GroupID); err != nil {
+			resp := req.ResponseKind().(*kmsg.ShareGroupHeartbeatResponse)
+			resp.ErrorCode = kerr.CoordinatorNotAvailable.Code
+			return resp
+		}
+		if code := s.shareGroupConflict(r, req.GroupID); code != 0 {
+			resp := req.ResponseKind().(*kmsg.ShareGroupHeartbeatResponse)
+			resp.ErrorCode = code
+			msg := "Group " + req.GroupID + " is not a share group."
+			resp.ErrorMessage = &msg
+			return resp
+		}
+		return s.shares.coord.Heartbeat(r.conn.ctx, r.shareClientInfo(), req)()
+	})
+}

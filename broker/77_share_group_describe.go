@@ -1,0 +1,13 @@
+package broker
+
+import "github.com/twmb/franz-go/pkg/kmsg"
+
+// ShareGroupDescribe (key 77), version 1: members, epochs and assignments
+// of share groups. A group id that is not a share group answers
+// GROUP_ID_NOT_FOUND, as Kafka.
+func init() { register(77, 1, 1, handleShareGroupDescribe) }
+
+func handleShareGroupDescribe(s *Server, r *request) (result, error) {
+	req := r.req.(*kmsg.ShareGroupDescribeRequest)
+	return r.inOrder(func() kmsg.Response { return s.shares.coord.Describe(r.conn.ctx, req)() })
+}

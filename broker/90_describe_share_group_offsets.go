@@ -1,0 +1,13 @@
+package broker
+
+import "github.com/twmb/franz-go/pkg/kmsg"
+
+// DescribeShareGroupOffsets (key 90), versions 0-1: each share partition's
+// start offset for a share group (-1 where it has none), all of them when
+// no topics are named, and from version 1 the lag (KIP-1226).
+func init() { register(90, 0, 1, handleDescribeShareGroupOffsets) }
+
+func handleDescribeShareGroupOffsets(s *Server, r *request) (result, error) {
+	req := r.req.(*kmsg.DescribeShareGroupOffsetsRequest)
+	return r.inOrder(func() kmsg.Response { return s.shares.coord.DescribeOffsets(r.conn.ctx, req) })
+}

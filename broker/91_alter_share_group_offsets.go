@@ -1,0 +1,20 @@
+package broker
+
+import "github.com/twmb/franz-go/pkg/kmsg"
+
+// AlterShareGroupOffsets (key 91), version 0: resets share partitions of a
+// group without members to the start offsets given, with nothing in
+// flight; the answer waits until the new state is durable.
+func init() { register(91, 0, 0, handleAlterShareGroupOffsets) }
+
+func handleAlterShareGroupOffsets(s *Server, r *request) (result, error) {
+	req := r.req.(*kmsg.AlterShareGroupOffsetsRequest)
+	return r.inOrder(func() kmsg.Response {
+		if err := s.shareReady(r.conn.ctx, req.GroupID); err != nil {
+			resp := req.ResponseKind().(*kmsg.AlterShareGroupOffsetsResponse)
+			resp.ErrorCode = errCode(err)
+			return resp
+		}
+		return s.shares.coord.AlterOffsets(r.conn.ctx, req)
+	})
+}

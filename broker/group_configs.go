@@ -1,0 +1,128 @@
+package broker
+
+import (
+	"context"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/gregorbroker/gregor/config"
+	"github.com/gregorbroker/gregor/raftmeta/image"
+)
+
+// Group configs (ConfigResource type GROUP, KIP-848 and KIP-932): overrides
+// of the group.share.* broker configs for one group, and the group-only
+// share.auto.offset.reset and share.isolation.level. As in Kafka they live
+// in the metadata log (ConfigRecord of resource type 32) and change
+// through IncrementalAlterConfigs; the share coordinator reads them from
+// the image when it needs them (shares.go).
+
+// groupConfigDef is one group config: its check and the broker default.
+type groupConfigDef struct {
+	name  string
+	typ   int8
+	check func(v string) bool
+	dflt  func(c *config.Broker) string
+	doc   string
+}
+
+func intIn(lo, hi int64) func(string) bool {
+	return func(v string) bool {
+		n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 32)
+		return err == nil && n >= lo && n <= hi
+	}
+}
+
+func oneOf(vals ...string) func(string) bool {
+	return func(v string) bool { return slices.Contains(vals, strings.ToLower(strings.TrimSpace(v))) }
+}
+
+// groupConfigDefs are the group configs Gregor applies; Kafka's others
+// (consumer.*, streams.*, share.partition.max.record.locks, …) answer
+// INVALID_CONFIG rather than being accepted and ignored.
+var groupConfigDefs = []groupConfigDef{
+	{"share.auto.offset.reset", config.TypeString, oneOf("latest", "earliest"),
+		func(*config.Broker) string { return "latest" },
+		"Where a share group starts consuming a partition it has no state for: latest or earliest."},
+	{"share.isolation.level", config.TypeString, oneOf("read_committed", "read_uncommitted"),
+		func(*config.Broker) string { return "read_uncommitted" },
+		"Whether a share group skips the records of aborted transactions (read_committed)."},
+	{"share.record.lock.duration.ms", config.TypeInt, intIn(1000, 3_600_000),
+		func(c *config.Broker) string { return strconv.Itoa(int(c.GroupShareRecordLockDurationMs)) },
+		"The group's acquisition lock duration."},
+	{"share.delivery.count.limit", config.TypeInt, intIn(2, 10),
+		func(c *config.Broker) string { return strconv.Itoa(int(c.GroupShareDeliveryCountLimit)) },
+		"The group's delivery count limit."},
+	{"share.session.timeout.ms", config.TypeInt, intIn(1, 1<<31-1),
+		func(c *config.Broker) string { return strconv.Itoa(int(c.GroupShareSessionTimeoutMs)) },
+		"The session timeout of the group's share members."},
+	{"share.heartbeat.interval.ms", config.TypeInt, intIn(1, 1<<31-1),
+		func(c *config.Broker) string { return strconv.Itoa(int(c.GroupShareHeartbeatIntervalMs)) },
+		"The heartbeat interval of the group's share members."},
+}
+
+func groupConfigDefOf(name string) (groupConfigDef, bool) {
+	for _, d := range groupConfigDefs {
+		if d.name == name {
+			return d, true
+		}
+	}
+	return groupConfigDef{}, false
+}
+
+// alterGroupConfigs applies IncrementalAlterConfigs operations (SET and
+// DELETE; group configs are no lists) to a group's configs, checked as
+// Kafka's GroupConfig.validate, and commits them to the metadata log.
+func (s *Server) alterGroupConfigs(name string, ops []configOp, validateOnly bool) error {
+	if name == "" {
+		return kerrMsg(kerr.InvalidRequest, "Group name must not be empty")
+	}
+	set := map[string]*string{}
+	for _, o := range ops {
+		d, ok := groupConfigDefOf(o.name)
+		if !ok {
+			return kerrMsg(kerr.InvalidConfig, "Unknown group config name: "+o.name)
+		}
+		switch o.op {
+		case opSet:
+			if !d.check(*o.value) {
+				return kerrMsg(kerr.InvalidConfig, "Invalid value "+*o.value+" for configuration "+o.name)
+			}
+			v := strings.ToLower(strings.TrimSpace(*o.value))
+			set[o.name] = &v
+		case opDelete:
+			set[o.name] = nil
+		default:
+			return kerrMsg(kerr.InvalidConfig, "Config "+o.name+" is not a list: APPEND and SUBTRACT do not apply")
+		}
+	}
+	ctx, cancel := context.WithTimeout(s.ctx, 30*time.Second)
+	defer cancel()
+	return s.ctrl.AlterConfigs(ctx, image.ResourceGroup, name, set, validateOnly)
+}
+
+// describeGroupConfigs lists every group config of a group: its override,
+// or the broker's default.
+func (s *Server) describeGroupConfigs(img *image.Image, name string) []config.Entry {
+	over := img.GroupConfigs(name)
+	var out []config.Entry
+	for _, d := range groupConfigDefs {
+		e := config.Entry{Name: d.name, Value: d.dflt(s.cfg), Source: config.SourceDefault, Type: d.typ, Doc: d.doc}
+		if v, ok := over[d.name]; ok {
+			e.Value, e.Source = v, sourceGroupConfig
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
+// sourceGroupConfig is Kafka's ConfigSource GROUP_CONFIG.
+const sourceGroupConfig = 8
+
+// groupConfigLookup is the share coordinator's view of group configs.
+func (s *Server) groupConfigLookup(group, name string) (string, bool) {
+	return s.meta.Image().GroupConfig(group, name)
+}

@@ -1,0 +1,539 @@
+package share
+
+import (
+	"log/slog"
+	"maps"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/gregorbroker/gregor/broker/coord"
+)
+
+// timerKey names a shard timer: a member's session or a share partition's
+// next lock expiry.
+type timerKey struct {
+	kind   uint8
+	group  string
+	member string
+	part   partKey
+}
+
+const (
+	timerMember uint8 = iota + 1
+	timerLocks
+)
+
+type shard = coord.Shard[timerKey, *machine]
+
+// machine is one shard's state: the __share_group_state partitions it
+// serves and their groups. Only the shard goroutine touches it.
+type machine struct {
+	cfg   Config
+	log   *slog.Logger
+	s     *shard
+	clock coord.Clock
+
+	loaded  map[int32]bool
+	loading map[int32]uint64 // partition → load token
+	tokens  uint64
+	groups  map[string]*groupState
+}
+
+// groupState is one share group.
+type groupState struct {
+	id        string
+	partition int32 // of __share_group_state
+	epoch     int32 // the group epoch; the target assignment's too
+	members   map[string]*member
+	target    map[string]assignment // member → partitions, at epoch
+	parts     map[partKey]*partitionState
+	sessions  map[string]*session // share sessions by member id
+	// waiters are the long-polling fetches to wake when a share
+	// partition changes (see machine.wake).
+	waiters map[partKey][]chan struct{}
+}
+
+// assignment is a member's partitions by topic id.
+type assignment map[[16]byte][]int32
+
+// member is a share group member.
+type member struct {
+	id         string
+	epoch      int32
+	rack       *string
+	clientID   string
+	clientHost string
+	subscribed []string
+	assigned   assignment
+}
+
+// ClientInfo describes the connection a request came on.
+type ClientInfo struct {
+	ClientID   string
+	ClientHost string
+}
+
+func newMachine(cfg Config, log *slog.Logger, clock coord.Clock, s *shard) *machine {
+	return &machine{cfg: cfg, log: log, s: s, clock: clock,
+		loaded: map[int32]bool{}, loading: map[int32]uint64{}, groups: map[string]*groupState{}}
+}
+
+// owns answers 0 when the shard serves the group's partition, or the code
+// that says why not.
+func (m *machine) owns(partition int32) int16 {
+	switch {
+	case m.loaded[partition]:
+		return 0
+	case m.loading[partition] != 0:
+		return errLoadInProgress
+	default:
+		return errNotCoordinator
+	}
+}
+
+func (m *machine) partitionOf(group string) int32 {
+	return coord.PartitionFor(group, m.cfg.StatePartitions)
+}
+
+func (m *machine) newGroup(id string) *groupState {
+	g := &groupState{id: id, partition: m.partitionOf(id), members: map[string]*member{},
+		target: map[string]assignment{}, parts: map[partKey]*partitionState{},
+		sessions: map[string]*session{}}
+	m.groups[id] = g
+	return g
+}
+
+func (g *groupState) state() string {
+	if len(g.members) == 0 {
+		return "Empty"
+	}
+	return "Stable"
+}
+
+// heartbeat is ShareGroupHeartbeat (GroupMetadataManager.shareGroupHeartbeat
+// in Kafka).
+func (m *machine) heartbeat(client ClientInfo, req *kmsg.ShareGroupHeartbeatRequest) *kmsg.ShareGroupHeartbeatResponse {
+	resp := kmsg.NewPtrShareGroupHeartbeatResponse()
+	resp.MemberID = &req.MemberID
+	fail := func(code int16, msg string) *kmsg.ShareGroupHeartbeatResponse {
+		resp.ErrorCode = code
+		if msg != "" {
+			resp.ErrorMessage = &msg
+		}
+		return resp
+	}
+	switch {
+	case req.GroupID == "":
+		return fail(errInvalidRequest, "GroupId can't be empty.")
+	case req.MemberID == "":
+		return fail(errInvalidRequest, "MemberId can't be empty.")
+	case req.MemberEpoch < -1:
+		return fail(errInvalidRequest, "MemberEpoch is invalid.")
+	case req.MemberEpoch == 0 && len(req.SubscribedTopicNames) == 0:
+		return fail(errInvalidRequest, "SubscribedTopicNames must be set in first request.")
+	}
+	g := m.groups[req.GroupID]
+	if code := m.owns(m.partitionOf(req.GroupID)); code != 0 {
+		return fail(code, "")
+	}
+	if g == nil {
+		if req.MemberEpoch != 0 {
+			return fail(errGroupIDNotFound, "Share group "+req.GroupID+" not found.")
+		}
+		g = m.newGroup(req.GroupID)
+	}
+	mem := g.members[req.MemberID]
+	if req.MemberEpoch == -1 {
+		if mem == nil {
+			return fail(errUnknownMemberID, "Member "+req.MemberID+" is not a member of group "+req.GroupID+".")
+		}
+		m.removeMember(g, mem)
+		resp.MemberEpoch = -1
+		return resp
+	}
+	changed := false
+	if mem == nil {
+		if req.MemberEpoch != 0 {
+			return fail(errUnknownMemberID, "Member "+req.MemberID+" is not a member of group "+req.GroupID+".")
+		}
+		if int32(len(g.members)) >= m.cfg.MaxSize {
+			return fail(errGroupMaxSizeReached, "The share group has reached its maximum capacity.")
+		}
+		mem = &member{id: req.MemberID, epoch: 0}
+		g.members[req.MemberID] = mem
+		changed = true
+	} else if req.MemberEpoch != 0 && req.MemberEpoch != mem.epoch {
+		return fail(errFencedMemberEpoch, "The share group member has an invalid epoch.")
+	}
+	mem.clientID, mem.clientHost = client.ClientID, client.ClientHost
+	if req.RackID != nil {
+		mem.rack = req.RackID
+	}
+	if req.SubscribedTopicNames != nil {
+		subs := slices.Clone(req.SubscribedTopicNames)
+		slices.Sort(subs)
+		subs = slices.Compact(subs)
+		if !slices.Equal(subs, mem.subscribed) {
+			mem.subscribed = subs
+			changed = true
+		}
+	}
+	m.updateTarget(g, changed)
+	full := req.MemberEpoch == 0 || req.SubscribedTopicNames != nil
+	if mem.epoch != g.epoch {
+		mem.epoch = g.epoch
+		mem.assigned = g.target[mem.id]
+		full = true
+	}
+	m.scheduleSession(g, mem)
+	resp.MemberEpoch = mem.epoch
+	resp.HeartbeatIntervalMillis = m.groupInt(g, "share.heartbeat.interval.ms", m.cfg.HeartbeatIntervalMs)
+	if full {
+		a := kmsg.NewShareGroupHeartbeatResponseAssignment()
+		for _, id := range sortedIDs(mem.assigned) {
+			tp := kmsg.NewShareGroupHeartbeatResponseAssignmentTopicPartition()
+			tp.TopicID = id
+			tp.Partitions = slices.Clone(mem.assigned[id])
+			a.TopicPartitions = append(a.TopicPartitions, tp)
+		}
+		resp.Assignment = &a
+	}
+	return resp
+}
+
+func sortedIDs(a assignment) [][16]byte {
+	ids := slices.Collect(maps.Keys(a))
+	slices.SortFunc(ids, func(x, y [16]byte) int { return slices.Compare(x[:], y[:]) })
+	return ids
+}
+
+// updateTarget recomputes the target assignment; the group epoch moves
+// when membership or subscriptions changed or the assignment did (a topic
+// grew or appeared). Share partitions newly assigned are initialized.
+func (m *machine) updateTarget(g *groupState, changed bool) {
+	var topics map[string]TopicInfo
+	if m.cfg.Topics != nil {
+		topics = m.cfg.Topics.Topics()
+	}
+	target := assignSimple(g.members, topics)
+	if !changed && equalTargets(target, g.target) {
+		return
+	}
+	g.epoch++
+	g.target = target
+	var init []partKey
+	names := map[[16]byte]string{}
+	for name, t := range topics {
+		names[t.ID] = name
+	}
+	for _, a := range target {
+		for id, parts := range a {
+			for _, p := range parts {
+				k := partKey{id, p}
+				if g.parts[k] == nil && m.initPartition(g, k, names[id]) {
+					init = append(init, k)
+				}
+			}
+		}
+	}
+	if len(init) > 0 {
+		m.persist(g, init, func(int16) {})
+	}
+}
+
+// initPartition creates a share partition's state at its start offset
+// (share.auto.offset.reset), as Kafka's group coordinator initializes it
+// when it first assigns it; false when this node cannot read the
+// partition's offsets now (the first fetch initializes it then).
+func (m *machine) initPartition(g *groupState, k partKey, topic string) bool {
+	if m.cfg.Offsets == nil || topic == "" {
+		return false
+	}
+	logStart, hw, ok := m.cfg.Offsets(topic, k.partition)
+	if !ok {
+		return false
+	}
+	start := hw
+	if m.autoOffsetReset(g) == "earliest" {
+		start = logStart
+	}
+	g.parts[k] = newPartitionState(topic, start, m.clock.Now().UnixMilli())
+	return true
+}
+
+// groupConfig is a group's override of a config, if it has one.
+func (m *machine) groupConfig(g *groupState, name string) (string, bool) {
+	if m.cfg.GroupConfig == nil {
+		return "", false
+	}
+	return m.cfg.GroupConfig(g.id, name)
+}
+
+// groupInt is a group's integer config, or the broker's default.
+func (m *machine) groupInt(g *groupState, name string, dflt int32) int32 {
+	if v, ok := m.groupConfig(g, name); ok {
+		if n, err := strconv.ParseInt(v, 10, 32); err == nil && n > 0 {
+			return int32(n)
+		}
+	}
+	return dflt
+}
+
+func (m *machine) autoOffsetReset(g *groupState) string {
+	if v, ok := m.groupConfig(g, "share.auto.offset.reset"); ok {
+		return v
+	}
+	return m.cfg.AutoOffsetReset
+}
+
+// readCommitted is the group's share.isolation.level.
+func (m *machine) readCommitted(g *groupState) bool {
+	if v, ok := m.groupConfig(g, "share.isolation.level"); ok {
+		return v == "read_committed"
+	}
+	return m.cfg.ReadCommitted
+}
+
+func (m *machine) lockDuration(g *groupState) time.Duration {
+	return time.Duration(m.groupInt(g, "share.record.lock.duration.ms", m.cfg.RecordLockDurationMs)) * time.Millisecond
+}
+
+func (m *machine) deliveryLimit(g *groupState) int16 {
+	return int16(m.groupInt(g, "share.delivery.count.limit", m.cfg.DeliveryCountLimit))
+}
+
+func equalTargets(a, b map[string]assignment) bool {
+	return maps.EqualFunc(a, b, func(x, y assignment) bool {
+		return maps.EqualFunc(x, y, func(p, q []int32) bool { return slices.Equal(p, q) })
+	})
+}
+
+// assignSimple is the simple assignor: each topic's partitions are
+// spread over the members subscribed to it, in member id order. With no
+// more members than partitions each partition goes to one member, round
+// robin; with more members than partitions every member gets one
+// partition and partitions are shared, round robin, so that every member
+// has work and every partition is consumed.
+func assignSimple(members map[string]*member, topics map[string]TopicInfo) map[string]assignment {
+	out := make(map[string]assignment, len(members))
+	ids := slices.Sorted(maps.Keys(members))
+	for _, id := range ids {
+		out[id] = assignment{}
+	}
+	subscribers := map[string][]string{}
+	for _, id := range ids {
+		for _, t := range members[id].subscribed {
+			subscribers[t] = append(subscribers[t], id)
+		}
+	}
+	for topic, subs := range subscribers {
+		t, ok := topics[topic]
+		if !ok || t.Partitions <= 0 {
+			continue
+		}
+		n, p := len(subs), int(t.Partitions)
+		if n <= p {
+			for i := range p {
+				a := out[subs[i%n]]
+				a[t.ID] = append(a[t.ID], int32(i))
+			}
+			continue
+		}
+		for j, id := range subs {
+			out[id][t.ID] = []int32{int32(j % p)}
+		}
+	}
+	for _, a := range out {
+		for id, parts := range a {
+			slices.Sort(parts)
+			a[id] = parts
+		}
+	}
+	return out
+}
+
+// scheduleSession restarts a member's session timeout.
+func (m *machine) scheduleSession(g *groupState, mem *member) {
+	k := timerKey{kind: timerMember, group: g.id, member: mem.id}
+	timeout := time.Duration(m.groupInt(g, "share.session.timeout.ms", m.cfg.SessionTimeoutMs)) * time.Millisecond
+	m.s.Schedule(k, timeout, func() {
+		if cur := m.groups[g.id]; cur == g && g.members[mem.id] == mem {
+			m.log.Info("share group member session timed out", "group", g.id, "member", mem.id)
+			m.removeMember(g, mem)
+		}
+	})
+}
+
+// removeMember takes a member out of its group (it left or its session
+// ended): its share session closes, the records it holds are released,
+// and the others get a new assignment.
+func (m *machine) removeMember(g *groupState, mem *member) {
+	delete(g.members, mem.id)
+	m.s.Cancel(timerKey{kind: timerMember, group: g.id, member: mem.id})
+	delete(g.sessions, mem.id)
+	m.releaseMember(g, mem.id)
+	m.updateTarget(g, true)
+}
+
+// releaseMember releases what a member holds in every share partition of
+// its group and keeps the result.
+func (m *machine) releaseMember(g *groupState, memberID string) {
+	var changed []partKey
+	for k, ps := range g.parts {
+		if ps.releaseMember(memberID, m.deliveryLimit(g)) {
+			changed = append(changed, k)
+			m.scheduleLocks(g, k)
+			m.wake(g, k)
+		}
+	}
+	if len(changed) > 0 {
+		m.persist(g, changed, func(int16) {})
+	}
+}
+
+// scheduleLocks sets the share partition's timer to its next lock expiry.
+func (m *machine) scheduleLocks(g *groupState, k partKey) {
+	tk := timerKey{kind: timerLocks, group: g.id, part: k}
+	ps := g.parts[k]
+	if ps == nil {
+		m.s.Cancel(tk)
+		return
+	}
+	next, ok := ps.nextDeadline()
+	if !ok {
+		m.s.Cancel(tk)
+		return
+	}
+	m.s.Schedule(tk, next.Sub(m.clock.Now()), func() {
+		if m.groups[g.id] != g || g.parts[k] != ps {
+			return
+		}
+		if ps.expire(m.clock.Now(), m.deliveryLimit(g)) {
+			m.persist(g, []partKey{k}, func(int16) {})
+			m.wake(g, k)
+		}
+		m.scheduleLocks(g, k)
+	})
+}
+
+// persist writes a snapshot of each share partition of keys (a tombstone
+// for one that is gone) to the group's __share_group_state partition and
+// calls done on the shard with 0 or the append's error code.
+func (m *machine) persist(g *groupState, keys []partKey, done func(code int16)) {
+	now := m.clock.Now().UnixMilli()
+	recs := make([]Record, 0, len(keys))
+	for _, k := range keys {
+		ps := g.parts[k]
+		if ps == nil {
+			recs = append(recs, Record{Key: snapshotKey(g.id, k)})
+			continue
+		}
+		ps.snapshots++
+		if m.cfg.LeaderEpoch != nil && ps.topic != "" {
+			ps.leaderEpoch = max(m.cfg.LeaderEpoch(ps.topic, k.partition), -1)
+		}
+		v := snapshotValue{SnapshotEpoch: ps.snapshots, StateEpoch: ps.stateEpoch, LeaderEpoch: ps.leaderEpoch,
+			StartOffset: ps.start, CreateTimestamp: ps.created, WriteTimestamp: now, Batches: ps.stateBatches()}
+		recs = append(recs, Record{Key: snapshotKey(g.id, k), Value: v.encode()})
+	}
+	m.s.Append(g.partition, recs, func(err error) {
+		if err != nil {
+			done(coord.AppendErrorCode(err, nil))
+			return
+		}
+		done(0)
+	})
+}
+
+// describe is one group of ShareGroupDescribe.
+func (m *machine) describe(id string) kmsg.ShareGroupDescribeResponseGroup {
+	out := kmsg.NewShareGroupDescribeResponseGroup()
+	out.GroupID = id
+	if code := m.owns(m.partitionOf(id)); code != 0 {
+		out.ErrorCode = code
+		return out
+	}
+	g := m.groups[id]
+	if g == nil {
+		out.ErrorCode = errGroupIDNotFound
+		msg := "Group " + id + " not found."
+		out.ErrorMessage = &msg
+		return out
+	}
+	out.GroupState = g.state()
+	out.GroupEpoch = g.epoch
+	out.AssignmentEpoch = g.epoch
+	out.Assignor = "simple"
+	names := map[[16]byte]string{}
+	if m.cfg.Topics != nil {
+		for name, t := range m.cfg.Topics.Topics() {
+			names[t.ID] = name
+		}
+	}
+	for _, mid := range slices.Sorted(maps.Keys(g.members)) {
+		mem := g.members[mid]
+		dm := kmsg.NewShareGroupDescribeResponseGroupMember()
+		dm.MemberID, dm.RackID, dm.MemberEpoch = mem.id, mem.rack, mem.epoch
+		dm.ClientID, dm.ClientHost = mem.clientID, mem.clientHost
+		dm.SubscribedTopicNames = slices.Clone(mem.subscribed)
+		if dm.SubscribedTopicNames == nil {
+			dm.SubscribedTopicNames = []string{}
+		}
+		for _, tid := range sortedIDs(mem.assigned) {
+			tp := kmsg.NewShareGroupDescribeResponseGroupMemberAssignmentTopicPartition()
+			tp.TopicID, tp.Topic = tid, names[tid]
+			tp.Partitions = slices.Clone(mem.assigned[tid])
+			dm.Assignment.TopicPartitions = append(dm.Assignment.TopicPartitions, tp)
+		}
+		out.Members = append(out.Members, dm)
+	}
+	return out
+}
+
+// GroupListing is a share group as ListGroups shows it.
+type GroupListing struct {
+	Group string
+	State string
+}
+
+func (m *machine) list() []GroupListing {
+	var out []GroupListing
+	for id, g := range m.groups {
+		if m.loaded[g.partition] {
+			out = append(out, GroupListing{Group: id, State: g.state()})
+		}
+	}
+	return out
+}
+
+// deleteGroup is one group of DeleteGroups: an empty share group is
+// deleted with its share-partition state (tombstones).
+func (m *machine) deleteGroup(id string, reply func(int16)) {
+	if code := m.owns(m.partitionOf(id)); code != 0 {
+		reply(code)
+		return
+	}
+	g := m.groups[id]
+	if g == nil {
+		reply(errGroupIDNotFound)
+		return
+	}
+	if len(g.members) > 0 {
+		reply(errNonEmptyGroup)
+		return
+	}
+	keys := slices.Collect(maps.Keys(g.parts))
+	for _, k := range keys {
+		m.s.Cancel(timerKey{kind: timerLocks, group: id, part: k})
+	}
+	delete(m.groups, id)
+	g.parts = map[partKey]*partitionState{}
+	if len(keys) == 0 {
+		reply(0)
+		return
+	}
+	m.persist(g, keys, reply)
+}
