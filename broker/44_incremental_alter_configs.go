@@ -105,8 +105,8 @@ const (
 // alterConfigs checks one resource of an AlterConfigs (legacy) or
 // IncrementalAlterConfigs request as Kafka's broker does before it
 // forwards the request (ConfigAdminManager.preprocess), then applies it
-// to a topic. Only topic configs can change: dynamic broker configs,
-// broker loggers, groups and client metrics are refused with
+// to a topic or a broker (its own id, or "" for the cluster-wide
+// defaults). Broker loggers, groups and client metrics are refused with
 // INVALID_REQUEST rather than accepted and ignored.
 func (s *Server) alterConfigs(rtype kmsg.ConfigResourceType, name string, ops []configOp, legacy, validateOnly bool) error {
 	seen := make(map[string]bool)
@@ -132,7 +132,7 @@ func (s *Server) alterConfigs(rtype kmsg.ConfigResourceType, name string, ops []
 				return err
 			}
 		}
-		return kerrMsg(kerr.InvalidRequest, "dynamic broker configs are not supported; set them in server.properties")
+		return s.alterBrokerConfigs(name, ops, legacy, validateOnly)
 	case resourceBrokerLogger:
 		if !legacy {
 			return kerrMsg(kerr.InvalidRequest, "changing broker log levels is not supported")
