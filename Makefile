@@ -67,7 +67,10 @@ compat-deps:
 # the Java client's own scenarios on both targets (TestJava: KIP-848,
 # transactions v2, Streams, every Admin call) and Kafka's command-line
 # tools against gregor (TestKafkaTools: kafka-topics … kafka-dump-log
-# reading gregor's segment files).
+# reading gregor's segment files), Kafka Connect's standalone and
+# distributed workers with the file connectors (TestConnectStandalone,
+# TestConnectDistributed) and an exactly-once Streams app SIGKILLed
+# mid-stream (TestStreamsEOSKill), each on gregor and on Kafka.
 # COMPAT_PARALLEL clients run at once per target (the Go default is one
 # per core); most of a scenario's time is waiting on the broker, so more
 # than the two cores keep the run near its old length with two targets.
@@ -76,7 +79,7 @@ COMPAT_PARALLEL ?= 8
 compat: compat-deps
 	@mkdir -p compat/out
 	@cd compat && status=0; rm -f out/kafka-versions.tsv; \
-	$(GO) test -count=1 -timeout $(COMPAT_TIMEOUT) -parallel $(COMPAT_PARALLEL) -run '^(TestClients|TestAPIVersions|TestJava|TestKafkaTools)$$' . \
+	$(GO) test -count=1 -timeout $(COMPAT_TIMEOUT) -parallel $(COMPAT_PARALLEL) -run '^(TestClients|TestAPIVersions|TestJava|TestKafkaTools|TestConnectStandalone|TestConnectDistributed|TestStreamsEOSKill)$$' . \
 		-args -compat.results=out/results.tsv -compat.versions=out/gregor-versions.tsv \
 		-compat.kafka-versions=out/kafka-versions.tsv $(if $(UPDATE),-compat.update) || status=$$?; \
 	if [ -f out/results.tsv ]; then column -t -s "$$(printf '\t')" out/results.tsv | cut -c1-220; \

@@ -77,7 +77,7 @@ func TestConnectStandalone(t *testing.T) {
 			"offset.storage.file.filename": filepath.Join(dir, "offsets"),
 			"offset.flush.interval.ms":     "1000",
 			"listeners":                    "http://127.0.0.1:" + strconv.Itoa(freeLoopbackPort(t)),
-			"plugin.discovery":             "only_scan",
+			"plugin.discovery":             "service_load",
 		})
 		writeProps(t, srcProps, map[string]string{
 			"name": "file-source", "connector.class": "FileStreamSource", "tasks.max": "1",
@@ -143,7 +143,7 @@ func TestConnectDistributed(t *testing.T) {
 			"status.storage.partitions":         "1",
 			"offset.flush.interval.ms":          "1000",
 			"listeners":                         rest,
-			"plugin.discovery":                  "only_scan",
+			"plugin.discovery":                  "service_load",
 		}
 		for k, v := range internal {
 			props[k] = v

@@ -34,6 +34,10 @@ func forEachTarget(t *testing.T, props map[string]string, fn func(t *testing.T, 
 	if testing.Short() {
 		t.Skip("starts JVMs; not under -short")
 	}
+	// The JVM application tests run beside each other (after the
+	// suite's sequential tests): most of their time is waiting on
+	// workers and groups, not CPU.
+	t.Parallel()
 	if err := javaAvailable(); err != nil {
 		if os.Getenv("CI") == "" {
 			t.Skip(err)
