@@ -84,9 +84,9 @@ var features = []struct {
 }{
 	{"group.version", 0, 1, 1},
 	// kraft.version 1 is KIP-853's dynamic quorum (AddRaftVoter,
-	// RemoveRaftVoter, voters kept in the log); Gregor's quorum is the
-	// static controller.quorum.voters set, level 0, which Kafka does not
-	// list as finalized.
+	// RemoveRaftVoter, voters kept in the log); Gregor's quorum (etcd
+	// raft) has a fixed voter set, as KRaft at level 0, which Kafka does
+	// not list as finalized.
 	{"kraft.version", 0, 0, 0},
 	// metadata.version 4.0-IV3 (level 25), Kafka 4.0's release level: the
 	// first at which transaction.version 2 (needs 4.0-IV2) and

@@ -135,6 +135,13 @@ func render(in inputs) string {
 	w("  listed in `compat/api-differences.tsv` with its reason: Gregor serves fewer APIs or versions only there.\n\n")
 	w("Gregor's own outcomes are also held to `compat/expected.txt`: a scenario that passed there and fails\n")
 	w("now fails CI.\n\n")
+	w("The same run drives, on Gregor and on Kafka alike (each check must hold on both), Kafka's JVM\n")
+	w("applications as their own processes: Kafka Connect 4.3.1 (`compat/java/connect/pom.xml`; Central has\n")
+	w("no connect-file 4.4.0) with the file connectors, standalone across a worker restart\n")
+	w("(`TestConnectStandalone`) and distributed with its compacted config, offset and status topics and\n")
+	w("connectors created over its REST API (`TestConnectDistributed`), the sink file checked line by line;\n")
+	w("and a Kafka Streams exactly_once_v2 application SIGKILLed mid-stream and restarted, whose\n")
+	w("read_committed output must count every input once (`TestStreamsEOSKill`).\n\n")
 
 	byKey := map[string]map[string]harness.Result{harness.TargetKafka: {}, harness.TargetGregor: {}}
 	for _, r := range in.results {
