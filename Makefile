@@ -38,11 +38,14 @@ test-short:
 # every time): Debian's kcat, librdkafka's Python client, kafka-python and
 # the codec modules kafka-python uses, then kafkajs pinned by
 # compat/node/package-lock.json (npm ci only when the lockfile changed),
-# then Apache Kafka's jars pinned by compat/java/pom.xml (the reference
-# broker and the Java client), resolved by Maven into ~/.m2 (nothing
-# resolved when compat/java/target/classpath.txt is newer than the pom);
+# then confluent-kafka 2.x from PyPI pinned by
+# compat/python/requirements.txt into compat/out/pyvenv (pip only when the
+# file changed), then Apache Kafka's jars pinned by compat/java/pom.xml
+# (the reference broker and the Java client) and compat/java/connect/pom.xml
+# (Kafka Connect), resolved by Maven into ~/.m2 (nothing resolved when
+# compat/java/target/classpath*.txt is newer than its pom);
 # Java 17 and Maven from Debian if missing.
-COMPAT_APT := kcat python3-kafka python3-confluent-kafka python3-snappy python3-lz4 python3-zstandard nodejs npm
+COMPAT_APT := kcat python3-kafka python3-confluent-kafka python3-snappy python3-lz4 python3-zstandard python3-venv nodejs npm
 compat-deps:
 	@missing=""; for p in $(COMPAT_APT); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ] && command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1; then \
@@ -53,7 +56,12 @@ compat-deps:
 		npm ci --no-audit --no-fund --loglevel=error && cp package-lock.json node_modules/.gregor-installed-lock; fi
 	@if ! command -v java >/dev/null 2>&1 || ! command -v mvn >/dev/null 2>&1; then echo "compat-deps: installing Java 17 and Maven"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends openjdk-17-jdk-headless maven; fi
+	@cd compat && if ! cmp -s python/requirements.txt out/pyvenv/.gregor-installed-reqs 2>/dev/null; then \
+		rm -rf out/pyvenv && /usr/bin/python3 -m venv out/pyvenv && \
+		out/pyvenv/bin/pip install -q --disable-pip-version-check -r python/requirements.txt && \
+		cp python/requirements.txt out/pyvenv/.gregor-installed-reqs; fi
 	@compat/java/classpath.sh >/dev/null
+	@compat/java/classpath.sh connect >/dev/null
 
 # The compatibility suite: every client's scenarios against real gregor
 # processes and against Apache Kafka itself (compat/kafka-ref, two JVMs

@@ -371,7 +371,35 @@ def configs_alter(a):
 
 
 def deleterecords(a):
-    raise NotApplicable("confluent-kafka 1.7 has no delete_records (added in 2.4)")
+    adm = admin(a.bootstrap)
+    if not hasattr(adm, "delete_records"):
+        raise NotApplicable("confluent-kafka %s has no delete_records (added in 2.4)" % version())
+    create(a.bootstrap, a.topic, 1)
+    produce_ok(a.bootstrap, [{"topic": a.topic, "partition": 0, "value": str(i).encode()} for i in range(10)])
+    futures = adm.delete_records([TopicPartition(a.topic, 0, 4)], request_timeout=TIMEOUT)
+    for tp, f in futures.items():
+        try:
+            res = f.result(TIMEOUT)
+        except Exception as e:
+            raise Fail("DeleteRecords %s: %s" % (tp, e))
+        low = getattr(res, "low_watermark", None)
+        if low != 4:
+            raise Fail("DeleteRecords to 4 answered low watermark %s" % low)
+    got = read(a.bootstrap, a.topic, 0, 6)
+    if got[0].offset() != 4:
+        raise Fail("first record from the beginning at %d, want 4" % got[0].offset())
+    c = consumer(a.bootstrap)
+    try:
+        lo, hi = c.get_watermark_offsets(TopicPartition(a.topic, 0), TIMEOUT)
+    finally:
+        c.close()
+    if (lo, hi) != (4, 10):
+        raise Fail("watermarks (%d, %d) after DeleteRecords to 4, want (4, 10)" % (lo, hi))
+
+
+def version():
+    from confluent_kafka import version as v
+    return v()[0]
 
 
 def big_record(a):
