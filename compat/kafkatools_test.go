@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+
+	"github.com/gregorbroker/gregor/compat/harness"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -454,6 +456,33 @@ func TestKafkaTools(t *testing.T) {
 		}
 		t.Parallel()
 		testToolsCluster(t, k, addrs)
+	})
+	// The same cluster tools against a three-node Kafka reference, so
+	// that what they assert of gregor's cluster is what Kafka's does.
+	t.Run("cluster-kafka", func(t *testing.T) {
+		if !e.ours || !useKafka() {
+			t.Skip("the three-node Kafka reference runs beside gregor's cluster in make compat")
+		}
+		t.Parallel()
+		script, err := filepath.Abs("kafka-ref/kafka-ref.sh")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		ref, err := harness.StartKafkaRef(ctx, script, filepath.Join(workDir, "kafka-cluster"), 3, nil)
+		cancel()
+		if err != nil {
+			if os.Getenv("COMPAT_REQUIRE_KAFKA") != "" {
+				t.Fatal(err)
+			}
+			t.Skipf("the three-node Kafka reference did not start (COMPAT_REQUIRE_KAFKA=1 fails instead): %v", err)
+		}
+		t.Cleanup(func() {
+			if err := ref.Close(); err != nil {
+				t.Error(err)
+			}
+		})
+		testToolsCluster(t, k, ref.Addr)
 	})
 }
 
