@@ -40,11 +40,14 @@ test-short:
 # every time): Debian's kcat, librdkafka's Python client, kafka-python and
 # the codec modules kafka-python uses, then kafkajs pinned by
 # compat/node/package-lock.json (npm ci only when the lockfile changed),
-# then Apache Kafka's jars pinned by compat/java/pom.xml (the reference
-# broker and the Java client), resolved by Maven into ~/.m2 (nothing
-# resolved when compat/java/target/classpath.txt is newer than the pom);
+# then confluent-kafka 2.x from PyPI pinned by
+# compat/python/requirements.txt into compat/out/pyvenv (pip only when the
+# file changed), then Apache Kafka's jars pinned by compat/java/pom.xml
+# (the reference broker and the Java client) and compat/java/connect/pom.xml
+# (Kafka Connect), resolved by Maven into ~/.m2 (nothing resolved when
+# compat/java/target/classpath*.txt is newer than its pom);
 # Java 17 and Maven from Debian if missing.
-COMPAT_APT := kcat python3-kafka python3-confluent-kafka python3-snappy python3-lz4 python3-zstandard nodejs npm
+COMPAT_APT := kcat python3-kafka python3-confluent-kafka python3-snappy python3-lz4 python3-zstandard python3-venv nodejs npm
 compat-deps:
 	@missing=""; for p in $(COMPAT_APT); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ] && command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1; then \
@@ -55,7 +58,12 @@ compat-deps:
 		npm ci --no-audit --no-fund --loglevel=error && cp package-lock.json node_modules/.gregor-installed-lock; fi
 	@if ! command -v java >/dev/null 2>&1 || ! command -v mvn >/dev/null 2>&1; then echo "compat-deps: installing Java 17 and Maven"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends openjdk-17-jdk-headless maven; fi
+	@cd compat && if ! cmp -s python/requirements.txt out/pyvenv/.gregor-installed-reqs 2>/dev/null; then \
+		rm -rf out/pyvenv && /usr/bin/python3 -m venv out/pyvenv && \
+		out/pyvenv/bin/pip install -q --disable-pip-version-check -r python/requirements.txt && \
+		cp python/requirements.txt out/pyvenv/.gregor-installed-reqs; fi
 	@compat/java/classpath.sh >/dev/null
+	@compat/java/classpath.sh connect >/dev/null
 
 # The compatibility suite: every client's scenarios against real gregor
 # processes and against Apache Kafka itself (compat/kafka-ref, two JVMs
@@ -69,7 +77,10 @@ compat-deps:
 # the Java client's own scenarios on both targets (TestJava: KIP-848,
 # transactions v2, Streams, every Admin call) and Kafka's command-line
 # tools against gregor (TestKafkaTools: kafka-topics … kafka-dump-log
-# reading gregor's segment files).
+# reading gregor's segment files), Kafka Connect's standalone and
+# distributed workers with the file connectors (TestConnectStandalone,
+# TestConnectDistributed) and an exactly-once Streams app SIGKILLed
+# mid-stream (TestStreamsEOSKill), each on gregor and on Kafka.
 # COMPAT_PARALLEL clients run at once per target (the Go default is one
 # per core); most of a scenario's time is waiting on the broker, so more
 # than the two cores keep the run near its old length with two targets.
@@ -78,7 +89,7 @@ COMPAT_PARALLEL ?= 8
 compat: compat-deps
 	@mkdir -p compat/out
 	@cd compat && status=0; rm -f out/kafka-versions.tsv; \
-	$(GO) test -count=1 -timeout $(COMPAT_TIMEOUT) -parallel $(COMPAT_PARALLEL) -run '^(TestClients|TestAPIVersions|TestJava|TestKafkaTools)$$' . \
+	$(GO) test -count=1 -timeout $(COMPAT_TIMEOUT) -parallel $(COMPAT_PARALLEL) -run '^(TestClients|TestAPIVersions|TestJava|TestKafkaTools|TestConnectStandalone|TestConnectDistributed|TestStreamsEOSKill)$$' . \
 		-args -compat.results=out/results.tsv -compat.versions=out/gregor-versions.tsv \
 		-compat.kafka-versions=out/kafka-versions.tsv $(if $(UPDATE),-compat.update) || status=$$?; \
 	if [ -f out/results.tsv ]; then column -t -s "$$(printf '\t')" out/results.tsv | cut -c1-220; \

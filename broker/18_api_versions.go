@@ -12,11 +12,15 @@ import "github.com/twmb/franz-go/pkg/kmsg"
 //
 // v3+ carries the finalized features of KIP-584. Gregor advertises only
 // features it really implements, since clients pick protocols from them:
-// group.version 1 (the KIP-848 consumer group protocol) and
+// group.version 1 (the KIP-848 consumer group protocol),
 // transaction.version 2 (KIP-890 part 2: producers skip
 // AddPartitionsToTxn and AddOffsetsToTxn, and every EndTxn bumps the
-// epoch), and share.version 1 (KIP-932 share groups, broker/share), each
-// finalized at its highest level as on a new Kafka 4.2+ cluster. As Kafka (KAFKA-17492), a v3 answer leaves out the supported
+// epoch) and share.version 1 (KIP-932 share groups, broker/share), each
+// finalized at its highest level as on a new Kafka 4.2+ cluster,
+// metadata.version at Kafka 4.0's level (share.version 1 depends on no
+// metadata.version in Kafka's ShareVersion), and kraft.version 0 (a static
+// quorum, supported but not finalized, as Kafka lists it). As Kafka
+// (KAFKA-17492), a v3 answer leaves out the supported
 // features whose minimum is 0, which older clients fail to parse.
 func init() { register(18, 0, 4, handleApiVersions) }
 
@@ -54,6 +58,10 @@ func (s *Server) apiVersionsResponse(version int16) *kmsg.ApiVersionsResponse {
 				sf.Name, sf.MinVersion, sf.MaxVersion = f.name, f.min, f.max
 				resp.SupportedFeatures = append(resp.SupportedFeatures, sf)
 			}
+			if f.level == 0 {
+				// As Kafka: a feature at level 0 is not finalized.
+				continue
+			}
 			ff := kmsg.NewApiVersionsResponseFinalizedFeature()
 			ff.Name, ff.MinVersionLevel, ff.MaxVersionLevel = f.name, f.level, f.level
 			resp.FinalizedFeatures = append(resp.FinalizedFeatures, ff)
@@ -78,6 +86,22 @@ var features = []struct {
 	level    int16
 }{
 	{"group.version", 0, 1, 1},
+	// kraft.version 1 is KIP-853's dynamic quorum (AddRaftVoter,
+	// RemoveRaftVoter, voters kept in the log); Gregor's quorum (etcd
+	// raft) has a fixed voter set, as KRaft at level 0, which Kafka does
+	// not list as finalized.
+	{"kraft.version", 0, 0, 0},
+	// metadata.version 4.0-IV3 (level 25), Kafka 4.0's release level: the
+	// first at which transaction.version 2 (needs 4.0-IV2) and
+	// group.version 1 (4.0-IV0) may be finalized. Later levels (4.1-IV0
+	// on) bootstrap the streams group protocol, which Gregor does not
+	// serve, and make share.version 1 a default. Gregor runs at this one
+	// level only (no UpdateFeatures), so it is its whole supported range.
+	{"metadata.version", metadataVersion, metadataVersion, metadataVersion},
 	{"transaction.version", 0, 2, transactionVersion},
 	{"share.version", 0, 1, 1},
 }
+
+// metadataVersion is the metadata.version feature level Gregor runs at
+// (Kafka's MetadataVersion.IBP_4_0_IV3).
+const metadataVersion = 25

@@ -19,8 +19,9 @@ import (
 // topic override (DYNAMIC_TOPIC_CONFIG), the broker property that supplies
 // its default (STATIC_BROKER_CONFIG), or Kafka's default (DEFAULT_CONFIG),
 // with synonyms when asked (v1+) and documentation (v3+). Broker resources
-// list this broker's configs; the empty name asks for the cluster-wide
-// dynamic defaults, of which Gregor has none; another broker's id answers
+// list this broker's configs, dynamic ones first (DYNAMIC_BROKER_CONFIG,
+// DYNAMIC_DEFAULT_BROKER_CONFIG); the empty name asks for the cluster-wide
+// dynamic defaults, only those set; another broker's id answers
 // INVALID_REQUEST, since a node knows only its own static file (clients
 // send a broker's DescribeConfigs to that broker). Client metrics
 // subscriptions: none exist, so each named one has no configs. Broker
@@ -93,10 +94,10 @@ func (s *Server) describeResource(img *image.Image, rtype kmsg.ConfigResourceTyp
 		if !ok {
 			return nil, kerr.UnknownTopicOrPartition
 		}
-		return s.cfg.DescribeTopic(t.Configs), nil
+		return s.cfg.DescribeTopicDynamic(t.Configs, s.dynamicConfigs(img)), nil
 	case resourceBroker:
 		if name == "" {
-			return nil, nil // no dynamic cluster-wide defaults
+			return config.DescribeClusterDefaults(img.BrokerConfigs("")), nil
 		}
 		id, err := strconv.ParseInt(name, 10, 32)
 		if err != nil {
@@ -105,7 +106,7 @@ func (s *Server) describeResource(img *image.Image, rtype kmsg.ConfigResourceTyp
 		if int32(id) != s.cfg.NodeID {
 			return nil, kerrMsg(kerr.InvalidRequest, fmt.Sprintf("Unexpected broker id, expected %d or empty string, but received %s", s.cfg.NodeID, name))
 		}
-		return s.cfg.DescribeBroker(), nil
+		return s.cfg.DescribeBrokerDynamic(s.dynamicConfigs(img)), nil
 	case resourceBrokerLogger:
 		if name == "" {
 			return nil, kerrMsg(kerr.InvalidRequest, "Broker id must not be empty")

@@ -108,8 +108,9 @@ const (
 // alterConfigs checks one resource of an AlterConfigs (legacy) or
 // IncrementalAlterConfigs request as Kafka's broker does before it
 // forwards the request (ConfigAdminManager.preprocess), then applies it
-// to a topic or (incrementally) a group (group_configs.go). Dynamic broker
-// configs, broker loggers and client metrics are refused with
+// to a topic, a broker (its own id, or "" for the cluster-wide defaults)
+// or (incrementally) a group (group_configs.go). Broker loggers and
+// client metrics are refused with
 // INVALID_REQUEST rather than accepted and ignored.
 func (s *Server) alterConfigs(rtype kmsg.ConfigResourceType, name string, ops []configOp, legacy, validateOnly bool) error {
 	seen := make(map[string]bool)
@@ -135,7 +136,7 @@ func (s *Server) alterConfigs(rtype kmsg.ConfigResourceType, name string, ops []
 				return err
 			}
 		}
-		return kerrMsg(kerr.InvalidRequest, "dynamic broker configs are not supported; set them in server.properties")
+		return s.alterBrokerConfigs(name, ops, legacy, validateOnly)
 	case resourceBrokerLogger:
 		if !legacy {
 			return kerrMsg(kerr.InvalidRequest, "changing broker log levels is not supported")

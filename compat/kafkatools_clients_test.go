@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -538,8 +539,8 @@ func testToolTransactions(t *testing.T, e *ktEnv) {
 }
 
 // testToolFeatures: kafka-features describe prints the features the
-// broker's ApiVersions response carries, and a Kafka 4.4 broker always
-// carries metadata.version among them.
+// broker's ApiVersions response carries, metadata.version (by release
+// name) and kraft.version among them.
 func testToolFeatures(t *testing.T, e *ktEnv) {
 	out := e.k.must(t, "", classFeatures, e.args("describe")...)
 	got := map[string]map[string]string{}
@@ -594,8 +595,31 @@ func testToolFeatures(t *testing.T, e *ktEnv) {
 			t.Errorf("feature %s not described", name)
 		}
 	}
-	if _, ok := got["metadata.version"]; !ok {
-		gregorBug(t, "ApiVersions carries no metadata.version feature, so kafka-features describe has no metadata.version line (Kafka 4.4 always has one)")
+	// metadata.version is printed by release name: Kafka 4.4 runs at
+	// 4.4-IV2 and supports from 3.3-IV3; Gregor runs at Kafka 4.0's level,
+	// 4.0-IV3, its only one.
+	mv, ok := got["metadata.version"]
+	if !ok {
+		t.Fatalf("no metadata.version line (a Kafka 4 broker always has one):\n%s", out)
+	}
+	release := regexp.MustCompile(`^[0-9]+\.[0-9]+-IV[0-9]+$`)
+	for _, k := range []string{"SupportedMinVersion", "SupportedMaxVersion", "FinalizedVersionLevel"} {
+		if !release.MatchString(mv[k]) {
+			t.Errorf("metadata.version %s = %q, not a release name", k, mv[k])
+		}
+	}
+	if mv["FinalizedVersionLevel"] != mv["SupportedMaxVersion"] {
+		t.Errorf("metadata.version finalized at %s, supported up to %s; a new cluster runs at its highest", mv["FinalizedVersionLevel"], mv["SupportedMaxVersion"])
+	}
+	if e.ours && (mv["SupportedMinVersion"] != "4.0-IV3" || mv["FinalizedVersionLevel"] != "4.0-IV3") {
+		t.Errorf("gregor's metadata.version: %v, want 4.0-IV3 supported and finalized", mv)
+	}
+	// kraft.version: Kafka finalizes 1 (KIP-853, a dynamic quorum);
+	// Gregor's static quorum is at 0, supported only.
+	if kv, ok := got["kraft.version"]; !ok {
+		t.Errorf("kraft.version not described")
+	} else if e.ours && (kv["SupportedMaxVersion"] != "0" || kv["FinalizedVersionLevel"] != "0") {
+		t.Errorf("gregor's kraft.version: %v, want supported up to 0 and finalized at 0", kv)
 	}
 }
 

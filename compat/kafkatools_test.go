@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+
+	"github.com/gregorbroker/gregor/compat/harness"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -455,6 +457,33 @@ func TestKafkaTools(t *testing.T) {
 		t.Parallel()
 		testToolsCluster(t, k, addrs)
 	})
+	// The same cluster tools against a three-node Kafka reference, so
+	// that what they assert of gregor's cluster is what Kafka's does.
+	t.Run("cluster-kafka", func(t *testing.T) {
+		if !e.ours || !useKafka() {
+			t.Skip("the three-node Kafka reference runs beside gregor's cluster in make compat")
+		}
+		t.Parallel()
+		script, err := filepath.Abs("kafka-ref/kafka-ref.sh")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		ref, err := harness.StartKafkaRef(ctx, script, filepath.Join(workDir, "kafka-cluster"), 3, nil)
+		cancel()
+		if err != nil {
+			if os.Getenv("COMPAT_REQUIRE_KAFKA") != "" {
+				t.Fatal(err)
+			}
+			t.Skipf("the three-node Kafka reference did not start (COMPAT_REQUIRE_KAFKA=1 fails instead): %v", err)
+		}
+		t.Cleanup(func() {
+			if err := ref.Close(); err != nil {
+				t.Error(err)
+			}
+		})
+		testToolsCluster(t, k, ref.Addr)
+	})
 }
 
 // testToolTopics: kafka-topics creates, lists, describes, grows and
@@ -678,20 +707,42 @@ func testToolConfigs(t *testing.T, e *ktEnv) {
 			t.Errorf("group.initial.rebalance.delay.ms = %q, want 0 (set with --override)", got["group.initial.rebalance.delay.ms"])
 		}
 
-		// Kafka 4.4 applies log.cleaner.threads, a dynamic broker config,
-		// at run time and lists it among the broker's dynamic configs.
+		// unclean.leader.election.enable is a dynamic broker config both
+		// apply at run time (the controller reads it for each election);
+		// set on broker 1 and cluster-wide, it is described with both
+		// layers as synonyms, then removed again.
 		r := e.k.run(t, "", classConfigs, e.args("--entity-type", "brokers", "--entity-name", "1", "--alter",
-			"--add-config", "log.cleaner.threads=2")...)
+			"--add-config", "unclean.leader.election.enable=true")...)
 		if r.err != nil {
-			gregorBug(t, "kafka-configs --entity-type brokers --alter fails: %v: %s", r.err, causeLine(r.stderr))
+			t.Fatalf("kafka-configs --entity-type brokers --alter fails: %v: %s", r.err, causeLine(r.stderr))
 		}
 		if strings.TrimSpace(r.stdout) != "Completed updating config for broker 1." {
 			t.Errorf("broker alter printed %q", r.stdout)
 		}
+		r = e.k.run(t, "", classConfigs, e.args("--entity-type", "brokers", "--entity-default", "--alter",
+			"--add-config", "unclean.leader.election.enable=false")...)
+		if r.err != nil || strings.TrimSpace(r.stdout) != "Completed updating default config for brokers in the cluster." {
+			t.Fatalf("kafka-configs --entity-default --alter: %v: %q %s", r.err, r.stdout, causeLine(r.stderr))
+		}
+		out = e.k.must(t, "", classConfigs, e.args("--entity-type", "brokers", "--entity-name", "1", "--describe")...)
+		const want = "unclean.leader.election.enable=true sensitive=false synonyms={DYNAMIC_BROKER_CONFIG:unclean.leader.election.enable=true, " +
+			"DYNAMIC_DEFAULT_BROKER_CONFIG:unclean.leader.election.enable=false, DEFAULT_CONFIG:unclean.leader.election.enable=false}"
+		if !slices.Contains(outLines(out), "  "+want) {
+			t.Errorf("broker 1's dynamic configs:\n%s\nwant the line %s", out, want)
+		}
+		out = e.k.must(t, "", classConfigs, e.args("--entity-type", "brokers", "--entity-default", "--describe")...)
+		const wantDefault = "unclean.leader.election.enable=false sensitive=false synonyms={DYNAMIC_DEFAULT_BROKER_CONFIG:unclean.leader.election.enable=false}"
+		if !slices.Contains(outLines(out), "  "+wantDefault) {
+			t.Errorf("cluster-wide dynamic configs:\n%s\nwant the line %s", out, wantDefault)
+		}
+		for _, entity := range [][]string{{"--entity-name", "1"}, {"--entity-default"}} {
+			args := append(append([]string{"--entity-type", "brokers"}, entity...), "--alter", "--delete-config", "unclean.leader.election.enable")
+			e.k.must(t, "", classConfigs, e.args(args...)...)
+		}
 		got = parseConfigs(t, e.k.must(t, "", classConfigs, e.args("--entity-type", "brokers", "--entity-name", "1", "--describe")...),
 			"Dynamic configs for broker 1 are:")
-		if got["log.cleaner.threads"] != "2" {
-			t.Errorf("after alter, broker 1's dynamic configs are %v, want log.cleaner.threads=2", got)
+		if _, ok := got["unclean.leader.election.enable"]; ok {
+			t.Errorf("after --delete-config, broker 1's dynamic configs are %v", got)
 		}
 	})
 

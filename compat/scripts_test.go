@@ -23,6 +23,21 @@ func confluentPython() clientImpl {
 		pythonModule("confluent_kafka", "python3-confluent-kafka"))
 }
 
+// pyVenv is the virtualenv make compat-deps fills from
+// python/requirements.txt (PyPI), for the newer Python client.
+const pyVenv = "out/pyvenv/bin/python"
+
+// confluentPython2 is the same scenarios on confluent-kafka 2.x from PyPI,
+// whose wheel bundles a current librdkafka.
+func confluentPython2() clientImpl {
+	return scriptClient("confluent-kafka-python-2", []string{pyVenv, "python/confluent_scenarios.py"}, func() error {
+		if err := exec.Command(pyVenv, "-c", "import confluent_kafka").Run(); err != nil {
+			return fmt.Errorf("%s cannot import confluent_kafka (%v): run make compat-deps (PyPI, compat/python/requirements.txt)", pyVenv, err)
+		}
+		return nil
+	})
+}
+
 func kafkaPython() clientImpl {
 	return scriptClient("kafka-python", []string{systemPython, "python/kafka_python_scenarios.py"},
 		pythonModule("kafka", "python3-kafka"))

@@ -45,13 +45,18 @@ func brokerSynonymFamily(name string) []string {
 }
 
 // brokerSynonyms lists, as Kafka's ConfigHelper.configSynonyms does, the
-// properties of name's family set in the file (STATIC_BROKER_CONFIG), then
+// properties of name's family set dynamically (DYNAMIC_BROKER_CONFIG, then
+// DYNAMIC_DEFAULT_BROKER_CONFIG), those set in the file
+// (STATIC_BROKER_CONFIG), then
 // those with a non-null default (DEFAULT_CONFIG), and drops any before the
 // first entry for name itself. So retention.ms with nothing set has no
 // synonyms, while log.segment.bytes has its default as one.
-func (b *Broker) brokerSynonyms(name string) []Synonym {
+func (b *Broker) brokerSynonyms(name string, d Dynamic) []Synonym {
 	family := brokerSynonymFamily(name)
 	var out []Synonym
+	for _, n := range family {
+		out = append(out, d.dynamicSynonyms(n)...)
+	}
 	for _, n := range family {
 		if raw, ok := b.Props[n]; ok {
 			out = append(out, Synonym{Name: n, Value: raw, Source: SourceStaticBroker})
@@ -102,6 +107,13 @@ func (b *Broker) brokerString(name string) string {
 // its source (DYNAMIC_TOPIC_CONFIG for an override, else the first broker
 // synonym's source, else DEFAULT_CONFIG) and the synonyms, sorted by name.
 func (b *Broker) DescribeTopic(overrides map[string]string) []Entry {
+	return b.DescribeTopicDynamic(overrides, Dynamic{})
+}
+
+// DescribeTopicDynamic is DescribeTopic on a broker whose dynamic configs
+// are d: a topic config without an override takes its broker synonym's
+// dynamic value when there is one.
+func (b *Broker) DescribeTopicDynamic(overrides map[string]string, d Dynamic) []Entry {
 	out := make([]Entry, 0, len(topicKeys))
 	for i := range topicKeys {
 		k := &topicKeys[i]
@@ -115,7 +127,11 @@ func (b *Broker) DescribeTopic(overrides map[string]string) []Entry {
 			syn = append(syn, Synonym{Name: k.name, Value: s, Source: SourceDynamicTopic})
 		}
 		if len(k.synonyms) > 0 {
-			syn = append(syn, b.brokerSynonyms(k.synonyms[0])...)
+			bs := b.brokerSynonyms(k.synonyms[0], d)
+			if !overridden && len(bs) > 0 && (bs[0].Source == SourceDynamicBroker || bs[0].Source == SourceDynamicDefaultBroker) {
+				s, null = bs[0].Value, false
+			}
+			syn = append(syn, bs...)
 		}
 		src := SourceDefault
 		if len(syn) > 0 {
@@ -136,6 +152,13 @@ func (b *Broker) DescribeTopic(overrides map[string]string) []Entry {
 // property without a default that is not set, and read-only unless Kafka
 // can change it dynamically. Sorted by name.
 func (b *Broker) DescribeBroker() []Entry {
+	return b.DescribeBrokerDynamic(Dynamic{})
+}
+
+// DescribeBrokerDynamic is DescribeBroker with the broker's dynamic
+// configs d: a config set dynamically shows its dynamic value and source
+// (DYNAMIC_BROKER_CONFIG before DYNAMIC_DEFAULT_BROKER_CONFIG).
+func (b *Broker) DescribeBrokerDynamic(d Dynamic) []Entry {
 	out := make([]Entry, 0, len(brokerKeys))
 	for i := range brokerKeys {
 		k := &brokerKeys[i]
@@ -143,10 +166,13 @@ func (b *Broker) DescribeBroker() []Entry {
 			continue
 		}
 		s, null := formatValue(k.typ, b.brokerValue(k))
-		syn := b.brokerSynonyms(k.name)
+		syn := b.brokerSynonyms(k.name, d)
 		src := SourceDefault
 		if len(syn) > 0 {
 			src = syn[0].Source
+			if src == SourceDynamicBroker || src == SourceDynamicDefaultBroker {
+				s, null = syn[0].Value, false
+			}
 		}
 		sensitive := k.typ == TypePassword
 		if sensitive {

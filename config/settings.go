@@ -129,6 +129,32 @@ precedence over the plain property; a SASL listener's JAAS config is
 		}
 		fmt.Fprintf(&sb, "| `%s` | %s | %s |\n", name, dflt, strings.ReplaceAll(status, "|", `\|`))
 	}
+	sb.WriteString(dynamicSettingsText())
 	sb.WriteString(topicSettingsTable())
 	return sb.String()
+}
+
+// dynamicSettingsText is the part of docs/configuration.md on dynamic
+// broker configs (dynamic.go).
+func dynamicSettingsText() string {
+	names := AppliedDynamicBrokerConfigs()
+	for i, n := range names {
+		names[i] = "`" + n + "`"
+	}
+	return `
+## Dynamic broker configs
+
+IncrementalAlterConfigs and AlterConfigs (` + "`kafka-configs --entity-type brokers`" + `)
+change broker configs at run time, for one broker (its id) or for the
+whole cluster (` + "`--entity-default`" + `, the empty name), as in Kafka: the
+values are kept in the metadata log, and DescribeConfigs shows them with
+source DYNAMIC_BROKER_CONFIG or DYNAMIC_DEFAULT_BROKER_CONFIG ahead of the
+file and the default. Gregor accepts only the configs it applies when
+they change: ` + strings.Join(names, ", ") + `. Any other name is refused with
+INVALID_REQUEST and Kafka's message ("Cannot update these configs
+dynamically: [...]", with Gregor's reason), not stored and ignored; among
+them the replication throttle rates, since Gregor does not throttle
+replication. Deleting a config that is not set succeeds, as
+` + "`kafka-reassign-partitions --verify`" + ` does when it clears the throttles.
+`
 }

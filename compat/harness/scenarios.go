@@ -60,6 +60,7 @@ var Clients = []Client{
 	{"kafka-go", "github.com/segmentio/kafka-go (Go module, pinned in compat/go.mod)"},
 	{"kcat", "kcat with librdkafka (Debian packages kcat, librdkafka1)"},
 	{"confluent-kafka-python", "confluent-kafka for Python with librdkafka (Debian python3-confluent-kafka)"},
+	{"confluent-kafka-python-2", "confluent-kafka 2.16.1 for Python with the librdkafka 2.16.0 of its wheel (PyPI, pinned in compat/python/requirements.txt); its groups use group.protocol=consumer (KIP-848)"},
 	{"kafka-python", "kafka-python (Debian python3-kafka; codecs from python3-snappy, python3-lz4, python3-zstandard)"},
 	{"kafkajs", "kafkajs (npm, pinned by compat/node/package-lock.json)"},
 	{"java", "Apache Kafka's Java client, kafka-clients 4.4.0 (Maven Central, pinned in compat/java/pom.xml)"},

@@ -12,7 +12,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from confluent_kafka import (  # noqa: E402
-    OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition)
+    OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition, libversion)
 from confluent_kafka.admin import (  # noqa: E402
     AdminClient, ConfigResource, NewPartitions, NewTopic)
 
@@ -90,6 +90,22 @@ def produce_ok(addr, msgs, **conf):
     errors = produce(addr, msgs, **conf)
     if errors:
         raise Fail("delivery failed for %d messages, first: %s" % (len(errors), errors[0]))
+
+
+# librdkafka 2.4 and later join groups with the KIP-848 consumer group
+# protocol (group.protocol=consumer), the newer client's way; 1.7 speaks
+# only the classic one. The session timeout is then the broker's
+# (group.consumer.session.timeout.ms): the client may not set it.
+KIP848 = libversion()[1] >= 0x020400ff
+
+
+def group_conf(**conf):
+    """The consumer settings of a group member, in the protocol this
+    library speaks best."""
+    if KIP848:
+        conf.pop("session.timeout.ms", None)
+        conf["group.protocol"] = "consumer"
+    return conf
 
 
 def consumer(addr, **conf):
@@ -203,7 +219,7 @@ def group_resume(a):
     seen = {}
 
     def member(limit):
-        c = consumer(a.bootstrap, **{"group.id": a.topic + "-group", "session.timeout.ms": 10000})
+        c = consumer(a.bootstrap, **group_conf(**{"group.id": a.topic + "-group", "session.timeout.ms": 10000}))
         try:
             c.subscribe([a.topic])
             read_ = 0
@@ -231,7 +247,7 @@ def group_resume(a):
 def group_split(a):
     """Two Consumers of one group, one thread each (rebalance callbacks
     run inside a consumer's poll), with librdkafka's default assignors
-    (range, roundrobin)."""
+    (range, roundrobin), or the broker's (KIP-848) from librdkafka 2.4."""
     create(a.bootstrap, a.topic, common.SPLIT_PARTITIONS)
     group = common.split_group(a.topic)
     asg, tally = common.SplitAssign(), common.SplitTally()
@@ -241,8 +257,8 @@ def group_split(a):
     def member(m):
         c = None
         try:
-            c = consumer(a.bootstrap, **{"group.id": group, "client.id": "%s-%d" % (group, m),
-                                         "session.timeout.ms": common.SPLIT_SESSION_MS})
+            c = consumer(a.bootstrap, **group_conf(**{"group.id": group, "client.id": "%s-%d" % (group, m),
+                                                      "session.timeout.ms": common.SPLIT_SESSION_MS}))
 
             def parts(ps):
                 return [tp.partition for tp in ps if tp.topic == a.topic]
@@ -281,7 +297,10 @@ def group_split(a):
         raise Fail("a member did not stop within 30s")
     if errors:
         raise Fail(errors[0])
-    return tally.check(sets)
+    note = tally.check(sets)
+    if KIP848:
+        note = "group.protocol=consumer; " + note
+    return note
 
 
 def idempotent(a):
@@ -371,7 +390,35 @@ def configs_alter(a):
 
 
 def deleterecords(a):
-    raise NotApplicable("confluent-kafka 1.7 has no delete_records (added in 2.4)")
+    adm = admin(a.bootstrap)
+    if not hasattr(adm, "delete_records"):
+        raise NotApplicable("confluent-kafka %s has no delete_records (added in 2.4)" % version())
+    create(a.bootstrap, a.topic, 1)
+    produce_ok(a.bootstrap, [{"topic": a.topic, "partition": 0, "value": str(i).encode()} for i in range(10)])
+    futures = adm.delete_records([TopicPartition(a.topic, 0, 4)], request_timeout=TIMEOUT)
+    for tp, f in futures.items():
+        try:
+            res = f.result(TIMEOUT)
+        except Exception as e:
+            raise Fail("DeleteRecords %s: %s" % (tp, e))
+        low = getattr(res, "low_watermark", None)
+        if low != 4:
+            raise Fail("DeleteRecords to 4 answered low watermark %s" % low)
+    got = read(a.bootstrap, a.topic, 0, 6)
+    if got[0].offset() != 4:
+        raise Fail("first record from the beginning at %d, want 4" % got[0].offset())
+    c = consumer(a.bootstrap)
+    try:
+        lo, hi = c.get_watermark_offsets(TopicPartition(a.topic, 0), TIMEOUT)
+    finally:
+        c.close()
+    if (lo, hi) != (4, 10):
+        raise Fail("watermarks (%d, %d) after DeleteRecords to 4, want (4, 10)" % (lo, hi))
+
+
+def version():
+    from confluent_kafka import version as v
+    return v()[0]
 
 
 def big_record(a):

@@ -160,11 +160,15 @@ func (c *Controller) activeBroker(img *image.Image, id int32) bool {
 	return ok && !b.Fenced && !c.shuttingDown[id]
 }
 
-// uncleanEnabled resolves unclean.leader.election.enable for a topic: the
-// topic's config, else the cluster-wide dynamic default, else the static
-// one.
+// uncleanEnabled resolves unclean.leader.election.enable for a topic as
+// Kafka's ConfigurationControlManager.getTopicConfig: the topic's config,
+// else this controller node's dynamic config, else the cluster-wide
+// dynamic default, else the static one.
 func (c *Controller) uncleanEnabled(img *image.Image, t *image.TopicImage) bool {
 	if v, ok := t.Configs["unclean.leader.election.enable"]; ok {
+		return strings.EqualFold(v, "true")
+	}
+	if v, ok := img.BrokerConfig(strconv.Itoa(int(c.node.NodeID())), "unclean.leader.election.enable"); ok {
 		return strings.EqualFold(v, "true")
 	}
 	if v, ok := img.BrokerConfig("", "unclean.leader.election.enable"); ok {

@@ -3,6 +3,7 @@ package controller
 import (
 	"errors"
 	"slices"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -383,5 +384,37 @@ func TestBrokerHeartbeat(t *testing.T) {
 	}
 	if p := part(t, n, "t", 1); p.Leader != image.NoLeader || !slices.Equal(p.ISR, []int32{1}) {
 		t.Fatalf("t-1 after 1 restarted: %+v", p)
+	}
+}
+
+// TestUncleanEnabledDynamic: unclean.leader.election.enable resolves as
+// Kafka's controller resolves it: the topic, this controller node's
+// dynamic config, the cluster-wide dynamic default, then the file.
+func TestUncleanEnabledDynamic(t *testing.T) {
+	n, c := startController(t, t.TempDir())
+	createTopic(t, c, "u", 1)
+	node := strconv.Itoa(int(n.NodeID()))
+	steps := []struct {
+		name string
+		set  map[string]*string
+		want bool
+	}{
+		{"", nil, false},
+		{"", map[string]*string{"unclean.leader.election.enable": strp("true")}, true},
+		{node, map[string]*string{"unclean.leader.election.enable": strp("false")}, false},
+		{"", map[string]*string{"unclean.leader.election.enable": nil}, false},
+		{node, map[string]*string{"unclean.leader.election.enable": strp("true")}, true},
+	}
+	for i, s := range steps {
+		if s.set != nil {
+			if err := c.AlterConfigs(ctxT(t), image.ResourceBroker, s.name, s.set, false); err != nil {
+				t.Fatalf("step %d: %v", i, err)
+			}
+		}
+		img := n.Image()
+		tp, _ := img.Topic("u")
+		if got := c.uncleanEnabled(img, tp); got != s.want {
+			t.Errorf("step %d (broker %q %v): unclean enabled %v, want %v", i, s.name, s.set, got, s.want)
+		}
 	}
 }

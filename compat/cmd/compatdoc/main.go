@@ -127,7 +127,9 @@ func render(in inputs) string {
 	w("internal topics on fewer than three nodes, loopback ports, a small heap, logs in `server.log` per node.\n")
 	w("`make kafka-ref` starts one node by hand (`KAFKA_REF_NODES=3` three) and prints its bootstrap address.\n")
 	w("A compatibility run starts two fresh single-node references (the second with\n")
-	w("`auto.create.topics.enable=false`) shared by every client, whose topics and groups are named after it.\n\n")
+	w("`auto.create.topics.enable=false`) shared by every client, whose topics and groups are named after it,\n")
+	w("and a three-node one for Kafka's cluster tools (`TestKafkaTools/cluster-kafka`: metadata-quorum,\n")
+	w("reassign-partitions with --verify, leader-election), run as against Gregor's three-node cluster.\n\n")
 	w("Two rules make Kafka the judge:\n\n")
 	w("- a scenario whose outcome on Gregor differs from Kafka's fails the run unless `compat/differences.txt`\n")
 	w("  lists it, as *deliberate* (Gregor differs on purpose) or as a *gap* (a known bug to fix), with its reason;\n")
@@ -135,6 +137,13 @@ func render(in inputs) string {
 	w("  listed in `compat/api-differences.tsv` with its reason: Gregor serves fewer APIs or versions only there.\n\n")
 	w("Gregor's own outcomes are also held to `compat/expected.txt`: a scenario that passed there and fails\n")
 	w("now fails CI.\n\n")
+	w("The same run drives, on Gregor and on Kafka alike (each check must hold on both), Kafka's JVM\n")
+	w("applications as their own processes: Kafka Connect 4.3.1 (`compat/java/connect/pom.xml`; Central has\n")
+	w("no connect-file 4.4.0) with the file connectors, standalone across a worker restart\n")
+	w("(`TestConnectStandalone`) and distributed with its compacted config, offset and status topics and\n")
+	w("connectors created over its REST API (`TestConnectDistributed`), the sink file checked line by line;\n")
+	w("and a Kafka Streams exactly_once_v2 application SIGKILLed mid-stream and restarted, whose\n")
+	w("read_committed output must count every input once (`TestStreamsEOSKill`).\n\n")
 
 	byKey := map[string]map[string]harness.Result{harness.TargetKafka: {}, harness.TargetGregor: {}}
 	for _, r := range in.results {
