@@ -18,13 +18,26 @@ import (
 
 var sessNF = kerr.ShareSessionNotFound.Code
 
-// shareHeartbeatCode joins sg as a new member subscribed to topic.
+// shareHeartbeatCode joins sg as a new member subscribed to topic and,
+// once in, heartbeats until it is assigned topic's partition: Kafka
+// assigns in the background, a heartbeat or two after the join (gregor
+// at once), and ShareGroupDescribe's case needs the assignments.
 func shareHeartbeatCode(topic string) func(*testing.T, *kgo.Client, string) int16 {
 	return func(t *testing.T, cl *kgo.Client, who string) int16 {
 		req := kmsg.NewPtrShareGroupHeartbeatRequest()
 		req.GroupID, req.MemberID = "sg", fmt.Sprintf("%s-%d", who, time.Now().UnixNano())
 		req.SubscribedTopicNames = []string{topic}
-		return send[*kmsg.ShareGroupHeartbeatResponse](t, cl, req).ErrorCode
+		resp := send[*kmsg.ShareGroupHeartbeatResponse](t, cl, req)
+		deadline := time.Now().Add(10 * time.Second)
+		for resp.ErrorCode == 0 && (resp.Assignment == nil || len(resp.Assignment.TopicPartitions) == 0) {
+			if time.Now().After(deadline) {
+				t.Fatalf("share member %s of sg not assigned %s", req.MemberID, topic)
+			}
+			time.Sleep(100 * time.Millisecond)
+			req.MemberEpoch, req.SubscribedTopicNames = resp.MemberEpoch, nil
+			resp = send[*kmsg.ShareGroupHeartbeatResponse](t, cl, req)
+		}
+		return resp.ErrorCode
 	}
 }
 
@@ -82,8 +95,12 @@ func alterShareOffsetsCode(t *testing.T, cl *kgo.Client, _ string) int16 {
 	return resp.Topics[0].Partitions[0].ErrorCode
 }
 
-// deleteShareOffsetsCode makes sq forget t.
-func deleteShareOffsetsCode(t *testing.T, cl *kgo.Client, _ string) int16 {
+// deleteShareOffsetsCode makes sq forget t, after the principal's
+// AlterShareGroupOffsets gave sq state of t again where it may: Kafka
+// answers UNKNOWN_TOPIC_OR_PARTITION for a topic the group has no state
+// of (the principal before it deleted it).
+func deleteShareOffsetsCode(t *testing.T, cl *kgo.Client, who string) int16 {
+	alterShareOffsetsCode(t, cl, who)
 	req := kmsg.NewPtrDeleteShareGroupOffsetsRequest()
 	req.GroupID = "sq"
 	req.Topics = append(req.Topics, kmsg.DeleteShareGroupOffsetsRequestTopic{Topic: "t"})
