@@ -3,6 +3,8 @@ package broker
 import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/gregorbroker/gregor/security/authz"
 )
 
 // ShareGroupHeartbeat (key 76), version 1 (the stable KIP-932 version;
@@ -16,6 +18,15 @@ func init() { register(76, 1, 1, handleShareGroupHeartbeat) }
 func handleShareGroupHeartbeat(s *Server, r *request) (result, error) {
 	req := r.req.(*kmsg.ShareGroupHeartbeatRequest)
 	return r.inOrder(func() kmsg.Response {
+		// Kafka checks READ on the group, then DESCRIBE on the topics
+		// subscribed to, before the coordinator (or the state topic it
+		// needs) is involved.
+		if resp := s.shareGroupDenied(r, authz.OpRead, req.GroupID); resp != nil {
+			return resp
+		}
+		if resp := s.shareSubscriptionDenied(r, req); resp != nil {
+			return resp
+		}
 		if err := s.shareReady(r.conn.ctx, req.GroupID); err != nil {
 			resp := req.ResponseKind().(*kmsg.ShareGroupHeartbeatResponse)
 			resp.ErrorCode = kerr.CoordinatorNotAvailable.Code

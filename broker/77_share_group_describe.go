@@ -9,5 +9,10 @@ func init() { register(77, 1, 1, handleShareGroupDescribe) }
 
 func handleShareGroupDescribe(s *Server, r *request) (result, error) {
 	req := r.req.(*kmsg.ShareGroupDescribeRequest)
-	return r.inOrder(func() kmsg.Response { return s.shares.coord.Describe(r.conn.ctx, req)() })
+	return r.inOrder(func() kmsg.Response {
+		sub, finish := s.authorizeShareGroupDescribe(r, req)
+		resp := s.shares.coord.Describe(r.conn.ctx, sub)()
+		finish(resp)
+		return resp
+	})
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/gregorbroker/gregor/broker/internal/partition"
 	"github.com/gregorbroker/gregor/broker/share"
 	"github.com/gregorbroker/gregor/protocol"
+	"github.com/gregorbroker/gregor/security/authz"
 )
 
 // ShareFetch (key 78), versions 1-2 (version 0 was Kafka 4.0's early
@@ -30,10 +31,27 @@ func init() { register(78, 1, 2, handleShareFetch) }
 
 func handleShareFetch(s *Server, r *request) (result, error) {
 	req := r.req.(*kmsg.ShareFetchRequest)
-	return r.inOrder(func() kmsg.Response { return s.shareFetch(r.conn, req) })
+	return r.inOrder(func() kmsg.Response {
+		// READ on the group before the share session is looked at, as
+		// Kafka; READ on each topic is the coordinator's to apply
+		// (readable), since the session holds partitions this request
+		// does not name.
+		if resp := s.shareGroupDenied(r, authz.OpRead, ptrOr(req.GroupID)); resp != nil {
+			return resp
+		}
+		return s.shareFetch(r.conn, req, s.shareReadable(r))
+	})
 }
 
-func (s *Server) shareFetch(c *conn, req *kmsg.ShareFetchRequest) kmsg.Response {
+// ptrOr is *p, or "" for nil.
+func ptrOr(p *string) string {
+	if p == nil {
+		return ""
+	}
+	return *p
+}
+
+func (s *Server) shareFetch(c *conn, req *kmsg.ShareFetchRequest, readable func(string) bool) kmsg.Response {
 	ctx := c.ctx
 	resp := req.ResponseKind().(*kmsg.ShareFetchResponse)
 	if req.GroupID == nil || *req.GroupID == "" || req.MemberID == nil || *req.MemberID == "" {
@@ -42,7 +60,7 @@ func (s *Server) shareFetch(c *conn, req *kmsg.ShareFetchRequest) kmsg.Response 
 	}
 	names := s.topicNamesByID()
 	start := share.FetchStart{Group: *req.GroupID, Member: *req.MemberID, Epoch: req.ShareSessionEpoch,
-		Renew: req.Version >= 2 && req.IsRenewAck, Conn: c.id}
+		Renew: req.Version >= 2 && req.IsRenewAck, Conn: c.id, Readable: readable}
 	if req.ShareSessionEpoch == 0 {
 		c.shareSessions.Store(true)
 	}
@@ -87,12 +105,20 @@ func (s *Server) shareFetch(c *conn, req *kmsg.ShareFetchRequest) kmsg.Response 
 		return &rp
 	}
 	for ref, code := range plan.AckErrors {
-		part(ref).AcknowledgeErrorCode = code
+		rp := part(ref)
+		rp.AcknowledgeErrorCode = code
+		if code == kerr.TopicAuthorizationFailed.Code {
+			rp.CurrentLeader.LeaderID, rp.CurrentLeader.LeaderEpoch = -1, -1 // nothing of a topic it may not read
+		}
 	}
 	full := req.ShareSessionEpoch == 0
 	for _, rd := range plan.Reads {
 		if rd.ErrorCode != 0 || full {
-			part(rd.Ref).ErrorCode = rd.ErrorCode
+			rp := part(rd.Ref)
+			rp.ErrorCode = rd.ErrorCode
+			if rd.ErrorCode == kerr.TopicAuthorizationFailed.Code {
+				rp.CurrentLeader.LeaderID, rp.CurrentLeader.LeaderEpoch = -1, -1
+			}
 		}
 	}
 

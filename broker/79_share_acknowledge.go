@@ -7,6 +7,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/gregorbroker/gregor/broker/share"
+	"github.com/gregorbroker/gregor/security/authz"
 )
 
 // ShareAcknowledge (key 79), versions 1-2: acknowledgements outside a
@@ -20,6 +21,11 @@ func init() { register(79, 1, 2, handleShareAcknowledge) }
 func handleShareAcknowledge(s *Server, r *request) (result, error) {
 	req := r.req.(*kmsg.ShareAcknowledgeRequest)
 	return r.inOrder(func() kmsg.Response {
+		// READ on the group first, as Kafka; READ on each topic
+		// acknowledged is the coordinator's to apply (Readable).
+		if resp := s.shareGroupDenied(r, authz.OpRead, ptrOr(req.GroupID)); resp != nil {
+			return resp
+		}
 		resp := req.ResponseKind().(*kmsg.ShareAcknowledgeResponse)
 		if req.GroupID == nil || *req.GroupID == "" || req.MemberID == nil || *req.MemberID == "" {
 			resp.ErrorCode = kerr.InvalidRequest.Code
@@ -27,7 +33,7 @@ func handleShareAcknowledge(s *Server, r *request) (result, error) {
 		}
 		names := s.topicNamesByID()
 		ack := share.AckStart{Group: *req.GroupID, Member: *req.MemberID, Epoch: req.ShareSessionEpoch,
-			Renew: req.Version >= 2 && req.IsRenewAck}
+			Renew: req.Version >= 2 && req.IsRenewAck, Readable: s.shareReadable(r)}
 		for _, t := range req.Topics {
 			for _, p := range t.Partitions {
 				a := share.Ack{Ref: share.PartitionRef{TopicID: t.TopicID, Topic: names[t.TopicID], Partition: p.Partition}}
@@ -61,7 +67,7 @@ func handleShareAcknowledge(s *Server, r *request) (result, error) {
 				rp.Partition = p.Partition
 				rp.ErrorCode = codes[share.PartitionRef{TopicID: t.TopicID, Topic: names[t.TopicID], Partition: p.Partition}]
 				rp.CurrentLeader.LeaderID, rp.CurrentLeader.LeaderEpoch = -1, -1
-				if lp := s.leaderPartition(names[t.TopicID], p.Partition); lp != nil {
+				if lp := s.leaderPartition(names[t.TopicID], p.Partition); lp != nil && rp.ErrorCode != kerr.TopicAuthorizationFailed.Code {
 					rp.CurrentLeader.LeaderID, rp.CurrentLeader.LeaderEpoch = s.cfg.NodeID, lp.LeaderEpoch.Load()
 				}
 				rt.Partitions = append(rt.Partitions, rp)

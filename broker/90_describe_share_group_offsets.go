@@ -9,5 +9,11 @@ func init() { register(90, 0, 1, handleDescribeShareGroupOffsets) }
 
 func handleDescribeShareGroupOffsets(s *Server, r *request) (result, error) {
 	req := r.req.(*kmsg.DescribeShareGroupOffsetsRequest)
-	return r.inOrder(func() kmsg.Response { return s.shares.coord.DescribeOffsets(r.conn.ctx, req) })
+	return r.inOrder(func() kmsg.Response {
+		sub, finish := s.authorizeDescribeShareGroupOffsets(r, req)
+		if sub == nil {
+			return finish(nil) // every group denied
+		}
+		return finish(s.shares.coord.DescribeOffsets(r.conn.ctx, sub))
+	})
 }

@@ -417,6 +417,16 @@ func TestAuthorizationMatrix(t *testing.T) {
 		{"AlterClientQuotas validate", alterClientQuotasCode},
 		{"DescribeUserScramCredentials", describeScramCode},
 		{"AlterUserScramCredentials delete", alterScramCode},
+		// Share groups (KIP-932), in this order: sq exists once fetched,
+		// and its offsets are deleted after they are altered.
+		{"ShareGroupHeartbeat sg t", settled(shareHeartbeatCode("t"))},
+		{"ShareGroupHeartbeat sg free", settled(shareHeartbeatCode("free"))},
+		{"ShareGroupDescribe sg", settled(shareGroupDescribeCode)},
+		{"ShareFetch sq", settled(shareFetchCode)},
+		{"ShareAcknowledge sq", settled(shareAcknowledgeCode)},
+		{"AlterShareGroupOffsets sq t", settled(alterShareOffsetsCode)},
+		{"DescribeShareGroupOffsets sq t", settled(describeShareOffsetsCode)},
+		{"DeleteShareGroupOffsets sq t", settled(deleteShareOffsetsCode)},
 	}
 	principals := []string{"admin", "alice", "bob", "anonymous"}
 	// want[allowEveryone][case] is the code per principal, in the order
@@ -463,6 +473,14 @@ func TestAuthorizationMatrix(t *testing.T) {
 			"AlterClientQuotas validate":       {ok, clustAF, clustAF, clustAF},
 			"DescribeUserScramCredentials":     {ok, clustAF, clustAF, clustAF},
 			"AlterUserScramCredentials delete": {noRes, clustAF, clustAF, clustAF},
+			"ShareGroupHeartbeat sg t":         {ok, groupAF, groupAF, groupAF},
+			"ShareGroupHeartbeat sg free":      {ok, groupAF, groupAF, groupAF},
+			"ShareGroupDescribe sg":            {ok, groupAF, groupAF, groupAF},
+			"ShareFetch sq":                    {sessNF, groupAF, groupAF, groupAF},
+			"ShareAcknowledge sq":              {sessNF, groupAF, groupAF, groupAF},
+			"AlterShareGroupOffsets sq t":      {ok, groupAF, groupAF, groupAF},
+			"DescribeShareGroupOffsets sq t":   {ok, groupAF, groupAF, groupAF},
+			"DeleteShareGroupOffsets sq t":     {ok, groupAF, groupAF, groupAF},
 		},
 		// With no ACL on a resource everyone may use it; t, g and tx
 		// keep their ACLs, and "alice-" prefixed topics theirs.
@@ -508,6 +526,16 @@ func TestAuthorizationMatrix(t *testing.T) {
 			"AlterClientQuotas validate":       {ok, ok, ok, ok},
 			"DescribeUserScramCredentials":     {ok, ok, ok, ok},
 			"AlterUserScramCredentials delete": {noRes, noRes, noRes, noRes},
+			// bob may not DESCRIBE t: he cannot subscribe to it, nor
+			// describe sg, whose members are assigned t; nor READ it.
+			"ShareGroupHeartbeat sg t":       {ok, ok, topicAF, ok},
+			"ShareGroupHeartbeat sg free":    {ok, ok, ok, ok},
+			"ShareGroupDescribe sg":          {ok, ok, topicAF, ok},
+			"ShareFetch sq":                  {sessNF, sessNF, sessNF, sessNF},
+			"ShareAcknowledge sq":            {sessNF, sessNF, sessNF, sessNF},
+			"AlterShareGroupOffsets sq t":    {ok, ok, topicAF, topicAF},
+			"DescribeShareGroupOffsets sq t": {ok, ok, topicAF, ok},
+			"DeleteShareGroupOffsets sq t":   {ok, ok, topicAF, topicAF},
 		},
 	}
 	total, passed := 0, 0

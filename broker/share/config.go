@@ -125,4 +125,5 @@ var (
 	errInvalidShareSessionEpoch = kerr.InvalidShareSessionEpoch.Code
 	errUnknownTopicID           = kerr.UnknownTopicID.Code
 	errNotLeader                = kerr.NotLeaderForPartition.Code
+	errTopicAuthorizationFailed = kerr.TopicAuthorizationFailed.Code
 )

@@ -52,6 +52,12 @@ type FetchStart struct {
 	Forget        []PartitionRef
 	Acks          []Ack
 	Renew         bool // renew acknowledgements allowed (v2 with IsRenewAck)
+	// Readable reports whether the principal may READ a topic; nil when
+	// no authorizer is configured. A partition of a topic it may not read
+	// stays in the session, as in Kafka, but is neither read nor
+	// acknowledged: it answers TOPIC_AUTHORIZATION_FAILED on every fetch,
+	// so that an ACL granted later takes effect at the next one.
+	Readable func(topic string) bool
 	// Conn names the client connection: a share session lives as long as
 	// the connection that opened it (see ConnectionClosed).
 	Conn uint64
@@ -137,7 +143,7 @@ func (m *machine) startFetch(req FetchStart, reply func(FetchPlan)) {
 	default:
 		sess.epoch = nextEpoch(sess.epoch)
 	}
-	changed := m.applyAcks(g, req.Member, req.Acks, req.Renew, plan.AckErrors)
+	changed := m.applyAcks(g, req.Member, req.Acks, req.Renew, req.Readable, plan.AckErrors)
 	if req.Epoch == -1 {
 		m.releaseMember(g, req.Member)
 	} else {
@@ -159,7 +165,7 @@ func (m *machine) startFetch(req FetchStart, reply func(FetchPlan)) {
 			refs[i] = PartitionRef{TopicID: k.topic, Topic: sess.parts[k], Partition: k.partition}
 		}
 		var inited []partKey
-		plan.Reads, inited = m.planReads(g, refs)
+		plan.Reads, inited = m.planReads(g, refs, req.Readable)
 		changed = append(changed, inited...)
 	}
 	if len(changed) == 0 {
@@ -179,8 +185,10 @@ func (m *machine) startFetch(req FetchStart, reply func(FetchPlan)) {
 }
 
 // applyAcks applies acknowledgements, one result per partition in codes,
-// and returns the share partitions they changed.
-func (m *machine) applyAcks(g *groupState, memberID string, acks []Ack, renew bool, codes map[PartitionRef]int16) []partKey {
+// and returns the share partitions they changed. Those of topics readable
+// says the principal may not READ answer TOPIC_AUTHORIZATION_FAILED and
+// change nothing.
+func (m *machine) applyAcks(g *groupState, memberID string, acks []Ack, renew bool, readable func(string) bool, codes map[PartitionRef]int16) []partKey {
 	var changed []partKey
 	now := m.clock.Now()
 	limit := m.deliveryLimit(g)
@@ -192,6 +200,8 @@ func (m *machine) applyAcks(g *groupState, memberID string, acks []Ack, renew bo
 		switch {
 		case a.Ref.Topic == "":
 			code = errUnknownTopicID
+		case readable != nil && !readable(a.Ref.Topic):
+			code = errTopicAuthorizationFailed
 		case ps == nil:
 			code = errInvalidRecordState
 		default:
@@ -301,6 +311,9 @@ type AckStart struct {
 	Epoch         int32
 	Acks          []Ack
 	Renew         bool
+	// Readable is FetchStart's: acknowledgements of topics the principal
+	// may not READ answer TOPIC_AUTHORIZATION_FAILED.
+	Readable func(topic string) bool
 }
 
 // acknowledge runs a ShareAcknowledge on the shard: the session step and
@@ -334,7 +347,7 @@ func (m *machine) acknowledge(req AckStart, reply func(int16, map[PartitionRef]i
 	default:
 		sess.epoch = nextEpoch(sess.epoch)
 	}
-	changed := m.applyAcks(g, req.Member, req.Acks, req.Renew, codes)
+	changed := m.applyAcks(g, req.Member, req.Acks, req.Renew, req.Readable, codes)
 	if req.Epoch == -1 {
 		m.releaseMember(g, req.Member)
 	}
@@ -358,8 +371,10 @@ func (m *machine) acknowledge(req AckStart, reply func(int16, map[PartitionRef]i
 // record or its end. A share partition the group never consumed starts
 // at share.auto.offset.reset, and one whose records below the log start
 // offset were deleted moves past them; planReads returns those it created
-// or moved, to be written.
-func (m *machine) planReads(g *groupState, refs []PartitionRef) ([]PartitionRead, []partKey) {
+// or moved, to be written. A partition of a topic readable says the
+// principal may not READ answers TOPIC_AUTHORIZATION_FAILED and is not
+// created: Kafka initializes share partitions only for the authorized.
+func (m *machine) planReads(g *groupState, refs []PartitionRef, readable func(string) bool) ([]PartitionRead, []partKey) {
 	var created []partKey
 	out := make([]PartitionRead, 0, len(refs))
 	for _, ref := range refs {
@@ -369,6 +384,8 @@ func (m *machine) planReads(g *groupState, refs []PartitionRef) ([]PartitionRead
 		switch {
 		case ref.Topic == "":
 			rd.ErrorCode = errUnknownTopicID
+		case readable != nil && !readable(ref.Topic):
+			rd.ErrorCode = errTopicAuthorizationFailed
 		case ps == nil && !m.initPartition(g, k, ref.Topic):
 			rd.ErrorCode = errNotLeader
 		default:
