@@ -3,6 +3,7 @@ package broker
 import (
 	"math/bits"
 	"sync"
+	"time"
 )
 
 // Produce frames are the broker's largest and most frequent allocations:
@@ -12,7 +13,8 @@ import (
 // the next frame instead, by power-of-two size class, up to
 // maxPooledFrameBytes in all: a sync.Pool would not do, since every
 // garbage collection empties it, and one large buffer allocated on a miss
-// is enough to start one.
+// is enough to start one. A buffer unused for frameIdle is dropped, so
+// that an idle broker holds none.
 //
 // Only Produce frames go back to the pool, and only once their slot is
 // finished (the response written or abandoned, so every phase of the
@@ -25,14 +27,26 @@ const (
 	maxPooledFrameShift = 24 // 16 MiB: larger ones are rare enough to leave to the GC
 	// maxPooledFrameBytes bounds the memory kept for frames to come.
 	maxPooledFrameBytes = 32 << 20
+	// frameIdle is how long a buffer is kept unused: a broker whose
+	// producers stopped gives the memory back (to the GC, and so to the
+	// OS) within twice this.
+	frameIdle = 2 * time.Second
 )
+
+// pooledFrame is a free buffer and when it was freed.
+type pooledFrame struct {
+	buf   []byte
+	freed time.Time
+}
 
 // framePool is the process's pool of frame buffers.
 var framePool struct {
 	mu sync.Mutex
-	// free[i] holds buffers whose capacity is at least 1<<(i+minPooledFrameShift).
-	free  [maxPooledFrameShift - minPooledFrameShift + 1][][]byte
-	bytes int // the capacity of every buffer in free
+	// free[i] holds buffers whose capacity is at least
+	// 1<<(i+minPooledFrameShift), the most recently freed last.
+	free  [maxPooledFrameShift - minPooledFrameShift + 1][]pooledFrame
+	bytes int         // the capacity of every buffer in free
+	sweep *time.Timer // armed while free holds a buffer
 }
 
 // getFrameBuf returns an empty pooled buffer that can hold n bytes, or nil
@@ -51,9 +65,9 @@ func getFrameBuf(n int) []byte {
 	for class := lo; class <= hi; class++ {
 		list := framePool.free[class-minPooledFrameShift]
 		for i := len(list) - 1; i >= 0; i-- {
-			if b := list[i]; cap(b) >= n {
-				list[i] = list[len(list)-1]
-				list[len(list)-1] = nil
+			if b := list[i].buf; cap(b) >= n {
+				copy(list[i:], list[i+1:])
+				list[len(list)-1] = pooledFrame{}
 				framePool.free[class-minPooledFrameShift] = list[:len(list)-1]
 				framePool.bytes -= cap(b)
 				return b[:0]
@@ -77,7 +91,36 @@ func putFrameBuf(b []byte) {
 		return
 	}
 	framePool.bytes += cap(b)
-	framePool.free[class-minPooledFrameShift] = append(framePool.free[class-minPooledFrameShift], b[:0])
+	i := class - minPooledFrameShift
+	framePool.free[i] = append(framePool.free[i], pooledFrame{buf: b[:0], freed: time.Now()})
+	if framePool.sweep == nil {
+		framePool.sweep = time.AfterFunc(frameIdle, sweepFrames)
+	}
+}
+
+// sweepFrames drops the buffers unused for frameIdle, and runs again
+// while any is left.
+func sweepFrames() {
+	framePool.mu.Lock()
+	defer framePool.mu.Unlock()
+	cutoff := time.Now().Add(-frameIdle)
+	for i, list := range framePool.free {
+		keep := list[:0]
+		for _, f := range list {
+			if f.freed.After(cutoff) {
+				keep = append(keep, f)
+			} else {
+				framePool.bytes -= cap(f.buf)
+			}
+		}
+		clear(list[len(keep):])
+		framePool.free[i] = keep
+	}
+	if framePool.bytes > 0 {
+		framePool.sweep.Reset(frameIdle)
+		return
+	}
+	framePool.sweep = nil
 }
 
 // growFrameCap is the capacity readBody grows a frame's buffer to once the

@@ -3,6 +3,7 @@ package broker
 import (
 	"encoding/binary"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -126,5 +127,24 @@ func TestPipelinedLargeFrames(t *testing.T) {
 	c.write(all)
 	for corr := int32(2); corr <= 5; corr++ {
 		read(corr, int64(corr-1)*100)
+	}
+}
+
+// TestFramePoolEmptiesWhenIdle checks that buffers nobody asked for
+// within frameIdle are dropped, so an idle broker keeps no frame memory.
+func TestFramePoolEmptiesWhenIdle(t *testing.T) {
+	putFrameBuf(make([]byte, 1<<20))
+	deadline := time.Now().Add(4*frameIdle + time.Second)
+	for {
+		framePool.mu.Lock()
+		held, armed := framePool.bytes, framePool.sweep != nil
+		framePool.mu.Unlock()
+		if held == 0 && !armed {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("pool still holds %d bytes %v after the last put", held, 4*frameIdle+time.Second)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }
