@@ -18,6 +18,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
+
+	"github.com/gregorbroker/gregor/protocol"
 )
 
 // Regression tests for the published Apache Kafka CVEs that concern a
@@ -299,4 +301,49 @@ func TestCVE2017_12610Impersonation(t *testing.T) {
 		}
 		c.expectClosed(t)
 	})
+}
+
+// TestCVE2018_17196TransactionalProduce: CVE-2018-17196 let clients of
+// Kafka 0.11-2.1 with WRITE on a topic produce transactional records
+// without WRITE on a transactional id, by crafting the Produce request;
+// Kafka now authorizes the request's transactional id whenever a batch is
+// transactional, and a null one never passes. alice may WRITE t and the
+// transactional id tx only.
+func TestCVE2018_17196TransactionalProduce(t *testing.T) {
+	_, clients := aclServer(t, false)
+	setUpACLs(t, clients["admin"])
+	now := time.Now().UnixMilli()
+	batch, err := protocol.BuildBatch(protocol.BatchHeader{FirstTimestamp: now, MaxTimestamp: now, ProducerID: 1000,
+		ProducerEpoch: 0, BaseSequence: 0, Attributes: protocol.AttrTransactional},
+		[]protocol.Record{{Value: []byte("smuggled")}}, protocol.CodecNone)
+	if err != nil {
+		t.Fatal(err)
+	}
+	produce := func(txnID *string) int16 {
+		req := kmsg.NewPtrProduceRequest()
+		req.Version, req.Acks, req.TimeoutMillis, req.TransactionID = 7, -1, 5000, txnID
+		rt := kmsg.NewProduceRequestTopic()
+		rt.Topic = "t"
+		rp := kmsg.NewProduceRequestTopicPartition()
+		rp.Records = batch
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		return send[*kmsg.ProduceResponse](t, clients["alice"], req).Topics[0].Partitions[0].ErrorCode
+	}
+	for _, tc := range []struct {
+		name  string
+		txnID *string
+	}{
+		{"no transactional id", nil},
+		{"a transactional id alice may not write", kmsg.StringPtr("other-tx")},
+	} {
+		if got := produce(tc.txnID); got != kerr.TransactionalIDAuthorizationFailed.Code {
+			t.Errorf("transactional batch with %s: %s, want TRANSACTIONAL_ID_AUTHORIZATION_FAILED", tc.name, kerr.ErrorForCode(got))
+		}
+	}
+	// With tx, which she may write, the authorization passes (the producer
+	// id was never given out, which the transaction checks then refuse).
+	if got := produce(kmsg.StringPtr("tx")); got == kerr.TransactionalIDAuthorizationFailed.Code || got == 0 {
+		t.Errorf("transactional batch with tx and an unknown producer id: %s", kerr.ErrorForCode(got))
+	}
 }
