@@ -347,3 +347,41 @@ func TestCVE2018_17196TransactionalProduce(t *testing.T) {
 		t.Errorf("transactional batch with tx and an unknown producer id: %s", kerr.ErrorForCode(got))
 	}
 }
+
+// TestCVE2018_1288FollowerFetch: CVE-2018-1288 let authenticated clients
+// of Kafka before 1.0.1 send a Fetch as a follower (a replica id of a
+// broker) and so interfere with replication; Kafka now requires
+// CLUSTER_ACTION on the cluster of a follower's Fetch, and answers every
+// partition TOPIC_AUTHORIZATION_FAILED without it. alice may READ t but
+// not act as a broker; the super user admin may.
+func TestCVE2018_1288FollowerFetch(t *testing.T) {
+	_, clients := aclServer(t, false)
+	setUpACLs(t, clients["admin"])
+	fetch := func(who string, replica int32) int16 {
+		req := kmsg.NewPtrFetchRequest()
+		req.Version, req.ReplicaID, req.MaxWaitMillis, req.MaxBytes = 12, replica, 10, 1<<20
+		// v15+ carry the replica in ReplicaState.
+		req.SessionEpoch, req.ReplicaState.ID, req.ReplicaState.Epoch = -1, replica, -1
+		rt := kmsg.NewFetchRequestTopic()
+		// kgo sends its own version: name and id both.
+		rt.Topic, rt.TopicID = "t", topicIDs["t"]
+		rp := kmsg.NewFetchRequestTopicPartition()
+		rp.PartitionMaxBytes, rp.CurrentLeaderEpoch, rp.LastFetchedEpoch = 1<<20, -1, -1
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		resp := send[*kmsg.FetchResponse](t, clients[who], req)
+		if resp.ErrorCode != 0 {
+			return resp.ErrorCode
+		}
+		return resp.Topics[0].Partitions[0].ErrorCode
+	}
+	if got := fetch("alice", -1); got != 0 {
+		t.Fatalf("alice's consumer fetch of t: %s", kerr.ErrorForCode(got))
+	}
+	if got := fetch("alice", 1); got != kerr.TopicAuthorizationFailed.Code {
+		t.Fatalf("alice's follower fetch of t: %s, want TOPIC_AUTHORIZATION_FAILED", kerr.ErrorForCode(got))
+	}
+	if got := fetch("admin", 1); got == kerr.TopicAuthorizationFailed.Code || got == kerr.ClusterAuthorizationFailed.Code {
+		t.Fatalf("the super user's follower fetch of t: %s", kerr.ErrorForCode(got))
+	}
+}
