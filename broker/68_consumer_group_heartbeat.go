@@ -21,6 +21,9 @@ func handleConsumerGroupHeartbeat(s *Server, r *request) (result, error) {
 	if denied := s.groupDenied(r, authz.OpRead, req.Group); denied != nil {
 		return respond(denied)
 	}
+	if denied := s.consumerSubscriptionDenied(r, req); denied != nil {
+		return respond(denied)
+	}
 	return r.inOrder(func() kmsg.Response {
 		if req.MemberEpoch == 0 && s.shares.coord.IsShareGroup(r.conn.ctx, req.Group) {
 			resp := req.ResponseKind().(*kmsg.ConsumerGroupHeartbeatResponse)
@@ -29,6 +32,10 @@ func handleConsumerGroupHeartbeat(s *Server, r *request) (result, error) {
 			resp.ErrorMessage = &msg
 			return resp
 		}
-		return s.groups.coord.ConsumerGroupHeartbeat(r.conn.ctx, r.clientInfo(), req)()
+		ci := r.clientInfo()
+		if ac := s.auth(r); ac.enabled() {
+			ci.TopicDescribable = func(topic string) bool { return ac.topic(authz.OpDescribe, topic) }
+		}
+		return s.groups.coord.ConsumerGroupHeartbeat(r.conn.ctx, ci, req)()
 	})
 }

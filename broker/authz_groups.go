@@ -153,13 +153,70 @@ func (s *Server) authorizeConsumerGroupDescribe(r *request, req *kmsg.ConsumerGr
 				}
 			}
 		}
+		// Kafka lists the denied groups first, then the coordinator's.
+		var groups []kmsg.ConsumerGroupDescribeResponseGroup
 		for _, g := range denied {
 			dg := kmsg.NewConsumerGroupDescribeResponseGroup()
 			dg.Group, dg.ErrorCode = g, kerr.GroupAuthorizationFailed.Code
 			dg.AuthorizedOperations = authorizedOpsNotRequested
-			resp.Groups = append(resp.Groups, dg)
+			groups = append(groups, dg)
+		}
+		resp.Groups = append(groups, resp.Groups...)
+		hideUndescribableAssignments(ac, resp)
+	}
+}
+
+// hideUndescribableAssignments replaces each described group one of whose
+// members is assigned, or is to be assigned, a topic the principal may
+// not DESCRIBE by a TOPIC_AUTHORIZATION_FAILED answer without members, as
+// Kafka 4.2's handleConsumerGroupDescribe does: the members' assignments
+// would otherwise name topics the principal may not learn of.
+func hideUndescribableAssignments(ac authCheck, resp *kmsg.ConsumerGroupDescribeResponse) {
+	describable := map[string]bool{}
+	denied := func(topic string) bool {
+		ok, seen := describable[topic]
+		if !seen {
+			ok = ac.topic(authz.OpDescribe, topic)
+			describable[topic] = ok
+		}
+		return !ok
+	}
+	for i, g := range resp.Groups {
+		hidden := false
+		for _, m := range g.Members {
+			for _, tp := range m.Assignment.TopicPartitions {
+				hidden = denied(tp.Topic) || hidden
+			}
+			for _, tp := range m.TargetAssignment.TopicPartitions {
+				hidden = denied(tp.Topic) || hidden
+			}
+		}
+		if hidden {
+			hg := kmsg.NewConsumerGroupDescribeResponseGroup()
+			hg.Group, hg.ErrorCode = g.Group, kerr.TopicAuthorizationFailed.Code
+			hg.ErrorMessage = kmsg.StringPtr("The group has described topic(s) that the client is not authorized to describe.")
+			hg.Members = []kmsg.ConsumerGroupDescribeResponseGroupMember{}
+			resp.Groups[i] = hg
 		}
 	}
+}
+
+// consumerSubscriptionDenied is Kafka 4.2's check of a
+// ConsumerGroupHeartbeat's subscribed topic names, after READ on the
+// group: unless the principal may DESCRIBE every topic named, the
+// heartbeat answers TOPIC_AUTHORIZATION_FAILED (without a message, as
+// Kafka) and the coordinator never sees it, so a member cannot learn of a
+// topic by subscribing to it. nil when the heartbeat goes on.
+func (s *Server) consumerSubscriptionDenied(r *request, req *kmsg.ConsumerGroupHeartbeatRequest) kmsg.Response {
+	if len(req.SubscribedTopicNames) == 0 {
+		return nil
+	}
+	if len(s.auth(r).deniedTopics(authz.OpDescribe, req.SubscribedTopicNames)) == 0 {
+		return nil
+	}
+	resp := req.ResponseKind().(*kmsg.ConsumerGroupHeartbeatResponse)
+	resp.ErrorCode = kerr.TopicAuthorizationFailed.Code
+	return resp
 }
 
 // filterListedGroups keeps, unless the principal may DESCRIBE the

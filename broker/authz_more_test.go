@@ -1,8 +1,12 @@
 package broker
 
 import (
+	"fmt"
+	"slices"
 	"testing"
+	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -141,4 +145,104 @@ func consumerGroupDescribeCode(t *testing.T, cl *kgo.Client, _ string) int16 {
 	req := kmsg.NewPtrConsumerGroupDescribeRequest()
 	req.Groups = []string{"g"}
 	return send[*kmsg.ConsumerGroupDescribeResponse](t, cl, req).Groups[0].ErrorCode
+}
+
+// consumerJoin sends a KIP-848 join of group as a new member subscribed
+// to topics by name, or to regex when topics is nil, and returns the
+// answer.
+func consumerJoin(t *testing.T, cl *kgo.Client, group, who string, topics []string, regex *string) *kmsg.ConsumerGroupHeartbeatResponse {
+	req := kmsg.NewPtrConsumerGroupHeartbeatRequest()
+	req.Group, req.MemberID = group, fmt.Sprintf("%s-%d", who, time.Now().UnixNano())
+	req.RebalanceTimeoutMillis = 30000
+	req.Topics = []kmsg.ConsumerGroupHeartbeatRequestTopic{}
+	req.SubscribedTopicNames, req.SubscribedTopicRegex = topics, regex
+	return send[*kmsg.ConsumerGroupHeartbeatResponse](t, cl, req)
+}
+
+// consumerHeartbeatCode joins cg subscribed to topic by name; the member
+// stays (its target assignment is what ConsumerGroupDescribe cg shows).
+func consumerHeartbeatCode(topic string) func(*testing.T, *kgo.Client, string) int16 {
+	return func(t *testing.T, cl *kgo.Client, who string) int16 {
+		return consumerJoin(t, cl, "cg", who, []string{topic}, nil).ErrorCode
+	}
+}
+
+// consumerGroupDescribeCGCode describes cg, waiting (as the principal,
+// for up to 10 s) for a member whose assignment or target names t when
+// the answer has no error, so that a principal that may not DESCRIBE t
+// is tested against a group that holds it.
+func consumerGroupDescribeCGCode(t *testing.T, cl *kgo.Client, _ string) int16 {
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		req := kmsg.NewPtrConsumerGroupDescribeRequest()
+		req.Groups = []string{"cg"}
+		g := send[*kmsg.ConsumerGroupDescribeResponse](t, cl, req).Groups[0]
+		if g.ErrorCode != 0 {
+			return g.ErrorCode
+		}
+		for _, m := range g.Members {
+			for _, tps := range [][]kmsg.AssignmentTopicPartition{m.Assignment.TopicPartitions, m.TargetAssignment.TopicPartitions} {
+				for _, tp := range tps {
+					if tp.Topic == "t" {
+						return 0
+					}
+				}
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no member of cg is assigned t: %+v", g.Members)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// TestConsumerGroupRegexAuthorization: a regex subscription resolves, as
+// Kafka 4.2's GroupMetadataManager does, only to the topics the
+// heartbeat's principal may DESCRIBE; bob (denied t) subscribing to t|free
+// is assigned free alone, alice both.
+func TestConsumerGroupRegexAuthorization(t *testing.T) {
+	_, clients := aclServer(t, true)
+	setUpACLs(t, clients["admin"])
+	regex := "t|free"
+	for _, tc := range []struct {
+		who, group string
+		want       []string
+	}{
+		{"bob", "rg-bob", []string{"free"}},
+		{"alice", "rg-alice", []string{"free", "t"}},
+	} {
+		cl := clients[tc.who]
+		// Kafka creates __consumer_offsets on the first FindCoordinator.
+		if code := settled(findCoordinatorCode(0, tc.group))(t, cl, tc.who); code != 0 {
+			t.Fatalf("FindCoordinator %s: %s", tc.group, kerr.ErrorForCode(code))
+		}
+		code := settled(func(t *testing.T, cl *kgo.Client, who string) int16 {
+			return consumerJoin(t, cl, tc.group, who, nil, &regex).ErrorCode
+		})(t, cl, tc.who)
+		if code != 0 {
+			t.Fatalf("%s joins %s with regex %s: %s", tc.who, tc.group, regex, kerr.ErrorForCode(code))
+		}
+		var got []string
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			req := kmsg.NewPtrConsumerGroupDescribeRequest()
+			req.Groups = []string{tc.group}
+			g := send[*kmsg.ConsumerGroupDescribeResponse](t, clients["admin"], req).Groups[0]
+			if g.ErrorCode != 0 || len(g.Members) != 1 {
+				t.Fatalf("describe %s: %s, %d members", tc.group, kerr.ErrorForCode(g.ErrorCode), len(g.Members))
+			}
+			got = nil
+			for _, tp := range g.Members[0].TargetAssignment.TopicPartitions {
+				got = append(got, tp.Topic)
+			}
+			slices.Sort(got)
+			if slices.Equal(got, tc.want) || time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		if !slices.Equal(got, tc.want) {
+			t.Fatalf("%s's member of %s subscribed to %s is to be assigned %v, want %v", tc.who, tc.group, regex, got, tc.want)
+		}
+	}
 }

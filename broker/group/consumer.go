@@ -154,6 +154,9 @@ type consumerOp struct {
 	// downgraded is the classic group the consumer group became.
 	downgraded *classicGroup
 	seq        uint64
+	// describable filters the topics a regex resolves to (nil: all), from
+	// the heartbeat's ClientInfo.TopicDescribable.
+	describable func(topic string) bool
 }
 
 // begin snapshots the group before its first change in an op.
@@ -230,7 +233,7 @@ func (m *machine) currentConsumer(g *consumerGroup) bool {
 // consumerHeartbeat is a regular heartbeat (member epoch 0 or more).
 func (m *machine) consumerHeartbeat(p *partitionState, ci ClientInfo, req *kmsg.ConsumerGroupHeartbeatRequest) (*consumerOp, *kmsg.ConsumerGroupHeartbeatResponse, *hbError) {
 	joining := req.MemberEpoch == joinEpoch
-	op := &consumerOp{p: p, g: p.consumers[req.Group]}
+	op := &consumerOp{p: p, g: p.consumers[req.Group], describable: ci.TopicDescribable}
 	if op.g == nil {
 		// Kafka's getOrMaybeCreateConsumerGroup: an empty classic group
 		// gives way whatever group.consumer.migration.policy says; a live
@@ -588,6 +591,8 @@ func (m *machine) updateRegexes(op *consumerOp, old, updated *consumerMember) bo
 // every topic in the metadata is a candidate, internal ones included: the
 // classic consumer's exclude.internal.topics is a client-side filter, and
 // a KIP-848 client that wants it sends topic names instead of a regex.
+// With an authorizer, only the topics the heartbeat's principal may
+// DESCRIBE are kept (Kafka 4.2's filterTopicDescribeAuthorizedTopics).
 func (m *machine) resolveRegex(op *consumerOp, expr string) bool {
 	g := op.g
 	re, err := compileTopicRegex(expr)
@@ -599,7 +604,7 @@ func (m *machine) resolveRegex(op *consumerOp, expr string) bool {
 	topics := []string{}
 	if re != nil {
 		for name := range m.topics {
-			if re.MatchString(name) {
+			if re.MatchString(name) && (op.describable == nil || op.describable(name)) {
 				topics = append(topics, name)
 			}
 		}

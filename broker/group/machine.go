@@ -55,6 +55,12 @@ type ClientInfo struct {
 	// ClientHost is the client's address as Kafka shows it in
 	// DescribeGroups: "/" followed by the IP.
 	ClientHost string
+	// TopicDescribable says whether the member's principal may DESCRIBE a
+	// topic; nil without an authorizer. A regex subscription resolved on
+	// the member's heartbeat keeps only the topics it says yes to, as
+	// Kafka's GroupMetadataManager filters a regex's topics with the
+	// authorizer and the context of the heartbeat that refreshes it.
+	TopicDescribable func(topic string) bool
 }
 
 // partitionState holds the groups of one loaded __consumer_offsets
