@@ -1,0 +1,113 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// securedCLICluster starts `gregor serve` with a SASL_PLAINTEXT listener
+// (PLAIN users admin and alice from the JAAS config, SCRAM-SHA-256 and
+// -512 from the metadata log), Kafka's StandardAuthorizer on and admin a
+// super user. It returns the SASL listener's address.
+func securedCLICluster(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	plainPort, saslPort, ctrlPort := freePort(t), freePort(t), freePort(t)
+	props := fmt.Sprintf(`process.roles=broker,controller
+node.id=1
+controller.quorum.voters=1@127.0.0.1:%[3]d
+listeners=PLAINTEXT://127.0.0.1:%[1]d,SASL_PLAINTEXT://127.0.0.1:%[2]d,CONTROLLER://127.0.0.1:%[3]d
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,CONTROLLER:PLAINTEXT
+log.dirs=%[4]s
+offsets.topic.replication.factor=1
+transaction.state.log.replication.factor=1
+transaction.state.log.min.isr=1
+group.initial.rebalance.delay.ms=0
+authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer
+super.users=User:admin;User:ANONYMOUS
+allow.everyone.if.no.acl.found=false
+sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-256,SCRAM-SHA-512
+listener.name.sasl_plaintext.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required \
+    username="admin" password="admin-secret" \
+    user_admin="admin-secret" \
+    user_alice="alice-secret";
+`, plainPort, saslPort, ctrlPort, filepath.Join(dir, "data"))
+	propsFile := filepath.Join(dir, "server.properties")
+	if err := os.WriteFile(propsFile, []byte(props), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	startServe(t, "--config", propsFile)
+	return fmt.Sprintf("127.0.0.1:%d", saslPort)
+}
+
+// adminFlags authenticate as the PLAIN super user.
+var adminFlags = []string{"--sasl-mechanism", "PLAIN", "--sasl-user", "admin", "--sasl-password", "admin-secret"}
+
+func withFlags(flags []string, args ...string) []string { return append(args, flags...) }
+
+// TestCLISecurityFlags: the SASL flags, the environment and
+// --command-config authenticate against a SASL_PLAINTEXT listener; a
+// wrong password and keys the CLI does not apply fail.
+func TestCLISecurityFlags(t *testing.T) {
+	addr := securedCLICluster(t)
+	mustCLI(t, addr, "", withFlags(adminFlags, "topic", "create", "sec1")...)
+	out := mustCLI(t, addr, "", withFlags(adminFlags, "topic", "list")...)
+	if !strings.Contains(out, "sec1") {
+		t.Fatalf("topic list as admin:\n%s", out)
+	}
+
+	// A wrong password: the broker's SASL_AUTHENTICATION_FAILED, exit 1.
+	r := runCLI(t, addr, "", "topic", "list", "--sasl-mechanism", "PLAIN", "--sasl-user", "admin", "--sasl-password", "nope", "--timeout", "15s")
+	if r.code != 1 || !strings.Contains(r.out+r.err, "SASL_AUTHENTICATION_FAILED") {
+		t.Fatalf("wrong password: exit %d\n%s%s", r.code, r.out, r.err)
+	}
+
+	// The user and password from the environment.
+	cmd := []string{"topic", "list", "--sasl-mechanism", "PLAIN"}
+	r = runCLIEnv(t, addr, []string{"GREGOR_SASL_USER=admin", "GREGOR_SASL_PASSWORD=admin-secret"}, cmd...)
+	if r.code != 0 || !strings.Contains(r.out, "sec1") {
+		t.Fatalf("credentials from the environment: exit %d\n%s%s", r.code, r.out, r.err)
+	}
+
+	// A Kafka client properties file.
+	dir := t.TempDir()
+	good := filepath.Join(dir, "client.properties")
+	os.WriteFile(good, []byte(`security.protocol=SASL_PLAINTEXT
+sasl.mechanism=PLAIN
+sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" password="admin-secret";
+`), 0o600)
+	out = mustCLI(t, addr, "", "topic", "list", "--command-config", good)
+	if !strings.Contains(out, "sec1") {
+		t.Fatalf("topic list with --command-config:\n%s", out)
+	}
+	// A key the CLI does not apply is refused, not ignored.
+	bad := filepath.Join(dir, "bad.properties")
+	os.WriteFile(bad, []byte("security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\nsasl.login.callback.handler.class=x.Y\n"), 0o600)
+	r = runCLI(t, addr, "", "topic", "list", "--command-config", bad)
+	if r.code == 0 || !strings.Contains(r.err, "sasl.login.callback.handler.class is not a key gregor applies") {
+		t.Fatalf("unknown key: exit %d\n%s%s", r.code, r.out, r.err)
+	}
+	jks := filepath.Join(dir, "jks.properties")
+	os.WriteFile(jks, []byte("security.protocol=SSL\nssl.truststore.location=/x.jks\n"), 0o600)
+	r = runCLI(t, addr, "", "topic", "list", "--command-config", jks)
+	if r.code == 0 || !strings.Contains(r.err, "ssl.truststore.type=PEM") {
+		t.Fatalf("JKS trust store: exit %d\n%s%s", r.code, r.out, r.err)
+	}
+	r = runCLI(t, addr, "", "topic", "list", "--sasl-user", "admin")
+	if r.code != 2 || !strings.Contains(r.err, "need --sasl-mechanism") {
+		t.Fatalf("--sasl-user alone: exit %d\n%s%s", r.code, r.out, r.err)
+	}
+}
+
+// runCLIEnv is runCLI with more environment variables.
+func runCLIEnv(t *testing.T, addr string, env []string, args ...string) cliResult {
+	t.Helper()
+	for _, e := range env {
+		k, v, _ := strings.Cut(e, "=")
+		t.Setenv(k, v)
+	}
+	return runCLI(t, addr, "", args...)
+}
