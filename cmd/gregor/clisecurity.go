@@ -207,7 +207,12 @@ func readCommandConfig(path string) (commandConfig, error) {
 			default:
 				return cc, fmt.Errorf("%s: sasl.jaas.config: login module %s is not supported (PlainLoginModule or ScramLoginModule)", path, m[1])
 			}
-			for _, o := range jaasOptionRe.FindAllStringSubmatch(v, -1) {
+			// Whatever is not an option must be the closing ";": a stray
+			// word or a broken quote is an error, not a lost setting.
+			if rest := strings.TrimSpace(jaasOptionRe.ReplaceAllString(v[len(m[0]):], "")); rest != ";" {
+				return cc, fmt.Errorf("%s: sasl.jaas.config: cannot read %q (options are name=\"value\", ending with ;)", path, rest)
+			}
+			for _, o := range jaasOptionRe.FindAllStringSubmatch(v[len(m[0]):], -1) {
 				val := strings.NewReplacer(`\"`, `"`, `\\`, `\`).Replace(o[2])
 				switch o[1] {
 				case "username":
