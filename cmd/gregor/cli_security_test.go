@@ -97,6 +97,14 @@ sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule require
 	if r.code == 0 || !strings.Contains(r.err, "ssl.truststore.type=PEM") {
 		t.Fatalf("JKS trust store: exit %d\n%s%s", r.code, r.out, r.err)
 	}
+	// perf takes the same flags.
+	mustCLI(t, addr, "", withFlags(adminFlags, "perf", "produce", "--bootstrap", addr, "--topic", "sec1", "--records", "50", "--record-size", "16")...)
+	mustCLI(t, addr, "", withFlags(adminFlags, "perf", "consume", "--bootstrap", addr, "--topic", "sec1", "--records", "50", "--verify")...)
+	if r := runCLI(t, addr, "", "perf", "produce", "--bootstrap", addr, "--topic", "sec1", "--records", "1", "--record-size", "1",
+		"--command-config", bad); r.code == 0 || !strings.Contains(r.err, "not a key gregor applies") {
+		t.Fatalf("perf with a bad --command-config: exit %d\n%s%s", r.code, r.out, r.err)
+	}
+
 	r = runCLI(t, addr, "", "topic", "list", "--sasl-user", "admin")
 	if r.code != 2 || !strings.Contains(r.err, "need --sasl-mechanism") {
 		t.Fatalf("--sasl-user alone: exit %d\n%s%s", r.code, r.out, r.err)

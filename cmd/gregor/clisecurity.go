@@ -34,29 +34,34 @@ type clientSecurity struct {
 }
 
 // securityFlags registers the client security flags on every command.
-func (c *cmd) securityFlags() {
-	s := &c.sec
-	c.fs.StringVar(&s.commandConfig, "command-config", "", "a Kafka client properties `file` (security.protocol, sasl.mechanism, sasl.jaas.config, ssl.truststore.*/ssl.keystore.* of type PEM)")
-	c.fs.StringVar(&s.mechanism, "sasl-mechanism", "", "authenticate with SASL: `PLAIN|SCRAM-SHA-256|SCRAM-SHA-512`")
-	c.fs.StringVar(&s.user, "sasl-user", os.Getenv("GREGOR_SASL_USER"), "the SASL `user` (env GREGOR_SASL_USER)")
-	c.fs.StringVar(&s.password, "sasl-password", "", "the SASL `password` (env GREGOR_SASL_PASSWORD)")
-	c.fs.BoolVar(&s.tls, "tls", false, "connect with TLS (implied by the other --tls-* flags)")
-	c.fs.StringVar(&s.tlsCA, "tls-ca", "", "a PEM `file` of the CA certificates to trust, instead of the system's")
-	c.fs.StringVar(&s.tlsCert, "tls-cert", "", "a PEM client certificate `file`, for mutual TLS (with --tls-key)")
-	c.fs.StringVar(&s.tlsKey, "tls-key", "", "the PEM private key `file` of --tls-cert")
-	c.fs.BoolVar(&s.insecure, "tls-insecure-skip-verify", false, "do not verify the broker's certificate (tests only)")
-}
+func (c *cmd) securityFlags() { c.sec.register(c.fs) }
 
 // securityOpts turns the security flags and --command-config into client
 // options.
-func (c *cmd) securityOpts() ([]kgo.Opt, error) {
-	s := c.sec
+func (c *cmd) securityOpts() ([]kgo.Opt, error) { return c.sec.opts(c.fs, c.path) }
+
+// register adds the security flags to fs.
+func (s *clientSecurity) register(fs *flag.FlagSet) {
+	fs.StringVar(&s.commandConfig, "command-config", "", "a Kafka client properties `file` (security.protocol, sasl.mechanism, sasl.jaas.config, ssl.truststore.*/ssl.keystore.* of type PEM)")
+	fs.StringVar(&s.mechanism, "sasl-mechanism", "", "authenticate with SASL: `PLAIN|SCRAM-SHA-256|SCRAM-SHA-512`")
+	fs.StringVar(&s.user, "sasl-user", os.Getenv("GREGOR_SASL_USER"), "the SASL `user` (env GREGOR_SASL_USER)")
+	fs.StringVar(&s.password, "sasl-password", "", "the SASL `password` (env GREGOR_SASL_PASSWORD)")
+	fs.BoolVar(&s.tls, "tls", false, "connect with TLS (implied by the other --tls-* flags)")
+	fs.StringVar(&s.tlsCA, "tls-ca", "", "a PEM `file` of the CA certificates to trust, instead of the system's")
+	fs.StringVar(&s.tlsCert, "tls-cert", "", "a PEM client certificate `file`, for mutual TLS (with --tls-key)")
+	fs.StringVar(&s.tlsKey, "tls-key", "", "the PEM private key `file` of --tls-cert")
+	fs.BoolVar(&s.insecure, "tls-insecure-skip-verify", false, "do not verify the broker's certificate (tests only)")
+}
+
+// opts turns the flags parsed by fs and --command-config into client
+// options; op names the command in errors.
+func (s clientSecurity) opts(fs *flag.FlagSet, op string) ([]kgo.Opt, error) {
 	set := map[string]bool{}
-	c.fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	if s.commandConfig != "" {
 		file, err := readCommandConfig(s.commandConfig)
 		if err != nil {
-			return nil, fmt.Errorf("%s: --command-config: %w", c.path, err)
+			return nil, fmt.Errorf("%s: --command-config: %w", op, err)
 		}
 		file.merge(&s, set)
 	}
@@ -66,20 +71,20 @@ func (c *cmd) securityOpts() ([]kgo.Opt, error) {
 	var opts []kgo.Opt
 	if s.mechanism != "" {
 		if s.user == "" {
-			return nil, usagef("%s: --sasl-mechanism %s needs --sasl-user (or GREGOR_SASL_USER)", c.path, s.mechanism)
+			return nil, usagef("%s: --sasl-mechanism %s needs --sasl-user (or GREGOR_SASL_USER)", op, s.mechanism)
 		}
 		m, err := saslMechanism(s.mechanism, s.user, s.password)
 		if err != nil {
-			return nil, usagef("%s: %v", c.path, err)
+			return nil, usagef("%s: %v", op, err)
 		}
 		opts = append(opts, kgo.SASL(m))
 	} else if set["sasl-user"] || set["sasl-password"] {
-		return nil, usagef("%s: --sasl-user and --sasl-password need --sasl-mechanism PLAIN|SCRAM-SHA-256|SCRAM-SHA-512", c.path)
+		return nil, usagef("%s: --sasl-user and --sasl-password need --sasl-mechanism PLAIN|SCRAM-SHA-256|SCRAM-SHA-512", op)
 	}
 	if s.tls || s.tlsCA != "" || s.tlsCert != "" || s.tlsKey != "" || s.insecure {
 		cfg, err := s.tlsConfig()
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", c.path, err)
+			return nil, fmt.Errorf("%s: %w", op, err)
 		}
 		opts = append(opts, kgo.DialTLSConfig(cfg))
 	}
