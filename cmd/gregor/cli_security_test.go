@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -229,3 +230,45 @@ func TestCLIUserAndACL(t *testing.T) {
 }
 
 func sortedACLs(rows []aclRow) []aclRow { return dedupACLs(slices.Clone(rows)) }
+
+// TestUserCreatePromptsWithoutEcho: on a terminal (a pty from Python's
+// pty module) `user create` asks for the password and the terminal does
+// not echo it.
+func TestUserCreatePromptsWithoutEcho(t *testing.T) {
+	if _, err := exec.LookPath("python3"); err != nil {
+		t.Skip("no python3 for a pty")
+	}
+	const script = `
+import os, pty, select, sys, time
+pid, fd = pty.fork()
+if pid == 0:
+    os.execv(sys.argv[1], ["gregor", "user", "create", "x", "-b", "127.0.0.1:1"])
+out = b""
+def read(secs):
+    global out
+    end = time.time() + secs
+    while time.time() < end:
+        r, _, _ = select.select([fd], [], [], 0.1)
+        if r:
+            try:
+                out += os.read(fd, 1024)
+            except OSError:
+                return
+read(2)
+os.write(fd, b"sekrit-typed\n")
+read(5)
+sys.stdout.write(out.decode())
+`
+	cmd := exec.Command("python3", "-c", script, os.Args[0])
+	cmd.Env = append(os.Environ(), runMainEnv+"=1")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("python3 pty: %v\n%s", err, out)
+	}
+	if !strings.HasPrefix(string(out), "password: ") || !strings.Contains(string(out), "cannot reach a broker") {
+		t.Fatalf("no prompt, or the password was not read:\n%s", out)
+	}
+	if strings.Contains(string(out), "sekrit-typed") {
+		t.Fatalf("the terminal echoed the password:\n%s", out)
+	}
+}

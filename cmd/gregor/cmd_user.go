@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"fmt"
 	"os"
+	"os/exec"
 	"strings"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -79,12 +80,20 @@ func userCreate(c *cmd) error {
 	return c.reportOutcomes("user", []outcome{{name: user + " " + m.String(), err: r.Err, msg: r.ErrMessage}})
 }
 
-// readPassword reads the first line of stdin, prompting on stderr when
-// stdin is a terminal. (The terminal echoes what is typed.)
+// readPassword reads the first line of stdin, prompting on stderr with
+// the terminal's echo off when stdin is a terminal.
 func (c *cmd) readPassword() (string, error) {
 	if f, ok := c.in.(*os.File); ok {
 		if st, err := f.Stat(); err == nil && st.Mode()&os.ModeCharDevice != 0 {
 			fmt.Fprint(c.errOut, "password: ")
+			// stty, not a terminal library: the module has none, and this
+			// is the one place the CLI reads from a terminal.
+			if echoOff(f) == nil {
+				defer func() {
+					echoOn(f)
+					fmt.Fprintln(c.errOut)
+				}()
+			}
 		}
 	}
 	line, err := bufio.NewReader(c.in).ReadString('\n')
@@ -222,4 +231,14 @@ func userDelete(c *cmd) error {
 		res = append(res, outcome{name: u})
 	}
 	return c.reportOutcomes("user", res)
+}
+
+func echoOff(tty *os.File) error { return stty(tty, "-echo") }
+
+func echoOn(tty *os.File) error { return stty(tty, "echo") }
+
+func stty(tty *os.File, arg string) error {
+	cmd := exec.Command("stty", arg)
+	cmd.Stdin = tty
+	return cmd.Run()
 }
