@@ -239,6 +239,8 @@ func commands() []*command {
 		clusterCommand(),
 		quorumCommand(),
 		configCommand(),
+		aclCommand(),
+		userCommand(),
 		txnCommand(),
 		{name: "perf", short: "measure produce or consume throughput", raw: func(args []string, _ io.Reader, out, errOut io.Writer) error {
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

@@ -79,6 +79,7 @@ type cmd struct {
 	cancel  context.CancelFunc
 	cl      *kgo.Client
 	adm     *kadm.Client
+	sec     clientSecurity
 }
 
 func newCmd(spec *command, path string, raw []string, in io.Reader, out, errOut io.Writer) *cmd {
@@ -90,6 +91,7 @@ func newCmd(spec *command, path string, raw []string, in io.Reader, out, errOut 
 	c.fs.StringVar(&c.brokers, "bootstrap-server", defaultBrokers(), "same as --brokers, as Kafka's tools name it")
 	c.fs.BoolVar(&c.json, "json", false, "print JSON for scripts instead of a table")
 	c.fs.DurationVar(&c.timeout, "timeout", 30*time.Second, "give up after this long")
+	c.securityFlags()
 	if spec.argFlag != "" {
 		c.listVar(&c.named, spec.argFlag, "", "the same as the "+spec.args+" argument, as Kafka's tools take it")
 	}
@@ -297,7 +299,12 @@ func (c *cmd) client(opts ...kgo.Opt) (*kgo.Client, error) {
 	if err := reachable(c.seeds()); err != nil {
 		return nil, err
 	}
-	all := append([]kgo.Opt{kgo.SeedBrokers(c.seeds()...), kgo.ClientID("gregor-cli")}, opts...)
+	sec, err := c.securityOpts()
+	if err != nil {
+		return nil, err
+	}
+	all := append([]kgo.Opt{kgo.SeedBrokers(c.seeds()...), kgo.ClientID("gregor-cli")}, sec...)
+	all = append(all, opts...)
 	cl, err := kgo.NewClient(all...)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", c.path, err)

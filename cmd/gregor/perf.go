@@ -116,6 +116,8 @@ type commonOptions struct {
 	topic     string
 	records   int64
 	json      bool
+	sec       clientSecurity
+	secOpts   []kgo.Opt // SASL and TLS, from sec after check
 }
 
 func (c *commonOptions) register(fs *flag.FlagSet, bootstrap *string) {
@@ -123,6 +125,7 @@ func (c *commonOptions) register(fs *flag.FlagSet, bootstrap *string) {
 	fs.StringVar(&c.topic, "topic", "", "the `topic` (required)")
 	fs.Int64Var(&c.records, "records", 0, "how many `records` (required)")
 	fs.BoolVar(&c.json, "json", false, "print the summary as one JSON object on stdout")
+	c.sec.register(fs)
 }
 
 func (c *commonOptions) check(fs *flag.FlagSet, bootstrap string) error {
@@ -142,7 +145,9 @@ func (c *commonOptions) check(fs *flag.FlagSet, bootstrap string) error {
 	case c.records <= 0:
 		return errors.New("--records must be at least 1")
 	}
-	return nil
+	var err error
+	c.secOpts, err = c.sec.opts(fs, "perf")
+	return err
 }
 
 // produceOptions are the flags of `gregor perf produce`.
@@ -234,6 +239,7 @@ func (o produceOptions) clientOpts() []kgo.Opt {
 		kgo.ProducerLinger(o.linger),
 		kgo.ProducerBatchCompression(codec),
 	}
+	opts = append(opts, o.secOpts...)
 	switch o.acks {
 	case "0":
 		opts = append(opts, kgo.RequiredAcks(kgo.NoAck()), kgo.DisableIdempotentWrite())
@@ -294,6 +300,7 @@ func (o consumeOptions) clientOpts() []kgo.Opt {
 		kgo.ConsumeTopics(o.topic),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 	}
+	opts = append(opts, o.secOpts...)
 	if o.group != "" {
 		opts = append(opts, kgo.ConsumerGroup(o.group))
 	}

@@ -53,9 +53,10 @@ func runE2E(ctx context.Context, o produceOptions, log io.Writer) (perfReport, e
 	}
 	from := map[int32]kgo.Offset{}
 	ends.Each(func(l kadm.ListedOffset) { from[l.Partition] = kgo.NewOffset().At(l.Offset) })
-	cons, err := kgo.NewClient(kgo.SeedBrokers(o.bootstrap...), kgo.ClientID("gregor-perf-e2e"),
+	consOpts := append([]kgo.Opt{kgo.SeedBrokers(o.bootstrap...), kgo.ClientID("gregor-perf-e2e"),
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{o.topic: from}),
-		kgo.FetchMaxWait(100*time.Millisecond))
+		kgo.FetchMaxWait(100 * time.Millisecond)}, o.secOpts...)
+	cons, err := kgo.NewClient(consOpts...)
 	if err != nil {
 		return perfReport{}, fmt.Errorf("perf e2e: %w", err)
 	}
