@@ -40,7 +40,7 @@ test-short:
 # every time): Debian's kcat, librdkafka's Python client, kafka-python and
 # the codec modules kafka-python uses, then kafkajs pinned by
 # compat/node/package-lock.json (npm ci only when the lockfile changed),
-# then confluent-kafka 2.x from PyPI pinned by
+# then confluent-kafka 2.x and aiokafka from PyPI pinned by
 # compat/python/requirements.txt into compat/out/pyvenv (pip only when the
 # file changed), then Apache Kafka's jars pinned by compat/java/pom.xml
 # (the reference broker and the Java client) and compat/java/connect/pom.xml
