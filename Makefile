@@ -80,7 +80,8 @@ compat-deps:
 # reading gregor's segment files), Kafka Connect's standalone and
 # distributed workers with the file connectors (TestConnectStandalone,
 # TestConnectDistributed) and an exactly-once Streams app SIGKILLed
-# mid-stream (TestStreamsEOSKill), each on gregor and on Kafka.
+# mid-stream (TestStreamsEOSKill, and on gregor the broker SIGKILLed and
+# restarted under it), each on gregor and on Kafka.
 # COMPAT_PARALLEL clients run at once per target (the Go default is one
 # per core); most of a scenario's time is waiting on the broker, so more
 # than the two cores keep the run near its old length with two targets.
