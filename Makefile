@@ -40,7 +40,7 @@ test-short:
 # every time): Debian's kcat, librdkafka's Python client, kafka-python and
 # the codec modules kafka-python uses, then kafkajs pinned by
 # compat/node/package-lock.json (npm ci only when the lockfile changed),
-# then confluent-kafka 2.x from PyPI pinned by
+# then confluent-kafka 2.x and aiokafka from PyPI pinned by
 # compat/python/requirements.txt into compat/out/pyvenv (pip only when the
 # file changed), then Apache Kafka's jars pinned by compat/java/pom.xml
 # (the reference broker and the Java client) and compat/java/connect/pom.xml
@@ -80,7 +80,8 @@ compat-deps:
 # reading gregor's segment files), Kafka Connect's standalone and
 # distributed workers with the file connectors (TestConnectStandalone,
 # TestConnectDistributed) and an exactly-once Streams app SIGKILLed
-# mid-stream (TestStreamsEOSKill), each on gregor and on Kafka.
+# mid-stream (TestStreamsEOSKill, and on gregor the broker SIGKILLed and
+# restarted under it), each on gregor and on Kafka.
 # COMPAT_PARALLEL clients run at once per target (the Go default is one
 # per core); most of a scenario's time is waiting on the broker, so more
 # than the two cores keep the run near its old length with two targets.

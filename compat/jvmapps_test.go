@@ -31,6 +31,13 @@ import (
 // set, names a running reference to use instead). The two run one after
 // the other: each starts JVMs, and the machine is small.
 func forEachTarget(t *testing.T, props map[string]string, fn func(t *testing.T, addr string)) {
+	forEachTargetCrash(t, props, func(t *testing.T, addr string, _ func(*testing.T)) { fn(t, addr) })
+}
+
+// forEachTargetCrash is forEachTarget whose fn also gets, on Gregor, a
+// function that SIGKILLs the gregor process and starts it again on the
+// same data directory and address; on Kafka it is nil.
+func forEachTargetCrash(t *testing.T, props map[string]string, fn func(t *testing.T, addr string, crash func(*testing.T))) {
 	if testing.Short() {
 		t.Skip("starts JVMs; not under -short")
 	}
@@ -54,12 +61,29 @@ func forEachTarget(t *testing.T, props map[string]string, fn func(t *testing.T, 
 	for _, tg := range targets {
 		t.Run(tg, func(t *testing.T) {
 			addr := os.Getenv("COMPAT_KAFKA_BOOTSTRAP")
+			var crash func(*testing.T)
 			if tg == harness.TargetGregor {
-				addr = startGregor(t, props).Addr
+				g := startGregor(t, props)
+				addr = g.Addr
+				crash = func(t *testing.T) {
+					if err := g.Kill(); err != nil {
+						t.Fatal(err)
+					}
+					ng, err := harness.Restart(gregorBin, g, harness.Options{Props: props, StartTimeout: 60 * time.Second})
+					if err != nil {
+						t.Fatal(err)
+					}
+					t.Cleanup(func() {
+						if err := ng.Close(); err != nil {
+							t.Errorf("gregor restarted at %s: %v", ng.Addr, err)
+						}
+					})
+					g = ng
+				}
 			} else if addr == "" {
 				addr = kafkaReference(t).main.Addr
 			}
-			fn(t, addr)
+			fn(t, addr, crash)
 		})
 	}
 }

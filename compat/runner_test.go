@@ -33,7 +33,7 @@ type clientImpl struct {
 
 // clientImpls are the clients in the table's order.
 func clientImpls() []clientImpl {
-	return []clientImpl{franzGo(), saramaClient(), kafkaGo(), kcatClient(), confluentPython(), confluentPython2(), kafkaPython(), kafkajs(), javaClient()}
+	return []clientImpl{franzGo(), saramaClient(), kafkaGo(), kcatClient(), confluentPython(), confluentPython2(), kafkaPython(), aiokafkaPython(), kafkajs(), javaClient()}
 }
 
 // notApplicableError marks a scenario the client itself cannot express.

@@ -38,6 +38,17 @@ func confluentPython2() clientImpl {
 	})
 }
 
+// aiokafkaPython is the scenarios on aiokafka (asyncio) from PyPI, in the
+// same virtualenv.
+func aiokafkaPython() clientImpl {
+	return scriptClient("aiokafka", []string{pyVenv, "python/aiokafka_scenarios.py"}, func() error {
+		if err := exec.Command(pyVenv, "-c", "import aiokafka, cramjam").Run(); err != nil {
+			return fmt.Errorf("%s cannot import aiokafka and cramjam (%v): run make compat-deps (PyPI, compat/python/requirements.txt)", pyVenv, err)
+		}
+		return nil
+	})
+}
+
 func kafkaPython() clientImpl {
 	return scriptClient("kafka-python", []string{systemPython, "python/kafka_python_scenarios.py"},
 		pythonModule("kafka", "python3-kafka"))

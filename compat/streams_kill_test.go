@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -43,9 +44,13 @@ func (o *eosOutput) state() (int, []string) {
 // store with a changelog) is SIGKILLed mid-stream while its input keeps
 // coming, then started again; the output, read with read_committed, has
 // every input's effect exactly once: for each key the counts 1..n with no
-// gap and no repeat, n being how many inputs had that key.
+// gap and no repeat, n being how many inputs had that key. On Gregor the
+// broker itself is then SIGKILLed once under the restarted app, with
+// transactions open and input still coming, and started again on the
+// same data directory: the recovered logs, transaction and group state
+// must keep the output exact.
 func TestStreamsEOSKill(t *testing.T) {
-	forEachTarget(t, map[string]string{"group.initial.rebalance.delay.ms": "0"}, func(t *testing.T, addr string) {
+	forEachTargetCrash(t, map[string]string{"group.initial.rebalance.delay.ms": "0"}, func(t *testing.T, addr string, crash func(*testing.T)) {
 		dir := t.TempDir()
 		name := uniqueName("streams-eos-kill")
 		in, out, app := name+"-in", name+"-out", name+"-app"
@@ -108,12 +113,21 @@ func TestStreamsEOSKill(t *testing.T) {
 		waitJVM(t, 120*time.Second, a, "the app's RUNNING", func() (bool, string) {
 			return strings.Contains(a.tail(1<<20), "\nRUNNING\n"), "not yet"
 		})
+		// With a broker crash the last quarter is written after the
+		// broker's restart, so the recovered broker takes new input too.
+		beforeCrash := batches
+		if crash != nil {
+			beforeCrash = batches * 3 / 4
+		}
+		var produced atomic.Int32 // batches written, for the log
+		produced.Store(batches / 4)
 		var producing sync.WaitGroup
 		producing.Add(1)
 		go func() {
 			defer producing.Done()
-			for b := batches / 4; b < batches; b++ {
+			for b := batches / 4; b < beforeCrash; b++ {
 				produceBatch(b)
+				produced.Store(int32(b + 1))
 				time.Sleep(250 * time.Millisecond)
 			}
 		}()
@@ -131,7 +145,23 @@ func TestStreamsEOSKill(t *testing.T) {
 		}
 		time.Sleep(2 * time.Second)
 		a = startJVM(t, dir, "eos-app-2", javaBuilt.cp, "io.gregor.compat.EosApp", appArgs...)
+		if crash != nil {
+			// The broker dies once the restarted app commits again: the
+			// app's producer has a transaction open or about to open.
+			waitJVM(t, 120*time.Second, a, "committed output after the app's restart", func() (bool, string) {
+				n, _ := got.state()
+				return n >= atKill+batches*perBatch/8, fmt.Sprintf("%d records", n)
+			})
+			atCrash, _ := got.state()
+			start := time.Now()
+			crash(t)
+			t.Logf("SIGKILLed and restarted gregor in %v with %d of %d counts committed, %d of %d input batches written",
+				time.Since(start).Round(time.Millisecond), atCrash, batches*perBatch, produced.Load(), batches)
+		}
 		producing.Wait()
+		for b := beforeCrash; b < batches; b++ {
+			produceBatch(b)
+		}
 		waitJVM(t, 180*time.Second, a, "every input counted", func() (bool, string) {
 			n, bad := got.state()
 			if len(bad) > 0 {

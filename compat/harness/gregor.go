@@ -17,6 +17,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -64,6 +65,12 @@ type Gregor struct {
 	waitErr  error
 	once     sync.Once
 	closeErr error
+	// killed is set by Kill: the exit status is the SIGKILL's and the
+	// data directory belongs to the process Restart starts on it.
+	killed atomic.Bool
+	// restarts counts the processes Restart started on dir, naming
+	// their logs.
+	restarts int
 }
 
 var startedRE = regexp.MustCompile(`msg="gregor started" addr=(\S+)`)
@@ -83,11 +90,34 @@ func Start(bin, parent string, o Options) (*Gregor, error) {
 			return nil, fmt.Errorf("start gregor: %w", err)
 		}
 	}
+	return startIn(bin, dir, "gregor.log", listen, o)
+}
+
+// Restart starts bin again on the data directory and address of g, which
+// must have exited (Kill), the way an operator restarts a crashed broker:
+// same node, same files, same port. Its log goes to a new file in the
+// same directory; the new process owns the directory from now on.
+func Restart(bin string, g *Gregor, o Options) (*Gregor, error) {
+	select {
+	case <-g.done:
+	default:
+		return nil, fmt.Errorf("restart gregor at %s: the process is still running", g.Addr)
+	}
+	g.restarts++
+	ng, err := startIn(bin, g.dir, fmt.Sprintf("gregor-restart-%d.log", g.restarts), g.Addr, o)
+	if err != nil {
+		return nil, err
+	}
+	ng.restarts = g.restarts
+	return ng, nil
+}
+
+func startIn(bin, dir, logName, listen string, o Options) (*Gregor, error) {
 	args := []string{"serve", "--data-dir", filepath.Join(dir, "data"), "--listen", listen}
 	for k, v := range o.Props {
 		args = append(args, "--override", k+"="+v)
 	}
-	logPath := filepath.Join(dir, "gregor.log")
+	logPath := filepath.Join(dir, logName)
 	logFile, err := os.Create(logPath)
 	if err != nil {
 		return nil, fmt.Errorf("start gregor: %w", err)
@@ -138,6 +168,23 @@ func Start(bin, parent string, o Options) (*Gregor, error) {
 	}
 }
 
+// Kill ends the process with SIGKILL, as a crash would (no shutdown, no
+// flush of what gregor holds in memory), and waits for it to exit. The
+// data directory stays for Restart; Close of a killed process checks its
+// log only.
+func (g *Gregor) Kill() error {
+	g.killed.Store(true)
+	if err := g.cmd.Process.Kill(); err != nil {
+		select {
+		case <-g.done:
+		default:
+			return fmt.Errorf("kill gregor at %s: %w", g.Addr, err)
+		}
+	}
+	<-g.done
+	return nil
+}
+
 // freePort returns a loopback address with a port that was free a moment
 // ago.
 func freePort() (string, error) {
@@ -179,6 +226,9 @@ func (g *Gregor) stop() error {
 	}
 	if strings.Contains(string(log), "panic:") {
 		errs = append(errs, fmt.Errorf("gregor panicked: %s", tail(g.LogPath, 3000)))
+	}
+	if g.killed.Load() {
+		return errors.Join(errs...)
 	}
 	if g.waitErr != nil && len(errs) == 0 {
 		errs = append(errs, fmt.Errorf("gregor exited with %v: %s", g.waitErr, tail(g.LogPath, 2000)))

@@ -62,6 +62,7 @@ var Clients = []Client{
 	{"confluent-kafka-python", "confluent-kafka for Python with librdkafka (Debian python3-confluent-kafka)"},
 	{"confluent-kafka-python-2", "confluent-kafka 2.16.1 for Python with the librdkafka 2.16.0 of its wheel (PyPI, pinned in compat/python/requirements.txt); its groups use group.protocol=consumer (KIP-848)"},
 	{"kafka-python", "kafka-python (Debian python3-kafka; codecs from python3-snappy, python3-lz4, python3-zstandard)"},
+	{"aiokafka", "aiokafka 0.14.0 for Python's asyncio, codecs from cramjam 2.14.0 (PyPI, pinned in compat/python/requirements.txt); DeleteRecords, idempotence and transactions included; topic configs altered with AlterConfigs (it has no IncrementalAlterConfigs)"},
 	{"kafkajs", "kafkajs (npm, pinned by compat/node/package-lock.json)"},
 	{"java", "Apache Kafka's Java client, kafka-clients 4.4.0 (Maven Central, pinned in compat/java/pom.xml)"},
 }

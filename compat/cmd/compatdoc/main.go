@@ -142,7 +142,8 @@ func render(in inputs) string {
 	w("no connect-file 4.4.0) with the file connectors, standalone across a worker restart\n")
 	w("(`TestConnectStandalone`) and distributed with its compacted config, offset and status topics and\n")
 	w("connectors created over its REST API (`TestConnectDistributed`), the sink file checked line by line;\n")
-	w("and a Kafka Streams exactly_once_v2 application SIGKILLed mid-stream and restarted, whose\n")
+	w("and a Kafka Streams exactly_once_v2 application SIGKILLed mid-stream and restarted (on Gregor the\n")
+	w("broker is then SIGKILLed too under the restarted app and started again on its data directory), whose\n")
 	w("read_committed output must count every input once (`TestStreamsEOSKill`).\n\n")
 
 	byKey := map[string]map[string]harness.Result{harness.TargetKafka: {}, harness.TargetGregor: {}}
