@@ -172,6 +172,11 @@ type grpEvent struct {
 	member  string
 	phase   int
 	covered bool
+	// superseded: the record was processed again before a commit covered
+	// this processing (its member died, or its commit failed while the
+	// broker was down), so no later commit covers it: it is what the
+	// duplicate cost.
+	superseded bool
 }
 
 // grpLedger records every processing of every record and every
@@ -211,6 +216,7 @@ func (l *grpLedger) process(member string, recs []*kgo.Record) {
 			if prev.covered {
 				l.problems = append(l.problems, fmt.Sprintf("record %v processed again by %s after %s's acknowledged commit covered it", k, member, prev.member))
 			}
+			prev.superseded = true
 		}
 		l.events[k] = append(l.events[k], &grpEvent{member: member, phase: l.phase})
 		m := l.uncovered[member]
@@ -237,7 +243,7 @@ func (l *grpLedger) ack(member string, p int32, offset int64) {
 		}
 		evs := l.events[k]
 		for i := len(evs) - 1; i >= 0; i-- {
-			if evs[i].member == member && !evs[i].covered {
+			if evs[i].member == member && !evs[i].covered && !evs[i].superseded {
 				evs[i].covered = true
 				break
 			}
