@@ -18,7 +18,7 @@ import (
 // reading of the small response).
 func TestProduceAllocationBudget(t *testing.T) {
 	if raceEnabled {
-		t.Skip("allocation figures mean nothing under the race detector (sync.Pool drops on purpose)")
+		t.Skip("allocation figures mean nothing under the race detector; make test runs this without it")
 	}
 	if testing.Short() {
 		t.Skip("writes 1,000 partitions")

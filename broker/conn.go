@@ -277,7 +277,7 @@ func (c *conn) handleFrame(frame []byte) (*slot, bool) {
 		close(sl.done)
 		return sl, false
 	}
-	if key == 0 {
+	if key == apiKeyProduce {
 		res = c.produceQuota(r, len(frame), res)
 	}
 	switch {

@@ -2,6 +2,7 @@
 
 package broker
 
-// raceEnabled: under the race detector sync.Pool drops a share of what is
-// put back on purpose, so allocation figures say nothing about memory use.
+// raceEnabled: the race detector's instrumentation changes what is
+// allocated (and sync.Pools drop a share of what is put back on purpose),
+// so allocation figures say nothing about memory use.
 const raceEnabled = true
