@@ -15,6 +15,7 @@ import (
 const (
 	classicGroupType  = "classic"
 	consumerGroupType = "consumer"
+	streamsGroupType  = "streams"
 )
 
 // groupOpsAll is the authorized operations bit field of a group when no
@@ -68,6 +69,21 @@ func (m *machine) listGroups(states, types []string) ([]kmsg.ListGroupsResponseG
 			lg.GroupType = consumerGroupType
 			out = append(out, lg)
 		}
+		for _, g := range p.streams {
+			state := g.state().String()
+			if len(wantState) > 0 && !wantState[strings.ToLower(state)] {
+				continue
+			}
+			if len(wantType) > 0 && !wantType[streamsGroupType] {
+				continue
+			}
+			lg := kmsg.NewListGroupsResponseGroup()
+			lg.Group = g.id
+			lg.ProtocolType = streamsGroupType
+			lg.GroupState = state
+			lg.GroupType = streamsGroupType
+			out = append(out, lg)
+		}
 	}
 	return out, 0
 }
@@ -95,7 +111,7 @@ func (m *machine) describeGroup(id string, version int16) kmsg.DescribeGroupsRes
 		if version >= 6 {
 			d.ErrorCode = errGroupIDNotFound
 			msg := fmt.Sprintf("Group %s not found.", id)
-			if p.consumers[id] != nil {
+			if p.consumers[id] != nil || p.streams[id] != nil {
 				msg = fmt.Sprintf("Group %s is not a classic group.", id)
 			}
 			d.ErrorMessage = &msg
@@ -153,6 +169,19 @@ func (m *machine) deleteGroups(ids []string, reply func([]kmsg.DeleteGroupsRespo
 			byPartition[p.id] = recs
 			members[p.id] = append(members[p.id], i)
 			m.deleteConsumerGroup(p, cg)
+			continue
+		}
+		if sg := p.streams[id]; sg != nil {
+			if sg.state() != sgEmpty {
+				results[i].ErrorCode = errNonEmptyGroup
+				continue
+			}
+			recs := byPartition[p.id]
+			recs = append(recs, offsetsTombstones(id, &sg.offsetStore, p.txns)...)
+			recs = append(recs, streamsTombstones(sg)...)
+			byPartition[p.id] = recs
+			members[p.id] = append(members[p.id], i)
+			m.deleteStreamsGroup(p, sg)
 			continue
 		}
 		g := p.groups[id]

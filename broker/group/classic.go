@@ -51,6 +51,12 @@ func (m *machine) joinGroup(ci ClientInfo, req *kmsg.JoinGroupRequest, reply fun
 		req = &cp
 	}
 	unknown := req.MemberID == ""
+	if p.streams[req.Group] != nil {
+		// A streams group is no group of the classic protocol, empty or
+		// not, as Kafka's classicGroupJoin answers for other group types.
+		reply(joinError(errInconsistentGroupProtocol, req.MemberID))
+		return
+	}
 	if cg := p.consumers[req.Group]; cg != nil {
 		if cg.state() != cgEmpty {
 			// The consumer group serves the member through the classic

@@ -56,6 +56,28 @@ type Config struct {
 	// which online conversions between a live classic group and a
 	// consumer group are allowed. Empty groups convert either way.
 	ConsumerGroupMigrationPolicy string
+	// StreamsGroupSessionTimeoutMs is group.streams.session.timeout.ms.
+	StreamsGroupSessionTimeoutMs int32
+	// StreamsGroupHeartbeatIntervalMs is group.streams.heartbeat.interval.ms.
+	StreamsGroupHeartbeatIntervalMs int32
+	// StreamsGroupMaxSize is group.streams.max.size.
+	StreamsGroupMaxSize int32
+	// StreamsGroupNumStandbyReplicas is group.streams.num.standby.replicas:
+	// the standby replicas of each stateful task.
+	StreamsGroupNumStandbyReplicas int32
+	// StreamsGroupTaskOffsetIntervalMs is
+	// group.streams.task.offset.interval.ms, which heartbeat answers pass
+	// on to members.
+	StreamsGroupTaskOffsetIntervalMs int32
+	// StreamsGroupAcceptableRecoveryLag is
+	// group.streams.acceptable.recovery.lag, passed on to members.
+	StreamsGroupAcceptableRecoveryLag int64
+	// StreamsGroupConfig returns a streams group's group-level overrides
+	// (streams.session.timeout.ms, streams.heartbeat.interval.ms,
+	// streams.num.standby.replicas); nil means none. It is called on the
+	// coordinator's goroutines and must not block.
+	StreamsGroupConfig func(groupID string) StreamsGroupOverrides
+
 	// Topics is the broker's view of the topics, which consumer groups
 	// assign. Nil means no topics exist. Call Coordinator.TopicsChanged
 	// after the view changes.
@@ -99,7 +121,22 @@ func DefaultConfig() Config {
 		ConsumerGroupMaxSize:             math.MaxInt32,
 		ConsumerGroupAssignors:           []string{uniformAssignorName, rangeAssignorName},
 		ConsumerGroupMigrationPolicy:     MigrationBidirectional,
+
+		StreamsGroupSessionTimeoutMs:      45000,
+		StreamsGroupHeartbeatIntervalMs:   5000,
+		StreamsGroupMaxSize:               math.MaxInt32,
+		StreamsGroupNumStandbyReplicas:    0,
+		StreamsGroupTaskOffsetIntervalMs:  60000,
+		StreamsGroupAcceptableRecoveryLag: 10000,
 	}
+}
+
+// StreamsGroupOverrides are a streams group's group configs; a zero or
+// negative field (-1 for standby replicas) means the broker's value.
+type StreamsGroupOverrides struct {
+	SessionTimeoutMs    int32
+	HeartbeatIntervalMs int32
+	NumStandbyReplicas  int32
 }
 
 func (c Config) validate() error {
@@ -130,6 +167,14 @@ func (c Config) validate() error {
 		return fmt.Errorf("group.consumer.max.size %d must be positive", c.ConsumerGroupMaxSize)
 	case len(c.ConsumerGroupAssignors) == 0:
 		return fmt.Errorf("group.consumer.assignors must name at least one assignor")
+	case c.StreamsGroupSessionTimeoutMs <= 0:
+		return fmt.Errorf("group.streams.session.timeout.ms %d must be positive", c.StreamsGroupSessionTimeoutMs)
+	case c.StreamsGroupHeartbeatIntervalMs <= 0 || c.StreamsGroupHeartbeatIntervalMs >= c.StreamsGroupSessionTimeoutMs:
+		return fmt.Errorf("group.streams.heartbeat.interval.ms %d must be positive and below group.streams.session.timeout.ms %d", c.StreamsGroupHeartbeatIntervalMs, c.StreamsGroupSessionTimeoutMs)
+	case c.StreamsGroupMaxSize <= 0:
+		return fmt.Errorf("group.streams.max.size %d must be positive", c.StreamsGroupMaxSize)
+	case c.StreamsGroupNumStandbyReplicas < 0:
+		return fmt.Errorf("group.streams.num.standby.replicas %d must not be negative", c.StreamsGroupNumStandbyReplicas)
 	}
 	switch strings.ToLower(c.ConsumerGroupMigrationPolicy) {
 	case MigrationDisabled, MigrationUpgrade, MigrationDowngrade, MigrationBidirectional:

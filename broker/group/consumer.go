@@ -240,6 +240,8 @@ func (m *machine) consumerHeartbeat(p *partitionState, ci ClientInfo, req *kmsg.
 		// one is converted by an online upgrade if the policy allows.
 		c := p.groups[req.Group]
 		switch {
+		case p.streams[req.Group] != nil:
+			return nil, nil, &hbError{code: errGroupIDNotFound, msg: fmt.Sprintf("Group %s is not a consumer group.", req.Group)}
 		case c == nil && !joining:
 			return nil, nil, &hbError{code: errGroupIDNotFound, msg: fmt.Sprintf("Consumer group %s not found.", req.Group)}
 		case c == nil:

@@ -32,6 +32,12 @@
 //     reconciliation (revoke before assign), regex subscriptions, and their
 //     records (key versions 3-8 and 16); consumer_classic.go the online
 //     migration between classic and consumer groups.
+//   - streams*.go: KIP-1071 streams groups (StreamsGroupHeartbeat,
+//     StreamsGroupDescribe): the topology the first member brings, resolved
+//     against the topics (internal topics to create, partition counts,
+//     copartitioning, status codes), the sticky task assignor (active and
+//     standby tasks), task reconciliation (revoke before assign), and their
+//     records (key versions 17 and 19-23).
 //
 // Behaviour follows Apache Kafka 4's GroupMetadataManager,
 // OffsetMetadataManager, ConsumerGroup and CurrentAssignmentBuilder. A group

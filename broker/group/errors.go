@@ -32,6 +32,7 @@ var (
 	errUnsupportedAssignor       = kerr.UnsupportedAssignor.Code
 	errStaleMemberEpoch          = kerr.StaleMemberEpoch.Code
 	errInvalidRegularExpression  = kerr.InvalidRegularExpression.Code
+	errStreamsInvalidTopology    = kerr.StreamsInvalidTopology.Code
 )
 
 // appendCodes are the append failures the group coordinator maps its own

@@ -15,6 +15,7 @@ import (
 type loadedPartition struct {
 	classic   map[string]*classicGroup
 	consumers map[string]*consumerGroup
+	streams   map[string]*streamsGroup
 	// txns holds the transactional offsets whose marker was not replayed.
 	txns *txnOffsets
 	// records counts the records replayed so far; it is the order of the
@@ -27,10 +28,11 @@ type loadedPartition struct {
 // classic group metadata and tombstones, the consumer group records, and
 // transactions: offset commits of transactional batches stay pending until
 // their producer's COMMIT or ABORT marker. Record types Gregor does not
-// know (share groups) are skipped, as Kafka skips unknown types. A record
-// that does not decode fails the load.
+// know (share groups, the partition metadata of early streams groups) are
+// skipped, as Kafka skips unknown types. A record that does not decode
+// fails the load.
 func replay(partition int32, records iter.Seq2[Record, error], nowMs int64, log *slog.Logger) (*loadedPartition, error) {
-	lp := &loadedPartition{classic: make(map[string]*classicGroup), consumers: make(map[string]*consumerGroup), txns: newTxnOffsets()}
+	lp := &loadedPartition{classic: make(map[string]*classicGroup), consumers: make(map[string]*consumerGroup), streams: make(map[string]*streamsGroup), txns: newTxnOffsets()}
 	for r, err := range records {
 		if err != nil {
 			return nil, fmt.Errorf("read __consumer_offsets-%d record %d: %w", partition, lp.records, err)
@@ -53,7 +55,7 @@ func replayMarker(lp *loadedPartition, partition int32, r Record, nowMs int64) e
 	}
 	switch k.Type {
 	case kmsg.ControlRecordKeyTypeCommit, kmsg.ControlRecordKeyTypeAbort:
-		lp.txns.applyMarker(lp.classic, lp.consumers, partition, r.ProducerID, k.Type == kmsg.ControlRecordKeyTypeCommit, nowMs)
+		lp.txns.applyMarker(lp.classic, lp.consumers, lp.streams, partition, r.ProducerID, k.Type == kmsg.ControlRecordKeyTypeCommit, nowMs)
 	}
 	return nil
 }
@@ -86,13 +88,19 @@ func replayOne(lp *loadedPartition, partition int32, r Record, nowMs int64, log 
 			o.order = lp.records
 			// The group exists from the transactional commit on, as in
 			// Kafka; the offset waits for its marker.
-			groupOffsets(lp.classic, lp.consumers, partition, k.Group, nowMs)
+			groupOffsets(lp.classic, lp.consumers, lp.streams, partition, k.Group, nowMs)
 			lp.txns.put(r.ProducerID, k.Group, t, o)
 			return nil
 		}
+		var store *offsetStore
 		if cg := lp.consumers[k.Group]; cg != nil {
+			store = &cg.offsetStore
+		} else if sg := lp.streams[k.Group]; sg != nil {
+			store = &sg.offsetStore
+		}
+		if store != nil {
 			if r.Value == nil {
-				delete(cg.offsets, t)
+				delete(store.offsets, t)
 				return nil
 			}
 			o, err := decodeOffsetValue(r.Value)
@@ -100,7 +108,7 @@ func replayOne(lp *loadedPartition, partition int32, r Record, nowMs int64, log 
 				return fmt.Errorf("decode offset commit value of %s %s-%d: %w", k.Group, k.Topic, k.Partition, err)
 			}
 			o.order = lp.records
-			cg.offsets[t] = o
+			store.offsets[t] = o
 			return nil
 		}
 		if r.Value == nil {
@@ -142,8 +150,8 @@ func replayOne(lp *loadedPartition, partition int32, r Record, nowMs int64, log 
 		if err := v.ReadFrom(r.Value); err != nil {
 			return fmt.Errorf("decode group metadata value of %s: %w", k.Group, err)
 		}
-		if lp.consumers[k.Group] != nil {
-			return fmt.Errorf("classic group metadata for %s, which is a consumer group", k.Group)
+		if lp.consumers[k.Group] != nil || lp.streams[k.Group] != nil {
+			return fmt.Errorf("classic group metadata for %s, which is a consumer or streams group", k.Group)
 		}
 		g := groupFromRecord(k.Group, partition, &v)
 		if old != nil {
@@ -153,6 +161,9 @@ func replayOne(lp *loadedPartition, partition int32, r Record, nowMs int64, log 
 	case cgMetadataKeyVersion, cgPartitionMetadataKeyVersion, cgMemberMetadataKeyVersion,
 		cgTargetMetadataKeyVersion, cgTargetMemberKeyVersion, cgCurrentAssignmentKeyVersion, cgRegexKeyVersion:
 		return replayConsumer(lp, partition, version, r, nowMs)
+	case sgMetadataKeyVersion, sgMemberMetadataKeyVersion, sgTargetMetadataKeyVersion,
+		sgTargetMemberKeyVersion, sgCurrentAssignmentKeyVersion, sgTopologyKeyVersion:
+		return replayStreams(lp, partition, version, r)
 	default:
 		log.Debug("skip unknown __consumer_offsets record type", "partition", partition, "type", version)
 	}

@@ -19,6 +19,8 @@ const (
 	timerConsumerRebalance                  // a consumer group member's revocation deadline
 	timerConsumerJoin                       // a classic member of a consumer group told to rejoin
 	timerConsumerSync                       // a classic member of a consumer group that joined, until it syncs
+	timerStreamsSession                     // a streams group member's session expiry
+	timerStreamsRebalance                   // a streams group member's revocation deadline
 )
 
 // timerKey identifies a timer; scheduling a key again replaces its timer.
@@ -73,6 +75,9 @@ type partitionState struct {
 	// consumers holds the KIP-848 consumer groups. A group id is in at
 	// most one of the two maps.
 	consumers map[string]*consumerGroup
+	// streams holds the KIP-1071 streams groups; a group id is in at most
+	// one of the three maps.
+	streams map[string]*streamsGroup
 	// txns holds the offsets of transactions not ended yet, by producer.
 	txns *txnOffsets
 	// nextOrder is the order (offsetValue.order) of the next offset
@@ -220,7 +225,7 @@ func (m *machine) beginLoad(partition int32) uint64 {
 		m.unload(partition)
 	}
 	m.loadTokens++
-	m.partitions[partition] = &partitionState{id: partition, loading: true, loadToken: m.loadTokens, groups: map[string]*classicGroup{}, consumers: map[string]*consumerGroup{}, txns: newTxnOffsets()}
+	m.partitions[partition] = &partitionState{id: partition, loading: true, loadToken: m.loadTokens, groups: map[string]*classicGroup{}, consumers: map[string]*consumerGroup{}, streams: map[string]*streamsGroup{}, txns: newTxnOffsets()}
 	return m.loadTokens
 }
 
@@ -235,10 +240,14 @@ func (m *machine) finishLoad(partition int32, token uint64, loaded *loadedPartit
 	p.loading = false
 	p.groups = loaded.classic
 	p.consumers = loaded.consumers
+	p.streams = loaded.streams
 	p.txns = loaded.txns
 	p.nextOrder = loaded.records
 	for _, g := range p.consumers {
 		m.consumerGroupLoaded(g)
+	}
+	for _, g := range p.streams {
+		m.streamsGroupLoaded(g)
 	}
 	for _, g := range p.groups {
 		for _, id := range g.order {
@@ -268,6 +277,10 @@ func (m *machine) unload(partition int32) {
 	delete(m.partitions, partition)
 	for _, g := range p.consumers {
 		m.cancelConsumerTimers(g)
+		g.dead = true
+	}
+	for _, g := range p.streams {
+		m.cancelStreamsTimers(g)
 		g.dead = true
 	}
 	for _, g := range p.groups {

@@ -56,6 +56,14 @@ func (m *machine) offsetCommit(req *kmsg.OffsetCommitRequest, reply func(*kmsg.O
 		m.writeOffsets(p, req.Group, &cg.offsetStore, func() bool { return !cg.dead }, req, reply, nil)
 		return
 	}
+	if sg := p.streams[req.Group]; sg != nil {
+		if code := validateStreamsOffsetCommit(sg, req); code != 0 {
+			reply(commitResponse(req, code))
+			return
+		}
+		m.writeOffsets(p, req.Group, &sg.offsetStore, func() bool { return !sg.dead }, req, reply, nil)
+		return
+	}
 	g := p.groups[req.Group]
 	created := false
 	if g == nil {
@@ -285,6 +293,11 @@ func (m *machine) readOffsets(group string, topics []fetchTopic, member *fetchMe
 			return fetchResult{code: code}
 		}
 		offsets = cg.offsets
+	} else if sg := p.streams[group]; sg != nil {
+		if code := validateStreamsOffsetFetch(sg, member); code != 0 {
+			return fetchResult{code: code}
+		}
+		offsets = sg.offsets
 	} else if g := p.groups[group]; g != nil {
 		offsets = g.offsets
 	}
@@ -380,6 +393,8 @@ func (m *machine) offsetDelete(req *kmsg.OffsetDeleteRequest, reply func(*kmsg.O
 	)
 	if cg := p.consumers[req.Group]; cg != nil {
 		store, isSubscribed = &cg.offsetStore, cg.isSubscribedToTopic
+	} else if sg := p.streams[req.Group]; sg != nil {
+		store, isSubscribed = &sg.offsetStore, sg.isSubscribedToTopic
 	} else {
 		g := p.groups[req.Group]
 		switch {
@@ -511,6 +526,13 @@ func (m *machine) sweepExpired() {
 				m.deleteConsumerGroup(p, g)
 			}
 		}
+		for _, id := range sortedKeys(p.streams) {
+			g := p.streams[id]
+			if m.expireStoreOffsets(g.id, &g.offsetStore, g.isSubscribedToTopic, p.txns, now, &recs) && g.state() == sgEmpty {
+				recs = append(recs, streamsTombstones(g)...)
+				m.deleteStreamsGroup(p, g)
+			}
+		}
 		if len(recs) == 0 {
 			continue
 		}
@@ -527,9 +549,16 @@ func (m *machine) sweepExpired() {
 // offsets expire retention after their commit unless a member subscribes
 // to their topic (ConsumerGroup.offsetExpirationCondition).
 func (m *machine) expireConsumerOffsets(g *consumerGroup, txns *txnOffsets, nowMs int64, recs *[]Record) bool {
-	all := len(g.inflight) == 0 && !txns.hasOpen(g.id)
+	return m.expireStoreOffsets(g.id, &g.offsetStore, g.isSubscribedToTopic, txns, nowMs, recs)
+}
+
+// expireStoreOffsets expires the offsets of a consumer or streams group:
+// retention after their commit unless a member reads their topic. It
+// reports whether the group has no offsets left.
+func (m *machine) expireStoreOffsets(group string, g *offsetStore, isSubscribed func(string) bool, txns *txnOffsets, nowMs int64, recs *[]Record) bool {
+	all := len(g.inflight) == 0 && !txns.hasOpen(group)
 	for _, k := range sortedTPs(g.offsets) {
-		if g.isSubscribedToTopic(k.topic) {
+		if isSubscribed(k.topic) {
 			all = false
 			continue
 		}
@@ -538,11 +567,11 @@ func (m *machine) expireConsumerOffsets(g *consumerGroup, txns *txnOffsets, nowM
 		if o.expireTimestamp >= 0 {
 			expired = nowMs >= o.expireTimestamp
 		}
-		if !expired || g.inflight[k] != nil || txns.hasPending(g.id, k) {
+		if !expired || g.inflight[k] != nil || txns.hasPending(group, k) {
 			all = false
 			continue
 		}
-		*recs = append(*recs, offsetTombstone(g.id, k))
+		*recs = append(*recs, offsetTombstone(group, k))
 		delete(g.offsets, k)
 	}
 	return all

@@ -157,6 +157,12 @@ func (m *machine) txnOffsetCommit(req *kmsg.TxnOffsetCommitRequest, reply func(*
 			return
 		}
 		store = &cg.offsetStore
+	} else if sg := p.streams[req.Group]; sg != nil {
+		if code := validateStreamsTxnCommit(sg, req); code != 0 {
+			reply(txnCommitResponse(req, code))
+			return
+		}
+		store = &sg.offsetStore
 	} else {
 		g := p.groups[req.Group]
 		if g == nil {
@@ -313,7 +319,7 @@ func (m *machine) completeTransaction(partition int32, marker TxnMarker, reply f
 		}
 		if m.partitions[partition] == p {
 			// Unloaded meanwhile, the next load replays the marker.
-			n := p.txns.applyMarker(p.groups, p.consumers, partition, marker.ProducerID, marker.Commit, m.nowMs())
+			n := p.txns.applyMarker(p.groups, p.consumers, p.streams, partition, marker.ProducerID, marker.Commit, m.nowMs())
 			m.log.Debug("transaction ended", "partition", partition, "producer", marker.ProducerID, "commit", marker.Commit, "offsets", n)
 		}
 		reply(nil)

@@ -116,9 +116,12 @@ func (t *txnOffsets) end(producer int64) map[string]map[tp]offsetValue {
 // groupOffsets finds the offsets of a group among a partition's groups,
 // creating a simple classic group when there is none, as Kafka's replay
 // does for offsets of a group it does not know.
-func groupOffsets(classic map[string]*classicGroup, consumers map[string]*consumerGroup, partition int32, id string, nowMs int64) *offsetStore {
+func groupOffsets(classic map[string]*classicGroup, consumers map[string]*consumerGroup, streams map[string]*streamsGroup, partition int32, id string, nowMs int64) *offsetStore {
 	if cg := consumers[id]; cg != nil {
 		return &cg.offsetStore
+	}
+	if sg := streams[id]; sg != nil {
+		return &sg.offsetStore
 	}
 	g := classic[id]
 	if g == nil {
@@ -133,7 +136,7 @@ func groupOffsets(classic map[string]*classicGroup, consumers map[string]*consum
 // written after it (Kafka keeps the most recent record when transactional
 // and plain commits mix); an abort forgets them. It reports how many
 // offsets were committed.
-func (t *txnOffsets) applyMarker(classic map[string]*classicGroup, consumers map[string]*consumerGroup, partition int32, producer int64, commit bool, nowMs int64) int {
+func (t *txnOffsets) applyMarker(classic map[string]*classicGroup, consumers map[string]*consumerGroup, streams map[string]*streamsGroup, partition int32, producer int64, commit bool, nowMs int64) int {
 	groups := t.end(producer)
 	if !commit {
 		return 0
@@ -144,7 +147,7 @@ func (t *txnOffsets) applyMarker(classic map[string]*classicGroup, consumers map
 		if len(offsets) == 0 {
 			continue
 		}
-		store := groupOffsets(classic, consumers, partition, group, nowMs)
+		store := groupOffsets(classic, consumers, streams, partition, group, nowMs)
 		for k, v := range offsets {
 			if old, ok := store.offsets[k]; ok && old.order > v.order {
 				continue

@@ -1,0 +1,482 @@
+package group
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// streamsTestTopology is a two-subtopology application: subtopology 0
+// reads "in" and writes the repartition topic "app-rep"; subtopology 1
+// reads it and keeps a store with changelog "app-store-changelog".
+func streamsTestTopology() *kmsg.StreamsGroupHeartbeatRequestTopology {
+	t := kmsg.NewStreamsGroupHeartbeatRequestTopology()
+	t.Epoch = 0
+	s0 := kmsg.NewStreamsGroupHeartbeatRequestTopologySubtopology()
+	s0.SubtopologyID = "0"
+	s0.SourceTopics = []string{"in"}
+	s0.RepartitionSinkTopics = []string{"app-rep"}
+	s1 := kmsg.NewStreamsGroupHeartbeatRequestTopologySubtopology()
+	s1.SubtopologyID = "1"
+	s1.SourceTopics = []string{"app-rep"}
+	rep := kmsg.NewTopicInfo()
+	rep.Topic = "app-rep"
+	s1.RepartitionSourceTopics = []kmsg.TopicInfo{rep}
+	cl := kmsg.NewTopicInfo()
+	cl.Topic = "app-store-changelog"
+	cfg := kmsg.NewTopicInfoConfig()
+	cfg.Key, cfg.Value = "cleanup.policy", "compact"
+	cl.Configs = []kmsg.TopicInfoConfig{cfg}
+	s1.StateChangelogTopics = []kmsg.TopicInfo{cl}
+	t.Subtopologies = []kmsg.StreamsGroupHeartbeatRequestTopologySubtopology{s0, s1}
+	return &t
+}
+
+type streamsClient struct {
+	h       *harness
+	group   string
+	id      string
+	process string
+	epoch   int32
+	owned   tasksTuple
+	last    *kmsg.StreamsGroupHeartbeatResponse
+	create  []InternalTopic
+}
+
+func newStreamsClient(h *harness, group, id, process string) *streamsClient {
+	return &streamsClient{h: h, group: group, id: id, process: process, owned: emptyTasks()}
+}
+
+func toTaskSet(ts []kmsg.TaskIDs) taskSet {
+	out := taskSet{}
+	for _, t := range ts {
+		out.add(t.SubtopologyID, t.Partitions...)
+	}
+	return out
+}
+
+func fromTaskSet(s taskSet) []kmsg.TaskIDs { return responseTasks(s) }
+
+// heartbeat sends a heartbeat reporting the tasks the client owns and
+// takes over what the answer assigns, as a Streams client does.
+func (c *streamsClient) heartbeat(t *testing.T) *kmsg.StreamsGroupHeartbeatResponse {
+	t.Helper()
+	req := kmsg.NewPtrStreamsGroupHeartbeatRequest()
+	req.Version = 1
+	req.Group, req.MemberID, req.MemberEpoch = c.group, c.id, c.epoch
+	if c.epoch == 0 {
+		req.RebalanceTimeoutMillis = 30000
+		req.Topology = streamsTestTopology()
+		pid := c.process
+		req.ProcessID = &pid
+		req.ActiveTasks, req.StandbyTasks, req.WarmupTasks = []kmsg.TaskIDs{}, []kmsg.TaskIDs{}, []kmsg.TaskIDs{}
+	} else {
+		req.ActiveTasks = fromTaskSet(c.owned.active)
+		req.StandbyTasks = fromTaskSet(c.owned.standby)
+		req.WarmupTasks = fromTaskSet(c.owned.warmup)
+	}
+	res := c.h.c.StreamsGroupHeartbeat(context.Background(), ClientInfo{ClientID: "app", ClientHost: "/127.0.0.1"}, req)()
+	c.h.quiesce()
+	r := res.Response
+	c.last, c.create = r, res.CreateTopics
+	if r.ErrorCode != 0 {
+		return r
+	}
+	c.epoch = r.MemberEpoch
+	if r.ActiveTasks != nil {
+		c.owned = tasksTuple{active: toTaskSet(r.ActiveTasks), standby: toTaskSet(r.StandbyTasks), warmup: toTaskSet(r.WarmupTasks)}
+	}
+	return r
+}
+
+func (c *streamsClient) leave(t *testing.T) {
+	t.Helper()
+	req := kmsg.NewPtrStreamsGroupHeartbeatRequest()
+	req.Group, req.MemberID, req.MemberEpoch = c.group, c.id, -1
+	r := c.h.c.StreamsGroupHeartbeat(context.Background(), ClientInfo{}, req)().Response
+	c.h.quiesce()
+	if r.ErrorCode != 0 {
+		t.Fatalf("leave: error %d", r.ErrorCode)
+	}
+}
+
+func statusCodes(r *kmsg.StreamsGroupHeartbeatResponse) []int8 {
+	var out []int8
+	for _, s := range r.Status {
+		out = append(out, s.StatusCode)
+	}
+	return out
+}
+
+func showTasks(s taskSet) string {
+	var parts []string
+	for _, sub := range sortedKeys(s) {
+		parts = append(parts, fmt.Sprintf("%s:%v", sub, s[sub]))
+	}
+	return strings.Join(parts, " ")
+}
+
+// streamsReady starts a group whose internal topics the test creates as
+// the broker would, and returns its first member once it runs every task.
+func streamsReady(t *testing.T, h *harness) *streamsClient {
+	t.Helper()
+	h.topics.set("in:4")
+	h.c.TopicsChanged()
+	a := newStreamsClient(h, "app", "a", "p1")
+	r := a.heartbeat(t)
+	if r.ErrorCode != 0 || !slices.Equal(statusCodes(r), []int8{statusMissingInternalTopics}) {
+		t.Fatalf("first heartbeat: error %d status %v", r.ErrorCode, r.Status)
+	}
+	want := []InternalTopic{
+		{Name: "app-rep", Partitions: 4, ReplicationFactor: -1, Configs: map[string]string{}},
+		{Name: "app-store-changelog", Partitions: 4, ReplicationFactor: -1, Configs: map[string]string{"cleanup.policy": "compact"}},
+	}
+	if fmt.Sprint(a.create) != fmt.Sprint(want) {
+		t.Fatalf("topics to create %v, want %v", a.create, want)
+	}
+	if a.owned.size() != 0 {
+		t.Fatalf("tasks assigned before the internal topics exist: %v", a.owned)
+	}
+	h.topics.set("in:4,app-rep:4,app-store-changelog:4")
+	h.c.TopicsChanged()
+	r = a.heartbeat(t)
+	if r.ErrorCode != 0 || len(r.Status) != 0 {
+		t.Fatalf("heartbeat after creating topics: error %d status %v", r.ErrorCode, r.Status)
+	}
+	if got := showTasks(a.owned.active); got != "0:[0 1 2 3] 1:[0 1 2 3]" {
+		t.Fatalf("active tasks %s", got)
+	}
+	return a
+}
+
+func (t tasksTuple) size() int { return t.active.size() + t.standby.size() + t.warmup.size() }
+
+// TestStreamsHeartbeatInternalTopics: the first member's topology makes
+// the group ask for its repartition and changelog topics with the
+// partition counts Kafka's rules give (the most partitions of the
+// upstream source topics), and tasks come once they exist.
+func TestStreamsHeartbeatInternalTopics(t *testing.T) {
+	h := newHarness(t, testConfig())
+	a := streamsReady(t, h)
+	if a.epoch < 2 {
+		t.Errorf("member epoch %d", a.epoch)
+	}
+	d := h.c.StreamsGroupDescribe(context.Background(), []string{"app"}, 1, false)()[0]
+	if d.ErrorCode != 0 || d.State != "Stable" || d.Topology == nil || len(d.Topology.Subtopologies) != 2 {
+		t.Fatalf("describe: %+v", d)
+	}
+	if n := d.Topology.Subtopologies[1].StateChangelogTopics[0].NumPartitions; n != 4 {
+		t.Errorf("described changelog partitions %d", n)
+	}
+}
+
+// TestStreamsMissingSourceTopics: without its source topic the group is
+// NotReady and says so.
+func TestStreamsMissingSourceTopics(t *testing.T) {
+	h := newHarness(t, testConfig())
+	a := newStreamsClient(h, "app", "a", "p1")
+	r := a.heartbeat(t)
+	if r.ErrorCode != 0 || !slices.Equal(statusCodes(r), []int8{statusMissingSourceTopics}) || r.Status[0].StatusDetail != "Source topics in are missing." {
+		t.Fatalf("error %d status %v", r.ErrorCode, r.Status)
+	}
+	d := h.c.StreamsGroupDescribe(context.Background(), []string{"app"}, 0, false)()[0]
+	if d.State != "NotReady" {
+		t.Errorf("state %s", d.State)
+	}
+}
+
+// TestStreamsScaleOutAndIn: a second process gets tasks only after the
+// first revoked them; when it leaves, the first takes everything back.
+func TestStreamsScaleOutAndIn(t *testing.T) {
+	h := newHarness(t, testConfig())
+	a := streamsReady(t, h)
+	b := newStreamsClient(h, "app", "b", "p2")
+	b.heartbeat(t)
+	if b.owned.size() != 0 {
+		t.Fatalf("b got %v before a revoked", b.owned)
+	}
+	// a is told to give up half; until it says it did, b waits.
+	a.heartbeat(t)
+	if got := showTasks(a.owned.active); got == "0:[0 1 2 3] 1:[0 1 2 3]" {
+		t.Fatalf("a kept everything: %s", got)
+	}
+	d := h.c.StreamsGroupDescribe(context.Background(), []string{"app"}, 0, false)()[0]
+	if d.State != "Reconciling" {
+		t.Errorf("state %s while a revokes", d.State)
+	}
+	a.heartbeat(t) // reports the smaller set: revocation done
+	b.heartbeat(t)
+	if a.owned.active.size() != 4 || b.owned.active.size() != 4 || a.owned.active.containsAny(b.owned.active) {
+		t.Fatalf("a %s b %s", showTasks(a.owned.active), showTasks(b.owned.active))
+	}
+	a.heartbeat(t)
+	d = h.c.StreamsGroupDescribe(context.Background(), []string{"app"}, 0, false)()[0]
+	if d.State != "Stable" || a.epoch != b.epoch || a.epoch != d.AssignmentEpoch {
+		t.Errorf("state %s epochs a %d b %d assignment %d", d.State, a.epoch, b.epoch, d.AssignmentEpoch)
+	}
+	b.leave(t)
+	a.heartbeat(t)
+	if a.owned.active.size() != 8 {
+		t.Fatalf("a after b left: %s", showTasks(a.owned.active))
+	}
+}
+
+// TestStreamsSessionTimeout: a member that stops heartbeating is fenced
+// after group.streams.session.timeout.ms and its tasks move.
+func TestStreamsSessionTimeout(t *testing.T) {
+	h := newHarness(t, testConfig())
+	a := streamsReady(t, h)
+	b := newStreamsClient(h, "app", "b", "p2")
+	b.heartbeat(t)
+	a.heartbeat(t)
+	a.heartbeat(t)
+	b.heartbeat(t)
+	if b.owned.active.size() != 4 {
+		t.Fatalf("b %s", showTasks(b.owned.active))
+	}
+	for range 10 {
+		h.advance(5 * time.Second)
+		a.heartbeat(t)
+	}
+	if a.owned.active.size() != 8 {
+		t.Fatalf("a after b's session expired: %s", showTasks(a.owned.active))
+	}
+	if r := b.heartbeat(t); r.ErrorCode != errUnknownMemberID {
+		t.Errorf("fenced member heartbeat: error %d", r.ErrorCode)
+	}
+}
+
+// TestStreamsStandbyReplicas: with num.standby.replicas 1 each stateful
+// task gets a standby on the other process; stateless tasks none.
+func TestStreamsStandbyReplicas(t *testing.T) {
+	cfg := testConfig()
+	cfg.StreamsGroupNumStandbyReplicas = 1
+	h := newHarness(t, cfg)
+	a := streamsReady(t, h)
+	b := newStreamsClient(h, "app", "b", "p2")
+	for range 4 {
+		b.heartbeat(t)
+		a.heartbeat(t)
+	}
+	all := taskSet{}
+	for _, c := range []*streamsClient{a, b} {
+		for sub, ps := range c.owned.standby {
+			if c.owned.active.containsAny(taskSet{sub: ps}) {
+				t.Errorf("%s has a standby of its own active task", c.id)
+			}
+			all.add(sub, ps...)
+		}
+	}
+	// Only subtopology 1 has state; each of its tasks has one standby.
+	if showTasks(all) != "1:[0 1 2 3]" || a.owned.standby.size()+b.owned.standby.size() != 4 {
+		t.Errorf("standbys a %s b %s", showTasks(a.owned.standby), showTasks(b.owned.standby))
+	}
+}
+
+// TestStreamsRestart: the group comes back from __consumer_offsets with
+// its topology, members, epochs and assignments.
+func TestStreamsRestart(t *testing.T) {
+	h := newHarness(t, testConfig())
+	a := streamsReady(t, h)
+	b := newStreamsClient(h, "app", "b", "p2")
+	for range 3 {
+		b.heartbeat(t)
+		a.heartbeat(t)
+	}
+	before := h.c.StreamsGroupDescribe(context.Background(), []string{"app"}, 1, false)()[0]
+	h.restart()
+	a.heartbeat(t)
+	b.heartbeat(t)
+	if a.last.ErrorCode != 0 || b.last.ErrorCode != 0 {
+		t.Fatalf("after restart: a %d b %d", a.last.ErrorCode, b.last.ErrorCode)
+	}
+	after := h.c.StreamsGroupDescribe(context.Background(), []string{"app"}, 1, false)()[0]
+	if before.Epoch != after.Epoch || before.AssignmentEpoch != after.AssignmentEpoch || len(after.Members) != 2 {
+		t.Fatalf("before epoch %d/%d, after %d/%d with %d members", before.Epoch, before.AssignmentEpoch, after.Epoch, after.AssignmentEpoch, len(after.Members))
+	}
+	for i := range after.Members {
+		bm, am := before.Members[i], after.Members[i]
+		if bm.MemberID != am.MemberID || bm.MemberEpoch != am.MemberEpoch || bm.ProcessID != am.ProcessID ||
+			fmt.Sprint(bm.Assignment) != fmt.Sprint(am.Assignment) || fmt.Sprint(bm.TargetAssignment) != fmt.Sprint(am.TargetAssignment) {
+			t.Errorf("member %d before %+v after %+v", i, bm, am)
+		}
+	}
+	if after.Topology == nil || after.Topology.Epoch != 0 || len(after.Topology.Subtopologies) != 2 {
+		t.Errorf("topology after restart %+v", after.Topology)
+	}
+}
+
+// TestStreamsOffsetCommit: commits are checked against the streams member
+// epoch; the group lists, describes and deletes as Kafka's.
+func TestStreamsOffsetCommit(t *testing.T) {
+	h := newHarness(t, testConfig())
+	a := streamsReady(t, h)
+	commit := func(version int16, member string, epoch int32) int16 {
+		req := kmsg.NewPtrOffsetCommitRequest()
+		req.Version = version
+		req.Group, req.MemberID, req.Generation = "app", member, epoch
+		rt := kmsg.NewOffsetCommitRequestTopic()
+		rt.Topic = "in"
+		rp := kmsg.NewOffsetCommitRequestTopicPartition()
+		rp.Partition, rp.Offset = 0, 42
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		return h.c.OffsetCommit(context.Background(), req)().Topics[0].Partitions[0].ErrorCode
+	}
+	if code := commit(9, "a", a.epoch-1); code != errStaleMemberEpoch {
+		t.Errorf("stale epoch: %d", code)
+	}
+	if code := commit(8, "a", a.epoch); code != errUnsupportedVersion {
+		t.Errorf("v8: %d", code)
+	}
+	if code := commit(9, "x", a.epoch); code != errUnknownMemberID {
+		t.Errorf("unknown member: %d", code)
+	}
+	if code := commit(9, "a", a.epoch); code != 0 {
+		t.Fatalf("commit: %d", code)
+	}
+	lg := h.c.ListGroups(context.Background(), &kmsg.ListGroupsRequest{Version: 5, TypesFilter: []string{"streams"}})()
+	if len(lg.Groups) != 1 || lg.Groups[0].GroupType != "streams" || lg.Groups[0].GroupState != "Stable" {
+		t.Errorf("list groups %+v", lg.Groups)
+	}
+	del := h.c.DeleteGroups(context.Background(), &kmsg.DeleteGroupsRequest{Version: 2, Groups: []string{"app"}})()
+	if del.Groups[0].ErrorCode != errNonEmptyGroup {
+		t.Errorf("delete live group: %d", del.Groups[0].ErrorCode)
+	}
+	// A consumer group heartbeat for the id finds no consumer group.
+	chb := kmsg.NewPtrConsumerGroupHeartbeatRequest()
+	chb.Version = 1
+	chb.Group, chb.MemberID, chb.RebalanceTimeoutMillis = "app", "c", 30000
+	chb.SubscribedTopicNames, chb.Topics = []string{"in"}, []kmsg.ConsumerGroupHeartbeatRequestTopic{}
+	if r := h.c.ConsumerGroupHeartbeat(context.Background(), ClientInfo{}, chb)(); r.ErrorCode != errGroupIDNotFound {
+		t.Errorf("consumer heartbeat on a streams group: %d", r.ErrorCode)
+	}
+	a.leave(t)
+	h.restart()
+	fetch := kmsg.NewPtrOffsetFetchRequest()
+	fetch.Version = 9
+	fg := kmsg.NewOffsetFetchRequestGroup()
+	fg.Group = "app"
+	fetch.Groups = append(fetch.Groups, fg)
+	fr := h.c.OffsetFetch(context.Background(), fetch)()
+	if fr.Groups[0].ErrorCode != 0 || len(fr.Groups[0].Topics) != 1 || fr.Groups[0].Topics[0].Partitions[0].Offset != 42 {
+		t.Fatalf("offset fetch after restart: %+v", fr.Groups[0])
+	}
+	del = h.c.DeleteGroups(context.Background(), &kmsg.DeleteGroupsRequest{Version: 2, Groups: []string{"app"}})()
+	if del.Groups[0].ErrorCode != 0 {
+		t.Fatalf("delete empty group: %d", del.Groups[0].ErrorCode)
+	}
+	d := h.c.StreamsGroupDescribe(context.Background(), []string{"app"}, 0, false)()[0]
+	if d.ErrorCode != errGroupIDNotFound {
+		t.Errorf("describe deleted group: %d", d.ErrorCode)
+	}
+}
+
+// TestStreamsHeartbeatValidation: requests Kafka refuses are refused with
+// its codes.
+func TestStreamsHeartbeatValidation(t *testing.T) {
+	h := newHarness(t, testConfig())
+	h.topics.set("in:4")
+	h.c.TopicsChanged()
+	send := func(mut func(r *kmsg.StreamsGroupHeartbeatRequest)) *kmsg.StreamsGroupHeartbeatResponse {
+		req := kmsg.NewPtrStreamsGroupHeartbeatRequest()
+		req.Group, req.MemberID, req.RebalanceTimeoutMillis = "v", "m", 30000
+		req.Topology = streamsTestTopology()
+		mut(req)
+		return h.c.StreamsGroupHeartbeat(context.Background(), ClientInfo{}, req)().Response
+	}
+	tests := []struct {
+		name string
+		mut  func(r *kmsg.StreamsGroupHeartbeatRequest)
+		code int16
+	}{
+		{"no topology", func(r *kmsg.StreamsGroupHeartbeatRequest) { r.Topology = nil }, errInvalidRequest},
+		{"no rebalance timeout", func(r *kmsg.StreamsGroupHeartbeatRequest) { r.RebalanceTimeoutMillis = -1 }, errInvalidRequest},
+		{"empty member", func(r *kmsg.StreamsGroupHeartbeatRequest) { r.MemberID = " " }, errInvalidRequest},
+		{"changelog partitions", func(r *kmsg.StreamsGroupHeartbeatRequest) {
+			r.Topology.Subtopologies[1].StateChangelogTopics[0].NumPartitions = 3
+		}, errStreamsInvalidTopology},
+		{"unknown member", func(r *kmsg.StreamsGroupHeartbeatRequest) { r.MemberEpoch, r.Topology = 3, nil }, errGroupIDNotFound},
+		{"repartition never written", func(r *kmsg.StreamsGroupHeartbeatRequest) {
+			r.Topology.Subtopologies[0].RepartitionSinkTopics = nil
+		}, errStreamsInvalidTopology},
+	}
+	for _, tt := range tests {
+		if r := send(tt.mut); r.ErrorCode != tt.code {
+			t.Errorf("%s: error %d, want %d (%v)", tt.name, r.ErrorCode, tt.code, r.ErrorMessage)
+		}
+	}
+	// A joined member with a wrong epoch is fenced.
+	if r := send(func(*kmsg.StreamsGroupHeartbeatRequest) {}); r.ErrorCode != 0 {
+		t.Fatalf("join: %d", r.ErrorCode)
+	}
+	if r := send(func(r *kmsg.StreamsGroupHeartbeatRequest) { r.MemberEpoch, r.Topology = 99, nil }); r.ErrorCode != errFencedMemberEpoch {
+		t.Errorf("epoch ahead: %d", r.ErrorCode)
+	}
+}
+
+// TestStreamsCopartitioning: repartition topics copartitioned with a
+// source topic take its partition count; source topics of one copartition
+// group with different counts are reported, not assigned.
+func TestStreamsCopartitioning(t *testing.T) {
+	topo := &streamsTopology{subtopologies: []streamsSubtopology{
+		{id: "0", sourceTopics: []string{"a"}, repartitionSinkTopics: []string{"r"}},
+		{id: "1", sourceTopics: []string{"b", "r"}, repartitionSourceTopics: []streamsTopicInfo{{name: "r"}},
+			copartitionGroups: []copartitionGroup{{sourceTopics: []int16{0}, repartitionSourceTopics: []int16{0}}}},
+	}}
+	c, err := configureTopology(topo, map[string]TopicInfo{"a": {Partitions: 6}, "b": {Partitions: 3}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.partitions["r"] != 3 || c.tasks["1"] != 3 || c.tasks["0"] != 6 {
+		t.Errorf("decided %v tasks %v", c.partitions, c.tasks)
+	}
+	topo.subtopologies[1].copartitionGroups = []copartitionGroup{{sourceTopics: []int16{0, 1}}}
+	topo.subtopologies[1].sourceTopics = []string{"b", "c"}
+	topo.subtopologies[1].repartitionSourceTopics = nil
+	topo.subtopologies[0].repartitionSinkTopics = nil
+	c, err = configureTopology(topo, map[string]TopicInfo{"a": {Partitions: 6}, "b": {Partitions: 3}, "c": {Partitions: 4}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.ready() || c.problem == nil || c.problem.code != statusIncorrectlyPartitioned {
+		t.Errorf("copartition mismatch: %+v", c.problem)
+	}
+}
+
+// TestStreamsRecordsRoundTrip: every streams record decodes to what was
+// encoded.
+func TestStreamsRecordsRoundTrip(t *testing.T) {
+	rack := "r1"
+	m := &streamsMember{id: "m", rackID: &rack, clientID: "c", clientHost: "/h", rebalanceTimeoutMs: 300, topologyEpoch: 2, processID: "p",
+		endpoint: &streamsEndpoint{"host", 8080}, clientTags: map[string]string{"zone": "a"},
+		epoch: 5, previousEpoch: 4, state: memberUnrevokedPartitions,
+		assigned: tasksTuple{taskSet{"0": {1, 2}}, taskSet{"1": {0}}, taskSet{}}, revoking: tasksTuple{taskSet{"0": {3}}, taskSet{}, taskSet{}}}
+	var got streamsMember
+	if err := decodeSGMember(sgMemberRecord("g", m).Value, &got); err != nil {
+		t.Fatal(err)
+	}
+	if err := decodeSGCurrentAssignment(sgCurrentAssignmentRecord("g", m).Value, &got); err != nil {
+		t.Fatal(err)
+	}
+	got.id = "m"
+	if !got.sameMetadata(m) || !got.sameAssignment(m) {
+		t.Errorf("member round trip: %+v", got)
+	}
+	topo := topologyFromRequest(streamsTestTopology())
+	back, err := decodeSGTopology(sgTopologyRecord("g", topo).Value)
+	if err != nil || !equalTopology(topo, back) {
+		t.Errorf("topology round trip: %v %+v", err, back)
+	}
+	g := newStreamsGroup("g", 0)
+	g.epoch, g.metadataHash, g.validatedTopologyEpoch, g.standbyReplicas = 7, -99, 3, 1
+	v, err := decodeSGEpoch(sgEpochRecord(g).Value)
+	if err != nil || v != (sgEpochValue{epoch: 7, validated: 3, hash: -99, standbys: 1}) {
+		t.Errorf("epoch round trip: %v %+v", err, v)
+	}
+}
