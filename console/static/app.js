@@ -332,13 +332,19 @@ function lagChart(history) {
   const maxLag = Math.max(1, ...history.map((p) => p.lag));
   const x = (t) => L + ((t - t0) / (t1 - t0)) * (W - L - R);
   const y = (v) => T + (1 - v / maxLag) * (H - T - B);
-  for (const v of [0, maxLag / 2, maxLag]) {
+  const mid = Math.round(maxLag / 2);
+  for (const v of maxLag >= 2 ? [0, mid, maxLag] : [0, maxLag]) {
     svg.append(s("line", { class: "grid", x1: L, x2: W - R, y1: y(v), y2: y(v) }));
     svg.append(s("text", { x: L - 6, y: y(v) + 4, "text-anchor": "end" }, Math.round(v).toLocaleString("en-US")));
   }
   const pts = history.map((p) => `${x(p.t).toFixed(1)},${y(p.lag).toFixed(1)}`);
   svg.append(s("path", { class: "area", d: `M${x(t0)},${y(0)} L${pts.join(" L")} L${x(history[history.length - 1].t)},${y(0)} Z` }));
   svg.append(s("path", { class: "line", d: "M" + pts.join(" L") }));
+  // Dots while they are few enough to tell apart (a single sample is a
+  // dot and nothing else).
+  if (history.length <= 120) {
+    for (const p of history) svg.append(s("circle", { class: "dot", cx: x(p.t).toFixed(1), cy: y(p.lag).toFixed(1), r: 3 }));
+  }
   svg.append(s("text", { x: L, y: H - 8 }, new Date(t0).toLocaleTimeString()));
   svg.append(s("text", { x: W - R, y: H - 8, "text-anchor": "end" }, new Date(t1).toLocaleTimeString()));
   return svg;
