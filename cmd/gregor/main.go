@@ -110,26 +110,36 @@ func runServe(args []string, logOut io.Writer) error {
 // listener asks for TLS or SASL it stays off and says so, rather than
 // find a way around them (docs/operations.md).
 func startConsole(con *console.Console, srv *broker.Server, log *slog.Logger) {
-	for _, l := range srv.ClientListeners() {
+	seed, name, err := consoleSeed(srv.ClientListeners())
+	if err == nil {
+		err = con.Start(seed)
+	}
+	if err != nil {
+		con.Off(err.Error())
+		log.Warn("web console off", "err", err)
+		return
+	}
+	log.Info("web console on", "listener", name, "via", seed)
+}
+
+// consoleSeed picks the address the console connects to: the first
+// PLAINTEXT client listener, on loopback when it is bound to every
+// interface.
+func consoleSeed(listeners []broker.ClientListener) (seed, name string, err error) {
+	for _, l := range listeners {
 		if l.Protocol != "PLAINTEXT" {
 			continue
 		}
-		addr := l.Addr.(*net.TCPAddr)
+		addr, ok := l.Addr.(*net.TCPAddr)
+		if !ok {
+			continue
+		}
 		host := addr.IP
 		if host.IsUnspecified() {
-			// Bound to every interface ([::] takes IPv4 too): reach it
-			// on loopback.
+			// Bound to every interface ([::] takes IPv4 too).
 			host = net.IPv4(127, 0, 0, 1)
 		}
-		seed := net.JoinHostPort(host.String(), strconv.Itoa(addr.Port))
-		if err := con.Start(seed); err != nil {
-			con.Off(err.Error())
-			log.Error("web console off", "err", err)
-			return
-		}
-		log.Info("web console on", "listener", l.Name, "via", seed, "component", "console")
-		return
+		return net.JoinHostPort(host.String(), strconv.Itoa(addr.Port)), l.Name, nil
 	}
-	con.Off("this node has no PLAINTEXT client listener, and the console has no TLS or SASL credentials of its own")
-	log.Warn("web console off: no PLAINTEXT client listener", "component", "console")
+	return "", "", errors.New("this node has no PLAINTEXT client listener, and the console has no TLS or SASL credentials of its own")
 }
