@@ -5,7 +5,7 @@ GOFLAGS ?=
 VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X main.version=$(VERSION)
 
-.PHONY: run cluster build test test-short compat-deps compat compat-peers compat-librdkafka kafka-ref kafka-ref-stop fuzz bench vet soak
+.PHONY: run cluster build test test-short compat-deps console-e2e compat compat-peers compat-librdkafka kafka-ref kafka-ref-stop fuzz bench vet soak
 
 run:
 	$(GO) run -ldflags "$(LDFLAGS)" ./cmd/gregor serve
@@ -46,8 +46,10 @@ test-short:
 # (the reference broker and the Java client) and compat/java/connect/pom.xml
 # (Kafka Connect), resolved by Maven into ~/.m2 (nothing resolved when
 # compat/java/target/classpath*.txt is newer than its pom);
-# Java 17 and Maven from Debian if missing.
-COMPAT_APT := kcat python3-kafka python3-confluent-kafka python3-snappy python3-lz4 python3-zstandard python3-venv nodejs npm
+# Java 17 and Maven from Debian if missing. Also what make console-e2e
+# needs: Debian's chromium and playwright-core pinned by
+# compat/console/package-lock.json (no browser download).
+COMPAT_APT := kcat python3-kafka python3-confluent-kafka python3-snappy python3-lz4 python3-zstandard python3-venv nodejs npm chromium
 compat-deps:
 	@missing=""; for p in $(COMPAT_APT); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ] && command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1; then \
@@ -55,6 +57,8 @@ compat-deps:
 	if [ -n "$$(echo $$missing)" ]; then echo "compat-deps: installing$$missing"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing; fi
 	@cd compat/node && if ! cmp -s package-lock.json node_modules/.gregor-installed-lock 2>/dev/null; then \
+		npm ci --no-audit --no-fund --loglevel=error && cp package-lock.json node_modules/.gregor-installed-lock; fi
+	@cd compat/console && if ! cmp -s package-lock.json node_modules/.gregor-installed-lock 2>/dev/null; then \
 		npm ci --no-audit --no-fund --loglevel=error && cp package-lock.json node_modules/.gregor-installed-lock; fi
 	@if ! command -v java >/dev/null 2>&1 || ! command -v mvn >/dev/null 2>&1; then echo "compat-deps: installing Java 17 and Maven"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends openjdk-17-jdk-headless maven; fi
@@ -64,6 +68,14 @@ compat-deps:
 		cp python/requirements.txt out/pyvenv/.gregor-installed-reqs; fi
 	@compat/java/classpath.sh >/dev/null
 	@compat/java/classpath.sh connect >/dev/null
+
+# The web console end to end (compat/console/console.test.mjs): a real
+# gregor, each page opened in Debian's headless Chromium driven by
+# Playwright, a record produced through the form and read back by offset,
+# by time and by the live tail, a group's lag; screenshots checked and
+# left in compat/console/out/screenshots. Needs make compat-deps.
+console-e2e: build
+	cd compat/console && GREGOR_BIN=$(CURDIR)/bin/gregor node --test --test-timeout=120000 console.test.mjs
 
 # The compatibility suite: every client's scenarios against real gregor
 # processes and against Apache Kafka itself (compat/kafka-ref, two JVMs

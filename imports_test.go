@@ -42,6 +42,12 @@ var allowed = map[string][]string{
 	"raftmeta":                  {"raftmeta/controller", "raftmeta/raftnode", "vfs"},
 
 	"broker": {"protocol", "storage", "raftmeta", "raftmeta/controller", "raftmeta/raftnode", "raftmeta/image", "config", "security", "security/authz", "vfs"},
+
+	// The web console is a Kafka client of the node (kgo/kadm over its
+	// client listener), beside the broker rather than in it: it imports
+	// no project package, only cmd/gregor imports it, and it reaches the
+	// broker's HTTP listener through broker.Options.HTTPHandler.
+	"console": {},
 }
 
 // forbiddenStd are standard packages a package must not import: protocol is

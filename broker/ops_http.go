@@ -26,6 +26,8 @@ type opsState struct {
 	httpSrv *http.Server
 	// serving is set once the client listeners accept connections.
 	serving atomic.Bool
+	// extra serves the paths the listener's own leave (Options.HTTPHandler).
+	extra http.Handler
 }
 
 // Metrics is the server's Prometheus registry's gatherer.
@@ -38,6 +40,28 @@ func (s *Server) HTTPAddr() net.Addr {
 		return nil
 	}
 	return s.ops.httpLn.Addr()
+}
+
+// ClientListener is one bound client listener: its name, its security
+// protocol and the address it accepts on.
+type ClientListener struct {
+	Name     string
+	Protocol string // PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL
+	Addr     net.Addr
+}
+
+// ClientListeners are the client listeners as bound, once started, in
+// the order of listeners; the web console picks one to connect through.
+func (s *Server) ClientListeners() []ClientListener {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []ClientListener
+	for i, l := range s.clientListeners() {
+		if i < len(s.listeners) {
+			out = append(out, ClientListener{Name: l.Name, Protocol: s.cfg.ListenerSecurityProtocolMap[l.Name], Addr: s.listeners[i].Addr()})
+		}
+	}
+	return out
 }
 
 // newMetrics creates the registry with the broker's scrape-time gauges.
@@ -70,6 +94,11 @@ func (s *Server) startHTTP() {
 	mux.Handle("GET /metrics", s.ops.metrics.Handler())
 	mux.HandleFunc("GET /healthz", s.serveHealthz)
 	mux.HandleFunc("GET /readyz", s.serveReadyz)
+	paths := "/metrics /healthz /readyz"
+	if s.ops.extra != nil {
+		mux.Handle("/", s.ops.extra)
+		paths += " /"
+	}
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	s.ops.httpLn, s.ops.httpSrv = ln, srv
 	s.goTracked(func() {
@@ -83,7 +112,7 @@ func (s *Server) startHTTP() {
 		defer cancel()
 		srv.Shutdown(ctx)
 	})
-	s.log.Info("http listener", "addr", ln.Addr().String(), "paths", "/metrics /healthz /readyz")
+	s.log.Info("http listener", "addr", ln.Addr().String(), "paths", paths)
 }
 
 // serveHealthz is Kubernetes' liveness: the process is up and serving;

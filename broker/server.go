@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"net/netip"
 	"os"
 	"slices"
@@ -58,6 +59,10 @@ type Options struct {
 	// ScramCredentials is where SASL/SCRAM looks users up; nil is the
 	// credentials in the metadata log (security.go).
 	ScramCredentials ScramCredentials
+	// HTTPHandler, when set, serves every path of http.listener that
+	// /metrics, /healthz and /readyz leave (the web console, which
+	// cmd/gregor builds: the broker knows nothing of it).
+	HTTPHandler http.Handler
 }
 
 // Server is one Gregor node: the broker and, in combined mode, the
@@ -160,6 +165,7 @@ func New(cfg *config.Broker, opts Options) (*Server, error) {
 		conns:    make(map[net.Conn]struct{}),
 	}
 	s.copyFetch = opts.CopyFetch
+	s.ops.extra = opts.HTTPHandler
 	s.newMetrics()
 	s.byteQuotas = newClientQuotas(cfg.QuotaWindowNum, cfg.QuotaWindowSizeSeconds)
 	scram := opts.ScramCredentials

@@ -40,6 +40,8 @@ type Broker struct {
 	BrokerRack                                string // broker.rack; "" when not set
 	ClusterID                                 string // cluster.id (Gregor only); "" when not set
 	HTTPListener                              string // http.listener (Gregor only): HOST:PORT, "" when off
+	HTTPConsoleEnable                         bool   // http.console.enable (Gregor only)
+	HTTPConsoleReadOnly                       bool   // http.console.read.only (Gregor only)
 	LogLevel                                  string // log.level (Gregor only): debug, info, warn or error
 	LogFormat                                 string // log.format (Gregor only): text or json
 

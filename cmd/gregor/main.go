@@ -11,13 +11,17 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
+	"net"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/gregorbroker/gregor/broker"
+	"github.com/gregorbroker/gregor/console"
 )
 
 func main() {
@@ -59,13 +63,23 @@ func runServe(args []string, logOut io.Writer) error {
 	for _, u := range cfg.UnsupportedSettings() {
 		log.Warn("property not supported, it has no effect", "name", u.Name, "value", u.Value, "why", u.Why)
 	}
-	srv, err := broker.New(cfg, broker.Options{Logger: log})
+	opts := broker.Options{Logger: log}
+	var con *console.Console
+	if cfg.HTTPListener != "" && cfg.HTTPConsoleEnable {
+		con = console.New(console.Config{ReadOnly: cfg.HTTPConsoleReadOnly, Logger: log.With("component", "console")})
+		opts.HTTPHandler = con.Handler()
+	}
+	srv, err := broker.New(cfg, opts)
 	if err != nil {
 		return err
 	}
 	if err := srv.Start(); err != nil {
 		srv.Close()
 		return err
+	}
+	if con != nil {
+		startConsole(con, srv, log)
+		defer con.Close()
 	}
 	// Caught from before "gregor started" is logged: whoever waits for
 	// that line may signal at once, and the default action would kill the
@@ -89,4 +103,43 @@ func runServe(args []string, logOut io.Writer) error {
 	}
 	log.Info("stopped cleanly")
 	return nil
+}
+
+// startConsole connects the web console to the node's first PLAINTEXT
+// client listener. The console holds no credentials: where every
+// listener asks for TLS or SASL it stays off and says so, rather than
+// find a way around them (docs/operations.md).
+func startConsole(con *console.Console, srv *broker.Server, log *slog.Logger) {
+	seed, name, err := consoleSeed(srv.ClientListeners())
+	if err == nil {
+		err = con.Start(seed)
+	}
+	if err != nil {
+		con.Off(err.Error())
+		log.Warn("web console off", "err", err)
+		return
+	}
+	log.Info("web console on", "listener", name, "via", seed)
+}
+
+// consoleSeed picks the address the console connects to: the first
+// PLAINTEXT client listener, on loopback when it is bound to every
+// interface.
+func consoleSeed(listeners []broker.ClientListener) (seed, name string, err error) {
+	for _, l := range listeners {
+		if l.Protocol != "PLAINTEXT" {
+			continue
+		}
+		addr, ok := l.Addr.(*net.TCPAddr)
+		if !ok {
+			continue
+		}
+		host := addr.IP
+		if host.IsUnspecified() {
+			// Bound to every interface ([::] takes IPv4 too).
+			host = net.IPv4(127, 0, 0, 1)
+		}
+		return net.JoinHostPort(host.String(), strconv.Itoa(addr.Port)), l.Name, nil
+	}
+	return "", "", errors.New("this node has no PLAINTEXT client listener, and the console has no TLS or SASL credentials of its own")
 }

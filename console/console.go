@@ -1,0 +1,220 @@
+// Package console is Gregor's web console: static pages (embedded, no
+// build step) and a JSON API that reads the cluster the way a Kafka user
+// would, as a franz-go client (kgo/kadm) of the node's own client
+// listener. It imports nothing of the broker: cmd/gregor hands the
+// console's handler to the broker's HTTP listener (broker.Options.
+// HTTPHandler) and tells it where to connect once the listeners are bound.
+//
+// Going through the Kafka protocol means the console sees and may do
+// exactly what any client of that listener may: the broker authenticates
+// and authorizes it as it does everyone else (docs/operations.md).
+package console
+
+import (
+	"context"
+	"embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+//go:embed static
+var static embed.FS
+
+// Config is how the console runs.
+type Config struct {
+	// ReadOnly refuses to produce (http.console.read.only).
+	ReadOnly bool
+	// SampleEvery is how often each group's lag is sampled for the lag
+	// history; default 10s.
+	SampleEvery time.Duration
+	// Samples is how many samples a group's history keeps; default 360
+	// (an hour at 10s).
+	Samples int
+	// MaxGroups bounds how many groups have a history; default 1000.
+	MaxGroups int
+	Logger    *slog.Logger
+}
+
+// Console serves the pages and the API. Its zero state (before Start or
+// after Off) serves the pages, whose API calls answer 503 with the reason.
+type Console struct {
+	cfg Config
+	log *slog.Logger
+
+	mu    sync.Mutex // guards seeds, off, cl, adm
+	seeds []string
+	off   string
+	cl    *kgo.Client
+	adm   *kadm.Client
+
+	lag    *lagHistory
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// New makes a console that is not connected yet.
+func New(cfg Config) *Console {
+	if cfg.SampleEvery <= 0 {
+		cfg.SampleEvery = 10 * time.Second
+	}
+	if cfg.Samples <= 0 {
+		cfg.Samples = 360
+	}
+	if cfg.MaxGroups <= 0 {
+		cfg.MaxGroups = 1000
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return &Console{cfg: cfg, log: cfg.Logger, off: "starting", lag: newLagHistory(cfg.Samples, cfg.MaxGroups)}
+}
+
+// Start connects the console to seeds (host:port of a client listener
+// that needs neither TLS nor SASL) and starts sampling group lag.
+func (c *Console) Start(seeds ...string) error {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.ClientID("gregor-console"))
+	if err != nil {
+		return fmt.Errorf("console: connect to %v: %w", seeds, err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	c.mu.Lock()
+	c.seeds, c.cl, c.adm, c.off = seeds, cl, kadm.NewClient(cl), ""
+	c.cancel, c.done = cancel, make(chan struct{})
+	c.mu.Unlock()
+	go c.sampleLoop(ctx)
+	return nil
+}
+
+// Off makes the console answer every API call with reason (the pages
+// show it): used when it has no listener it may connect to.
+func (c *Console) Off(reason string) {
+	c.mu.Lock()
+	c.off = reason
+	c.mu.Unlock()
+}
+
+// Close stops the sampler and the client.
+func (c *Console) Close() {
+	c.mu.Lock()
+	cancel, done, cl := c.cancel, c.done, c.cl
+	c.cancel, c.cl, c.adm, c.off = nil, nil, nil, "stopped"
+	c.mu.Unlock()
+	if cancel != nil {
+		cancel()
+		<-done
+	}
+	if cl != nil {
+		cl.Close()
+	}
+}
+
+// clients returns the connected client, or an error saying why the
+// console is off.
+func (c *Console) clients() (*kgo.Client, *kadm.Client, []string, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.off != "" {
+		return nil, nil, nil, errOff{c.off}
+	}
+	return c.cl, c.adm, c.seeds, nil
+}
+
+type errOff struct{ reason string }
+
+func (e errOff) Error() string { return "console off: " + e.reason }
+
+// Handler serves the pages at / and the API under /api/.
+func (c *Console) Handler() http.Handler {
+	mux := http.NewServeMux()
+	files, err := fs.Sub(static, "static")
+	if err != nil {
+		panic(err) // the embedded tree is part of the binary
+	}
+	mux.Handle("GET /", http.FileServerFS(files))
+	mux.HandleFunc("GET /api/status", c.status)
+	mux.HandleFunc("GET /api/cluster", c.api(c.cluster))
+	mux.HandleFunc("GET /api/topics", c.api(c.topics))
+	mux.HandleFunc("GET /api/topics/{topic}", c.api(c.topic))
+	mux.HandleFunc("GET /api/topics/{topic}/records", c.api(c.records))
+	mux.HandleFunc("POST /api/topics/{topic}/records", c.api(c.produce))
+	mux.HandleFunc("GET /api/groups", c.api(c.groups))
+	mux.HandleFunc("GET /api/groups/{group}", c.api(c.group))
+	mux.HandleFunc("GET /api/transactions", c.api(c.transactions))
+	return mux
+}
+
+// httpError is an error with the status it is answered with.
+type httpError struct {
+	code int
+	err  error
+}
+
+func (e httpError) Error() string { return e.err.Error() }
+
+func badRequest(format string, args ...any) error {
+	return httpError{http.StatusBadRequest, fmt.Errorf(format, args...)}
+}
+
+// api adapts a handler returning a value to JSON, errors included.
+func (c *Console) api(h func(*http.Request, *kgo.Client, *kadm.Client, []string) (any, error)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		cl, adm, seeds, err := c.clients()
+		var v any
+		if err == nil {
+			v, err = h(r, cl, adm, seeds)
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Cache-Control", "no-store")
+		if err != nil {
+			code := http.StatusBadGateway // the cluster answered with an error, or not at all
+			var he httpError
+			var off errOff
+			switch {
+			case errors.As(err, &he):
+				code = he.code
+			case errors.As(err, &off):
+				code = http.StatusServiceUnavailable
+			}
+			w.WriteHeader(code)
+			json.NewEncoder(w).Encode(map[string]string{"error": err.Error()})
+			return
+		}
+		if err := json.NewEncoder(w).Encode(v); err != nil {
+			c.log.Debug("console: write answer", "err", err)
+		}
+	}
+}
+
+// status tells the pages whether the console is on, and whether it may
+// produce.
+func (c *Console) status(w http.ResponseWriter, _ *http.Request) {
+	c.mu.Lock()
+	st := struct {
+		On       bool     `json:"on"`
+		Off      string   `json:"off,omitempty"`
+		ReadOnly bool     `json:"read_only"`
+		Seeds    []string `json:"seeds"`
+		Sample   int64    `json:"lag_sample_ms"`
+	}{On: c.off == "", Off: c.off, ReadOnly: c.cfg.ReadOnly, Seeds: c.seeds, Sample: c.cfg.SampleEvery.Milliseconds()}
+	c.mu.Unlock()
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	json.NewEncoder(w).Encode(st)
+}
+
+// errString is err's text, "" for nil.
+func errString(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
