@@ -55,6 +55,9 @@ type conn struct {
 	// principal is who the connection authenticated as (security.go):
 	// User:ANONYMOUS on PLAINTEXT.
 	principal security.Principal
+	// sasl is the connection's SASL session, nil on a listener without
+	// SASL; only the reader touches it (re-authentication, sasl_reauth.go).
+	sasl *saslSession
 	// throttledUntil is when a client over its quota may send again, in
 	// Unix nanoseconds (quota.go); the reader waits for it.
 	throttledUntil atomic.Int64
@@ -80,7 +83,7 @@ type slot struct {
 }
 
 func (s *Server) serveConn(nc net.Conn, listener string) {
-	nc, principal, err := s.secureConn(nc, listener)
+	nc, principal, sess, err := s.secureConn(nc, listener)
 	if err != nil {
 		s.logFailedAuth(nc, listener, err)
 		s.closeFailedAuth(nc, err)
@@ -92,6 +95,7 @@ func (s *Server) serveConn(nc net.Conn, listener string) {
 		nc:        nc,
 		listener:  listener,
 		principal: principal,
+		sasl:      sess,
 		log:       s.log.With("remote", nc.RemoteAddr().String()),
 		slots:     make(chan *slot, maxInFlight),
 		ctx:       ctx,
@@ -160,6 +164,20 @@ func (c *conn) readLoop() {
 				c.log.Warn("closing connection: bad frame", "err", err)
 			}
 			return
+		}
+		if c.sasl != nil && !c.sasl.expiry.IsZero() {
+			// KIP-368: a re-authentication, or a request after the
+			// session ended, which closes the connection.
+			reauth, ok := c.checkSession(fr, frame)
+			if reauth || !ok {
+				c.releaseBytes(n)
+			}
+			if !ok {
+				return
+			}
+			if reauth {
+				continue
+			}
 		}
 		// The first phase of a handler runs holding one of the broker's
 		// queued.max.requests places.

@@ -81,16 +81,29 @@ func newListenerSecurity(cfg *config.Broker, listeners []config.Listener, scram 
 	return out, nil
 }
 
+// closeListenerSecurity stops what the listeners' mechanisms run in the
+// background (an http(s) JWKS's refresher).
+func closeListenerSecurity(secs map[string]*listenerSecurity) {
+	for _, sec := range secs {
+		for _, m := range sec.mechs {
+			if c, ok := m.(interface{ Close() }); ok {
+				c.Close()
+			}
+		}
+	}
+}
+
 // secureConn runs what a connection goes through before its first
 // request is served: the TLS handshake on SSL and SASL_SSL listeners, the
 // SASL exchange on SASL ones. It returns the connection to use (TLS over
 // nc) and its principal: User:ANONYMOUS on PLAINTEXT and on SSL without a
 // client certificate, the certificate's mapped subject on SSL, the SASL
-// user on SASL listeners. An error closes the connection.
-func (s *Server) secureConn(nc net.Conn, listener string) (net.Conn, security.Principal, error) {
+// user on SASL listeners, whose session it returns too. An error closes
+// the connection.
+func (s *Server) secureConn(nc net.Conn, listener string) (net.Conn, security.Principal, *saslSession, error) {
 	sec := s.security[listener]
 	if sec == nil {
-		return nc, security.Anonymous, nil
+		return nc, security.Anonymous, nil, nil
 	}
 	principal := security.Anonymous
 	if sec.tls != nil {
@@ -104,32 +117,33 @@ func (s *Server) secureConn(nc net.Conn, listener string) (net.Conn, security.Pr
 		}
 		if err := tc.HandshakeContext(ctx); err != nil {
 			if errors.Is(err, io.EOF) || ctx.Err() != nil {
-				return nc, principal, fmt.Errorf("TLS handshake: %w", err)
+				return nc, principal, nil, fmt.Errorf("TLS handshake: %w", err)
 			}
 			// A bad certificate, protocol or cipher: Kafka's
 			// SslAuthenticationException.
-			return nc, principal, fmt.Errorf("%w: TLS handshake: %w", errAuthFailed, err)
+			return nc, principal, nil, fmt.Errorf("%w: TLS handshake: %w", errAuthFailed, err)
 		}
 		nc = tc
 		if !sec.cfg.SASL() {
 			p, err := sec.mapper.CertificatePrincipal(tc.ConnectionState().PeerCertificates)
 			if err != nil {
-				return nc, principal, fmt.Errorf("principal of the client certificate: %w", err)
+				return nc, principal, nil, fmt.Errorf("principal of the client certificate: %w", err)
 			}
 			principal = p
 		}
 	}
 	mechanism := ""
+	var sess *saslSession
 	if sec.mechs != nil {
-		p, m, err := s.authenticateSASL(nc, sec)
-		if err != nil {
-			return nc, principal, err
+		var err error
+		if sess, err = s.authenticateSASL(nc, sec); err != nil {
+			return nc, principal, nil, err
 		}
-		principal, mechanism = p, m
+		principal, mechanism = sess.principal, sess.mechanism
 	}
 	s.log.Debug("connection authenticated", "remote", nc.RemoteAddr().String(), "listener", listener,
 		"principal", principal.String(), "mechanism", mechanism)
-	return nc, principal, nil
+	return nc, principal, sess, nil
 }
 
 // closeFailedAuth closes a connection that failed authentication after

@@ -184,6 +184,7 @@ func New(cfg *config.Broker, opts Options) (*Server, error) {
 	}
 	s.security = sec
 	if s.acls, err = newACLState(cfg.Authorizer); err != nil {
+		closeListenerSecurity(sec)
 		stop()
 		return nil, fmt.Errorf("authorizer: %w", err)
 	}
@@ -546,6 +547,7 @@ func (s *Server) Close() error {
 		s.ctrlLn.Close()
 	}
 	s.wg.Wait()
+	closeListenerSecurity(s.security)
 	s.addSender.Close()
 	var errs []error
 	if s.shares != nil {

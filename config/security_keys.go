@@ -10,8 +10,9 @@ import (
 // the plain key, so one broker can serve several TLS or SASL listeners
 // with different keystores or mechanisms; ListenerSecurity resolves them.
 
-// SASL mechanisms Gregor can serve. GSSAPI (Kerberos) and OAUTHBEARER
-// are refused at start when a SASL listener enables them.
+// SASL mechanisms Gregor can serve (OAUTHBEARER's constant is in
+// security_oauth.go). GSSAPI (Kerberos) is refused at start when a SASL
+// listener enables it.
 const (
 	MechanismPlain       = "PLAIN"
 	MechanismScramSHA256 = "SCRAM-SHA-256"
@@ -19,7 +20,7 @@ const (
 )
 
 // ServedSASLMechanisms are the mechanisms a SASL listener may enable.
-var ServedSASLMechanisms = []string{MechanismPlain, MechanismScramSHA256, MechanismScramSHA512}
+var ServedSASLMechanisms = []string{MechanismPlain, MechanismScramSHA256, MechanismScramSHA512, MechanismOAuthBearer}
 
 // Keystore and truststore types. JKS, Kafka's default, is Java's own
 // format; no maintained Go library reads it, so it is refused at start
@@ -34,7 +35,8 @@ var tlsProtocols = []string{"TLSv1.2", "TLSv1.3"}
 
 // securityKeys are the SSL and SASL broker properties, Kafka 4.2's names
 // and defaults. Each may be overridden per listener (ListenerSecurity).
-var securityKeys = []brokerKey{
+// The OAUTHBEARER ones are in security_oauth.go.
+var securityKeys = append([]brokerKey{
 	{name: "ssl.keystore.type", typ: TypeString, dflt: StoreTypeJKS,
 		doc: "The format of the key store: PKCS12 or PEM. Kafka's default, JKS, is refused at start (convert the store with keytool -importkeystore -deststoretype PKCS12)."},
 	{name: "ssl.keystore.location", typ: TypeString, null: true,
@@ -68,11 +70,11 @@ var securityKeys = []brokerKey{
 	{name: "ssl.endpoint.identification.algorithm", typ: TypeString, dflt: "https",
 		doc: "Host name verification when the broker connects to others over TLS."},
 	{name: "sasl.enabled.mechanisms", typ: TypeList, dflt: "GSSAPI",
-		doc: "The SASL mechanisms a SASL listener offers: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512. Kafka's default, GSSAPI, is refused at start on a SASL listener."},
+		doc: "The SASL mechanisms a SASL listener offers: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER. Kafka's default, GSSAPI, is refused at start on a SASL listener."},
 	{name: "sasl.server.max.receive.size", typ: TypeInt, dflt: "524288",
 		doc: "The largest request a client may send before it is authenticated; a larger one closes the connection."},
 	{name: "connections.max.reauth.ms", typ: TypeLong, dflt: "0",
-		doc: "Re-authentication of SASL sessions (KIP-368); only 0 (never) is served, a positive value is refused at start on a SASL listener."},
+		doc: "When positive, the longest a SASL session lasts before the client must re-authenticate on its connection (KIP-368): the session lifetime sent in SaslAuthenticate v1+, after which a connection that has not re-authenticated is closed at its next request. Also per listener and mechanism, listener.name.<listener>.<mechanism>.connections.max.reauth.ms."},
 	{name: "connection.failed.authentication.delay.ms", typ: TypeInt, dflt: "100", check: atLeast(0),
 		doc: "How long a connection that failed authentication (SASL, or the TLS handshake) is held before it is closed, to slow down password guessing.",
 		set: func(b *Broker, v value) { b.ConnectionFailedAuthenticationDelayMs = int32(v.i) }},
@@ -85,14 +87,14 @@ var securityKeys = []brokerKey{
 	{name: "principal.builder.class", typ: TypeClass, dflt: "org.apache.kafka.common.security.authenticator.DefaultKafkaPrincipalBuilder",
 		doc: "The Java class building principals; Gregor builds them as Kafka's default one does (the SASL user, or the mapped certificate subject), and refuses any other class."},
 	{name: "sasl.server.callback.handler.class", typ: TypeClass, null: true,
-		doc: "A Java class checking SASL credentials; refused when set (PLAIN users come from the JAAS config)."},
+		doc: "A Java class checking SASL credentials; refused when set (PLAIN users come from the JAAS config), except listener.name.<listener>.oauthbearer.sasl.server.callback.handler.class naming Kafka's OAuthBearerValidatorCallbackHandler (JWT validation) or its unsecured validator."},
 	{name: "ssl.engine.factory.class", typ: TypeClass, null: true,
 		doc: "A Java class creating TLS engines; refused when set."},
 	{name: "ssl.provider", typ: TypeString, null: true,
 		doc: "A Java security provider for TLS; refused when set."},
 	{name: "ssl.secure.random.implementation", typ: TypeString, null: true,
 		doc: "A Java random number generator for TLS; refused when set (Go's crypto/rand is used)."},
-}
+}, oauthBearerKeys...)
 
 // refusedSecurityKeys are security properties that would change who is
 // let in if honoured; Gregor cannot honour them, so setting one (plainly
@@ -108,12 +110,11 @@ var refusedSecurityKeys = map[string]string{
 // securityLimits say, for docs/configuration.md, which values of an
 // honoured security property Gregor serves; the others stop start-up.
 var securityLimits = map[string]string{
-	"ssl.keystore.type":         "PKCS12 and PEM; JKS is refused at start",
-	"ssl.truststore.type":       "PKCS12 and PEM; JKS is refused at start",
-	"sasl.enabled.mechanisms":   "PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 (SCRAM users from the metadata log, written by AlterUserScramCredentials); GSSAPI and OAUTHBEARER are refused at start",
-	"connections.max.reauth.ms": "0 only; re-authentication is refused at start",
-	"ssl.cipher.suites":         "TLS 1.2 suites by name; the TLS 1.3 suites all or none",
-	"ssl.protocol":              "TLSv1.2, TLSv1.3 or TLS",
+	"ssl.keystore.type":       "PKCS12 and PEM; JKS is refused at start",
+	"ssl.truststore.type":     "PKCS12 and PEM; JKS is refused at start",
+	"sasl.enabled.mechanisms": "PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 (SCRAM users from the metadata log, written by AlterUserScramCredentials), OAUTHBEARER (unsecured JWS, or JWTs checked against a JWKS); GSSAPI is refused at start",
+	"ssl.cipher.suites":       "TLS 1.2 suites by name; the TLS 1.3 suites all or none",
+	"ssl.protocol":            "TLSv1.2, TLSv1.3 or TLS",
 }
 
 // ListenerSecurity is the security of one client listener: its protocol
@@ -132,6 +133,12 @@ type ListenerSecurity struct {
 	JAAS map[string]string
 	// SASLMaxReceiveSize is sasl.server.max.receive.size.
 	SASLMaxReceiveSize int32
+	// ReauthMs is connections.max.reauth.ms per enabled mechanism, from
+	// listener.name.<l>.<mechanism>.connections.max.reauth.ms, else the
+	// listener's or the broker's (security_oauth.go); 0: no limit.
+	ReauthMs map[string]int64
+	// OAuthBearer is how OAUTHBEARER tokens are validated, when enabled.
+	OAuthBearer OAuthBearerSettings
 }
 
 // TLS reports whether the listener's connections are TLS.
@@ -219,7 +226,7 @@ func isSecurityKey(name string) bool {
 func isMechanismKey(name string) bool {
 	for _, m := range []string{"plain", "scram-sha-256", "scram-sha-512", "gssapi", "oauthbearer"} {
 		if rest, ok := strings.CutPrefix(name, m+"."); ok &&
-			(rest == "sasl.jaas.config" || rest == "sasl.server.callback.handler.class") {
+			(rest == "sasl.jaas.config" || rest == "sasl.server.callback.handler.class" || isMechanismSecurityKey(m, rest)) {
 			return true
 		}
 	}
@@ -234,8 +241,13 @@ func (b *Broker) deriveSecurity(props map[string]string) error {
 		key := name
 		if isListenerSecurityKey(name, b.ListenerSecurityProtocolMap) {
 			_, key, _ = strings.Cut(strings.TrimPrefix(name, "listener.name."), ".")
-			if _, k, ok := strings.Cut(key, "."); ok && strings.HasSuffix(key, ".sasl.server.callback.handler.class") {
+			if mech, k, ok := strings.Cut(key, "."); ok && strings.HasSuffix(key, ".sasl.server.callback.handler.class") {
 				key = k
+				// OAUTHBEARER's validator class is read, and checked by
+				// name, in resolveOAuthBearer.
+				if mech == "oauthbearer" {
+					continue
+				}
 			}
 		}
 		// Setting a refused key to Kafka's default asks for nothing else.
@@ -424,8 +436,5 @@ func resolveSASL(ls *ListenerSecurity, vals map[string]resolved, props map[strin
 		return invalid(size.name, size.raw, "Value must be at least 1")
 	}
 	ls.SASLMaxReceiveSize = int32(size.v.i)
-	if r := vals["connections.max.reauth.ms"]; r.v.i > 0 {
-		return invalid(r.name, r.raw, "listener %s: re-authentication (KIP-368) is not supported; only 0 is", ls.Listener)
-	}
-	return nil
+	return resolveSASLMechanisms(ls, vals, props)
 }

@@ -123,9 +123,17 @@ func TestListenerSecurityRefusals(t *testing.T) {
 		{map[string]string{"ssl.client.auth": "sometimes"}, "ssl.client.auth", "String must be one of"},
 		{map[string]string{"ssl.enabled.protocols": "TLSv1.1"}, "ssl.enabled.protocols", "String must be one of"},
 		{map[string]string{"sasl.enabled.mechanisms": ""}, "sasl.enabled.mechanisms", "GSSAPI is not supported"},
-		{map[string]string{"listener.name.sasl_ssl.sasl.enabled.mechanisms": "OAUTHBEARER"}, "listener.name.sasl_ssl.sasl.enabled.mechanisms", "OAUTHBEARER is not supported"},
+		{map[string]string{"listener.name.sasl_ssl.sasl.enabled.mechanisms": "GSSAPI"}, "listener.name.sasl_ssl.sasl.enabled.mechanisms", "GSSAPI is not supported"},
+		{map[string]string{"listener.name.sasl_ssl.sasl.enabled.mechanisms": "OAUTHBEARER"}, "listener.name.sasl_ssl.oauthbearer.sasl.jaas.config", "OAuthBearerLoginModule"},
+		{map[string]string{"listener.name.sasl_ssl.sasl.enabled.mechanisms": "OAUTHBEARER", "listener.name.sasl_ssl.oauthbearer.sasl.jaas.config": oauthJAAS,
+			"listener.name.sasl_ssl.oauthbearer.sasl.server.callback.handler.class": "com.example.MyValidator"}, "listener.name.sasl_ssl.oauthbearer.sasl.server.callback.handler.class", "no other class can run"},
+		{map[string]string{"listener.name.sasl_ssl.sasl.enabled.mechanisms": "OAUTHBEARER", "listener.name.sasl_ssl.oauthbearer.sasl.jaas.config": oauthJAAS,
+			"listener.name.sasl_ssl.oauthbearer.sasl.server.callback.handler.class": OAuthBearerJWTValidator}, "sasl.oauthbearer.jwks.endpoint.url", "set sasl.oauthbearer.jwks.endpoint.url"},
+		{map[string]string{"listener.name.sasl_ssl.sasl.enabled.mechanisms": "OAUTHBEARER", "listener.name.sasl_ssl.oauthbearer.sasl.jaas.config": oauthJAAS,
+			"listener.name.sasl_ssl.oauthbearer.sasl.server.callback.handler.class": OAuthBearerJWTValidator,
+			"sasl.oauthbearer.jwks.endpoint.url":                                    "ftp://example/jwks"}, "sasl.oauthbearer.jwks.endpoint.url", "invalid protocol (ftp)"},
+		{map[string]string{"listener.name.sasl_ssl.plain.connections.max.reauth.ms": "soon"}, "listener.name.sasl_ssl.plain.connections.max.reauth.ms", "soon"},
 		{map[string]string{"listener.name.sasl_ssl.plain.sasl.jaas.config": ""}, "listener.name.sasl_ssl.plain.sasl.jaas.config", "PlainLoginModule"},
-		{map[string]string{"connections.max.reauth.ms": "60000"}, "connections.max.reauth.ms", "re-authentication"},
 		{map[string]string{"principal.builder.class": "com.example.Builder"}, "principal.builder.class", "not supported"},
 		{map[string]string{"listener.name.ssl.ssl.provider": "SunJSSE"}, "listener.name.ssl.ssl.provider", "not supported"},
 		{map[string]string{"listener.name.sasl_ssl.plain.sasl.server.callback.handler.class": "com.example.H"}, "listener.name.sasl_ssl.plain.sasl.server.callback.handler.class", "not supported"},
@@ -136,6 +144,41 @@ func TestListenerSecurityRefusals(t *testing.T) {
 		if !errors.As(err, &ce) || ce.Name != tt.key || !strings.Contains(err.Error(), tt.msg) {
 			t.Errorf("Parse(+%v) = %v, want %s refused with %q", tt.extra, err, tt.key, tt.msg)
 		}
+	}
+}
+
+const oauthJAAS = `org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required unsecuredValidatorRequiredScope="produce";`
+
+// TestOAuthBearerSettings: the OAUTHBEARER validator and its KIP-768
+// settings resolve with Kafka's three prefixes (listener and mechanism,
+// listener, none), and connections.max.reauth.ms per mechanism.
+func TestOAuthBearerSettings(t *testing.T) {
+	b, _, err := Parse(secureProps(map[string]string{
+		"listener.name.sasl_ssl.sasl.enabled.mechanisms":                        "OAUTHBEARER,PLAIN",
+		"listener.name.sasl_ssl.oauthbearer.sasl.jaas.config":                   oauthJAAS,
+		"listener.name.sasl_ssl.oauthbearer.sasl.server.callback.handler.class": "org.apache.kafka.common.security.oauthbearer.secured.OAuthBearerValidatorCallbackHandler",
+		"listener.name.sasl_ssl.oauthbearer.sasl.oauthbearer.jwks.endpoint.url": "file:///etc/jwks.json",
+		"listener.name.sasl_ssl.sasl.oauthbearer.expected.audience":             "kafka,other",
+		"sasl.oauthbearer.expected.issuer":                                      "https://issuer",
+		"sasl.oauthbearer.sub.claim.name":                                       "client_id",
+		"connections.max.reauth.ms":                                             "60000",
+		"listener.name.sasl_ssl.oauthbearer.connections.max.reauth.ms":          "5000",
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ls := b.ListenerSecurity("SASL_SSL")
+	o := ls.OAuthBearer
+	if o.Handler != OAuthBearerJWTValidator || o.JWKSURL != "file:///etc/jwks.json" || !slices.Equal(o.ExpectedAudience, []string{"kafka", "other"}) ||
+		o.ExpectedIssuer != "https://issuer" || o.SubClaimName != "client_id" || o.ScopeClaimName != "scope" || o.ClockSkewSeconds != 30 ||
+		o.Source["sasl.oauthbearer.jwks.endpoint.url"] != "listener.name.sasl_ssl.oauthbearer.sasl.oauthbearer.jwks.endpoint.url" {
+		t.Fatalf("OAuthBearer = %+v", o)
+	}
+	if ls.ReauthMs["OAUTHBEARER"] != 5000 || ls.ReauthMs["PLAIN"] != 60000 {
+		t.Fatalf("ReauthMs = %v", ls.ReauthMs)
+	}
+	if sp := b.ListenerSecurity("SASL_PLAINTEXT"); sp.ReauthMs["PLAIN"] != 60000 || sp.OAuthBearer.Handler != "" {
+		t.Fatalf("SASL_PLAINTEXT = %+v", sp)
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/gregorbroker/gregor/config"
 )
@@ -27,6 +28,13 @@ type Session interface {
 	Step(token []byte) (reply []byte, done bool, err error)
 	// Principal is the authenticated user, once done.
 	Principal() Principal
+}
+
+// ExpiringSession is a Session whose credential expires (an OAUTHBEARER
+// token): the authenticated session lasts no longer (KIP-368).
+type ExpiringSession interface {
+	Session
+	CredentialExpiry() (time.Time, bool)
 }
 
 // AuthError is a failed authentication whose message is fit for the
@@ -62,6 +70,12 @@ func NewMechanisms(ls config.ListenerSecurity, scram CredentialStore) (map[strin
 				return nil, fmt.Errorf("listener %s: %w", ls.Listener, err)
 			}
 			out[m] = s
+		case config.MechanismOAuthBearer:
+			o, err := NewOAuthBearer(ls.OAuthBearer)
+			if err != nil {
+				return nil, fmt.Errorf("listener %s: OAUTHBEARER: %w", ls.Listener, err)
+			}
+			out[m] = o
 		default:
 			return nil, fmt.Errorf("listener %s: SASL mechanism %s is not supported", ls.Listener, m)
 		}
