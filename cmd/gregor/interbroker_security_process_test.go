@@ -44,19 +44,20 @@ func plainJAAS(user, pass string, users ...string) string {
 // securedClusterProps is node id's server.properties in a cluster whose
 // client listener is SASL_SSL (PLAIN), certificates from `gregor cert` in
 // dir, ACLs on and the brokers' principal User:broker in super.users.
-// With mtls unset, the inter-broker and controller listeners are SASL_SSL
-// with PLAIN, and ibPass is the password the node presents on the
-// inter-broker listener; with mtls set, they are SSL requiring client
-// certificates, whose subjects CN=node<N> map to User:broker, and the
-// node presents ibCert's key store (node<id> when "") on the inter-broker
-// listener.
-func securedClusterProps(dir string, id int, roles, voters string, client, internal, ctrl int, mtls bool, ibPass, ibCert string) string {
+// With mode peerPLAIN the inter-broker and controller listeners are
+// SASL_SSL with PLAIN, and ibPass is the password the node presents on
+// the inter-broker listener; with peerSCRAM the inter-broker listener
+// uses SCRAM-SHA-512 instead (the user is made once the cluster runs);
+// with peerMTLS they are SSL requiring client certificates, whose
+// subjects CN=node<N> map to User:broker, and the node presents ibCert's
+// key store (node<id> when "") on the inter-broker listener.
+func securedClusterProps(dir string, id int, roles, voters string, client, internal, ctrl int, mode peerMode, ibPass, ibCert string) string {
 	listeners := fmt.Sprintf("CLIENT://127.0.0.1:%d,INTERNAL://127.0.0.1:%d", client, internal)
 	if strings.Contains(roles, "controller") {
 		listeners += fmt.Sprintf(",CONTROLLER://127.0.0.1:%d", ctrl)
 	}
 	var peer []string
-	if mtls {
+	if mode == peerMTLS {
 		peer = []string{
 			"listener.security.protocol.map=CLIENT:SASL_SSL,INTERNAL:SSL,CONTROLLER:SSL",
 			"listener.name.internal.ssl.client.auth=required",
@@ -70,10 +71,16 @@ func securedClusterProps(dir string, id int, roles, voters string, client, inter
 	} else {
 		peer = []string{
 			"listener.security.protocol.map=CLIENT:SASL_SSL,INTERNAL:SASL_SSL,CONTROLLER:SASL_SSL",
-			"sasl.mechanism.inter.broker.protocol=PLAIN",
 			"sasl.mechanism.controller.protocol=PLAIN",
-			"listener.name.internal.plain.sasl.jaas.config=" + plainJAAS("broker", ibPass, "broker", "broker-secret"),
 			"listener.name.controller.plain.sasl.jaas.config=" + plainJAAS("broker", "broker-secret", "broker", "broker-secret"),
+		}
+		if mode == peerSCRAM {
+			peer = append(peer, "sasl.mechanism.inter.broker.protocol=SCRAM-SHA-512",
+				"listener.name.internal.sasl.enabled.mechanisms=SCRAM-SHA-512",
+				fmt.Sprintf(`listener.name.internal.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required username="broker" password="%s";`, ibPass))
+		} else {
+			peer = append(peer, "sasl.mechanism.inter.broker.protocol=PLAIN",
+				"listener.name.internal.plain.sasl.jaas.config="+plainJAAS("broker", ibPass, "broker", "broker-secret"))
 		}
 	}
 	return strings.Join(append([]string{
@@ -106,16 +113,32 @@ func securedClusterProps(dir string, id int, roles, voters string, client, inter
 // leader in turn and read back over TLS), and a fourth node presenting a
 // wrong inter-broker password is refused by the leader it fetches from
 // and never joins the ISR.
-func TestSecuredClusterSASLSSL(t *testing.T) { runSecuredCluster(t, false) }
+func TestSecuredClusterSASLSSL(t *testing.T) { runSecuredCluster(t, peerPLAIN) }
+
+// TestSecuredClusterSCRAM is TestSecuredClusterSASLSSL with SCRAM-SHA-512
+// on the inter-broker listener: the brokers' SCRAM user is made with
+// AlterUserScramCredentials once the cluster runs (the controllers keep
+// PLAIN: SCRAM credentials live in the log they replicate).
+func TestSecuredClusterSCRAM(t *testing.T) { runSecuredCluster(t, peerSCRAM) }
 
 // TestSecuredClusterMTLS is TestSecuredClusterSASLSSL with the
 // inter-broker and controller listeners SSL requiring client
 // certificates (the nodes' from `gregor cert`, mapped to User:broker by
 // ssl.principal.mapping.rules); the fourth node presents, on the
 // inter-broker listener, a certificate of another CA.
-func TestSecuredClusterMTLS(t *testing.T) { runSecuredCluster(t, true) }
+func TestSecuredClusterMTLS(t *testing.T) { runSecuredCluster(t, peerMTLS) }
 
-func runSecuredCluster(t *testing.T, mtls bool) {
+// peerMode is how the nodes of runSecuredCluster authenticate to each
+// other.
+type peerMode int
+
+const (
+	peerPLAIN peerMode = iota
+	peerSCRAM
+	peerMTLS
+)
+
+func runSecuredCluster(t *testing.T, mode peerMode) {
 	if testing.Short() {
 		t.Skip("starts four gregor processes")
 	}
@@ -147,7 +170,7 @@ func runSecuredCluster(t *testing.T, mtls bool) {
 			roles, pass, cert = "broker", "not-the-password", filepath.Join(otherCA, "node4.keystore.pem")
 		}
 		props := filepath.Join(dir, fmt.Sprintf("node%d.properties", i+1))
-		text := securedClusterProps(dir, i+1, roles, strings.Join(voters, ","), ports[2*i], ports[2*i+1], ports[8+min(i, 2)], mtls, pass, cert)
+		text := securedClusterProps(dir, i+1, roles, strings.Join(voters, ","), ports[2*i], ports[2*i+1], ports[8+min(i, 2)], mode, pass, cert)
 		if err := os.WriteFile(props, []byte(text), 0o600); err != nil {
 			t.Fatal(err)
 		}
@@ -185,6 +208,15 @@ func runSecuredCluster(t *testing.T, mtls bool) {
 	adm := kadm.NewClient(newClient())
 	ctx := testCtx(t, 4*time.Minute)
 
+	if mode == peerSCRAM {
+		waitFor(t, 30*time.Second, "the brokers' SCRAM user", func() error {
+			res, err := adm.AlterUserSCRAMs(ctx, nil, []kadm.UpsertSCRAM{{User: "broker", Mechanism: kadm.ScramSha512, Iterations: 4096, Password: "broker-secret"}})
+			if err == nil {
+				err = res.Error()
+			}
+			return err
+		})
+	}
 	const topic = "secured"
 	waitFor(t, 60*time.Second, "the topic's creation", func() error {
 		_, err := adm.CreateTopic(ctx, 1, 3, map[string]*string{"min.insync.replicas": kadm.StringPtr("2")}, topic)
@@ -284,7 +316,10 @@ func runSecuredCluster(t *testing.T, mtls bool) {
 	// registers, but the leader refuses its fetches, so a reassignment
 	// adding it never completes and it never joins the ISR.
 	refusal, fetchErr := "Invalid username or password", "SASL_AUTHENTICATION_FAILED"
-	if mtls {
+	switch mode {
+	case peerSCRAM:
+		refusal = "invalid credentials with SASL mechanism SCRAM-SHA-512"
+	case peerMTLS:
 		refusal, fetchErr = "TLS handshake", "tls: "
 	}
 	bad := nodes[3]
