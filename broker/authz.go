@@ -49,9 +49,10 @@ func newACLState(cfg config.Authorizer) (*aclState, error) {
 }
 
 // logAuthorizer says at start which authorizer runs and, in a cluster,
-// that the brokers' own PLAINTEXT connections are User:ANONYMOUS to it,
-// as in Kafka, so that a replication refused for want of CLUSTER_ACTION
-// is not a surprise.
+// who this broker is to the others' authorizers: User:ANONYMOUS over a
+// PLAINTEXT inter-broker listener (a warning, as that principal needs
+// CLUSTER_ACTION), else its SASL user or certificate subject, so that a
+// replication refused for want of CLUSTER_ACTION is not a surprise.
 func (s *Server) logAuthorizer() {
 	if s.acls == nil {
 		return
@@ -59,9 +60,22 @@ func (s *Server) logAuthorizer() {
 	s.log.Info("authorizer", "class", authz.ClassName, "super.users", s.cfg.Authorizer.SuperUsers,
 		"allow.everyone.if.no.acl.found", s.cfg.Authorizer.AllowEveryoneIfNoACLFound)
 	cluster := len(s.cfg.ControllerQuorumVoters) > 1 || len(s.cfg.ControllerQuorumBootstrapServers) > 0
-	if cluster && !s.acls.a.IsSuperUser(security.Anonymous.String()) {
+	if !cluster {
+		return
+	}
+	var mapper *security.PrincipalMapper
+	if ls := s.security[s.cfg.InterBrokerListenerName]; ls != nil {
+		mapper = ls.mapper
+	}
+	p := s.interBroker.principal(mapper)
+	switch {
+	case s.acls.a.IsSuperUser(p):
+	case p == security.Anonymous.String():
 		s.log.Warn("authorizer: brokers connect to each other over PLAINTEXT as User:ANONYMOUS, which needs CLUSTER_ACTION on the cluster (an ACL, or super.users) for replica fetches and transaction markers",
 			"inter.broker.listener.name", s.cfg.InterBrokerListenerName)
+	default:
+		s.log.Info("authorizer: this broker connects to the others as a principal that is not in super.users: it needs CLUSTER_ACTION on the cluster (an ACL) for replica fetches and transaction markers",
+			"principal", p, "inter.broker.listener.name", s.cfg.InterBrokerListenerName)
 	}
 }
 

@@ -40,10 +40,25 @@ func (s *Server) startMetadata(clusterID string) error {
 		for id, addr := range s.cfg.ControllerQuorumVoters {
 			peers[uint64(id)] = addr
 		}
-		tr, err := raftnode.NewTCPTransport(raftnode.TransportConfig{
+		tcfg := raftnode.TransportConfig{
 			NodeID: uint64(s.cfg.NodeID), ClusterID: clusterID, Peers: peers,
 			Bootstrap: s.cfg.ControllerQuorumBootstrapServers, Logger: s.log.With("component", "quorum"),
-		})
+		}
+		// The quorum speaks the controller listener's security protocol:
+		// this node dials with the first controller listener's client
+		// settings and secures what it accepts as that listener serves.
+		if s.toController.tls != nil || s.toController.mechanism != nil {
+			tcfg.SecureDial = s.toController.secureDial
+		}
+		for _, l := range s.cfg.Listeners {
+			if s.isControllerListener(l.Name) { // the one listenController serves
+				if s.security[l.Name] != nil {
+					tcfg.SecureAccept = s.secureControllerConn(l.Name)
+				}
+				break
+			}
+		}
+		tr, err := raftnode.NewTCPTransport(tcfg)
 		if err != nil {
 			return fmt.Errorf("metadata quorum transport: %w", err)
 		}
@@ -67,6 +82,7 @@ func (s *Server) startMetadata(clusterID string) error {
 	if err != nil {
 		return fmt.Errorf("start metadata log: %w", err)
 	}
+	s.metaStarted.Store(true)
 	s.ctrl = controller.NewClient(s.meta, s.quorum)
 	return nil
 }

@@ -81,15 +81,21 @@ type Server struct {
 	ctrl     controller.API
 	quorum   *raftnode.TCPTransport // nil on a single node
 	ctrlLn   net.Listener           // the controller listener, when this node is a controller in a quorum
-	epoch    atomic.Int64           // this broker's epoch from its registration
-	logs     *storage.Manager
-	parts    partitionTable
-	sessions *fetch.Sessions
-	groups   *groupCoordinator
-	txns     *txnCoordinator
-	shares   *shareCoordinator
-	connIDs  atomic.Uint64    // numbers connections (conn.id)
-	fetchers *replica.Manager // the follower side of replication
+	// interBroker and toController secure the connections this node
+	// opens to the inter-broker and controller listeners (peer_security.go);
+	// metaStarted is set once meta is, for the controller listener's
+	// authorization, which runs on the transport's goroutines.
+	interBroker, toController *peerSecurity
+	metaStarted               atomic.Bool
+	epoch                     atomic.Int64 // this broker's epoch from its registration
+	logs                      *storage.Manager
+	parts                     partitionTable
+	sessions                  *fetch.Sessions
+	groups                    *groupCoordinator
+	txns                      *txnCoordinator
+	shares                    *shareCoordinator
+	connIDs                   atomic.Uint64    // numbers connections (conn.id)
+	fetchers                  *replica.Manager // the follower side of replication
 	// addSender asks transaction coordinators to verify or add partitions
 	// (KIP-890, broker/internal/interbroker).
 	addSender *interbroker.AddSender
@@ -177,12 +183,22 @@ func New(cfg *config.Broker, opts Options) (*Server, error) {
 			return s.meta.Image()
 		}}
 	}
-	sec, err := newListenerSecurity(cfg, s.clientListeners(), scram)
+	// The controller listeners are secured as the others are: the quorum
+	// transport runs secureConn before its own handshake.
+	sec, err := newListenerSecurity(cfg, cfg.Listeners, scram)
 	if err != nil {
 		stop()
 		return nil, err
 	}
 	s.security = sec
+	if s.interBroker, err = newPeerSecurity(cfg.InterBrokerSecurity()); err != nil {
+		stop()
+		return nil, err
+	}
+	if s.toController, err = newPeerSecurity(cfg.ControllerSecurity()); err != nil {
+		stop()
+		return nil, err
+	}
 	if s.acls, err = newACLState(cfg.Authorizer); err != nil {
 		closeListenerSecurity(sec)
 		stop()
@@ -203,6 +219,7 @@ func New(cfg *config.Broker, opts Options) (*Server, error) {
 		BrokerEpoch: s.ownBrokerEpoch, Partition: s.parts.get,
 		DirOffline: s.dirOffline, StorageFailed: s.storageFailed,
 		Checkpoint: func() error { return s.logs.Checkpoint() },
+		Secure:     s.interBroker.kgoOpts(),
 	})
 	s.addSender = interbroker.NewAddSender(interbroker.AddDeps{
 		Self: cfg.NodeID, Listener: cfg.InterBrokerListenerName,
@@ -212,6 +229,7 @@ func New(cfg *config.Broker, opts Options) (*Server, error) {
 		Local: func(ctx context.Context, req *kmsg.AddPartitionsToTxnRequest) *kmsg.AddPartitionsToTxnResponse {
 			return s.txns.coord.AddPartitionsToTxn(ctx, req)()
 		},
+		Secure: s.interBroker.kgoOpts(),
 	})
 	if err := s.open(); err != nil {
 		s.Close()

@@ -56,7 +56,7 @@ func (s *Server) startTxnCoordinator() error {
 	cfg.RequestTimeoutMs = interbroker.RequestTimeout.Milliseconds()
 	cfg.Logger = s.log.With("component", "transactions")
 	markers := interbroker.NewMarkerSender(s.cfg.NodeID, s.cfg.InterBrokerListenerName,
-		func() *image.Image { return s.meta.Image() }, s.writeMarker)
+		func() *image.Image { return s.meta.Image() }, s.writeMarker, s.interBroker.kgoOpts()...)
 	coord, err := txn.New(cfg, txn.Deps{
 		Store:   internalStore{s, txnStateTopic},
 		Markers: markers,

@@ -195,6 +195,9 @@ type Broker struct {
 	// listenerSecurity is each client listener's resolved security
 	// (ListenerSecurity).
 	listenerSecurity map[string]ListenerSecurity
+	// peerSecurity is how this node connects to the inter-broker and
+	// controller listeners (PeerSecurity), those not PLAINTEXT.
+	peerSecurity map[string]PeerSecurity
 
 	// Props is the property map as given (file and overrides), unparsed:
 	// DescribeConfigs reports these as STATIC_BROKER_CONFIG.
@@ -310,10 +313,10 @@ func (b *Broker) derive(vals map[string]value, props map[string]string) error {
 	if err := b.checkSockets(vals, props); err != nil {
 		return err
 	}
-	if err := b.checkServedProtocols(props); err != nil {
+	if err := b.deriveSecurity(props); err != nil {
 		return err
 	}
-	return b.deriveSecurity(props)
+	return b.derivePeerSecurity(props)
 }
 
 func (b *Broker) deriveIdentity(vals map[string]value, props map[string]string) error {

@@ -515,7 +515,7 @@ var brokerKeys = append([]brokerKey{
 	{name: "producer.id.expiration.check.interval.ms", typ: TypeInt, dflt: "600000", check: atLeast(1),
 		doc: "How often expired producer ids are removed.",
 		set: func(b *Broker, v value) { b.ProducerIDExpirationCheckIntervalMs = int32(v.i) }},
-}, append(securityKeys, authorizerKeys...)...)
+}, append(append(securityKeys, authorizerKeys...), peerSecurityKeys...)...)
 
 // brokerKeyIndex finds a broker key by name.
 var brokerKeyIndex = func() map[string]*brokerKey {

@@ -257,9 +257,6 @@ func (b *Broker) deriveSecurity(props map[string]string) error {
 	}
 	b.listenerSecurity = map[string]ListenerSecurity{}
 	for _, l := range b.Listeners {
-		if slices.Contains(b.ControllerListenerNames, l.Name) {
-			continue
-		}
 		ls, err := b.resolveListenerSecurity(l.Name, props)
 		if err != nil {
 			return err
@@ -312,7 +309,7 @@ func (b *Broker) resolveListenerSecurity(listener string, props map[string]strin
 		vals[k.name] = r
 	}
 	if ls.TLS() {
-		ssl, err := resolveSSL(listener, vals)
+		ssl, err := resolveSSL(listener, vals, true)
 		if err != nil {
 			return ls, err
 		}
@@ -326,7 +323,10 @@ func (b *Broker) resolveListenerSecurity(listener string, props map[string]strin
 	return ls, nil
 }
 
-func resolveSSL(listener string, vals map[string]resolved) (SSLSettings, error) {
+// resolveSSL reads a listener's ssl.* settings. A listener this node
+// serves needs a key store (needKeystore); one it only connects to uses
+// it, when given, for its client certificate.
+func resolveSSL(listener string, vals map[string]resolved, needKeystore bool) (SSLSettings, error) {
 	str := func(k string) string { return vals[k].v.s }
 	s := SSLSettings{
 		KeystoreType:             strings.ToUpper(str("ssl.keystore.type")),
@@ -370,7 +370,7 @@ func resolveSSL(listener string, vals map[string]resolved) (SSLSettings, error) 
 			return s, invalid(vals[c.typeKey].name, vals[c.typeKey].raw, "listener %s: the store type must be PKCS12 or PEM", listener)
 		}
 	}
-	if s.KeystoreLocation == "" && !inline {
+	if needKeystore && s.KeystoreLocation == "" && !inline {
 		return s, invalid(vals["ssl.keystore.location"].name, "null",
 			"listener %s uses TLS and needs a key store: set ssl.keystore.location, or ssl.keystore.certificate.chain and ssl.keystore.key (ssl.keystore.type=PEM)", listener)
 	}
@@ -397,7 +397,7 @@ func resolveSSL(listener string, vals map[string]resolved) (SSLSettings, error) 
 				"listener %s: inline trusted certificates (ssl.truststore.certificates) need ssl.truststore.type=PEM", listener)
 		}
 	}
-	if s.ClientAuth != "none" && s.TruststoreLocation == "" && s.TruststoreCertificates == "" {
+	if needKeystore && s.ClientAuth != "none" && s.TruststoreLocation == "" && s.TruststoreCertificates == "" {
 		return s, invalid(vals["ssl.client.auth"].name, s.ClientAuth,
 			"listener %s: client certificates can only be checked against a trust store: set ssl.truststore.location or ssl.truststore.certificates", listener)
 	}

@@ -7,42 +7,97 @@ import (
 	"testing"
 )
 
-// TestInternalListenerSecurityRefused: the controller and inter-broker
-// listeners, which Gregor's own connections use, must be PLAINTEXT.
-func TestInternalListenerSecurityRefused(t *testing.T) {
-	tests := []struct {
-		props          map[string]string
-		listener, prot string
-	}{
-		{map[string]string{"listener.security.protocol.map": "PLAINTEXT:SASL_PLAINTEXT,CONTROLLER:PLAINTEXT"}, "PLAINTEXT", "SASL_PLAINTEXT"},
-		{map[string]string{"listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:SSL"}, "CONTROLLER", "SSL"},
-		{map[string]string{
-			"listeners":                      "CLIENT://:9092,INTERNAL://:9094,CONTROLLER://:9093",
-			"advertised.listeners":           "CLIENT://h:9092,INTERNAL://h:9094",
-			"listener.security.protocol.map": "CLIENT:PLAINTEXT,INTERNAL:SASL_SSL,CONTROLLER:PLAINTEXT",
-			"inter.broker.listener.name":     "INTERNAL",
-		}, "INTERNAL", "SASL_SSL"},
-		{map[string]string{
-			"listeners":                      "PLAINTEXT://:9092,SSL://:9094,CONTROLLER://:9093",
-			"listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SSL:SSL,CONTROLLER:PLAINTEXT",
-			"security.inter.broker.protocol": "SSL",
-		}, "SSL", "SSL"},
-	}
-	for _, tt := range tests {
-		_, _, err := Parse(tt.props)
-		var ce *ConfigError
-		if !errors.As(err, &ce) || ce.Name != "listener.security.protocol.map" {
-			t.Errorf("Parse(%v) = %v, want listener.security.protocol.map refused", tt.props, err)
-			continue
+// TestPeerSecurity: the inter-broker and controller listeners may be
+// secured; the client side of each is resolved from the listener's own
+// settings, and what Gregor cannot do as a client is refused naming the
+// property.
+func TestPeerSecurity(t *testing.T) {
+	const plainJAAS = `org.apache.kafka.common.security.plain.PlainLoginModule required username="broker" password="b-secret" user_broker="b-secret";`
+	base := func(extra map[string]string) map[string]string {
+		p := map[string]string{
+			"listeners":                                       "CLIENT://:9092,INTERNAL://:9094,CONTROLLER://:9093",
+			"advertised.listeners":                            "CLIENT://h:9092,INTERNAL://h:9094",
+			"listener.security.protocol.map":                  "CLIENT:PLAINTEXT,INTERNAL:SASL_PLAINTEXT,CONTROLLER:SASL_PLAINTEXT",
+			"inter.broker.listener.name":                      "INTERNAL",
+			"sasl.enabled.mechanisms":                         "PLAIN,SCRAM-SHA-512",
+			"listener.name.internal.plain.sasl.jaas.config":   plainJAAS,
+			"listener.name.controller.plain.sasl.jaas.config": plainJAAS,
+			"sasl.mechanism.inter.broker.protocol":            "PLAIN",
+			"sasl.mechanism.controller.protocol":              "PLAIN",
 		}
-		if msg := err.Error(); !strings.Contains(msg, "listener "+tt.listener+" ") || !strings.Contains(msg, tt.prot) {
-			t.Errorf("Parse(%v): %q does not name listener %s and protocol %s", tt.props, msg, tt.listener, tt.prot)
+		for k, v := range extra {
+			if v == "" {
+				delete(p, k)
+			} else {
+				p[k] = v
+			}
+		}
+		return p
+	}
+	b, _, err := Parse(base(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ib, cs := b.InterBrokerSecurity(), b.ControllerSecurity()
+	if ib.Listener != "INTERNAL" || ib.Protocol != "SASL_PLAINTEXT" || ib.Mechanism != "PLAIN" || ib.JAAS != plainJAAS ||
+		ib.JAASKey != "listener.name.internal.plain.sasl.jaas.config" {
+		t.Errorf("inter-broker = %+v", ib)
+	}
+	if cs.Listener != "CONTROLLER" || cs.Mechanism != "PLAIN" || cs.MechanismKey != "sasl.mechanism.controller.protocol" {
+		t.Errorf("controller = %+v", cs)
+	}
+
+	// A broker-only node connecting to an SSL controller listener it does
+	// not serve needs no key store; its trust store is read.
+	b, _, err = Parse(map[string]string{
+		"process.roles":                  "broker",
+		"node.id":                        "2",
+		"controller.quorum.voters":       "1@c:9093",
+		"listeners":                      "PLAINTEXT://:9092",
+		"listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:SSL",
+		"listener.name.controller.ssl.truststore.type":                   "PEM",
+		"listener.name.controller.ssl.truststore.location":               "/ca.pem",
+		"listener.name.controller.ssl.endpoint.identification.algorithm": "",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cs := b.ControllerSecurity(); cs.Protocol != "SSL" || cs.SSL.TruststoreLocation != "/ca.pem" || cs.VerifyHostname {
+		t.Errorf("broker-only controller security = %+v", cs)
+	}
+	if ib := b.InterBrokerSecurity(); ib.Protocol != "PLAINTEXT" {
+		t.Errorf("inter-broker = %+v", ib)
+	}
+
+	refused := []struct {
+		extra map[string]string
+		key   string
+		says  string
+	}{
+		{map[string]string{"sasl.mechanism.inter.broker.protocol": ""}, "sasl.mechanism.inter.broker.protocol", "GSSAPI"},
+		{map[string]string{"sasl.mechanism.inter.broker.protocol": "SCRAM-SHA-256"}, "sasl.mechanism.inter.broker.protocol", "must be included in sasl.enabled.mechanisms"},
+		{map[string]string{"sasl.mechanism.controller.protocol": "SCRAM-SHA-512"}, "sasl.mechanism.controller.protocol", "use PLAIN on the controller listener"},
+		{map[string]string{"sasl.mechanism.inter.broker.protocol": "SCRAM-SHA-512"}, "listener.name.internal.scram-sha-512.sasl.jaas.config", "username and password"},
+		{map[string]string{
+			"listener.security.protocol.map": "CLIENT:PLAINTEXT,INTERNAL:SSL,CONTROLLER:PLAINTEXT",
+			"ssl.keystore.type":              "PEM", "ssl.keystore.location": "/k.pem",
+			"listener.name.internal.ssl.endpoint.identification.algorithm": "ldap",
+		}, "listener.name.internal.ssl.endpoint.identification.algorithm", "https"},
+		{map[string]string{
+			"listener.security.protocol.map": "CLIENT:PLAINTEXT,INTERNAL:SSL,CONTROLLER:PLAINTEXT",
+		}, "ssl.keystore.location", "needs a key store"},
+	}
+	for _, tt := range refused {
+		_, _, err := Parse(base(tt.extra))
+		var ce *ConfigError
+		if !errors.As(err, &ce) || ce.Name != tt.key || !strings.Contains(err.Error(), tt.says) {
+			t.Errorf("Parse(%v) = %v, want %s refused saying %q", tt.extra, err, tt.key, tt.says)
 		}
 	}
 
 	// A protocol in the map that no listener uses is no reason to refuse:
 	// Kafka's default map names all four.
-	b, _, err := Parse(map[string]string{"listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,SPARE:SASL_SSL"})
+	b, _, err = Parse(map[string]string{"listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,SPARE:SASL_SSL"})
 	if err != nil {
 		t.Fatalf("an unused SASL_SSL entry: %v", err)
 	}

@@ -46,8 +46,6 @@ var unsupportedKeys = map[string]string{
 	"offsets.commit.timeout.ms":                       "an offset commit waits for its write with the request's own timeout",
 	"offsets.load.buffer.size":                        "__consumer_offsets is read batch by batch",
 	"transaction.state.log.load.buffer.size":          "__transaction_state is read batch by batch",
-	"ssl.endpoint.identification.algorithm":           "brokers connect to each other in PLAINTEXT only",
-	"sasl.mechanism.inter.broker.protocol":            "brokers connect to each other in PLAINTEXT only",
 	"ssl.keymanager.algorithm":                        "Go's crypto/tls presents the key store's certificate itself, with no Java key manager",
 	"ssl.trustmanager.algorithm":                      "Go's crypto/x509 verifies client certificates against the trust store (PKIX path validation), with no Java trust manager",
 }
@@ -91,8 +89,8 @@ Properties Gregor does not know are logged and ignored, as Kafka does.
 **refused** properties stop start-up when set: Gregor cannot do what they
 ask, and ignoring them would change who is let in.
 
-Client listeners may use PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL; the
-controller and inter-broker listeners must be PLAINTEXT. Every ssl.*,
+Every listener, the controller and inter-broker ones included, may use
+PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL. Every ssl.*,
 sasl.* and connections.max.reauth.ms property may be set for one listener
 as ` + "`listener.name.<listener in lower case>.<property>`" + `, which takes
 precedence over the plain property; a SASL listener's JAAS config is

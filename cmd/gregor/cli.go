@@ -241,6 +241,7 @@ func commands() []*command {
 		configCommand(),
 		aclCommand(),
 		userCommand(),
+		certCommand(),
 		txnCommand(),
 		{name: "perf", short: "measure produce or consume throughput", raw: func(args []string, _ io.Reader, out, errOut io.Writer) error {
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

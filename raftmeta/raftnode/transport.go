@@ -65,6 +65,13 @@ type TransportConfig struct {
 	// QueueLen is the number of messages queued per peer before more are
 	// dropped (default 1,024).
 	QueueLen int
+	// SecureDial and SecureAccept, when set, secure each connection
+	// before the handshake, as the controller listener's security
+	// protocol asks (TLS, SASL): SecureDial the ones this node opens to
+	// addr, SecureAccept the ones it accepts. Each returns the connection
+	// to talk over, or an error that closes it. nil: plaintext.
+	SecureDial   func(ctx context.Context, c net.Conn, addr string) (net.Conn, error)
+	SecureAccept func(ctx context.Context, c net.Conn) (net.Conn, error)
 }
 
 // TCPTransport carries raft messages and controller requests between
@@ -120,6 +127,14 @@ type wireConn struct {
 
 func newWireConn(c net.Conn) *wireConn {
 	return &wireConn{c: c, r: bufio.NewReaderSize(c, 64<<10), w: bufio.NewWriterSize(c, 64<<10), done: make(chan struct{})}
+}
+
+// over makes wc read and write through sc, a secured connection over
+// wc.c; wc.c stays the one closed and given deadlines (which a TLS
+// connection passes to it). Called before anything is read or written.
+func (wc *wireConn) over(sc net.Conn) {
+	wc.r = bufio.NewReaderSize(sc, 64<<10)
+	wc.w = bufio.NewWriterSize(sc, 64<<10)
 }
 
 func (wc *wireConn) close() {
@@ -357,6 +372,16 @@ func (t *TCPTransport) untrack(wc *wireConn) {
 func (t *TCPTransport) handleInbound(wc *wireConn) {
 	defer t.untrack(wc)
 	wc.c.SetDeadline(time.Now().Add(handshakeTimeout))
+	if t.cfg.SecureAccept != nil {
+		ctx, cancel := context.WithTimeout(t.ctx, handshakeTimeout)
+		sc, err := t.cfg.SecureAccept(ctx, wc.c)
+		cancel()
+		if err != nil {
+			t.log.Warn("refused controller connection", "remote", wc.c.RemoteAddr(), "err", err)
+			return
+		}
+		wc.over(sc)
+	}
 	b, err := readFrame(wc.r, maxHandshakeBytes)
 	if err != nil {
 		t.log.Debug("controller connection closed before its handshake", "remote", wc.c.RemoteAddr(), "err", err)
@@ -425,6 +450,15 @@ func (t *TCPTransport) dial(ctx context.Context, addr string, kind byte, expect 
 		return nil, 0, err
 	}
 	c.SetDeadline(time.Now().Add(handshakeTimeout))
+	if t.cfg.SecureDial != nil {
+		sctx, cancel := context.WithTimeout(ctx, handshakeTimeout)
+		sc, err := t.cfg.SecureDial(sctx, c, addr)
+		cancel()
+		if err != nil {
+			return fail(fmt.Errorf("secure connection to %s: %w", addr, err))
+		}
+		wc.over(sc)
+	}
 	if err := wc.writeAndFlush(encodeHello(hello{kind: kind, from: t.cfg.NodeID, to: expect, clusterID: t.cfg.ClusterID}), handshakeTimeout); err != nil {
 		return fail(fmt.Errorf("handshake with %s: %w", addr, err))
 	}

@@ -3,6 +3,7 @@ package interbroker
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -102,6 +103,9 @@ type AddDeps struct {
 	// Local serves the request when the coordinator is this node: the
 	// same entry point the AddPartitionsToTxn handler serves.
 	Local func(ctx context.Context, req *kmsg.AddPartitionsToTxnRequest) *kmsg.AddPartitionsToTxnResponse
+	// Secure are the client options of the inter-broker listener's
+	// security protocol (TLS, SASL).
+	Secure []kgo.Opt
 }
 
 // addQueue is one coordinator node's pending transactions.
@@ -126,8 +130,8 @@ func NewAddSender(d AddDeps) *AddSender {
 	var minVersions kversion.Versions
 	minVersions.SetMaxKeyVersion(int16(kmsg.AddPartitionsToTxn), 4)
 	return &AddSender{deps: d, queues: make(map[int32]*addQueue),
-		clients: NewClients(d.Image, d.Listener, kgo.MinVersions(&minVersions),
-			kgo.ClientID(fmt.Sprintf("gregor-txn-verify-%d", d.Self)))}
+		clients: NewClients(d.Image, d.Listener, append(slices.Clone(d.Secure), kgo.MinVersions(&minVersions),
+			kgo.ClientID(fmt.Sprintf("gregor-txn-verify-%d", d.Self)))...)}
 }
 
 // Clients are the sender's connections to remote coordinators.

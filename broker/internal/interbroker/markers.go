@@ -51,21 +51,22 @@ type LocalMarkerWriter func(ctx context.Context, topic string, partition int32, 
 
 // NewMarkerSender sends markers from node self: those of partitions it
 // leads through writeLocal, the others to their leaders, found in image,
-// on their listener named listener.
-func NewMarkerSender(self int32, listener string, image func() *image.Image, writeLocal LocalMarkerWriter) *MarkerSender {
+// on their listener named listener, with secure (the listener's TLS and
+// SASL client options) added to its clients'.
+func NewMarkerSender(self int32, listener string, image func() *image.Image, writeLocal LocalMarkerWriter, secure ...kgo.Opt) *MarkerSender {
 	// v1 is the oldest version Kafka 4 serves; v2 carries the transaction
 	// version, which the leader needs to check a version 2 marker's epoch,
 	// and kgo sends the highest version both sides know.
 	var minVersions kversion.Versions
 	minVersions.SetMaxKeyVersion(int16(kmsg.WriteTxnMarkers), 1)
-	return &MarkerSender{self: self, image: image, writeLocal: writeLocal, clients: NewClients(image, listener,
+	return &MarkerSender{self: self, image: image, writeLocal: writeLocal, clients: NewClients(image, listener, append(secure,
 		kgo.MinVersions(&minVersions),
 		kgo.ClientID(fmt.Sprintf("gregor-txn-markers-%d", self)),
 		// The leader answers once each marker is replicated, which may
 		// take until a lagging follower leaves the ISR: the read
 		// deadline must not cut that short of the request's own bound.
 		kgo.RequestTimeoutOverhead(RequestTimeout+5*time.Second),
-	)}
+	)...)}
 }
 
 // Clients are the sender's connections to the other leaders.

@@ -47,6 +47,9 @@ type Deps struct {
 	StorageFailed func(p *partition.Partition, err error)
 	// Checkpoint writes the log dirs' checkpoints, after a truncation.
 	Checkpoint func() error
+	// Secure are the client options of the inter-broker listener's
+	// security protocol (TLS, SASL).
+	Secure []kgo.Opt
 }
 
 // NewManager is a Manager with no fetcher yet.
@@ -176,7 +179,8 @@ func (f *fetcher) run() {
 		if cl == nil {
 			addr, err := f.leaderAddr()
 			if err == nil {
-				cl, err = kgo.NewClient(kgo.SeedBrokers(addr), kgo.ClientID(fmt.Sprintf("gregor-replica-%d", f.m.d.Cfg.NodeID)))
+				cl, err = kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(addr), kgo.ClientID(fmt.Sprintf("gregor-replica-%d", f.m.d.Cfg.NodeID))},
+					f.m.d.Secure...)...)
 			}
 			if err != nil {
 				f.m.d.Logger.Warn("replica fetcher", "leader", f.leader, "err", err)
