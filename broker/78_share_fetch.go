@@ -100,6 +100,11 @@ func (s *Server) shareFetch(c *conn, req *kmsg.ShareFetchRequest, readable func(
 		rp.CurrentLeader.LeaderID, rp.CurrentLeader.LeaderEpoch = -1, -1
 		if p := s.leaderPartition(ref.Topic, ref.Partition); p != nil {
 			rp.CurrentLeader.LeaderID, rp.CurrentLeader.LeaderEpoch = s.cfg.NodeID, p.LeaderEpoch.Load()
+		} else if t, ok := s.meta.Image().Topic(ref.Topic); ok && int(ref.Partition) < len(t.Partitions) && ref.Partition >= 0 {
+			// Another node leads it: say which, so the consumer goes
+			// there (its share partition is served by its leader).
+			ip := t.Partitions[ref.Partition]
+			rp.CurrentLeader.LeaderID, rp.CurrentLeader.LeaderEpoch = ip.Leader, ip.LeaderEpoch
 		}
 		out[ref] = &rp
 		return &rp

@@ -378,3 +378,120 @@ func TestShareGroupAuthorization(t *testing.T) {
 		t.Fatal("t's share partition still there after alice's delete")
 	}
 }
+
+// TestShareStateRequestsNeedClusterAction: the share-state requests
+// between brokers (InitializeShareGroupState, ReadShareGroupState,
+// WriteShareGroupState, DeleteShareGroupState,
+// ReadShareGroupStateSummary) need CLUSTER_ACTION on the cluster, as
+// Kafka's KafkaApis checks: alice without it gets
+// CLUSTER_AUTHORIZATION_FAILED for every partition; the super user, and
+// alice once granted CLUSTER_ACTION, reach the share coordinator, which
+// answers a read of a share partition never initialized INVALID_REQUEST
+// and then serves what was initialized and written.
+func TestShareStateRequestsNeedClusterAction(t *testing.T) {
+	s, clients := aclServer(t, false)
+	if s == nil {
+		t.Skip("Kafka serves the share-state requests on its inter-broker listener only")
+	}
+	admin, alice := clients["admin"], clients["alice"]
+	tid := [16]byte{9, 9}
+	read := func(cl *kgo.Client) kmsg.ReadShareGroupStateResponseTopicPartition {
+		req := kmsg.NewPtrReadShareGroupStateRequest()
+		req.GroupID = "ss"
+		rt := kmsg.NewReadShareGroupStateRequestTopic()
+		rt.TopicID = tid
+		rp := kmsg.NewReadShareGroupStateRequestTopicPartition()
+		rp.LeaderEpoch = 3
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		var resp *kmsg.ReadShareGroupStateResponse
+		for try := 0; try < 50; try++ { // the first request creates __share_group_state
+			resp = send[*kmsg.ReadShareGroupStateResponse](t, cl, req)
+			if c := resp.Topics[0].Partitions[0].ErrorCode; c != kerr.NotCoordinator.Code && c != kerr.CoordinatorLoadInProgress.Code {
+				break
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		return resp.Topics[0].Partitions[0]
+	}
+	initialize := func(cl *kgo.Client) int16 {
+		req := kmsg.NewPtrInitializeShareGroupStateRequest()
+		req.GroupID = "ss"
+		rt := kmsg.NewInitializeShareGroupStateRequestTopic()
+		rt.TopicID = tid
+		rp := kmsg.NewInitializeShareGroupStateRequestTopicPartition()
+		rp.StartOffset = 7
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		return send[*kmsg.InitializeShareGroupStateResponse](t, cl, req).Topics[0].Partitions[0].ErrorCode
+	}
+	write := func(cl *kgo.Client) int16 {
+		req := kmsg.NewPtrWriteShareGroupStateRequest()
+		req.GroupID = "ss"
+		rt := kmsg.NewWriteShareGroupStateRequestTopic()
+		rt.TopicID = tid
+		rp := kmsg.NewWriteShareGroupStateRequestTopicPartition()
+		rp.LeaderEpoch, rp.StartOffset = 3, 8
+		b := kmsg.NewWriteShareGroupStateRequestTopicPartitionStateBatch()
+		b.FirstOffset, b.LastOffset, b.DeliveryState, b.DeliveryCount = 8, 9, 0, 2
+		rp.StateBatches = append(rp.StateBatches, b)
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		return send[*kmsg.WriteShareGroupStateResponse](t, cl, req).Topics[0].Partitions[0].ErrorCode
+	}
+	summary := func(cl *kgo.Client) int16 {
+		req := kmsg.NewPtrReadShareGroupStateSummaryRequest()
+		req.GroupID = "ss"
+		rt := kmsg.NewReadShareGroupStateSummaryRequestTopic()
+		rt.TopicID = tid
+		rt.Partitions = append(rt.Partitions, kmsg.NewReadShareGroupStateSummaryRequestTopicPartition())
+		req.Topics = append(req.Topics, rt)
+		return send[*kmsg.ReadShareGroupStateSummaryResponse](t, cl, req).Topics[0].Partitions[0].ErrorCode
+	}
+	del := func(cl *kgo.Client) int16 {
+		req := kmsg.NewPtrDeleteShareGroupStateRequest()
+		req.GroupID = "ss"
+		rt := kmsg.NewDeleteShareGroupStateRequestTopic()
+		rt.TopicID = tid
+		rt.Partitions = append(rt.Partitions, kmsg.NewDeleteShareGroupStateRequestTopicPartition())
+		req.Topics = append(req.Topics, rt)
+		return send[*kmsg.DeleteShareGroupStateResponse](t, cl, req).Topics[0].Partitions[0].ErrorCode
+	}
+	caf := kerr.ClusterAuthorizationFailed.Code
+	if c := read(alice).ErrorCode; c != caf {
+		t.Fatalf("alice reading share state: %v, want CLUSTER_AUTHORIZATION_FAILED", kerr.ErrorForCode(c))
+	}
+	for name, f := range map[string]func(*kgo.Client) int16{"initialize": initialize, "write": write, "summary": summary, "delete": del} {
+		if c := f(alice); c != caf {
+			t.Errorf("alice: %s: %v, want CLUSTER_AUTHORIZATION_FAILED", name, kerr.ErrorForCode(c))
+		}
+	}
+	if c := read(admin).ErrorCode; c != kerr.InvalidRequest.Code {
+		t.Fatalf("reading a share partition never initialized: %v, want INVALID_REQUEST", kerr.ErrorForCode(c))
+	}
+	if c := initialize(admin); c != 0 {
+		t.Fatalf("initialize: %v", kerr.ErrorForCode(c))
+	}
+	grant(t, admin, kmsg.ACLResourceTypeCluster, "kafka-cluster", "User:alice", kmsg.ACLOperationClusterAction)
+	var c int16
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if c = write(alice); c != caf {
+			break
+		}
+	}
+	if c != 0 {
+		t.Fatalf("alice writing with CLUSTER_ACTION: %v", kerr.ErrorForCode(c))
+	}
+	if st := read(alice); st.ErrorCode != 0 || st.StartOffset != 8 || len(st.StateBatches) != 1 || st.StateBatches[0].DeliveryCount != 2 {
+		t.Fatalf("state read back: %v %+v", kerr.ErrorForCode(st.ErrorCode), st)
+	}
+	if c := summary(alice); c != 0 {
+		t.Fatalf("summary: %v", kerr.ErrorForCode(c))
+	}
+	if c := del(alice); c != 0 {
+		t.Fatalf("delete: %v", kerr.ErrorForCode(c))
+	}
+	if st := read(alice); st.ErrorCode != kerr.InvalidRequest.Code {
+		t.Fatalf("read after delete: %v, want INVALID_REQUEST", kerr.ErrorForCode(st.ErrorCode))
+	}
+}

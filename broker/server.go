@@ -570,6 +570,7 @@ func (s *Server) Close() error {
 	var errs []error
 	if s.shares != nil {
 		s.shares.coord.Close()
+		s.shares.persister.clients.Close()
 	}
 	if s.txns != nil {
 		s.txns.coord.Close()

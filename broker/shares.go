@@ -30,6 +30,9 @@ import (
 type shareCoordinator struct {
 	coord  *share.Coordinator
 	loader *coordhost.Loader
+	// persister carries the state of the share partitions this node
+	// leads to their groups' share coordinators on other nodes.
+	persister *sharePersister
 }
 
 func (s *Server) startShareCoordinator() error {
@@ -57,12 +60,14 @@ func (s *Server) startShareCoordinator() error {
 		return -1
 	}
 	cfg.GroupConfig = s.groupConfigLookup
+	persister := newSharePersister(s)
+	cfg.Persister = persister
 	cfg.Logger = s.log.With("component", "share-groups")
 	c, err := share.New(cfg, internalStore{s, share.StateTopic}, group.SystemClock{})
 	if err != nil {
 		return fmt.Errorf("start share coordinator: %w", err)
 	}
-	sc := &shareCoordinator{coord: c}
+	sc := &shareCoordinator{coord: c, persister: persister}
 	sc.loader = s.newCoordinatorLoader(share.StateTopic,
 		func(ctx context.Context, partition, _ int32, log *storage.Log) error {
 			return c.Load(ctx, partition, coordhost.ReadLog(ctx, log))

@@ -54,6 +54,10 @@ type Config struct {
 	// share.delivery.count.limit, share.session.timeout.ms,
 	// share.heartbeat.interval.ms); nil means none. It must not block.
 	GroupConfig func(group, name string) (string, bool)
+	// Persister reaches the share coordinator of groups another node
+	// serves, for the share partitions this node leads (state.go); nil
+	// keeps every share partition's state here (a single node, tests).
+	Persister Persister
 	// Logger gets the coordinator's warnings.
 	Logger *slog.Logger
 }

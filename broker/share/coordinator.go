@@ -77,18 +77,23 @@ func (c *Coordinator) Load(ctx context.Context, partition int32, records iter.Se
 			delete(m.loading, partition)
 			m.loaded[partition] = true
 			for id, g := range loaded {
-				m.groups[id] = g
-				for k := range g.parts {
-					m.scheduleLocks(g, k)
+				if cur := m.groups[id]; cur != nil {
+					// The share partitions this node leads stay as they
+					// are; the group's durable state comes from the log.
+					cur.durable, cur.exists = g.durable, true
+					continue
 				}
+				m.groups[id] = g
 			}
 			return true
 		},
 	})
 }
 
-// Unload stops serving a partition the broker no longer leads: its groups
-// are forgotten here (the new leader replays them).
+// Unload stops serving a partition the broker no longer leads: the
+// membership and durable state of its groups are forgotten here (the new
+// leader replays them); the share partitions this node leads, and the
+// share sessions reading them, stay.
 func (c *Coordinator) Unload(partition int32) {
 	c.rt.Unload(partition, func(m *machine) {
 		delete(m.loaded, partition)
@@ -100,10 +105,11 @@ func (c *Coordinator) Unload(partition int32) {
 			for mid := range g.members {
 				m.s.Cancel(timerKey{kind: timerMember, group: id, member: mid})
 			}
-			for k := range g.parts {
-				m.s.Cancel(timerKey{kind: timerLocks, group: id, part: k})
+			g.members, g.target, g.epoch = map[string]*member{}, map[string]assignment{}, 0
+			g.durable, g.exists = map[partKey]*snapshotValue{}, false
+			if len(g.parts) == 0 && len(g.sessions) == 0 {
+				delete(m.groups, id)
 			}
-			delete(m.groups, id)
 		}
 	})
 }
@@ -164,7 +170,8 @@ func (c *Coordinator) ListGroups() []GroupListing {
 // IsShareGroup reports whether a share group of that id exists here.
 func (c *Coordinator) IsShareGroup(ctx context.Context, group string) bool {
 	return coord.Call(c.rt, ctx, c.rt.ShardFor(group), func(m *machine, reply func(bool)) {
-		reply(m.groups[group] != nil && m.loaded[m.groups[group].partition])
+		g := m.groups[group]
+		reply(g != nil && m.loaded[g.partition] && g.known())
 	}, func(int16) bool { return false })
 }
 
@@ -190,7 +197,7 @@ func (c *Coordinator) StartFetch(ctx context.Context, req FetchStart) FetchPlan 
 func (c *Coordinator) PlanReads(ctx context.Context, group string, prev []PartitionRead) []PartitionRead {
 	return coord.Call(c.rt, ctx, c.rt.ShardFor(group), func(m *machine, reply func([]PartitionRead)) {
 		g := m.groups[group]
-		if g == nil || m.owns(g.partition) != 0 {
+		if g == nil {
 			reply(nil)
 			return
 		}
@@ -253,11 +260,18 @@ func (c *Coordinator) Partition(ctx context.Context, group string, topicID [16]b
 	}
 	r := coord.Call(c.rt, ctx, c.rt.ShardFor(group), func(m *machine, reply func(result)) {
 		g := m.groups[group]
-		if g == nil || g.parts[partKey{topicID, partition}] == nil {
+		if g == nil {
 			reply(result{})
 			return
 		}
 		ps := g.parts[partKey{topicID, partition}]
+		if v := g.durable[partKey{topicID, partition}]; ps == nil && v != nil {
+			ps = restore("", *v) // not served here now: its durable state
+		}
+		if ps == nil {
+			reply(result{})
+			return
+		}
 		info := PartitionInfo{Start: ps.start, End: ps.end, InFlight: map[string]int{}}
 		for st, n := range ps.counts() {
 			info.InFlight[stateName(st)] = n

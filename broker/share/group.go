@@ -54,6 +54,20 @@ type groupState struct {
 	// waiters are the long-polling fetches to wake when a share
 	// partition changes (see machine.wake).
 	waiters map[partKey][]chan struct{}
+	// durable is the durable state of the group's share partitions, kept
+	// where this node is the group's share coordinator (state.go); parts
+	// are the share partitions this node serves as their leader.
+	durable map[partKey]*snapshotValue
+	// writeQ are the writes waiting for the share coordinator of a group
+	// another node serves, by share partition, and writing says one
+	// round of them is in flight (see machine.flushWrites).
+	writeQ  map[partKey][]func(int16)
+	writing bool
+	// exists says the group was created on its coordinator (a member
+	// joined, its offsets were altered, its state was loaded), as
+	// opposed to known here only from fetches of partitions this node
+	// leads.
+	exists bool
 }
 
 // assignment is a member's partitions by topic id.
@@ -99,11 +113,23 @@ func (m *machine) partitionOf(group string) int32 {
 }
 
 func (m *machine) newGroup(id string) *groupState {
-	g := &groupState{id: id, partition: m.partitionOf(id), members: map[string]*member{},
-		target: map[string]assignment{}, parts: map[partKey]*partitionState{},
-		sessions: map[string]*session{}}
+	g := emptyGroup(id, m.partitionOf(id))
 	m.groups[id] = g
 	return g
+}
+
+func emptyGroup(id string, partition int32) *groupState {
+	return &groupState{id: id, partition: partition, members: map[string]*member{},
+		target: map[string]assignment{}, parts: map[partKey]*partitionState{},
+		sessions: map[string]*session{}, durable: map[partKey]*snapshotValue{}}
+}
+
+// known reports whether the group exists as a share group here (on its
+// coordinator): it has members, had some, or has share-partition state.
+// A group known only from fetches to the partitions this node leads is
+// not.
+func (g *groupState) known() bool {
+	return g.exists || len(g.members) > 0 || len(g.durable) > 0
 }
 
 func (g *groupState) state() string {
@@ -139,11 +165,14 @@ func (m *machine) heartbeat(client ClientInfo, req *kmsg.ShareGroupHeartbeatRequ
 	if code := m.owns(m.partitionOf(req.GroupID)); code != 0 {
 		return fail(code, "")
 	}
-	if g == nil {
+	if g == nil || !g.known() {
 		if req.MemberEpoch != 0 {
 			return fail(errGroupIDNotFound, "Share group "+req.GroupID+" not found.")
 		}
-		g = m.newGroup(req.GroupID)
+		if g == nil {
+			g = m.newGroup(req.GroupID)
+		}
+		g.exists = true
 	}
 	mem := g.members[req.MemberID]
 	if req.MemberEpoch == -1 {
@@ -212,7 +241,9 @@ func sortedIDs(a assignment) [][16]byte {
 
 // updateTarget recomputes the target assignment; the group epoch moves
 // when membership or subscriptions changed or the assignment did (a topic
-// grew or appeared). Share partitions newly assigned are initialized.
+// grew or appeared). Share partitions newly assigned are initialized
+// where this node can read their offsets (it leads them); the others are
+// initialized by their leader's first fetch.
 func (m *machine) updateTarget(g *groupState, changed bool) {
 	var topics map[string]TopicInfo
 	if m.cfg.Topics != nil {
@@ -233,35 +264,37 @@ func (m *machine) updateTarget(g *groupState, changed bool) {
 		for id, parts := range a {
 			for _, p := range parts {
 				k := partKey{id, p}
-				if g.parts[k] == nil && m.initPartition(g, k, names[id]) {
+				if g.durable[k] != nil || names[id] == "" {
+					continue
+				}
+				if start, ok := m.startOffset(g, names[id], p); ok {
+					g.durable[k] = &snapshotValue{LeaderEpoch: -1, StartOffset: start, CreateTimestamp: m.clock.Now().UnixMilli()}
 					init = append(init, k)
 				}
 			}
 		}
 	}
 	if len(init) > 0 {
-		m.persist(g, init, func(int16) {})
+		m.appendDurable(g, init, func(int16) {})
 	}
 }
 
-// initPartition creates a share partition's state at its start offset
+// startOffset is where a share partition the group never consumed starts
 // (share.auto.offset.reset), as Kafka's group coordinator initializes it
 // when it first assigns it; false when this node cannot read the
-// partition's offsets now (the first fetch initializes it then).
-func (m *machine) initPartition(g *groupState, k partKey, topic string) bool {
+// partition's offsets (it does not lead it).
+func (m *machine) startOffset(g *groupState, topic string, partition int32) (int64, bool) {
 	if m.cfg.Offsets == nil || topic == "" {
-		return false
+		return 0, false
 	}
-	logStart, hw, ok := m.cfg.Offsets(topic, k.partition)
+	logStart, hw, ok := m.cfg.Offsets(topic, partition)
 	if !ok {
-		return false
+		return 0, false
 	}
-	start := hw
 	if m.autoOffsetReset(g) == "earliest" {
-		start = logStart
+		return logStart, true
 	}
-	g.parts[k] = newPartitionState(topic, start, m.clock.Now().UnixMilli())
-	return true
+	return hw, true
 }
 
 // groupConfig is a group's override of a config, if it has one.
@@ -419,35 +452,6 @@ func (m *machine) scheduleLocks(g *groupState, k partKey) {
 	})
 }
 
-// persist writes a snapshot of each share partition of keys (a tombstone
-// for one that is gone) to the group's __share_group_state partition and
-// calls done on the shard with 0 or the append's error code.
-func (m *machine) persist(g *groupState, keys []partKey, done func(code int16)) {
-	now := m.clock.Now().UnixMilli()
-	recs := make([]Record, 0, len(keys))
-	for _, k := range keys {
-		ps := g.parts[k]
-		if ps == nil {
-			recs = append(recs, Record{Key: snapshotKey(g.id, k)})
-			continue
-		}
-		ps.snapshots++
-		if m.cfg.LeaderEpoch != nil && ps.topic != "" {
-			ps.leaderEpoch = max(m.cfg.LeaderEpoch(ps.topic, k.partition), -1)
-		}
-		v := snapshotValue{SnapshotEpoch: ps.snapshots, StateEpoch: ps.stateEpoch, LeaderEpoch: ps.leaderEpoch,
-			StartOffset: ps.start, CreateTimestamp: ps.created, WriteTimestamp: now, Batches: ps.stateBatches()}
-		recs = append(recs, Record{Key: snapshotKey(g.id, k), Value: v.encode()})
-	}
-	m.s.Append(g.partition, recs, func(err error) {
-		if err != nil {
-			done(coord.AppendErrorCode(err, nil))
-			return
-		}
-		done(0)
-	})
-}
-
 // describe is one group of ShareGroupDescribe.
 func (m *machine) describe(id string) kmsg.ShareGroupDescribeResponseGroup {
 	out := kmsg.NewShareGroupDescribeResponseGroup()
@@ -457,7 +461,7 @@ func (m *machine) describe(id string) kmsg.ShareGroupDescribeResponseGroup {
 		return out
 	}
 	g := m.groups[id]
-	if g == nil {
+	if g == nil || !g.known() {
 		out.ErrorCode = errGroupIDNotFound
 		msg := "Group " + id + " not found."
 		out.ErrorMessage = &msg
@@ -502,7 +506,7 @@ type GroupListing struct {
 func (m *machine) list() []GroupListing {
 	var out []GroupListing
 	for id, g := range m.groups {
-		if m.loaded[g.partition] {
+		if m.loaded[g.partition] && g.known() {
 			out = append(out, GroupListing{Group: id, State: g.state()})
 		}
 	}
@@ -517,7 +521,7 @@ func (m *machine) deleteGroup(id string, reply func(int16)) {
 		return
 	}
 	g := m.groups[id]
-	if g == nil {
+	if g == nil || !g.known() {
 		reply(errGroupIDNotFound)
 		return
 	}
@@ -525,15 +529,17 @@ func (m *machine) deleteGroup(id string, reply func(int16)) {
 		reply(errNonEmptyGroup)
 		return
 	}
-	keys := slices.Collect(maps.Keys(g.parts))
-	for _, k := range keys {
-		m.s.Cancel(timerKey{kind: timerLocks, group: id, part: k})
+	for k := range g.parts {
+		m.dropLocal(g, k)
 	}
+	keys := slices.Collect(maps.Keys(g.durable))
 	delete(m.groups, id)
-	g.parts = map[partKey]*partitionState{}
+	g.durable = map[partKey]*snapshotValue{}
 	if len(keys) == 0 {
 		reply(0)
 		return
 	}
-	m.persist(g, keys, reply)
+	// Kafka's group coordinator deletes the state with
+	// DeleteShareGroupState; here it is this node's own.
+	m.appendDurable(g, keys, reply)
 }

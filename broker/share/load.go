@@ -8,9 +8,10 @@ import (
 
 // replay rebuilds the groups of a __share_group_state partition from its
 // records: the newest snapshot of each share partition wins and a
-// tombstone forgets it. Groups come back with their share partitions and
-// no members: members rejoin (their next heartbeat answers
-// UNKNOWN_MEMBER_ID), and what they held is AVAILABLE again.
+// tombstone forgets it. Groups come back with the durable state of their
+// share partitions and no members: members rejoin (their next heartbeat
+// answers UNKNOWN_MEMBER_ID), and the leaders of the partitions read the
+// state again, where what was in flight is AVAILABLE.
 func replay(partition int32, records iter.Seq2[Record, error], log *slog.Logger) (map[string]*groupState, error) {
 	groups := map[string]*groupState{}
 	for r, err := range records {
@@ -31,7 +32,7 @@ func replay(partition int32, records iter.Seq2[Record, error], log *slog.Logger)
 		g := groups[group]
 		if r.Value == nil {
 			if g != nil {
-				delete(g.parts, k)
+				delete(g.durable, k)
 			}
 			continue
 		}
@@ -40,16 +41,14 @@ func replay(partition int32, records iter.Seq2[Record, error], log *slog.Logger)
 			return nil, fmt.Errorf("replay %s-%d: snapshot of %s: %w", StateTopic, partition, group, err)
 		}
 		if g == nil {
-			g = &groupState{id: group, partition: partition, members: map[string]*member{},
-				target: map[string]assignment{}, parts: map[partKey]*partitionState{},
-				sessions: map[string]*session{}}
+			g = emptyGroup(group, partition)
+			g.exists = true
 			groups[group] = g
 		}
-		// The topic name is filled in by the next fetch or assignment.
-		g.parts[k] = restore("", v)
+		g.durable[k] = &v
 	}
 	for id, g := range groups {
-		if len(g.parts) == 0 {
+		if len(g.durable) == 0 {
 			delete(groups, id)
 		}
 	}

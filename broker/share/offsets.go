@@ -36,7 +36,7 @@ func (m *machine) describeOffsets(req kmsg.DescribeShareGroupOffsetsRequestGroup
 		return out
 	}
 	g := m.groups[req.GroupID]
-	if g == nil {
+	if g == nil || !g.known() {
 		out.ErrorCode = errGroupIDNotFound
 		msg := "Group " + req.GroupID + " not found."
 		out.ErrorMessage = &msg
@@ -50,7 +50,7 @@ func (m *machine) describeOffsets(req kmsg.DescribeShareGroupOffsetsRequestGroup
 	asked := req.Topics
 	if asked == nil {
 		byTopic := map[string][]int32{}
-		for k := range g.parts {
+		for k := range g.durable {
 			if name, ok := names[k.topic]; ok {
 				byTopic[name] = append(byTopic[name], k.partition)
 			}
@@ -69,12 +69,12 @@ func (m *machine) describeOffsets(req kmsg.DescribeShareGroupOffsetsRequestGroup
 		for _, p := range at.Partitions {
 			rp := kmsg.NewDescribeShareGroupOffsetsResponseGroupTopicPartition()
 			rp.Partition, rp.StartOffset, rp.LeaderEpoch, rp.Lag = p, -1, -1, -1
-			switch ps := g.parts[partKey{t.ID, p}]; {
+			switch v := g.durable[partKey{t.ID, p}]; {
 			case !known || p < 0 || p >= t.Partitions:
 				rp.ErrorCode = kerr.UnknownTopicOrPartition.Code
-			case ps != nil:
-				rp.StartOffset, rp.LeaderEpoch = ps.start, ps.leaderEpoch
-				rp.Lag = m.lag(at.Topic, p, ps)
+			case v != nil:
+				rp.StartOffset, rp.LeaderEpoch = v.StartOffset, v.LeaderEpoch
+				rp.Lag = m.lag(at.Topic, p, v)
 			}
 			rt.Partitions = append(rt.Partitions, rp)
 		}
@@ -83,9 +83,10 @@ func (m *machine) describeOffsets(req kmsg.DescribeShareGroupOffsetsRequestGroup
 	return out
 }
 
-// lag is KIP-1226's lag of a share partition: the records between the
-// start offset and the high watermark whose delivery is not complete.
-func (m *machine) lag(topic string, partition int32, ps *partitionState) int64 {
+// lag is KIP-1226's lag of a share partition, from its durable state: the
+// records between the start offset and the high watermark whose delivery
+// is not complete. It is -1 where this node does not lead the partition.
+func (m *machine) lag(topic string, partition int32, v *snapshotValue) int64 {
 	if m.cfg.Offsets == nil {
 		return -1
 	}
@@ -94,12 +95,16 @@ func (m *machine) lag(topic string, partition int32, ps *partitionState) int64 {
 		return -1
 	}
 	done := int64(0)
-	for off, r := range ps.recs {
-		if off < hw && (r.state == stateAcknowledged || r.state == stateArchived) {
-			done++
+	for _, b := range v.Batches {
+		if b.State != stateAcknowledged && b.State != stateArchived {
+			continue
+		}
+		first, last := max(b.First, v.StartOffset), min(b.Last, hw-1)
+		if last >= first {
+			done += last - first + 1
 		}
 	}
-	return max(hw-ps.start-done, 0)
+	return max(hw-v.StartOffset-done, 0)
 }
 
 // alterOffsets is AlterShareGroupOffsets: each partition named starts over
@@ -128,6 +133,7 @@ func (m *machine) alterOffsets(req *kmsg.AlterShareGroupOffsetsRequest, reply fu
 	if g == nil {
 		g = m.newGroup(req.GroupID)
 	}
+	g.exists = true
 	topics := m.topics()
 	var changed []partKey
 	now := m.clock.Now().UnixMilli()
@@ -145,14 +151,16 @@ func (m *machine) alterOffsets(req *kmsg.AlterShareGroupOffsetsRequest, reply fu
 			case p.StartOffset < 0:
 				rp.ErrorCode = errInvalidRequest
 			default:
+				// A new state epoch, as Kafka's group coordinator
+				// initializes the share partition again: a leader
+				// serving it from before is fenced at its next write.
 				k := partKey{t.ID, p.Partition}
-				ps := newPartitionState(at.Topic, p.StartOffset, now)
-				if old := g.parts[k]; old != nil {
-					ps.stateEpoch, ps.snapshots = old.stateEpoch+1, old.snapshots
+				v := &snapshotValue{LeaderEpoch: -1, StartOffset: p.StartOffset, CreateTimestamp: now}
+				if old := g.durable[k]; old != nil {
+					v.StateEpoch, v.SnapshotEpoch, v.LeaderEpoch = old.StateEpoch+1, old.SnapshotEpoch, old.LeaderEpoch
 				}
-				g.parts[k] = ps
-				m.s.Cancel(timerKey{kind: timerLocks, group: g.id, part: k})
-				m.wake(g, k)
+				g.durable[k] = v
+				m.dropLocal(g, k)
 				changed = append(changed, k)
 			}
 			rt.Partitions = append(rt.Partitions, rp)
@@ -163,7 +171,7 @@ func (m *machine) alterOffsets(req *kmsg.AlterShareGroupOffsetsRequest, reply fu
 		reply(resp)
 		return
 	}
-	m.persist(g, changed, func(code int16) {
+	m.appendDurable(g, changed, func(code int16) {
 		resp.ErrorCode = code
 		reply(resp)
 	})
@@ -180,7 +188,7 @@ func (m *machine) deleteOffsets(req *kmsg.DeleteShareGroupOffsetsRequest, reply 
 	}
 	g := m.groups[req.GroupID]
 	switch {
-	case g == nil:
+	case g == nil || !g.known():
 		resp.ErrorCode = errGroupIDNotFound
 		reply(resp)
 		return
@@ -201,10 +209,10 @@ func (m *machine) deleteOffsets(req *kmsg.DeleteShareGroupOffsetsRequest, reply 
 			continue
 		}
 		rt.TopicID = t.ID
-		for k := range g.parts {
+		for k := range g.durable {
 			if k.topic == t.ID {
-				delete(g.parts, k)
-				m.s.Cancel(timerKey{kind: timerLocks, group: g.id, part: k})
+				delete(g.durable, k)
+				m.dropLocal(g, k)
 				changed = append(changed, k)
 			}
 		}
@@ -214,7 +222,7 @@ func (m *machine) deleteOffsets(req *kmsg.DeleteShareGroupOffsetsRequest, reply 
 		reply(resp)
 		return
 	}
-	m.persist(g, changed, func(code int16) {
+	m.appendDurable(g, changed, func(code int16) {
 		resp.ErrorCode = code
 		reply(resp)
 	})

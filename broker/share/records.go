@@ -29,8 +29,9 @@ type partKey struct {
 	partition int32
 }
 
-// stateBatch is a StateBatch of a snapshot.
-type stateBatch struct {
+// StateBatch is a StateBatch of a snapshot and of the share-state RPCs:
+// a run of offsets with one delivery state and delivery count.
+type StateBatch struct {
 	First, Last int64
 	State       int8
 	Deliveries  int16
@@ -44,7 +45,7 @@ type snapshotValue struct {
 	StartOffset     int64
 	CreateTimestamp int64
 	WriteTimestamp  int64
-	Batches         []stateBatch
+	Batches         []StateBatch
 }
 
 var errShortRecord = errors.New("share record too short")
@@ -152,7 +153,7 @@ func parseSnapshotValue(b []byte) (snapshotValue, error) {
 			return v, errShortRecord
 		}
 		for range n - 1 {
-			sb := stateBatch{First: r.i64(), Last: r.i64(), State: r.i8(), Deliveries: r.i16()}
+			sb := StateBatch{First: r.i64(), Last: r.i64(), State: r.i8(), Deliveries: r.i16()}
 			r.skipTags()
 			v.Batches = append(v.Batches, sb)
 		}

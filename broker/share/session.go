@@ -105,16 +105,16 @@ type Acquisition struct {
 }
 
 // startFetch runs a ShareFetch's session step and acknowledgements on the
-// shard; reply gets the plan once the acknowledgements are durable.
+// shard; reply gets the plan once the acknowledgements are durable. The
+// node serves the share partitions it leads, whatever node coordinates
+// the group: the share session and the share partitions are the
+// leader's, as in Kafka; their durable state is the share coordinator's
+// (state.go).
 func (m *machine) startFetch(req FetchStart, reply func(FetchPlan)) {
 	plan := FetchPlan{AckErrors: map[PartitionRef]int16{}}
 	fail := func(code int16) { plan.ErrorCode = code; reply(plan) }
 	if req.Member == "" || req.Group == "" {
 		fail(errInvalidRequest)
-		return
-	}
-	if code := m.owns(m.partitionOf(req.Group)); code != 0 {
-		fail(code)
 		return
 	}
 	g := m.groups[req.Group]
@@ -146,28 +146,41 @@ func (m *machine) startFetch(req FetchStart, reply func(FetchPlan)) {
 	changed := m.applyAcks(g, req.Member, req.Acks, req.Renew, req.Readable, plan.AckErrors)
 	if req.Epoch == -1 {
 		m.releaseMember(g, req.Member)
-	} else {
-		for _, f := range req.Forget {
-			delete(sess.parts, partKey{f.TopicID, f.Partition})
-		}
-		for _, f := range req.Fetch {
-			sess.parts[partKey{f.TopicID, f.Partition}] = f.Topic
-		}
-		keys := slices.Collect(maps.Keys(sess.parts))
-		slices.SortFunc(keys, func(a, b partKey) int {
-			if c := slices.Compare(a.topic[:], b.topic[:]); c != 0 {
-				return c
-			}
-			return int(a.partition - b.partition)
-		})
-		refs := make([]PartitionRef, len(keys))
-		for i, k := range keys {
-			refs[i] = PartitionRef{TopicID: k.topic, Topic: sess.parts[k], Partition: k.partition}
-		}
-		var inited []partKey
-		plan.Reads, inited = m.planReads(g, refs, req.Readable)
-		changed = append(changed, inited...)
+		m.finishFetch(g, changed, plan, reply)
+		return
 	}
+	for _, f := range req.Forget {
+		delete(sess.parts, partKey{f.TopicID, f.Partition})
+	}
+	for _, f := range req.Fetch {
+		sess.parts[partKey{f.TopicID, f.Partition}] = f.Topic
+	}
+	keys := slices.Collect(maps.Keys(sess.parts))
+	slices.SortFunc(keys, func(a, b partKey) int {
+		if c := slices.Compare(a.topic[:], b.topic[:]); c != 0 {
+			return c
+		}
+		return int(a.partition - b.partition)
+	})
+	refs := make([]PartitionRef, 0, len(keys))
+	var load []PartitionRef
+	for _, k := range keys {
+		ref := PartitionRef{TopicID: k.topic, Topic: sess.parts[k], Partition: k.partition}
+		refs = append(refs, ref)
+		if req.Readable == nil || ref.Topic == "" || req.Readable(ref.Topic) {
+			load = append(load, ref)
+		}
+	}
+	m.ensureParts(g, load, func(codes map[partKey]int16) {
+		var moved []partKey
+		plan.Reads, moved = m.planReads(g, refs, req.Readable, codes)
+		m.finishFetch(g, append(changed, moved...), plan, reply)
+	})
+}
+
+// finishFetch keeps the share partitions a ShareFetch changed and then
+// answers its plan; a failed write fails the acknowledgements.
+func (m *machine) finishFetch(g *groupState, changed []partKey, plan FetchPlan, reply func(FetchPlan)) {
 	if len(changed) == 0 {
 		reply(plan)
 		return
@@ -195,13 +208,19 @@ func (m *machine) applyAcks(g *groupState, memberID string, acks []Ack, renew bo
 	renewed := now.Add(m.lockDuration(g))
 	for _, a := range acks {
 		k := partKey{a.Ref.TopicID, a.Ref.Partition}
-		ps := g.parts[k]
+		var ps *partitionState
 		code := int16(0)
 		switch {
 		case a.Ref.Topic == "":
 			code = errUnknownTopicID
 		case readable != nil && !readable(a.Ref.Topic):
 			code = errTopicAuthorizationFailed
+		}
+		if code == 0 {
+			ps, code = m.current(g, k, a.Ref.Topic)
+		}
+		switch {
+		case code != 0:
 		case ps == nil:
 			code = errInvalidRecordState
 		default:
@@ -232,7 +251,7 @@ func (m *machine) applyAcks(g *groupState, memberID string, acks []Ack, renew bo
 func (m *machine) acquire(group, memberID string, reads []PartitionBatches, maxRecords int, exact bool, wake chan struct{}) Acquisition {
 	out := Acquisition{Acquired: map[PartitionRef][]Acquired{}}
 	g := m.groups[group]
-	if g == nil || m.owns(g.partition) != 0 {
+	if g == nil {
 		return out
 	}
 	deadline := m.clock.Now().Add(m.lockDuration(g))
@@ -242,7 +261,7 @@ func (m *machine) acquire(group, memberID string, reads []PartitionBatches, maxR
 			break
 		}
 		k := partKey{r.Ref.TopicID, r.Ref.Partition}
-		ps := g.parts[k]
+		ps, _ := m.current(g, k, r.Ref.Topic)
 		if ps == nil || len(r.Batches) == 0 {
 			continue
 		}
@@ -325,10 +344,6 @@ func (m *machine) acknowledge(req AckStart, reply func(int16, map[PartitionRef]i
 		reply(errInvalidRequest, codes)
 		return
 	}
-	if code := m.owns(m.partitionOf(req.Group)); code != 0 {
-		reply(code, codes)
-		return
-	}
 	g := m.groups[req.Group]
 	if g == nil || req.Epoch == 0 {
 		reply(errInvalidShareSessionEpoch, codes)
@@ -368,42 +383,39 @@ func (m *machine) acknowledge(req AckStart, reply func(int16, map[PartitionRef]i
 }
 
 // planReads says where to read each partition from: its first AVAILABLE
-// record or its end. A share partition the group never consumed starts
-// at share.auto.offset.reset, and one whose records below the log start
-// offset were deleted moves past them; planReads returns those it created
-// or moved, to be written. A partition of a topic readable says the
-// principal may not READ answers TOPIC_AUTHORIZATION_FAILED and is not
-// created: Kafka initializes share partitions only for the authorized.
-func (m *machine) planReads(g *groupState, refs []PartitionRef, readable func(string) bool) ([]PartitionRead, []partKey) {
-	var created []partKey
+// record or its end. ensureParts read the share partitions before;
+// codes are the ones it could not serve here. A share partition whose
+// records below the log start offset were deleted moves past them;
+// planReads returns those it moved, to be written. A partition of a
+// topic readable says the principal may not READ answers
+// TOPIC_AUTHORIZATION_FAILED and is not read: Kafka initializes share
+// partitions only for the authorized.
+func (m *machine) planReads(g *groupState, refs []PartitionRef, readable func(string) bool, codes map[partKey]int16) ([]PartitionRead, []partKey) {
+	var moved []partKey
 	out := make([]PartitionRead, 0, len(refs))
 	for _, ref := range refs {
 		k := partKey{ref.TopicID, ref.Partition}
 		rd := PartitionRead{Ref: ref}
-		ps := g.parts[k]
 		switch {
 		case ref.Topic == "":
 			rd.ErrorCode = errUnknownTopicID
 		case readable != nil && !readable(ref.Topic):
 			rd.ErrorCode = errTopicAuthorizationFailed
-		case ps == nil && !m.initPartition(g, k, ref.Topic):
+		case codes[k] != 0:
+			rd.ErrorCode = codes[k]
+		case g.parts[k] == nil:
 			rd.ErrorCode = errNotLeader
 		default:
-			switch {
-			case ps == nil:
-				created = append(created, k)
-			case m.cfg.Offsets != nil && m.skipDeleted(ps, ref):
-				created = append(created, k)
+			ps := g.parts[k]
+			if m.cfg.Offsets != nil && m.skipDeleted(ps, ref) {
+				moved = append(moved, k)
 				m.wake(g, k)
 			}
-			if ps != nil && ps.topic == "" {
-				ps.topic = ref.Topic // restored from a snapshot, which names the topic by id
-			}
-			rd.Offset = g.parts[k].readFrom()
+			rd.Offset = ps.readFrom()
 		}
 		out = append(out, rd)
 	}
-	return out, created
+	return out, moved
 }
 
 // connectionClosed ends the share sessions a connection opened and

@@ -1,0 +1,319 @@
+package broker
+
+import (
+	"context"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/gregorbroker/gregor/broker/share"
+)
+
+// clusterShareMember is a share member spoken to with raw requests pinned
+// to chosen nodes: heartbeats to the group's coordinator, fetches and
+// acknowledgements to the partition's leader, as Kafka's consumers send
+// them.
+type clusterShareMember struct {
+	t       *testing.T
+	cl      *kgo.Client
+	group   string
+	id      string
+	session map[int32]int32 // next share session epoch by node
+}
+
+func (m *clusterShareMember) send(node int32, req kmsg.Request) kmsg.Response {
+	m.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	resp, err := m.cl.Broker(int(node)).Request(ctx, req)
+	if err != nil {
+		m.t.Fatalf("%T to node %d: %v", req, node, err)
+	}
+	return resp
+}
+
+// fetch acquires up to maxRecords (exactly, KIP-1206's record limit) of
+// the partition from node, waiting up to maxWait.
+func (m *clusterShareMember) fetch(node int32, tid [16]byte, maxRecords, maxWait int32) *kmsg.ShareFetchResponse {
+	m.t.Helper()
+	req := kmsg.NewPtrShareFetchRequest()
+	req.Version = 2
+	req.GroupID, req.MemberID = &m.group, &m.id
+	req.ShareSessionEpoch = m.session[node]
+	req.MaxWaitMillis, req.MinBytes, req.MaxBytes, req.MaxRecords, req.BatchSize = maxWait, 1, 1<<20, maxRecords, maxRecords
+	req.ShareAcquireMode = 1
+	rt := kmsg.NewShareFetchRequestTopic()
+	rt.TopicID = tid
+	rp := kmsg.NewShareFetchRequestTopicPartition()
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	resp := m.send(node, req).(*kmsg.ShareFetchResponse)
+	if resp.ErrorCode == 0 {
+		m.session[node] = nextShareEpoch(m.session[node])
+	}
+	return resp
+}
+
+// ack acknowledges [first, last] with typ on node's share session; it
+// answers the partition's code.
+func (m *clusterShareMember) ack(node int32, tid [16]byte, first, last int64, typ int8) int16 {
+	m.t.Helper()
+	req := kmsg.NewPtrShareAcknowledgeRequest()
+	req.GroupID, req.MemberID = &m.group, &m.id
+	req.ShareSessionEpoch = m.session[node]
+	rt := kmsg.NewShareAcknowledgeRequestTopic()
+	rt.TopicID = tid
+	rp := kmsg.NewShareAcknowledgeRequestTopicPartition()
+	b := kmsg.NewShareAcknowledgeRequestTopicPartitionAcknowledgementBatch()
+	b.FirstOffset, b.LastOffset, b.AcknowledgeTypes = first, last, []int8{typ}
+	rp.AcknowledgementBatches = append(rp.AcknowledgementBatches, b)
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	resp := m.send(node, req).(*kmsg.ShareAcknowledgeResponse)
+	if resp.ErrorCode != 0 {
+		m.t.Fatalf("share acknowledge on node %d: %v", node, kerr.ErrorForCode(resp.ErrorCode))
+	}
+	m.session[node] = nextShareEpoch(m.session[node])
+	return resp.Topics[0].Partitions[0].ErrorCode
+}
+
+// acquired lists the offsets a ShareFetch answer acquired, with their
+// delivery counts.
+func acquired(resp *kmsg.ShareFetchResponse) map[int64]int16 {
+	out := map[int64]int16{}
+	for _, t := range resp.Topics {
+		for _, p := range t.Partitions {
+			for _, a := range p.AcquiredRecords {
+				for o := a.FirstOffset; o <= a.LastOffset; o++ {
+					out[o] = a.DeliveryCount
+				}
+			}
+		}
+	}
+	return out
+}
+
+func partitionCode(resp *kmsg.ShareFetchResponse) (int16, int32) {
+	for _, t := range resp.Topics {
+		for _, p := range t.Partitions {
+			return p.ErrorCode, p.CurrentLeader.LeaderID
+		}
+	}
+	return 0, -1
+}
+
+// stateSummary reads a share partition's start offset and leader epoch
+// from the share coordinator with ReadShareGroupStateSummary.
+func stateSummary(t *testing.T, m *clusterShareMember, coordinator int32, tid [16]byte) kmsg.ReadShareGroupStateSummaryResponseTopicPartition {
+	t.Helper()
+	req := kmsg.NewPtrReadShareGroupStateSummaryRequest()
+	req.GroupID = m.group
+	rt := kmsg.NewReadShareGroupStateSummaryRequestTopic()
+	rt.TopicID = tid
+	rt.Partitions = append(rt.Partitions, kmsg.NewReadShareGroupStateSummaryRequestTopicPartition())
+	req.Topics = append(req.Topics, rt)
+	return m.send(coordinator, req).(*kmsg.ReadShareGroupStateSummaryResponse).Topics[0].Partitions[0]
+}
+
+// TestShareGroupCluster: a share group on a three-node cluster, with the
+// partition's leader L, a follower X and the group's coordinator C three
+// different nodes. The member joins on C, fetches and acknowledges on L,
+// which reads and writes the share partition's state on C with the
+// share-state requests; a fetch sent to C for the partition answers
+// NOT_LEADER_OR_FOLLOWER and names L. L stops: X becomes the leader,
+// reads the state back from C, and delivers again only what was not
+// acknowledged (the released records and those L had in flight, with
+// their delivery counts raised), never an accepted one. The old leader's
+// epoch is fenced at C.
+func TestShareGroupCluster(t *testing.T) {
+	nodes := startTestCluster(t)
+	byID := map[int32]*testNode{}
+	for _, n := range nodes {
+		byID[n.id] = n
+	}
+	cl := clusterClient(t, nodes, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.RequiredAcks(kgo.AllISRAcks()))
+	ctx := testContext(t)
+	const group = "cg"
+	if _, err := nodes[0].ensureShareStateTopic(ctx); err != nil {
+		t.Fatal(err)
+	}
+	sp := nodes[0].shares.coord.PartitionFor(group)
+	var c int32 = -1
+	for deadline := time.Now().Add(30 * time.Second); c < 0 && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if st, ok := nodes[0].meta.Image().Topic(share.StateTopic); ok && st.Partitions[sp].Leader >= 0 {
+			c = st.Partitions[sp].Leader
+		}
+	}
+	if c < 0 {
+		t.Fatal("no leader for the group's __share_group_state partition")
+	}
+	var others []int32
+	for _, n := range nodes {
+		if n.id != c {
+			others = append(others, n.id)
+		}
+	}
+	l, x := others[0], others[1]
+
+	create := kmsg.NewPtrCreateTopicsRequest()
+	create.TimeoutMillis = 10000
+	rt := kmsg.NewCreateTopicsRequestTopic()
+	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = "cq", -1, -1
+	ra := kmsg.NewCreateTopicsRequestTopicReplicaAssignment()
+	ra.Replicas = []int32{l, x, c}
+	rt.ReplicaAssignment = append(rt.ReplicaAssignment, ra)
+	create.Topics = append(create.Topics, rt)
+	if cresp, err := create.RequestWith(ctx, cl); err != nil || cresp.Topics[0].ErrorCode != 0 {
+		t.Fatalf("create cq: %v %+v", err, cresp)
+	}
+	waitMetadata(t, cl, 30*time.Second, "cq led by L with a full ISR", func(md map[string]map[int32]partitionState) bool {
+		p, ok := md["cq"][0]
+		return ok && p.leader == l && len(p.isr) == 3
+	}, "cq")
+	setGroupConfig(t, cl, group, "share.auto.offset.reset", "earliest")
+	var recs []*kgo.Record
+	for i := range 100 {
+		recs = append(recs, &kgo.Record{Topic: "cq", Value: []byte(strconv.Itoa(i))})
+	}
+	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	tp, _ := nodes[0].meta.Image().Topic("cq")
+	tid := tp.ID
+
+	m := &clusterShareMember{t: t, cl: cl, group: group, id: "member-a", session: map[int32]int32{}}
+	hb := kmsg.NewPtrShareGroupHeartbeatRequest()
+	hb.GroupID, hb.MemberID, hb.SubscribedTopicNames = group, m.id, []string{"cq"}
+	var hresp *kmsg.ShareGroupHeartbeatResponse
+	for try := 0; try < 100; try++ {
+		hresp = m.send(c, hb).(*kmsg.ShareGroupHeartbeatResponse)
+		if hresp.ErrorCode == 0 {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if hresp.ErrorCode != 0 || hresp.Assignment == nil || len(hresp.Assignment.TopicPartitions) != 1 {
+		t.Fatalf("join on the coordinator: %v %+v", kerr.ErrorForCode(hresp.ErrorCode), hresp.Assignment)
+	}
+	// The other nodes do not coordinate the group.
+	if r := m.send(l, hb).(*kmsg.ShareGroupHeartbeatResponse); r.ErrorCode != kerr.NotCoordinator.Code {
+		t.Fatalf("heartbeat on the leader: %v, want NOT_COORDINATOR", kerr.ErrorForCode(r.ErrorCode))
+	}
+
+	// The coordinator does not lead cq: its fetch names the leader.
+	probe := &clusterShareMember{t: t, cl: cl, group: group, id: "member-a", session: map[int32]int32{}}
+	if resp := probe.fetch(c, tid, 10, 0); resp.ErrorCode != 0 {
+		t.Fatalf("fetch on the coordinator: %v", kerr.ErrorForCode(resp.ErrorCode))
+	} else if code, leader := partitionCode(resp); code != kerr.NotLeaderForPartition.Code || leader != l {
+		t.Fatalf("fetch on the coordinator: partition code %v, leader %d; want NOT_LEADER_OR_FOLLOWER and %d", kerr.ErrorForCode(code), leader, l)
+	}
+
+	// On L: acquire 0-59, accept 0-39, release 40-49, hold 50-59.
+	got := map[int64]int16{}
+	for deadline := time.Now().Add(20 * time.Second); len(got) < 60 && time.Now().Before(deadline); {
+		resp := m.fetch(l, tid, int32(60-len(got)), 500)
+		if resp.ErrorCode != 0 {
+			t.Fatalf("fetch on the leader: %v", kerr.ErrorForCode(resp.ErrorCode))
+		}
+		for o, d := range acquired(resp) {
+			got[o] = d
+		}
+	}
+	if len(got) != 60 {
+		t.Fatalf("acquired %d records on the leader, want 60", len(got))
+	}
+	for o, d := range got {
+		if o >= 60 || d != 1 {
+			t.Fatalf("acquired offset %d with delivery count %d", o, d)
+		}
+	}
+	if code := m.ack(l, tid, 0, 39, 1); code != 0 {
+		t.Fatalf("accept on the leader: %v", kerr.ErrorForCode(code))
+	}
+	if code := m.ack(l, tid, 40, 49, 2); code != 0 {
+		t.Fatalf("release on the leader: %v", kerr.ErrorForCode(code))
+	}
+	// The state is the coordinator's: start offset 40, written by L.
+	sum := stateSummary(t, m, c, tid)
+	lEpoch := byID[l].leaderPartition("cq", 0).LeaderEpoch.Load()
+	if sum.ErrorCode != 0 || sum.StartOffset != 40 || sum.LeaderEpoch != lEpoch {
+		t.Fatalf("state summary on the coordinator: %v start %d leader epoch %d, want start 40 epoch %d",
+			kerr.ErrorForCode(sum.ErrorCode), sum.StartOffset, sum.LeaderEpoch, lEpoch)
+	}
+	if info, ok := byID[c].shares.coord.Partition(ctx, group, tid, 0); !ok || info.Start != 40 || info.InFlight["AVAILABLE"] != 20 {
+		t.Fatalf("durable state on the coordinator: %+v", info)
+	}
+
+	// L stops with 50-59 acquired: X takes over and reads the state back.
+	byID[l].Close()
+	waitMetadata(t, cl, 30*time.Second, "cq led by X", func(md map[string]map[int32]partitionState) bool {
+		p, ok := md["cq"][0]
+		return ok && p.leader == x
+	}, "cq")
+	for i := 100; i < 150; i++ {
+		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "cq", Value: []byte(strconv.Itoa(i))}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m2 := &clusterShareMember{t: t, cl: cl, group: group, id: "member-b", session: map[int32]int32{}}
+	got = map[int64]int16{}
+	for deadline := time.Now().Add(30 * time.Second); len(got) < 110 && time.Now().Before(deadline); {
+		resp := m2.fetch(x, tid, 200, 500)
+		if resp.ErrorCode != 0 {
+			t.Fatalf("fetch on the new leader: %v", kerr.ErrorForCode(resp.ErrorCode))
+		}
+		if code, _ := partitionCode(resp); code != 0 {
+			time.Sleep(100 * time.Millisecond) // reading the state back
+			continue
+		}
+		for o, d := range acquired(resp) {
+			if _, dup := got[o]; dup {
+				t.Fatalf("offset %d acquired twice on the new leader", o)
+			}
+			got[o] = d
+		}
+	}
+	offs := make([]int64, 0, len(got))
+	for o := range got {
+		offs = append(offs, o)
+	}
+	slices.Sort(offs)
+	if len(got) != 110 || offs[0] != 40 || offs[len(offs)-1] != 149 {
+		t.Fatalf("the new leader delivered %d records (%v…), want 40-149", len(got), offs[:min(5, len(offs))])
+	}
+	for o, d := range got {
+		want := int16(1)
+		if o < 60 {
+			want = 2 // released, or in flight on L when it stopped
+		}
+		if d != want {
+			t.Errorf("offset %d: delivery count %d on the new leader, want %d", o, d, want)
+		}
+	}
+	if code := m2.ack(x, tid, 40, 149, 1); code != 0 {
+		t.Fatalf("accept on the new leader: %v", kerr.ErrorForCode(code))
+	}
+	sum = stateSummary(t, m, c, tid)
+	xEpoch := byID[x].leaderPartition("cq", 0).LeaderEpoch.Load()
+	if sum.StartOffset != 150 || sum.LeaderEpoch != xEpoch || xEpoch <= lEpoch {
+		t.Fatalf("state summary after the new leader: start %d leader epoch %d, want 150 and %d (L had %d)", sum.StartOffset, sum.LeaderEpoch, xEpoch, lEpoch)
+	}
+
+	// A write from the old leader's epoch is fenced.
+	w := kmsg.NewPtrWriteShareGroupStateRequest()
+	w.GroupID = group
+	wt := kmsg.NewWriteShareGroupStateRequestTopic()
+	wt.TopicID = tid
+	wp := kmsg.NewWriteShareGroupStateRequestTopicPartition()
+	wp.LeaderEpoch, wp.StartOffset = lEpoch, 40
+	wt.Partitions = append(wt.Partitions, wp)
+	w.Topics = append(w.Topics, wt)
+	if code := m.send(c, w).(*kmsg.WriteShareGroupStateResponse).Topics[0].Partitions[0].ErrorCode; code != kerr.FencedLeaderEpoch.Code {
+		t.Fatalf("write at the old leader epoch: %v, want FENCED_LEADER_EPOCH", kerr.ErrorForCode(code))
+	}
+}
