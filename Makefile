@@ -5,7 +5,7 @@ GOFLAGS ?=
 VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X main.version=$(VERSION)
 
-.PHONY: run cluster build test test-short compat-deps console-e2e compat compat-peers compat-librdkafka kafka-ref kafka-ref-stop fuzz bench vet soak
+.PHONY: run cluster build test test-short compat-deps console-e2e compat compat-peers compat-librdkafka kafka-ref kafka-ref-stop fuzz bench bench-compare vet soak
 
 run:
 	$(GO) run -ldflags "$(LDFLAGS)" ./cmd/gregor serve
@@ -145,6 +145,20 @@ fuzz:
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./protocol ./storage ./broker
+
+# gregor side by side with Apache Kafka (compat/kafka-ref, the 4.x of
+# compat/java/pom.xml) and franz-go's kfake (compat/cmd/kfakeserver,
+# persisted to disk) in one run: `gregor perf --json` against each, the
+# brokers alternating in every round, produce acks=all to 16 and 1,000
+# partitions (MANY=1 adds 10,000), consume, and end-to-end latency at
+# 10,000 msg/s; medians of BENCH_ROUNDS rounds of MiB/s, broker CPU
+# seconds per GiB (/proc/<pid>/stat) and RSS, with gregor's ratios to the
+# other two, regenerated into docs/performance.md between its markers.
+# BENCH_FLAGS=-short is the short form (one round, small sizes).
+BENCH_ROUNDS ?= 5
+BENCH_FLAGS ?=
+bench-compare:
+	cd compat && $(GO) run ./cmd/benchcompare -rounds $(BENCH_ROUNDS) $(if $(MANY),-many) -doc ../docs/performance.md $(BENCH_FLAGS)
 
 # Long fault runs, never part of make test: many SIGKILL/restart rounds
 # of one node under idempotent producers (TestKillRestartHistory), then

@@ -239,6 +239,10 @@ func (g *Gregor) stop() error {
 	return errors.Join(errs...)
 }
 
+// Pid is the process id of the running gregor, for reading its CPU time
+// and memory from /proc.
+func (g *Gregor) Pid() int { return g.cmd.Process.Pid }
+
 // Tail returns the last n bytes of the process's log, for failure reports.
 func (g *Gregor) Tail(n int) string { return tail(g.LogPath, n) }
 

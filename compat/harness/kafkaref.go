@@ -62,6 +62,20 @@ func (k *KafkaRef) Close() error {
 	return nil
 }
 
+// Pid is the process id of node i's JVM (1-based), from the pid file
+// kafka-ref.sh keeps in the node's directory.
+func (k *KafkaRef) Pid(i int) (int, error) {
+	data, err := os.ReadFile(filepath.Join(k.Dir, fmt.Sprintf("node-%d", i), "pid"))
+	if err != nil {
+		return 0, fmt.Errorf("kafka reference node %d pid: %w", i, err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(data)))
+	if err != nil {
+		return 0, fmt.Errorf("kafka reference node %d pid: %w", i, err)
+	}
+	return pid, nil
+}
+
 // Tail returns the last n bytes of the first node's server.log, for
 // failure reports.
 func (k *KafkaRef) Tail(n int) string { return tail(filepath.Join(k.Dir, "node-1", "server.log"), n) }

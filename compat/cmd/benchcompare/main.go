@@ -1,0 +1,583 @@
+// Command benchcompare measures gregor side by side with Apache Kafka (the
+// compat/kafka-ref reference broker) and franz-go's kfake
+// (compat/cmd/kfakeserver) in one run: the same client (`gregor perf`,
+// built on franz-go, with --json), 1 KiB records, the brokers alternating
+// within each round, and for each case the broker's MiB/s, its CPU
+// seconds per GiB (user+system time of the process from /proc/<pid>/stat,
+// the JVM's too) and its resident memory. It prints a markdown report of
+// the medians and gregor's ratios to the other two, and with -doc
+// regenerates the side-by-side section of docs/performance.md between its
+// markers. `make bench-compare` runs it; `make bench-compare-short` is the
+// short form CI runs, which fails when gregor's CPU per GiB produced
+// exceeds -max-cpu-ratio times kfake's in the same run.
+//
+// Run from the compat directory:
+//
+//	go run ./cmd/benchcompare [-rounds 5] [-short] [-brokers gregor,kafka,kfake] [-doc ../docs/performance.md]
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"math"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/gregorbroker/gregor/compat/harness"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// benchCase is one measurement of the matrix.
+type benchCase struct {
+	Name       string
+	Kind       string // produce, consume or e2e
+	Partitions int
+	Records    int64
+	Rate       float64 // e2e: records/s
+	From       string  // consume: the produce case whose topic it reads
+}
+
+// Title names the case in the tables.
+func (c benchCase) Title() string {
+	switch c.Kind {
+	case "produce":
+		return fmt.Sprintf("produce acks=all, %s partitions", groupDigits(c.Partitions))
+	case "consume":
+		return fmt.Sprintf("consume, %s partitions", groupDigits(c.Partitions))
+	default:
+		return fmt.Sprintf("e2e at %s msg/s, %s partitions", groupDigits(int(c.Rate)), groupDigits(c.Partitions))
+	}
+}
+
+func groupDigits(n int) string {
+	s := strconv.Itoa(n)
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
+}
+
+// perfArgs is the `gregor perf` command line of the case against
+// bootstrap on topic; bin is the binary's name.
+func (c benchCase) perfArgs(bootstrap, topic, bin string) []string {
+	n := strconv.FormatInt(c.Records, 10)
+	switch c.Kind {
+	case "produce":
+		return []string{bin, "perf", "produce", "--bootstrap", bootstrap, "--topic", topic, "--records", n,
+			"--record-size", "1024", "--acks", "all", "--json"}
+	case "consume":
+		return []string{bin, "perf", "consume", "--bootstrap", bootstrap, "--topic", topic, "--records", n,
+			"--verify", "--json"}
+	default:
+		return []string{bin, "perf", "e2e", "--bootstrap", bootstrap, "--topic", topic, "--records", n,
+			"--record-size", "1024", "--acks", "all", "--throughput", strconv.FormatFloat(c.Rate, 'f', -1, 64), "--json"}
+	}
+}
+
+// matrix is the list of cases: produce to 16 and 1,000 partitions (and
+// 10,000 with many), consume of the 16-partition topic, and end-to-end
+// latency at a fixed rate over 16 partitions.
+func matrix(records int64, many bool, e2eRate float64, e2eSeconds float64) []benchCase {
+	cs := []benchCase{
+		{Name: "produce-16", Kind: "produce", Partitions: 16, Records: records},
+		{Name: "produce-1000", Kind: "produce", Partitions: 1000, Records: records},
+	}
+	if many {
+		cs = append(cs, benchCase{Name: "produce-10000", Kind: "produce", Partitions: 10000, Records: records})
+	}
+	cs = append(cs,
+		benchCase{Name: "consume-16", Kind: "consume", Partitions: 16, Records: records, From: "produce-16"},
+		benchCase{Name: "e2e-16", Kind: "e2e", Partitions: 16, Records: int64(e2eRate * e2eSeconds), Rate: e2eRate})
+	return cs
+}
+
+// broker is one of the brokers under test.
+type broker struct {
+	name string
+	addr string
+	pid  int
+	stop func() error
+}
+
+// runInfo describes the run in the report.
+type runInfo struct {
+	When         string
+	Form         string
+	Rounds       int
+	GregorRev    string
+	KafkaVersion string
+	KafkaHeap    string
+	KfakeVersion string
+	Command      string
+	Machine      machine
+}
+
+type options struct {
+	rounds      int
+	short       bool
+	records     int64
+	many        bool
+	e2eRate     float64
+	e2eSeconds  float64
+	brokers     []string
+	doc         string
+	out         string
+	work        string
+	maxCPURatio float64
+	warmup      int64
+}
+
+func main() {
+	var o options
+	var brokers string
+	flag.IntVar(&o.rounds, "rounds", 5, "rounds; the report gives the median of each figure over them")
+	flag.BoolVar(&o.short, "short", false, "the short form: one round, small sizes (unless -rounds, -records or -e2e-seconds are given)")
+	flag.Int64Var(&o.records, "records", 1_000_000, "records of 1 KiB per produce and consume case")
+	flag.BoolVar(&o.many, "many", false, "also produce to 10,000 partitions")
+	flag.Float64Var(&o.e2eRate, "e2e-rate", 10_000, "records/s of the end-to-end case")
+	flag.Float64Var(&o.e2eSeconds, "e2e-seconds", 10, "length of the end-to-end case in seconds")
+	flag.StringVar(&brokers, "brokers", "gregor,kafka,kfake", "comma-separated brokers to measure: gregor, kafka, kfake")
+	flag.StringVar(&o.doc, "doc", "", "regenerate the side-by-side section of this markdown `file` (docs/performance.md)")
+	flag.StringVar(&o.out, "out", "", "also write the report to this `file`")
+	flag.StringVar(&o.work, "work", "", "working `directory` for binaries and data; empty for a temporary one, removed after")
+	flag.Int64Var(&o.warmup, "warmup", 200_000, "records of an unmeasured produce and consume per broker before the first round (0: none)")
+	flag.Float64Var(&o.maxCPURatio, "max-cpu-ratio", 0, "fail when gregor's CPU per GiB produced exceeds this many times kfake's in the same run (0: no check)")
+	verbose := flag.Bool("v", false, "log topic creation and deletion times too")
+	flag.Parse()
+	if *verbose {
+		slog.SetLogLoggerLevel(slog.LevelDebug)
+	}
+	set := map[string]bool{}
+	flag.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if o.short {
+		if !set["rounds"] {
+			o.rounds = 1
+		}
+		if !set["records"] {
+			o.records = 100_000
+		}
+		if !set["e2e-seconds"] {
+			o.e2eSeconds = 2
+		}
+		if !set["warmup"] {
+			o.warmup = 20_000
+		}
+	}
+	for _, b := range strings.Split(brokers, ",") {
+		if b = strings.TrimSpace(b); b != "" {
+			o.brokers = append(o.brokers, b)
+		}
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, o, "go run ./cmd/benchcompare "+strings.Join(os.Args[1:], " ")); err != nil {
+		slog.Error("bench-compare", "err", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, o options, command string) error {
+	if o.rounds < 1 || o.records < 1 || o.e2eRate <= 0 || o.e2eSeconds <= 0 {
+		return errors.New("-rounds, -records, -e2e-rate and -e2e-seconds must be positive")
+	}
+	for _, b := range o.brokers {
+		if _, ok := brokerLabels[b]; !ok {
+			return fmt.Errorf("-brokers: unknown broker %q; want gregor, kafka or kfake", b)
+		}
+	}
+	if !slices.Contains(o.brokers, "gregor") {
+		return errors.New("-brokers must include gregor")
+	}
+	if _, err := os.Stat("kafka-ref/kafka-ref.sh"); err != nil {
+		return fmt.Errorf("run from the compat directory: %w", err)
+	}
+	info := runInfo{When: time.Now().UTC().Format("2006-01-02 15:04 UTC"), Rounds: o.rounds, Command: command,
+		KafkaHeap: "-Xmx512m", KfakeVersion: moduleVersion("github.com/twmb/franz-go/pkg/kfake")}
+	info.Form = fmt.Sprintf("%d round(s) of %s records per produce/consume case, e2e %s records", o.rounds,
+		groupDigits(int(o.records)), groupDigits(int(o.e2eRate*o.e2eSeconds)))
+	if h := os.Getenv("KAFKA_HEAP_OPTS"); h != "" {
+		info.KafkaHeap = h
+	}
+	var err error
+	if info.Machine, err = readMachine(); err != nil {
+		return err
+	}
+	info.Machine.LoadMax = info.Machine.LoadStart
+	if out, err := exec.Command("git", "describe", "--always", "--dirty").Output(); err == nil {
+		info.GregorRev = strings.TrimSpace(string(out))
+	}
+	if info.KafkaVersion, err = harness.KafkaRelease("java/pom.xml"); err != nil {
+		return err
+	}
+	tick, err := clockTick()
+	if err != nil {
+		return err
+	}
+
+	work := o.work
+	if work == "" {
+		if work, err = os.MkdirTemp("", "bench-compare-"); err != nil {
+			return fmt.Errorf("bench-compare: %w", err)
+		}
+		defer os.RemoveAll(work)
+	} else if err := os.MkdirAll(work, 0o755); err != nil {
+		return fmt.Errorf("bench-compare: %w", err)
+	}
+	slog.Info("building gregor and kfakeserver", "work", work)
+	gregorBin, err := harness.Build(ctx, "..", work, false)
+	if err != nil {
+		return err
+	}
+	kfakeBin := filepath.Join(work, "kfakeserver")
+	if out, err := exec.CommandContext(ctx, "go", "build", "-o", kfakeBin, "./cmd/kfakeserver").CombinedOutput(); err != nil {
+		return fmt.Errorf("build kfakeserver: %w\n%s", err, out)
+	}
+
+	var running []*broker
+	defer func() {
+		for _, b := range running {
+			if err := b.stop(); err != nil {
+				slog.Warn("stop broker", "broker", b.name, "err", err)
+			}
+		}
+	}()
+	for _, name := range o.brokers {
+		b, err := startBroker(ctx, name, work, gregorBin, kfakeBin)
+		if err != nil {
+			return err
+		}
+		running = append(running, b)
+		slog.Info("broker up", "broker", name, "addr", b.addr, "pid", b.pid)
+	}
+
+	cases := matrix(o.records, o.many, o.e2eRate, o.e2eSeconds)
+	// One unmeasured produce and consume per broker first: the JVM's
+	// just-in-time compiler would otherwise count against Kafka's first
+	// round, and every broker's first files against its first case.
+	if o.warmup > 0 {
+		warm := []benchCase{
+			{Name: "warmup", Kind: "produce", Partitions: 16, Records: o.warmup},
+			{Name: "warmup-consume", Kind: "consume", Partitions: 16, Records: o.warmup, From: "warmup"},
+		}
+		for _, b := range running {
+			if _, err := runRound(ctx, b, warm, 0, gregorBin, tick, &machine{}); err != nil {
+				return fmt.Errorf("warm-up of %s: %w", b.name, err)
+			}
+		}
+	}
+	var samples []sample
+	for round := 1; round <= o.rounds; round++ {
+		// Rotate who goes first, so that no broker always runs right
+		// after the same other one (page cache, CPU frequency, the
+		// neighbours' load).
+		order := slices.Clone(running)
+		shift := (round - 1) % len(order)
+		order = append(order[shift:], order[:shift]...)
+		for _, b := range order {
+			ss, err := runRound(ctx, b, cases, round, gregorBin, tick, &info.Machine)
+			if err != nil {
+				return fmt.Errorf("round %d, %s: %w", round, b.name, err)
+			}
+			samples = append(samples, ss...)
+		}
+	}
+	if s, err := os.ReadFile("/proc/loadavg"); err == nil {
+		info.Machine.LoadEnd, _ = loadAvg(string(s))
+	}
+	sum := summarize(samples)
+	report := renderMarkdown(info, cases, o.brokers, sum)
+	fmt.Print(report)
+	if o.out != "" {
+		if err := os.WriteFile(o.out, []byte(report), 0o644); err != nil {
+			return fmt.Errorf("bench-compare: %w", err)
+		}
+	}
+	if o.doc != "" {
+		doc, err := os.ReadFile(o.doc)
+		if err != nil {
+			return fmt.Errorf("bench-compare: %w", err)
+		}
+		updated, err := splice(string(doc), report)
+		if err != nil {
+			return fmt.Errorf("bench-compare: %s: %w", o.doc, err)
+		}
+		if err := os.WriteFile(o.doc, []byte(updated), 0o644); err != nil {
+			return fmt.Errorf("bench-compare: %w", err)
+		}
+		slog.Info("regenerated the side-by-side section", "doc", o.doc)
+	}
+	if w := info.Machine.loadWarning(); w != "" {
+		fmt.Fprintln(os.Stderr, w)
+	}
+	if o.maxCPURatio > 0 {
+		if err := checkCPURatio(cases, sum, o.maxCPURatio); err != nil {
+			return fmt.Errorf("CPU per GiB against kfake: %w", err)
+		}
+		slog.Info("gregor's CPU per GiB produced is within the bound", "bound", o.maxCPURatio)
+	}
+	return nil
+}
+
+// runRound measures every case on one broker: each case's topic is
+// created first, outside the measured interval, and the round's topics
+// are deleted after it so that the disk does not fill over the rounds.
+func runRound(ctx context.Context, b *broker, cases []benchCase, round int, bin string, tick float64, m *machine) ([]sample, error) {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.addr), kgo.ClientID("bench-compare"))
+	if err != nil {
+		return nil, fmt.Errorf("admin client: %w", err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	topics := map[string]string{}
+	defer func() {
+		var names []string
+		for _, t := range topics {
+			names = append(names, t)
+		}
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+		defer cancel()
+		start := time.Now()
+		if _, err := adm.DeleteTopics(dctx, names...); err != nil {
+			slog.Warn("delete topics", "broker", b.name, "err", err)
+		}
+		slog.Debug("deleted the round's topics", "broker", b.name, "took", time.Since(start))
+	}()
+	var out []sample
+	for _, c := range cases {
+		topic := fmt.Sprintf("bc-%s-r%d", c.Name, round) // round 0 is the warm-up
+		if c.From != "" {
+			topic = topics[c.From]
+			if topic == "" {
+				return nil, fmt.Errorf("%s reads the topic of %s, which did not run", c.Name, c.From)
+			}
+		} else {
+			start := time.Now()
+			if err := createTopic(ctx, adm, topic, c.Partitions); err != nil {
+				return nil, err
+			}
+			slog.Debug("created topic", "broker", b.name, "topic", topic, "partitions", c.Partitions, "took", time.Since(start))
+		}
+		topics[c.Name] = topic
+		if s, err := os.ReadFile("/proc/loadavg"); err == nil {
+			if l, err := loadAvg(string(s)); err == nil {
+				m.LoadMax = max(m.LoadMax, l)
+			}
+		}
+		s, err := measure(ctx, b, c, topic, bin, tick)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", c.Name, err)
+		}
+		s.Round = round
+		slog.Info("measured", "broker", b.name, "case", c.Name, "round", round, "MiB/s", fmtNum(s.MiBPS, 1),
+			"cpu_s_per_GiB", fmtNum(s.CPUPerGiB(), 2), "rss_MiB", fmtNum(s.RSSMiB, 0), "p99_ms", fmtNum(s.P99, 2))
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+// measure runs one case's `gregor perf` against b and reads the broker's
+// CPU time before and after it.
+func measure(ctx context.Context, b *broker, c benchCase, topic, bin string, tick float64) (sample, error) {
+	args := c.perfArgs(b.addr, topic, bin)
+	before, err := procCPU(b.pid)
+	if err != nil {
+		return sample{}, err
+	}
+	cctx, cancel := context.WithTimeout(ctx, 15*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(cctx, args[0], args[1:]...)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return sample{}, fmt.Errorf("%s: %w\n%s", strings.Join(args[1:4], " "), err, stderr.String())
+	}
+	after, err := procCPU(b.pid)
+	if err != nil {
+		return sample{}, err
+	}
+	rss, err := procRSS(b.pid)
+	if err != nil {
+		return sample{}, err
+	}
+	r, err := parsePerfJSON(out, c.Kind)
+	if err != nil {
+		return sample{}, err
+	}
+	s := sample{Broker: b.name, Case: c.Name, MiBPS: r.MiBPerS, CPUSec: float64(after-before) / tick,
+		GiB: float64(r.Bytes) / (1 << 30), RSSMiB: float64(rss) / 1024, P50: math.NaN(), P99: math.NaN(), P999: math.NaN()}
+	if r.Latency != nil && c.Kind == "e2e" {
+		s.P50, s.P99, s.P999 = r.Latency.P50, r.Latency.P99, r.Latency.P999
+	}
+	return s, nil
+}
+
+// createTopic creates topic with partitions partitions (replication
+// factor 1) and waits until every partition has a leader that answers
+// ListOffsets, so the measured run starts on a ready topic.
+func createTopic(ctx context.Context, adm *kadm.Client, topic string, partitions int) error {
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	defer cancel()
+	if _, err := adm.CreateTopic(cctx, int32(partitions), 1, nil, topic); err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
+		return fmt.Errorf("create topic %s: %w", topic, err)
+	}
+	for {
+		ends, err := adm.ListEndOffsets(cctx, topic)
+		if err == nil {
+			err = ends.Error()
+		}
+		if err == nil && len(ends[topic]) == partitions {
+			return nil
+		}
+		select {
+		case <-cctx.Done():
+			return fmt.Errorf("topic %s: partitions not ready: %v", topic, err)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// startBroker starts one broker with its data under work.
+func startBroker(ctx context.Context, name, work, gregorBin, kfakeBin string) (*broker, error) {
+	switch name {
+	case "gregor":
+		g, err := harness.Start(gregorBin, work, harness.Options{})
+		if err != nil {
+			return nil, err
+		}
+		return &broker{name: name, addr: g.Addr, pid: g.Pid(), stop: g.Close}, nil
+	case "kafka":
+		script, err := filepath.Abs("kafka-ref/kafka-ref.sh")
+		if err != nil {
+			return nil, err
+		}
+		k, err := harness.StartKafkaRef(ctx, script, filepath.Join(work, "kafka-ref"), 1, nil)
+		if err != nil {
+			return nil, err
+		}
+		pid, err := k.Pid(1)
+		if err != nil {
+			k.Close()
+			return nil, err
+		}
+		return &broker{name: name, addr: k.Addr, pid: pid, stop: k.Close}, nil
+	default:
+		return startKfake(ctx, work, kfakeBin)
+	}
+}
+
+// startKfake runs kfakeserver persisted to a data directory under work
+// and waits for its "listening" line.
+func startKfake(ctx context.Context, work, bin string) (*broker, error) {
+	dir := filepath.Join(work, "kfake")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("start kfake: %w", err)
+	}
+	logPath := filepath.Join(dir, "kfake.log")
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		return nil, fmt.Errorf("start kfake: %w", err)
+	}
+	cmd := exec.Command(bin, "--data-dir", filepath.Join(dir, "data"))
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	if err := cmd.Start(); err != nil {
+		logFile.Close()
+		return nil, fmt.Errorf("start kfake: %w", err)
+	}
+	done := make(chan struct{})
+	go func() { cmd.Wait(); logFile.Close(); close(done) }()
+	stop := func() error {
+		cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			cmd.Process.Kill()
+			<-done
+			return errors.New("kfake did not stop within 10 s of SIGTERM")
+		}
+		return nil
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		data, _ := os.ReadFile(logPath)
+		if _, rest, ok := strings.Cut(string(data), "kfake listening on "); ok {
+			addr, _, _ := strings.Cut(rest, "\n")
+			return &broker{name: "kfake", addr: strings.TrimSpace(addr), pid: cmd.Process.Pid, stop: stop}, nil
+		}
+		select {
+		case <-done:
+			return nil, fmt.Errorf("start kfake: exited: %s", data)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	stop()
+	return nil, errors.New("start kfake: no listening line within 30 s")
+}
+
+func procCPU(pid int) (int64, error) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, fmt.Errorf("broker CPU time: %w", err)
+	}
+	return cpuTicks(string(data))
+}
+
+func procRSS(pid int) (int64, error) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, fmt.Errorf("broker RSS: %w", err)
+	}
+	return rssKiB(string(data))
+}
+
+// clockTick is the kernel's clock ticks per second (USER_HZ), the unit of
+// /proc/<pid>/stat's times.
+func clockTick() (float64, error) {
+	out, err := exec.Command("getconf", "CLK_TCK").Output()
+	if err != nil {
+		return 0, fmt.Errorf("getconf CLK_TCK: %w", err)
+	}
+	return strconv.ParseFloat(strings.TrimSpace(string(out)), 64)
+}
+
+// readMachine reads the core count, CPU model and the load average now.
+func readMachine() (machine, error) {
+	m := machine{CPUs: runtime.NumCPU(), Model: "unknown CPU"}
+	if data, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for line := range strings.Lines(string(data)) {
+			if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
+				m.Model = strings.TrimSpace(v)
+				break
+			}
+		}
+	}
+	data, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return m, fmt.Errorf("load average: %w", err)
+	}
+	m.LoadStart, err = loadAvg(string(data))
+	return m, err
+}
+
+// moduleVersion is the version of module path in this module's go.mod.
+func moduleVersion(path string) string {
+	out, err := exec.Command("go", "list", "-m", "-f", "{{.Version}}", path).Output()
+	if err != nil {
+		return "(unknown version)"
+	}
+	return strings.TrimSpace(string(out))
+}
