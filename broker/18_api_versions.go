@@ -15,8 +15,10 @@ import "github.com/twmb/franz-go/pkg/kmsg"
 // group.version 1 (the KIP-848 consumer group protocol),
 // transaction.version 2 (KIP-890 part 2: producers skip
 // AddPartitionsToTxn and AddOffsetsToTxn, and every EndTxn bumps the
-// epoch) and share.version 1 (KIP-932 share groups, broker/share), each
-// finalized at its highest level as on a new Kafka 4.2+ cluster,
+// epoch), share.version 1 (KIP-932 share groups, broker/share) and
+// streams.version 1 (KIP-1071 streams groups, StreamsGroupHeartbeat and
+// StreamsGroupDescribe), each finalized at its highest level as on a new
+// Kafka 4.2+ cluster,
 // metadata.version at Kafka 4.0's level (share.version 1 depends on no
 // metadata.version in Kafka's ShareVersion), and kraft.version 0 (a static
 // quorum, supported but not finalized, as Kafka lists it). As Kafka
@@ -94,12 +96,15 @@ var features = []struct {
 	// metadata.version 4.0-IV3 (level 25), Kafka 4.0's release level: the
 	// first at which transaction.version 2 (needs 4.0-IV2) and
 	// group.version 1 (4.0-IV0) may be finalized. Later levels (4.1-IV0
-	// on) bootstrap the streams group protocol, which Gregor does not
-	// serve, and make share.version 1 a default. Gregor runs at this one
-	// level only (no UpdateFeatures), so it is its whole supported range.
+	// on) make streams.version and share.version 1 defaults, which Gregor
+	// finalizes itself. Gregor runs at this one level only (no
+	// UpdateFeatures), so it is its whole supported range.
 	{"metadata.version", metadataVersion, metadataVersion, metadataVersion},
 	{"transaction.version", 0, 2, transactionVersion},
 	{"share.version", 0, 1, 1},
+	// streams.version 1 tells Kafka Streams clients (group.protocol=
+	// streams) that StreamsGroupHeartbeat is served.
+	{"streams.version", 0, 1, 1},
 }
 
 // metadataVersion is the metadata.version feature level Gregor runs at

@@ -51,6 +51,10 @@ func (s *Server) groupDenied(r *request, op authz.Operation, groupID string) kms
 		msg := kerr.GroupAuthorizationFailed.Description
 		resp.ErrorMessage = &msg
 		return resp
+	case *kmsg.StreamsGroupHeartbeatRequest:
+		resp := req.ResponseKind().(*kmsg.StreamsGroupHeartbeatResponse)
+		resp.ErrorCode = code
+		return resp
 	case *kmsg.OffsetCommitRequest:
 		// OffsetCommitRequest.getErrorResponse: every partition.
 		resp := req.ResponseKind().(*kmsg.OffsetCommitResponse)

@@ -246,3 +246,26 @@ func TestConsumerGroupRegexAuthorization(t *testing.T) {
 		}
 	}
 }
+
+// streamsHeartbeatCode joins a streams group as a new member whose
+// stateless topology reads topic.
+func streamsHeartbeatCode(group, topic string) func(*testing.T, *kgo.Client, string) int16 {
+	return func(t *testing.T, cl *kgo.Client, who string) int16 {
+		req := kmsg.NewPtrStreamsGroupHeartbeatRequest()
+		req.Group, req.MemberID = group, fmt.Sprintf("%s-%d", who, time.Now().UnixNano())
+		req.RebalanceTimeoutMillis = 30000
+		topo := kmsg.NewStreamsGroupHeartbeatRequestTopology()
+		sub := kmsg.NewStreamsGroupHeartbeatRequestTopologySubtopology()
+		sub.SubtopologyID, sub.SourceTopics = "0", []string{topic}
+		topo.Subtopologies = append(topo.Subtopologies, sub)
+		req.Topology = &topo
+		req.ActiveTasks, req.StandbyTasks, req.WarmupTasks = []kmsg.TaskIDs{}, []kmsg.TaskIDs{}, []kmsg.TaskIDs{}
+		return send[*kmsg.StreamsGroupHeartbeatResponse](t, cl, req).ErrorCode
+	}
+}
+
+func streamsGroupDescribeCode(t *testing.T, cl *kgo.Client, _ string) int16 {
+	req := kmsg.NewPtrStreamsGroupDescribeRequest()
+	req.Groups = []string{"stg-t"}
+	return send[*kmsg.StreamsGroupDescribeResponse](t, cl, req).Groups[0].ErrorCode
+}

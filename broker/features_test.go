@@ -10,8 +10,8 @@ import (
 
 // TestApiVersionsFeatures: ApiVersions v4 lists every supported feature
 // and finalizes metadata.version at 4.0-IV3 (25), group.version 1,
-// share.version 1 and transaction.version 2, not kraft.version (level 0,
-// a static quorum).
+// share.version 1, streams.version 1 and transaction.version 2, not
+// kraft.version (level 0, a static quorum).
 func TestApiVersionsFeatures(t *testing.T) {
 	ts := startServer(t, "")
 	cl := ts.client(t)
@@ -19,8 +19,8 @@ func TestApiVersionsFeatures(t *testing.T) {
 		version              int16
 		supported, finalized []string
 	}{
-		{4, []string{"group.version 0-1", "kraft.version 0-0", "metadata.version 25-25", "share.version 0-1", "transaction.version 0-2"},
-			[]string{"group.version 1", "metadata.version 25", "share.version 1", "transaction.version 2"}},
+		{4, []string{"group.version 0-1", "kraft.version 0-0", "metadata.version 25-25", "share.version 0-1", "streams.version 0-1", "transaction.version 0-2"},
+			[]string{"group.version 1", "metadata.version 25", "share.version 1", "streams.version 1", "transaction.version 2"}},
 	} {
 		req := kmsg.NewPtrApiVersionsRequest()
 		req.Version = tc.version

@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strconv"
 	"strings"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/gregorbroker/gregor/broker/group"
 	"github.com/gregorbroker/gregor/config"
 	"github.com/gregorbroker/gregor/raftmeta/image"
 )
@@ -41,7 +43,7 @@ func oneOf(vals ...string) func(string) bool {
 }
 
 // groupConfigDefs are the group configs Gregor applies; Kafka's others
-// (consumer.*, streams.*, share.partition.max.record.locks, …) answer
+// (consumer.*, the other streams.*, share.partition.max.record.locks, …) answer
 // INVALID_CONFIG rather than being accepted and ignored.
 var groupConfigDefs = []groupConfigDef{
 	{"share.auto.offset.reset", config.TypeString, oneOf("latest", "earliest"),
@@ -62,6 +64,29 @@ var groupConfigDefs = []groupConfigDef{
 	{"share.heartbeat.interval.ms", config.TypeInt, intIn(1, 1<<31-1),
 		func(c *config.Broker) string { return strconv.Itoa(int(c.GroupShareHeartbeatIntervalMs)) },
 		"The heartbeat interval of the group's share members."},
+	{"streams.session.timeout.ms", config.TypeInt, intIn(1, 1<<31-1),
+		func(c *config.Broker) string { return strconv.Itoa(int(c.GroupStreamsSessionTimeoutMs)) },
+		"The session timeout of the group's streams members."},
+	{"streams.heartbeat.interval.ms", config.TypeInt, intIn(1, 1<<31-1),
+		func(c *config.Broker) string { return strconv.Itoa(int(c.GroupStreamsHeartbeatIntervalMs)) },
+		"The heartbeat interval of the group's streams members."},
+	{"streams.num.standby.replicas", config.TypeInt, intIn(0, 1<<31-1),
+		func(c *config.Broker) string { return strconv.Itoa(int(c.GroupStreamsNumStandbyReplicas)) },
+		"The standby replicas of each stateful task of the streams group."},
+}
+
+// groupConfigBounds are the group configs whose bounds are broker configs,
+// as Kafka's GroupConfig.validate checks them.
+var groupConfigBounds = map[string]func(c *config.Broker) (lo, hi int64){
+	"streams.session.timeout.ms": func(c *config.Broker) (int64, int64) {
+		return int64(c.GroupStreamsMinSessionTimeoutMs), int64(c.GroupStreamsMaxSessionTimeoutMs)
+	},
+	"streams.heartbeat.interval.ms": func(c *config.Broker) (int64, int64) {
+		return int64(c.GroupStreamsMinHeartbeatIntervalMs), int64(c.GroupStreamsMaxHeartbeatIntervalMs)
+	},
+	"streams.num.standby.replicas": func(c *config.Broker) (int64, int64) {
+		return 0, int64(c.GroupStreamsMaxStandbyReplicas)
+	},
 }
 
 func groupConfigDefOf(name string) (groupConfigDef, bool) {
@@ -90,6 +115,12 @@ func (s *Server) alterGroupConfigs(name string, ops []configOp, validateOnly boo
 		case opSet:
 			if !d.check(*o.value) {
 				return kerrMsg(kerr.InvalidConfig, "Invalid value "+*o.value+" for configuration "+o.name)
+			}
+			if bounds := groupConfigBounds[o.name]; bounds != nil {
+				lo, hi := bounds(s.cfg)
+				if !intIn(lo, hi)(*o.value) {
+					return kerrMsg(kerr.InvalidConfig, fmt.Sprintf("%s must be between %d and %d", o.name, lo, hi))
+				}
 			}
 			v := strings.ToLower(strings.TrimSpace(*o.value))
 			set[o.name] = &v
@@ -125,4 +156,32 @@ const sourceGroupConfig = 8
 // groupConfigLookup is the share coordinator's view of group configs.
 func (s *Server) groupConfigLookup(group, name string) (string, bool) {
 	return s.meta.Image().GroupConfig(group, name)
+}
+
+// streamsGroupOverrides are a streams group's group configs, for the group
+// coordinator; it calls this on its shards, so it only reads the image.
+func (s *Server) streamsGroupOverrides(id string) group.StreamsGroupOverrides {
+	o := group.StreamsGroupOverrides{NumStandbyReplicas: -1}
+	over := s.meta.Image().GroupConfigs(id)
+	if len(over) == 0 {
+		return o
+	}
+	num := func(name string) (int32, bool) {
+		v, ok := over[name]
+		if !ok {
+			return 0, false
+		}
+		n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 32)
+		return int32(n), err == nil
+	}
+	if n, ok := num("streams.session.timeout.ms"); ok {
+		o.SessionTimeoutMs = n
+	}
+	if n, ok := num("streams.heartbeat.interval.ms"); ok {
+		o.HeartbeatIntervalMs = n
+	}
+	if n, ok := num("streams.num.standby.replicas"); ok {
+		o.NumStandbyReplicas = n
+	}
+	return o
 }

@@ -52,6 +52,13 @@ func (s *Server) startGroupCoordinator() error {
 	cfg.ConsumerGroupHeartbeatIntervalMs = s.cfg.GroupConsumerHeartbeatIntervalMs
 	cfg.ConsumerGroupMaxSize = s.cfg.GroupConsumerMaxSize
 	cfg.ConsumerGroupMigrationPolicy = s.cfg.GroupConsumerMigrationPolicy
+	cfg.StreamsGroupSessionTimeoutMs = s.cfg.GroupStreamsSessionTimeoutMs
+	cfg.StreamsGroupHeartbeatIntervalMs = s.cfg.GroupStreamsHeartbeatIntervalMs
+	cfg.StreamsGroupMaxSize = s.cfg.GroupStreamsMaxSize
+	cfg.StreamsGroupNumStandbyReplicas = s.cfg.GroupStreamsNumStandbyReplicas
+	cfg.StreamsGroupTaskOffsetIntervalMs = s.cfg.GroupStreamsTaskOffsetIntervalMs
+	cfg.StreamsGroupAcceptableRecoveryLag = s.cfg.GroupStreamsAcceptableRecoveryLag
+	cfg.StreamsGroupConfig = s.streamsGroupOverrides
 	coord, err := group.New(cfg, internalStore{s, offsetsTopic}, group.SystemClock{})
 	if err != nil {
 		return fmt.Errorf("start group coordinator: %w", err)

@@ -206,6 +206,9 @@ func (s *Server) shareGroupConflict(r *request, groupID string) int16 {
 	if len(cresp.Groups) == 1 && cresp.Groups[0].ErrorCode == 0 {
 		return kerr.GroupIDNotFound.Code // a consumer group
 	}
+	if sg := s.groups.coord.StreamsGroupDescribe(r.conn.ctx, []string{groupID}, 0, false)(); len(sg) == 1 && sg[0].ErrorCode == 0 {
+		return kerr.GroupIDNotFound.Code // a streams group
+	}
 	return 0
 }
 

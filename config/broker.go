@@ -160,6 +160,18 @@ type Broker struct {
 	GroupConsumerMaxHeartbeatIntervalMs int32
 	GroupConsumerMaxSize                int32
 	GroupConsumerMigrationPolicy        string
+	// Streams groups (KIP-1071), broker/group.
+	GroupStreamsSessionTimeoutMs       int32
+	GroupStreamsMinSessionTimeoutMs    int32
+	GroupStreamsMaxSessionTimeoutMs    int32
+	GroupStreamsHeartbeatIntervalMs    int32
+	GroupStreamsMinHeartbeatIntervalMs int32
+	GroupStreamsMaxHeartbeatIntervalMs int32
+	GroupStreamsMaxSize                int32
+	GroupStreamsNumStandbyReplicas     int32
+	GroupStreamsMaxStandbyReplicas     int32
+	GroupStreamsTaskOffsetIntervalMs   int32
+	GroupStreamsAcceptableRecoveryLag  int64
 	// Share groups (KIP-932), broker/share.
 	GroupShareSessionTimeoutMs              int32
 	GroupShareHeartbeatIntervalMs           int32
@@ -453,6 +465,12 @@ func (b *Broker) checkRelations(props map[string]string) error {
 			b.GroupConsumerSessionTimeoutMs, b.GroupConsumerMinSessionTimeoutMs, b.GroupConsumerMaxSessionTimeoutMs},
 		{"group.consumer.heartbeat.interval.ms", "group.consumer.min.heartbeat.interval.ms", "group.consumer.max.heartbeat.interval.ms",
 			b.GroupConsumerHeartbeatIntervalMs, b.GroupConsumerMinHeartbeatIntervalMs, b.GroupConsumerMaxHeartbeatIntervalMs},
+		{"group.streams.session.timeout.ms", "group.streams.min.session.timeout.ms", "group.streams.max.session.timeout.ms",
+			b.GroupStreamsSessionTimeoutMs, b.GroupStreamsMinSessionTimeoutMs, b.GroupStreamsMaxSessionTimeoutMs},
+		{"group.streams.heartbeat.interval.ms", "group.streams.min.heartbeat.interval.ms", "group.streams.max.heartbeat.interval.ms",
+			b.GroupStreamsHeartbeatIntervalMs, b.GroupStreamsMinHeartbeatIntervalMs, b.GroupStreamsMaxHeartbeatIntervalMs},
+		{"group.streams.num.standby.replicas", "", "group.streams.max.standby.replicas",
+			b.GroupStreamsNumStandbyReplicas, 0, b.GroupStreamsMaxStandbyReplicas},
 	} {
 		if c.lo > c.hi {
 			return invalid(c.minName, props[c.minName], "must not exceed %s (%d)", c.maxName, c.hi)
@@ -460,6 +478,10 @@ func (b *Broker) checkRelations(props map[string]string) error {
 		if c.v < c.lo || c.v > c.hi {
 			return invalid(c.name, props[c.name], "must be between %s (%d) and %s (%d)", c.minName, c.lo, c.maxName, c.hi)
 		}
+	}
+	if b.GroupStreamsHeartbeatIntervalMs >= b.GroupStreamsSessionTimeoutMs {
+		return invalid("group.streams.heartbeat.interval.ms", b.rawOrDefault(props, "group.streams.heartbeat.interval.ms"),
+			"must be less than group.streams.session.timeout.ms (%d)", b.GroupStreamsSessionTimeoutMs)
 	}
 	if b.GroupConsumerHeartbeatIntervalMs >= b.GroupConsumerSessionTimeoutMs {
 		return invalid("group.consumer.heartbeat.interval.ms", b.rawOrDefault(props, "group.consumer.heartbeat.interval.ms"),

@@ -144,7 +144,10 @@ func render(in inputs) string {
 	w("connectors created over its REST API (`TestConnectDistributed`), the sink file checked line by line;\n")
 	w("and a Kafka Streams exactly_once_v2 application SIGKILLed mid-stream and restarted (on Gregor the\n")
 	w("broker is then SIGKILLed too under the restarted app and started again on its data directory), whose\n")
-	w("read_committed output must count every input once (`TestStreamsEOSKill`).\n\n")
+	w("read_committed output must count every input once (`TestStreamsEOSKill`); the same application with\n")
+	w("group.protocol=streams (KIP-1071 streams groups: the broker creates its internal topics and assigns its\n")
+	w("tasks) scaled from one instance to three and back to one while input keeps arriving, its output again\n")
+	w("exactly once (`TestStreamsGroupScale`).\n\n")
 
 	byKey := map[string]map[string]harness.Result{harness.TargetKafka: {}, harness.TargetGregor: {}}
 	for _, r := range in.results {

@@ -25,18 +25,22 @@ import org.apache.kafka.streams.state.KeyValueStore;
  * then 1, 2, 3... with neither a gap nor a repeat, however often the app
  * died.
  *
- * <p>Usage: EosApp BOOTSTRAP APPLICATION_ID INPUT OUTPUT STATE_DIR. It
- * prints "RUNNING" once its threads run and runs until killed.
+ * <p>Usage: EosApp BOOTSTRAP APPLICATION_ID INPUT OUTPUT STATE_DIR
+ * [GROUP_PROTOCOL]. GROUP_PROTOCOL is classic (the default) or streams
+ * (KIP-1071: the broker assigns the tasks through StreamsGroupHeartbeat
+ * and creates the internal topics). It prints "RUNNING" once its threads
+ * run and runs until killed; it ends with code 0 on SIGTERM.
  */
 public final class EosApp {
     private EosApp() {}
 
     public static void main(String[] args) throws Exception {
-        if (args.length != 5) {
-            System.err.println("usage: EosApp BOOTSTRAP APPLICATION_ID INPUT OUTPUT STATE_DIR");
+        if (args.length != 5 && args.length != 6) {
+            System.err.println("usage: EosApp BOOTSTRAP APPLICATION_ID INPUT OUTPUT STATE_DIR [GROUP_PROTOCOL]");
             System.exit(2);
         }
         String bootstrap = args[0], app = args[1], in = args[2], out = args[3], state = args[4];
+        String protocol = args.length == 6 ? args[5] : "classic";
         StreamsBuilder b = new StreamsBuilder();
         b.stream(in, Consumed.with(Serdes.ByteArray(), Serdes.String()))
                 .groupBy((k, v) -> v.substring(0, v.indexOf(':')), Grouped.with(Serdes.String(), Serdes.String()))
@@ -54,9 +58,14 @@ public final class EosApp {
         p.put(StreamsConfig.STATESTORE_CACHE_MAX_BYTES_CONFIG, "0");
         p.put(StreamsConfig.REPLICATION_FACTOR_CONFIG, "1");
         p.put(StreamsConfig.consumerPrefix(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG), "earliest");
-        // A killed instance's transactions are fenced by the restarted
-        // one (same transactional id); its group member leaves by timeout.
-        p.put(StreamsConfig.consumerPrefix(ConsumerConfig.SESSION_TIMEOUT_MS_CONFIG), "10000");
+        p.put(StreamsConfig.GROUP_PROTOCOL_CONFIG, protocol);
+        if (protocol.equals("classic")) {
+            // A killed instance's transactions are fenced by the restarted
+            // one (same transactional id); its group member leaves by
+            // timeout. The streams protocol takes the session timeout from
+            // the broker's group config instead.
+            p.put(StreamsConfig.consumerPrefix(ConsumerConfig.SESSION_TIMEOUT_MS_CONFIG), "10000");
+        }
         KafkaStreams ks = new KafkaStreams(b.build(), p);
         CountDownLatch running = new CountDownLatch(1);
         ks.setStateListener((now, before) -> {

@@ -1,0 +1,41 @@
+package broker
+
+import (
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/gregorbroker/gregor/security/authz"
+)
+
+// StreamsGroupDescribe (key 89), versions 0-1: the topology, members,
+// epochs and task assignments of streams groups (KIP-1071). v1's
+// IncludeTopologyDescription (KIP-1331) answers NOT_STORED: Gregor has no
+// topology description plugin. DESCRIBE on each group, as Kafka's
+// KafkaApis; the denied groups come first with GROUP_AUTHORIZATION_FAILED.
+func init() { register(89, 0, 1, handleStreamsGroupDescribe) }
+
+func handleStreamsGroupDescribe(s *Server, r *request) (result, error) {
+	req := r.req.(*kmsg.StreamsGroupDescribeRequest)
+	ac := s.auth(r)
+	resp := req.ResponseKind().(*kmsg.StreamsGroupDescribeResponse)
+	var allowed []string
+	for _, g := range req.Groups {
+		if ac.group(authz.OpDescribe, g) {
+			allowed = append(allowed, g)
+			continue
+		}
+		dg := kmsg.NewStreamsGroupDescribeResponseGroup()
+		dg.Group, dg.ErrorCode = g, kerr.GroupAuthorizationFailed.Code
+		resp.Groups = append(resp.Groups, dg)
+	}
+	return r.inOrder(func() kmsg.Response {
+		described := s.groups.coord.StreamsGroupDescribe(r.conn.ctx, allowed, req.Version, req.IncludeTopologyDescription)()
+		for _, d := range described {
+			if req.IncludeAuthorizedOperations && d.ErrorCode == 0 {
+				d.AuthorizedOperations = ac.operations(authz.ResourceGroup, d.Group, authz.GroupOperations)
+			}
+			resp.Groups = append(resp.Groups, d)
+		}
+		return resp
+	})
+}

@@ -1,0 +1,217 @@
+package compat
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// streamsGroupMembers describes a streams group with StreamsGroupDescribe
+// (franz-go does not route it, so it goes to the coordinator found with
+// FindCoordinator): per member, the number of active tasks, and the
+// group's state.
+func streamsGroupMembers(ctx context.Context, cl *kgo.Client, group string) (map[string]int, string, error) {
+	fc := kmsg.NewPtrFindCoordinatorRequest()
+	fc.CoordinatorKey = group
+	fr, err := fc.RequestWith(ctx, cl)
+	if err != nil {
+		return nil, "", err
+	}
+	if fr.ErrorCode != 0 {
+		return nil, "", fmt.Errorf("find coordinator: error %d", fr.ErrorCode)
+	}
+	d := kmsg.NewPtrStreamsGroupDescribeRequest()
+	d.Groups = []string{group}
+	dr, err := d.RequestWith(ctx, cl.Broker(int(fr.NodeID)))
+	if err != nil {
+		return nil, "", err
+	}
+	if len(dr.Groups) != 1 || dr.Groups[0].ErrorCode != 0 {
+		return nil, "", fmt.Errorf("describe: %+v", dr.Groups)
+	}
+	out := map[string]int{}
+	for _, m := range dr.Groups[0].Members {
+		n := 0
+		for _, t := range m.Assignment.ActiveTasks {
+			n += len(t.Partitions)
+		}
+		out[m.MemberID] = n
+	}
+	return out, dr.Groups[0].State, nil
+}
+
+// TestStreamsGroupScale: the exactly_once_v2 Kafka Streams application of
+// TestStreamsEOSKill (a repartition and a counting store with a
+// changelog) runs with group.protocol=streams (KIP-1071): the broker
+// creates its internal topics and assigns its tasks. It scales from one
+// instance to three and back to one while input keeps arriving; each
+// instance must get tasks while three run, the last must run every task
+// at the end, and the read_committed output must count every input
+// exactly once (per key 1..n, no gap, no repeat).
+func TestStreamsGroupScale(t *testing.T) {
+	forEachTarget(t, nil, func(t *testing.T, addr string) {
+		dir := t.TempDir()
+		name := uniqueName("streams-scale")
+		in, out, app := name+"-in", name+"-out", name+"-app"
+		cl, adm := appAdmin(t, addr, kgo.RequiredAcks(kgo.AllISRAcks()))
+		ctx := appCtx(t, 8*time.Minute)
+		if _, err := adm.CreateTopic(ctx, 4, 1, nil, in); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := adm.CreateTopic(ctx, 1, 1, nil, out); err != nil {
+			t.Fatal(err)
+		}
+
+		const keys, perBatch = 20, 50
+		var (
+			wantMu   sync.Mutex
+			want     = map[string]int64{}
+			produced int
+		)
+		produceBatch := func() {
+			wantMu.Lock()
+			defer wantMu.Unlock()
+			var recs []*kgo.Record
+			for range perBatch {
+				k := fmt.Sprintf("k%02d", produced%keys)
+				want[k]++
+				recs = append(recs, &kgo.Record{Topic: in, Value: []byte(k + ":" + strconv.Itoa(produced))})
+				produced++
+			}
+			if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+				t.Errorf("produce: %v", err)
+			}
+		}
+		for range 10 {
+			produceBatch()
+		}
+
+		got := &eosOutput{last: map[string]int64{}}
+		rd, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ConsumeTopics(out), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+			kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		rctx, stopReading := context.WithCancel(ctx)
+		var reading sync.WaitGroup
+		reading.Add(1)
+		go func() {
+			defer reading.Done()
+			for rctx.Err() == nil {
+				rd.PollFetches(rctx).EachRecord(func(r *kgo.Record) {
+					var n int64
+					if len(r.Value) == 8 {
+						for _, c := range r.Value {
+							n = n<<8 | int64(c)
+						}
+					}
+					got.add(string(r.Key), n)
+				})
+			}
+		}()
+		t.Cleanup(func() { stopReading(); reading.Wait(); rd.Close() })
+
+		// Input keeps coming in the background until the end.
+		pctx, stopProducing := context.WithCancel(ctx)
+		var producing sync.WaitGroup
+		producing.Add(1)
+		go func() {
+			defer producing.Done()
+			for pctx.Err() == nil {
+				produceBatch()
+				time.Sleep(200 * time.Millisecond)
+			}
+		}()
+		defer func() { stopProducing(); producing.Wait() }()
+
+		start := func(i int) *jvmApp {
+			args := []string{addr, app, in, out, filepath.Join(dir, fmt.Sprintf("state-%d", i)), "streams"}
+			a := startJVM(t, dir, fmt.Sprintf("streams-app-%d", i), javaBuilt.cp, "io.gregor.compat.EosApp", args...)
+			waitJVM(t, 120*time.Second, a, fmt.Sprintf("instance %d RUNNING", i), func() (bool, string) {
+				return strings.Contains(a.tail(1<<20), "\nRUNNING\n"), "not yet"
+			})
+			return a
+		}
+		waitMembers := func(a *jvmApp, what string, members int) {
+			waitJVM(t, 120*time.Second, a, what, func() (bool, string) {
+				ms, state, err := streamsGroupMembers(ctx, cl, app)
+				if err != nil {
+					return false, err.Error()
+				}
+				busy, total := 0, 0
+				for _, n := range ms {
+					if n > 0 {
+						busy++
+					}
+					total += n
+				}
+				// 4 tasks reading the input, 4 the repartition topic.
+				return state == "Stable" && len(ms) == members && busy == members && total == 8,
+					fmt.Sprintf("state %s, active tasks by member %v", state, ms)
+			})
+		}
+		progress := func(a *jvmApp, what string) {
+			n0, _ := got.state()
+			waitJVM(t, 120*time.Second, a, what, func() (bool, string) {
+				n, bad := got.state()
+				if len(bad) > 0 {
+					t.Fatalf("the output repeats or skips a count: %s", strings.Join(bad, "; "))
+				}
+				return n >= n0+2*perBatch, fmt.Sprintf("%d counts, %d before", n, n0)
+			})
+		}
+
+		a1 := start(1)
+		waitMembers(a1, "one instance running every task", 1)
+		progress(a1, "output from one instance")
+		a2 := start(2)
+		a3 := start(3)
+		waitMembers(a1, "three instances sharing the tasks", 3)
+		progress(a1, "output from three instances")
+		if !a3.stop(60 * time.Second) {
+			t.Errorf("instance 3 did not stop by itself")
+		}
+		if !a2.stop(60 * time.Second) {
+			t.Errorf("instance 2 did not stop by itself")
+		}
+		waitMembers(a1, "one instance left with every task", 1)
+		progress(a1, "output after scaling in")
+		stopProducing()
+		producing.Wait()
+
+		wantMu.Lock()
+		total := produced
+		wantMu.Unlock()
+		waitJVM(t, 180*time.Second, a1, "every input counted", func() (bool, string) {
+			n, bad := got.state()
+			if len(bad) > 0 {
+				t.Fatalf("the output repeats or skips a count: %s", strings.Join(bad, "; "))
+			}
+			return n == total, fmt.Sprintf("%d of %d counts", n, total)
+		})
+		time.Sleep(time.Second) // a moment for a late duplicate to show
+		a1.stop(30 * time.Second)
+		n, bad := got.state()
+		if len(bad) > 0 || n != total {
+			t.Fatalf("%d counts (want %d); wrong: %s", n, total, strings.Join(bad, "; "))
+		}
+		got.mu.Lock()
+		defer got.mu.Unlock()
+		wantMu.Lock()
+		defer wantMu.Unlock()
+		for k, w := range want {
+			if got.last[k] != w {
+				t.Errorf("key %s counted %d, want %d", k, got.last[k], w)
+			}
+		}
+		t.Logf("%d inputs counted exactly once across 1 -> 3 -> 1 instances", total)
+	})
+}
