@@ -144,6 +144,8 @@ test("produce through the form, read back, seek by offset and by time", async ()
   between = Math.ceil(Date.now() / 1000) * 1000;
   await sleep(between - Date.now() + 50);
   assert.equal(await produceWithForm(1, "order-2", "plain text", ""), "Produced to partition 1 at offset 1.");
+  // The overview follows what was produced.
+  await page.waitForFunction(() => document.querySelector("#records-held").textContent === "2");
 
   await page.selectOption("#b-partition", "1");
   await page.selectOption("#b-mode", "start");
