@@ -594,3 +594,29 @@ func TestConsoleConsumerAndShareGroups(t *testing.T) {
 		t.Fatalf("groups list: %+v", list.Groups)
 	}
 }
+
+// TestConsoleLoopbackOnly: on a listener bound to loopback, the console
+// answers only requests addressed to a loopback host, so a page whose
+// name was rebound to 127.0.0.1 gets nothing.
+func TestConsoleLoopbackOnly(t *testing.T) {
+	con := New(Config{LoopbackOnly: true, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	con.Off("not connected in this test")
+	srv := httptest.NewServer(con.Handler())
+	defer srv.Close()
+	for host, want := range map[string]int{
+		"localhost:9644": 200, "127.0.0.1:9644": 200, "[::1]:9644": 200, "127.1.2.3": 200, "app.localhost:9644": 200,
+		"evil.example:9644": http.StatusMisdirectedRequest, "10.0.0.1:9644": http.StatusMisdirectedRequest,
+		"localhost.evil.example": http.StatusMisdirectedRequest,
+	} {
+		req, _ := http.NewRequest("GET", srv.URL+"/api/status", nil)
+		req.Host = host
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Errorf("Host %s: %d, want %d", host, resp.StatusCode, want)
+		}
+	}
+}

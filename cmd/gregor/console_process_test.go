@@ -36,6 +36,20 @@ func TestConsoleServed(t *testing.T) {
 	if code, body := httpGet(t, web, "/metrics"); code != 200 || !strings.Contains(body, "kafka_server_replicamanager_partitioncount") {
 		t.Fatalf("/metrics beside the console: %d", code)
 	}
+	// Bound to loopback: a request for another host name (DNS
+	// rebinding) is refused by the console, not by /metrics.
+	for path, want := range map[string]int{"/api/topics": http.StatusMisdirectedRequest, "/": http.StatusMisdirectedRequest, "/healthz": 200} {
+		req, _ := http.NewRequest("GET", "http://"+web+path, nil)
+		req.Host = "rebound.example:9644"
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Fatalf("%s for another host: %d, want %d", path, resp.StatusCode, want)
+		}
+	}
 	p.stop()
 
 	ro := startServe(t, "--data-dir", t.TempDir(), "--listen", "127.0.0.1:0", "--override", "http.listener=127.0.0.1:0",
@@ -65,7 +79,8 @@ func TestConsoleServed(t *testing.T) {
 
 // TestConsoleSeed: the console connects only through a PLAINTEXT
 // listener (loopback for a wildcard bind) and is off, with the reason,
-// when every listener wants TLS or SASL.
+// when every listener wants TLS or SASL; which http.listener values
+// count as loopback.
 func TestConsoleSeed(t *testing.T) {
 	tcp := func(ip string, port int) net.Addr { return &net.TCPAddr{IP: net.ParseIP(ip), Port: port} }
 	seed, name, err := consoleSeed([]broker.ClientListener{
@@ -82,5 +97,11 @@ func TestConsoleSeed(t *testing.T) {
 	})
 	if err == nil || !strings.Contains(err.Error(), "no PLAINTEXT client listener") {
 		t.Fatalf("secured listeners only: %v", err)
+	}
+	for addr, want := range map[string]bool{"localhost:9644": true, "127.0.0.1:9644": true, "[::1]:9644": true,
+		"0.0.0.0:9644": false, ":9644": false, "gregor:9644": false} {
+		if got := loopbackListener(addr); got != want {
+			t.Errorf("loopbackListener(%s) = %v", addr, got)
+		}
 	}
 }
