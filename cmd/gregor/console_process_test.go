@@ -1,11 +1,21 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
+	"fmt"
+	"io"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
 
 	"github.com/gregorbroker/gregor/broker"
 )
@@ -103,5 +113,93 @@ func TestConsoleSeed(t *testing.T) {
 		if got := loopbackListener(addr); got != want {
 			t.Errorf("loopbackListener(%s) = %v", addr, got)
 		}
+	}
+}
+
+// TestConsoleUnderACLs: with the StandardAuthorizer on, the console is
+// User:ANONYMOUS of the PLAINTEXT listener like any client there: it
+// lists only the topic ACLs let ANONYMOUS describe, reads it, and its
+// produce is refused with the broker's authorization error.
+func TestConsoleUnderACLs(t *testing.T) {
+	dir := t.TempDir()
+	ports := freePorts(t, 4)
+	plainPort, saslPort, ctrlPort, webPort := ports[0], ports[1], ports[2], ports[3]
+	props := fmt.Sprintf(`process.roles=broker,controller
+node.id=1
+controller.quorum.voters=1@127.0.0.1:%[3]d
+listeners=PLAINTEXT://127.0.0.1:%[1]d,SASL_PLAINTEXT://127.0.0.1:%[2]d,CONTROLLER://127.0.0.1:%[3]d
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,CONTROLLER:PLAINTEXT
+log.dirs=%[4]s
+offsets.topic.replication.factor=1
+transaction.state.log.replication.factor=1
+transaction.state.log.min.isr=1
+http.listener=127.0.0.1:%[5]d
+authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer
+super.users=User:admin
+allow.everyone.if.no.acl.found=false
+sasl.enabled.mechanisms=PLAIN
+listener.name.sasl_plaintext.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required \
+    username="admin" password="admin-secret" user_admin="admin-secret";
+`, plainPort, saslPort, ctrlPort, filepath.Join(dir, "data"), webPort)
+	propsFile := filepath.Join(dir, "server.properties")
+	if err := os.WriteFile(propsFile, []byte(props), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	startServe(t, "--config", propsFile)
+	web := fmt.Sprintf("127.0.0.1:%d", webPort)
+
+	admin, err := kgo.NewClient(kgo.SeedBrokers(fmt.Sprintf("127.0.0.1:%d", saslPort)),
+		kgo.SASL(plain.Auth{User: "admin", Pass: "admin-secret"}.AsMechanism()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	adm := kadm.NewClient(admin)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, topic := range []string{"open", "secret"} {
+		if r, err := adm.CreateTopic(ctx, 1, 1, nil, topic); err != nil || r.Err != nil {
+			t.Fatalf("create %s: %v %v", topic, err, r.Err)
+		}
+	}
+	if err := admin.ProduceSync(ctx, &kgo.Record{Topic: "open", Value: []byte("readable")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	acl := kadm.NewACLs().Allow("User:ANONYMOUS").Topics("open").Operations(kadm.OpDescribe, kadm.OpRead).ResourcePatternType(kadm.ACLPatternLiteral)
+	if res, err := adm.CreateACLs(ctx, acl); err != nil || res[0].Err != nil {
+		t.Fatalf("create ACL: %v %+v", err, res)
+	}
+
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		_, body := httpGet(t, web, "/api/topics")
+		if strings.Contains(body, `"name":"open"`) && !strings.Contains(body, `"name":"secret"`) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/api/topics as ANONYMOUS: %s", body)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if code, body := httpGet(t, web, "/api/topics/open/records?partition=0"); code != 200 || !strings.Contains(body, `"text":"readable"`) {
+		t.Fatalf("records of open: %d %s", code, body)
+	}
+	resp, err := http.Post("http://"+web+"/api/topics/open/records", "application/json", strings.NewReader(`{"value":"x"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	// Kafka's answer to a producer with WRITE on no topic: its
+	// InitProducerId needs IDEMPOTENT_WRITE, which WRITE would imply.
+	if resp.StatusCode != http.StatusBadGateway || !strings.Contains(string(b), "CLUSTER_AUTHORIZATION_FAILED") {
+		t.Fatalf("produce without WRITE: %d %s", resp.StatusCode, b)
+	}
+	ends, err := adm.ListEndOffsets(ctx, "open")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o, _ := ends.Lookup("open", 0); o.Offset != 1 {
+		t.Fatalf("open's end offset %d after a refused produce, want 1", o.Offset)
 	}
 }

@@ -111,6 +111,7 @@ func runServe(args []string, logOut io.Writer) error {
 // listener asks for TLS or SASL it stays off and says so, rather than
 // find a way around them (docs/operations.md).
 func startConsole(con *console.Console, srv *broker.Server, log *slog.Logger) {
+	log = log.With("component", "console")
 	seed, name, err := consoleSeed(srv.ClientListeners())
 	if err == nil {
 		err = con.Start(seed)
