@@ -18,7 +18,9 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -41,7 +43,13 @@ type Config struct {
 	Samples int
 	// MaxGroups bounds how many groups have a history; default 1000.
 	MaxGroups int
-	Logger    *slog.Logger
+	// LoopbackOnly answers only requests addressed to a loopback host
+	// (localhost, 127.0.0.0/8, [::1]): set when the HTTP listener is
+	// bound to loopback, so that a web page whose name was rebound to
+	// 127.0.0.1 (DNS rebinding) can neither read through the console nor
+	// produce.
+	LoopbackOnly bool
+	Logger       *slog.Logger
 }
 
 // Console serves the pages and the API. Its zero state (before Start or
@@ -149,7 +157,31 @@ func (c *Console) Handler() http.Handler {
 	mux.HandleFunc("GET /api/groups", c.api(c.groups))
 	mux.HandleFunc("GET /api/groups/{group}", c.api(c.group))
 	mux.HandleFunc("GET /api/transactions", c.api(c.transactions))
-	return mux
+	if !c.cfg.LoopbackOnly {
+		return mux
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !loopbackHost(r.Host) {
+			http.Error(w, "the console answers only requests to localhost: this listener is bound to loopback", http.StatusMisdirectedRequest)
+			return
+		}
+		mux.ServeHTTP(w, r)
+	})
+}
+
+// loopbackHost reports whether a request's Host names this machine's
+// loopback: localhost (or a name under .localhost) or a loopback IP.
+func loopbackHost(hostport string) bool {
+	host := hostport
+	if h, _, err := net.SplitHostPort(hostport); err == nil {
+		host = h
+	}
+	host = strings.TrimSuffix(strings.ToLower(strings.Trim(host, "[]")), ".")
+	if host == "localhost" || strings.HasSuffix(host, ".localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // httpError is an error with the status it is answered with.

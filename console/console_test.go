@@ -15,8 +15,10 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/gregorbroker/gregor/broker/brokertest"
+	"github.com/gregorbroker/gregor/config"
 )
 
 // start runs a real gregor and a console connected to it, served by an
@@ -466,5 +468,155 @@ func TestLagHistoryBounded(t *testing.T) {
 	h.keepOnly(map[string]bool{"b": true})
 	if _, ok := h.latest("a"); ok {
 		t.Fatal("a kept after it was gone")
+	}
+}
+
+// TestConsoleConsumerAndShareGroups: a KIP-848 consumer group and a
+// KIP-932 share group, each with one live member, described by the
+// call of their type, with their assignments and lag.
+func TestConsoleConsumerAndShareGroups(t *testing.T) {
+	addr := brokertest.Start(t, func(c *config.Broker) {
+		c.ShareCoordinatorStateTopicNumPartitions = 1
+		c.GroupShareHeartbeatIntervalMs = 500
+	})
+	con := New(Config{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err := con.Start(addr); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(con.Close)
+	srv := httptest.NewServer(con.Handler())
+	t.Cleanup(srv.Close)
+	url := srv.URL
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	adm := kadm.NewClient(cl)
+	createTopic(t, adm, "q", 1, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	for i := range 5 {
+		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "q", Value: []byte(fmt.Sprint(i))}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	type groupDetail struct {
+		groupJSON
+		Members []memberJSON  `json:"members"`
+		Lags    []partLagJSON `json:"partitions"`
+		Total   int64         `json:"total_lag"`
+	}
+	waitGroup := func(name string, ok func(g groupDetail) bool) groupDetail {
+		t.Helper()
+		var g groupDetail
+		for ctx.Err() == nil {
+			g = groupDetail{}
+			getJSON(t, url+"/api/groups/"+name, &g)
+			if ok(g) {
+				return g
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		t.Fatalf("group %s never as wanted: %+v", name, g)
+		return g
+	}
+
+	// A consumer group (KIP-848): reads 5, commits them.
+	next, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ConsumerGroup("next"), kgo.ConsumeTopics("q"), kgo.ClientID("next-1"),
+		kgo.Balancers(kgo.RangeBalancer()), kgo.ServerSideBalancer(), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.DisableAutoCommit())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer next.Close()
+	for read := 0; read < 5; {
+		fs := next.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("consumer group read %d of 5", read)
+		}
+		read += fs.NumRecords()
+	}
+	if err := next.CommitUncommittedOffsets(ctx); err != nil {
+		t.Fatal(err)
+	}
+	g := waitGroup("next", func(g groupDetail) bool { return g.State == "Stable" && len(g.Members) == 1 && len(g.Lags) == 1 })
+	if g.Type != "consumer" || g.Members[0].ClientID != "next-1" || len(g.Members[0].Assigned) != 1 || g.Members[0].Assigned[0] != "q-0" {
+		t.Fatalf("consumer group: %+v", g)
+	}
+	if p := g.Lags[0]; p.Committed != 5 || p.End != 5 || p.Lag != 0 || p.Member != g.Members[0].MemberID || g.Total != 0 {
+		t.Fatalf("consumer group lag: %+v", g.Lags)
+	}
+
+	// A share group (KIP-932) reading from the earliest: its lag falls to
+	// 0 once it has acknowledged all 5.
+	req := kmsg.NewPtrIncrementalAlterConfigsRequest()
+	res := kmsg.NewIncrementalAlterConfigsRequestResource()
+	res.ResourceType, res.ResourceName = kmsg.ConfigResourceTypeGroupConfig, "sg"
+	c := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
+	earliest := "earliest"
+	c.Name, c.Value = "share.auto.offset.reset", &earliest
+	res.Configs = append(res.Configs, c)
+	req.Resources = append(req.Resources, res)
+	if resp, err := req.RequestWith(ctx, cl); err != nil || resp.Resources[0].ErrorCode != 0 {
+		t.Fatalf("share.auto.offset.reset: %v %+v", err, resp)
+	}
+	share, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ShareGroup("sg"), kgo.ConsumeTopics("q"), kgo.ClientID("share-1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer share.Close()
+	for read := 0; read < 5; {
+		fs := share.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("share group read %d of 5", read)
+		}
+		read += fs.NumRecords()
+		share.MarkAcks(kgo.AckAccept)
+	}
+	if err := share.FlushAcks(ctx); err != nil {
+		t.Fatal(err)
+	}
+	g = waitGroup("sg", func(g groupDetail) bool { return len(g.Members) == 1 && len(g.Lags) == 1 && g.Lags[0].Committed == 5 })
+	if g.Type != "share" || g.Members[0].ClientID != "share-1" || len(g.Members[0].Assigned) != 1 || g.Members[0].Assigned[0] != "q-0" {
+		t.Fatalf("share group: %+v", g)
+	}
+	if p := g.Lags[0]; p.End != 5 || p.Lag != 0 || g.Total != 0 {
+		t.Fatalf("share group lag: %+v", g.Lags)
+	}
+
+	var list struct{ Groups []groupJSON }
+	getJSON(t, url+"/api/groups", &list)
+	types := map[string]string{}
+	for _, x := range list.Groups {
+		types[x.Group] = x.Type
+	}
+	if types["next"] != "consumer" || types["sg"] != "share" {
+		t.Fatalf("groups list: %+v", list.Groups)
+	}
+}
+
+// TestConsoleLoopbackOnly: on a listener bound to loopback, the console
+// answers only requests addressed to a loopback host, so a page whose
+// name was rebound to 127.0.0.1 gets nothing.
+func TestConsoleLoopbackOnly(t *testing.T) {
+	con := New(Config{LoopbackOnly: true, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	con.Off("not connected in this test")
+	srv := httptest.NewServer(con.Handler())
+	defer srv.Close()
+	for host, want := range map[string]int{
+		"localhost:9644": 200, "127.0.0.1:9644": 200, "[::1]:9644": 200, "127.1.2.3": 200, "app.localhost:9644": 200,
+		"evil.example:9644": http.StatusMisdirectedRequest, "10.0.0.1:9644": http.StatusMisdirectedRequest,
+		"localhost.evil.example": http.StatusMisdirectedRequest,
+	} {
+		req, _ := http.NewRequest("GET", srv.URL+"/api/status", nil)
+		req.Host = host
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Errorf("Host %s: %d, want %d", host, resp.StatusCode, want)
+		}
 	}
 }

@@ -1,11 +1,21 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
+	"fmt"
+	"io"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
 
 	"github.com/gregorbroker/gregor/broker"
 )
@@ -36,6 +46,20 @@ func TestConsoleServed(t *testing.T) {
 	if code, body := httpGet(t, web, "/metrics"); code != 200 || !strings.Contains(body, "kafka_server_replicamanager_partitioncount") {
 		t.Fatalf("/metrics beside the console: %d", code)
 	}
+	// Bound to loopback: a request for another host name (DNS
+	// rebinding) is refused by the console, not by /metrics.
+	for path, want := range map[string]int{"/api/topics": http.StatusMisdirectedRequest, "/": http.StatusMisdirectedRequest, "/healthz": 200} {
+		req, _ := http.NewRequest("GET", "http://"+web+path, nil)
+		req.Host = "rebound.example:9644"
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Fatalf("%s for another host: %d, want %d", path, resp.StatusCode, want)
+		}
+	}
 	p.stop()
 
 	ro := startServe(t, "--data-dir", t.TempDir(), "--listen", "127.0.0.1:0", "--override", "http.listener=127.0.0.1:0",
@@ -65,7 +89,8 @@ func TestConsoleServed(t *testing.T) {
 
 // TestConsoleSeed: the console connects only through a PLAINTEXT
 // listener (loopback for a wildcard bind) and is off, with the reason,
-// when every listener wants TLS or SASL.
+// when every listener wants TLS or SASL; which http.listener values
+// count as loopback.
 func TestConsoleSeed(t *testing.T) {
 	tcp := func(ip string, port int) net.Addr { return &net.TCPAddr{IP: net.ParseIP(ip), Port: port} }
 	seed, name, err := consoleSeed([]broker.ClientListener{
@@ -82,5 +107,99 @@ func TestConsoleSeed(t *testing.T) {
 	})
 	if err == nil || !strings.Contains(err.Error(), "no PLAINTEXT client listener") {
 		t.Fatalf("secured listeners only: %v", err)
+	}
+	for addr, want := range map[string]bool{"localhost:9644": true, "127.0.0.1:9644": true, "[::1]:9644": true,
+		"0.0.0.0:9644": false, ":9644": false, "gregor:9644": false} {
+		if got := loopbackListener(addr); got != want {
+			t.Errorf("loopbackListener(%s) = %v", addr, got)
+		}
+	}
+}
+
+// TestConsoleUnderACLs: with the StandardAuthorizer on, the console is
+// User:ANONYMOUS of the PLAINTEXT listener like any client there: it
+// lists only the topic ACLs let ANONYMOUS describe, reads it, and its
+// produce is refused with the broker's authorization error.
+func TestConsoleUnderACLs(t *testing.T) {
+	dir := t.TempDir()
+	ports := freePorts(t, 4)
+	plainPort, saslPort, ctrlPort, webPort := ports[0], ports[1], ports[2], ports[3]
+	props := fmt.Sprintf(`process.roles=broker,controller
+node.id=1
+controller.quorum.voters=1@127.0.0.1:%[3]d
+listeners=PLAINTEXT://127.0.0.1:%[1]d,SASL_PLAINTEXT://127.0.0.1:%[2]d,CONTROLLER://127.0.0.1:%[3]d
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,CONTROLLER:PLAINTEXT
+log.dirs=%[4]s
+offsets.topic.replication.factor=1
+transaction.state.log.replication.factor=1
+transaction.state.log.min.isr=1
+http.listener=127.0.0.1:%[5]d
+authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer
+super.users=User:admin
+allow.everyone.if.no.acl.found=false
+sasl.enabled.mechanisms=PLAIN
+listener.name.sasl_plaintext.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required \
+    username="admin" password="admin-secret" user_admin="admin-secret";
+`, plainPort, saslPort, ctrlPort, filepath.Join(dir, "data"), webPort)
+	propsFile := filepath.Join(dir, "server.properties")
+	if err := os.WriteFile(propsFile, []byte(props), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	startServe(t, "--config", propsFile)
+	web := fmt.Sprintf("127.0.0.1:%d", webPort)
+
+	admin, err := kgo.NewClient(kgo.SeedBrokers(fmt.Sprintf("127.0.0.1:%d", saslPort)),
+		kgo.SASL(plain.Auth{User: "admin", Pass: "admin-secret"}.AsMechanism()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	adm := kadm.NewClient(admin)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, topic := range []string{"open", "secret"} {
+		if r, err := adm.CreateTopic(ctx, 1, 1, nil, topic); err != nil || r.Err != nil {
+			t.Fatalf("create %s: %v %v", topic, err, r.Err)
+		}
+	}
+	if err := admin.ProduceSync(ctx, &kgo.Record{Topic: "open", Value: []byte("readable")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	acl := kadm.NewACLs().Allow("User:ANONYMOUS").Topics("open").Operations(kadm.OpDescribe, kadm.OpRead).ResourcePatternType(kadm.ACLPatternLiteral)
+	if res, err := adm.CreateACLs(ctx, acl); err != nil || res[0].Err != nil {
+		t.Fatalf("create ACL: %v %+v", err, res)
+	}
+
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		_, body := httpGet(t, web, "/api/topics")
+		if strings.Contains(body, `"name":"open"`) && !strings.Contains(body, `"name":"secret"`) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/api/topics as ANONYMOUS: %s", body)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if code, body := httpGet(t, web, "/api/topics/open/records?partition=0"); code != 200 || !strings.Contains(body, `"text":"readable"`) {
+		t.Fatalf("records of open: %d %s", code, body)
+	}
+	resp, err := http.Post("http://"+web+"/api/topics/open/records", "application/json", strings.NewReader(`{"value":"x"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	// Kafka's answer to a producer with WRITE on no topic: its
+	// InitProducerId needs IDEMPOTENT_WRITE, which WRITE would imply.
+	if resp.StatusCode != http.StatusBadGateway || !strings.Contains(string(b), "CLUSTER_AUTHORIZATION_FAILED") {
+		t.Fatalf("produce without WRITE: %d %s", resp.StatusCode, b)
+	}
+	ends, err := adm.ListEndOffsets(ctx, "open")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o, _ := ends.Lookup("open", 0); o.Offset != 1 {
+		t.Fatalf("open's end offset %d after a refused produce, want 1", o.Offset)
 	}
 }

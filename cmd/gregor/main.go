@@ -66,7 +66,8 @@ func runServe(args []string, logOut io.Writer) error {
 	opts := broker.Options{Logger: log}
 	var con *console.Console
 	if cfg.HTTPListener != "" && cfg.HTTPConsoleEnable {
-		con = console.New(console.Config{ReadOnly: cfg.HTTPConsoleReadOnly, Logger: log.With("component", "console")})
+		con = console.New(console.Config{ReadOnly: cfg.HTTPConsoleReadOnly, LoopbackOnly: loopbackListener(cfg.HTTPListener),
+			Logger: log.With("component", "console")})
 		opts.HTTPHandler = con.Handler()
 	}
 	srv, err := broker.New(cfg, opts)
@@ -110,6 +111,7 @@ func runServe(args []string, logOut io.Writer) error {
 // listener asks for TLS or SASL it stays off and says so, rather than
 // find a way around them (docs/operations.md).
 func startConsole(con *console.Console, srv *broker.Server, log *slog.Logger) {
+	log = log.With("component", "console")
 	seed, name, err := consoleSeed(srv.ClientListeners())
 	if err == nil {
 		err = con.Start(seed)
@@ -120,6 +122,20 @@ func startConsole(con *console.Console, srv *broker.Server, log *slog.Logger) {
 		return
 	}
 	log.Info("web console on", "listener", name, "via", seed)
+}
+
+// loopbackListener reports whether HOST:PORT binds only loopback
+// (localhost or a loopback IP), as the embedded defaults do.
+func loopbackListener(hostport string) bool {
+	host, _, err := net.SplitHostPort(hostport)
+	if err != nil {
+		return false
+	}
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // consoleSeed picks the address the console connects to: the first

@@ -141,9 +141,11 @@ test("produce through the form, read back, seek by offset and by time", async ()
     "Produced to partition 1 at offset 0.");
   // The time input has whole seconds: produce the second record in the
   // next second, and seek to that second's start.
-  between = Math.ceil(Date.now() / 1000) * 1000;
+  between = Math.floor(Date.now() / 1000) * 1000 + 1000;
   await sleep(between - Date.now() + 50);
   assert.equal(await produceWithForm(1, "order-2", "plain text", ""), "Produced to partition 1 at offset 1.");
+  // The overview follows what was produced.
+  await page.waitForFunction(() => document.querySelector("#records-held").textContent === "2");
 
   await page.selectOption("#b-partition", "1");
   await page.selectOption("#b-mode", "start");

@@ -146,6 +146,29 @@ async function pageTopic(name) {
     ...parts.map((p) => h("option", { value: String(p) }, String(p))),
   ];
 
+  // Overview and partitions, redrawn after a produce so offsets and
+  // sizes move with it.
+  const summary = h("div", {});
+  const drawSummary = (t) => summary.replaceChildren(
+    section("Overview", h("dl", { class: "kv" },
+      h("dt", {}, "Topic id"), h("dd", { class: "mono" }, t.id),
+      h("dt", {}, "Partitions"), h("dd", {}, String(t.partitions)),
+      h("dt", {}, "Replication factor"), h("dd", {}, String(t.replication_factor)),
+      h("dt", {}, "Records held"), h("dd", { id: "records-held" }, fmtInt(t.records)),
+      h("dt", {}, "Size (leaders)"), h("dd", {}, fmtBytes(t.size))),
+      t.errors.length ? h("p", { class: "err" }, t.errors.join("; ")) : null),
+    section("Partitions", table("Partitions: leaders, replicas, offsets and sizes", [
+      { title: "Partition", num: true, cell: (p) => String(p.partition) },
+      { title: "Leader", num: true, cell: (p) => String(p.leader) },
+      { title: "Epoch", num: true, cell: (p) => String(p.leader_epoch) },
+      { title: "Replicas", cell: (p) => p.replicas.join(", ") },
+      { title: "In sync", cell: (p) => p.isr.join(", ") },
+      { title: "Start offset", num: true, cell: (p) => fmtInt(p.start_offset) },
+      { title: "End offset", num: true, cell: (p) => fmtInt(p.end_offset) },
+      { title: "Size", num: true, cell: (p) => fmtBytes(p.size) },
+    ], t.partition_list)));
+  drawSummary(t);
+
   // Record browser.
   const bPart = h("select", { id: "b-partition" }, partOptions(false));
   const bMode = h("select", { id: "b-mode" },
@@ -251,6 +274,7 @@ async function pageTopic(name) {
       const r = await api(`topics/${enc(name)}/records`, { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body) });
       pStatus.className = "status ok";
       pStatus.textContent = `Produced to partition ${r.partition} at offset ${r.offset}.`;
+      api("topics/" + enc(name)).then((fresh) => { if (token === pageToken) drawSummary(fresh); }).catch(() => {});
     } catch (err) {
       pStatus.className = "status err";
       pStatus.textContent = "Not produced: " + err.message;
@@ -279,23 +303,7 @@ async function pageTopic(name) {
 
   main.replaceChildren(
     h("h1", {}, "Topic ", h("span", { class: "mono", id: "topic-name" }, t.name)),
-    section("Overview", h("dl", { class: "kv" },
-      h("dt", {}, "Topic id"), h("dd", { class: "mono" }, t.id),
-      h("dt", {}, "Partitions"), h("dd", {}, String(t.partitions)),
-      h("dt", {}, "Replication factor"), h("dd", {}, String(t.replication_factor)),
-      h("dt", {}, "Records held"), h("dd", {}, fmtInt(t.records)),
-      h("dt", {}, "Size (leaders)"), h("dd", {}, fmtBytes(t.size))),
-      t.errors.length ? h("p", { class: "err" }, t.errors.join("; ")) : null),
-    section("Partitions", table("Partitions: leaders, replicas, offsets and sizes", [
-      { title: "Partition", num: true, cell: (p) => String(p.partition) },
-      { title: "Leader", num: true, cell: (p) => String(p.leader) },
-      { title: "Epoch", num: true, cell: (p) => String(p.leader_epoch) },
-      { title: "Replicas", cell: (p) => p.replicas.join(", ") },
-      { title: "In sync", cell: (p) => p.isr.join(", ") },
-      { title: "Start offset", num: true, cell: (p) => fmtInt(p.start_offset) },
-      { title: "End offset", num: true, cell: (p) => fmtInt(p.end_offset) },
-      { title: "Size", num: true, cell: (p) => fmtBytes(p.size) },
-    ], t.partition_list)),
+    summary,
     browser, producer,
     section("Configs", h("label", { class: "inline", for: "only-set" }, onlySet, "Only values not at their default"), cfgHolder));
 }
