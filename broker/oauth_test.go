@@ -247,6 +247,12 @@ func TestOAuthBearerConfigRefused(t *testing.T) {
 	p = base()
 	p["listener.name.sasl_plaintext.oauthbearer.sasl.server.callback.handler.class"] = config.OAuthBearerJWTValidator
 	p["sasl.oauthbearer.jwks.endpoint.url"] = "file:///nonexistent/jwks.json"
+	// Kafka 4.4 wants the audience and issuer checked, or explicitly not.
+	if _, _, err := config.Parse(p); err == nil || !strings.Contains(err.Error(), `"sasl.oauthbearer.allow.unverified.audience" to true`) {
+		t.Fatalf("no expected audience: %v", err)
+	}
+	p["sasl.oauthbearer.allow.unverified.audience"] = "true"
+	p["sasl.oauthbearer.expected.issuer"] = "https://idp.example"
 	cfg, _, err := config.Parse(p)
 	if err != nil {
 		t.Fatal(err)

@@ -22,10 +22,17 @@ const (
 	OAuthBearerUnsecuredValidator = "org.apache.kafka.common.security.oauthbearer.internals.unsecured.OAuthBearerUnsecuredValidatorCallbackHandler"
 	// OAuthBearerJWTValidator validates signed JWTs against the keys of
 	// sasl.oauthbearer.jwks.endpoint.url (KIP-768).
+	// (Its pre-3.4 name in the .secured package is gone from Kafka 4, and
+	// refused as Kafka 4 refuses it.)
 	OAuthBearerJWTValidator = "org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler"
-	// oauthBearerJWTValidatorOld is its name before Kafka 3.4, kept by
-	// Kafka as a deprecated subclass.
-	oauthBearerJWTValidatorOld = "org.apache.kafka.common.security.oauthbearer.secured.OAuthBearerValidatorCallbackHandler"
+)
+
+// The JWT validators of sasl.oauthbearer.jwt.validator.class (KIP-1139,
+// Kafka 4.1) that check a signature against the JWKS: Kafka's default,
+// which on a broker with a JWKS URL is BrokerJwtValidator, and that one.
+const (
+	defaultJwtValidator = "org.apache.kafka.common.security.oauthbearer.DefaultJwtValidator"
+	brokerJwtValidator  = "org.apache.kafka.common.security.oauthbearer.BrokerJwtValidator"
 )
 
 // oauthBearerKeys are Kafka's broker-side OAUTHBEARER properties. Each
@@ -42,13 +49,19 @@ var oauthBearerKeys = []brokerKey{
 	{name: "sasl.oauthbearer.jwks.endpoint.retry.backoff.max.ms", typ: TypeLong, dflt: "10000", check: atLeast(0),
 		doc: "The longest wait between attempts to fetch an http(s) JWKS."},
 	{name: "sasl.oauthbearer.expected.audience", typ: TypeList, null: true,
-		doc: "Audiences of which a JWT's aud claim must name one. Not set: a JWT with an aud claim is refused, as Kafka's jose4j consumer does."},
+		doc: "Audiences of which a JWT's aud claim must name one; required by OAuthBearerValidatorCallbackHandler unless sasl.oauthbearer.allow.unverified.audience=true."},
 	{name: "sasl.oauthbearer.expected.issuer", typ: TypeString, null: true,
-		doc: "The issuer a JWT's iss claim must be. Not set: any."},
+		doc: "The issuer a JWT's iss claim must be; required by OAuthBearerValidatorCallbackHandler unless sasl.oauthbearer.allow.unverified.issuer=true."},
 	{name: "sasl.oauthbearer.scope.claim.name", typ: TypeString, dflt: "scope",
 		doc: "The claim holding a JWT's scopes."},
 	{name: "sasl.oauthbearer.sub.claim.name", typ: TypeString, dflt: "sub",
 		doc: "The claim holding a JWT's subject, the principal's name (User:<subject>)."},
+	{name: "sasl.oauthbearer.allow.unverified.audience", typ: TypeBoolean, dflt: "false",
+		doc: "Whether OAuthBearerValidatorCallbackHandler may run without sasl.oauthbearer.expected.audience, accepting a JWT whatever its aud claim (Kafka 4.4); without either, start-up is refused."},
+	{name: "sasl.oauthbearer.allow.unverified.issuer", typ: TypeBoolean, dflt: "false",
+		doc: "Whether OAuthBearerValidatorCallbackHandler may run without sasl.oauthbearer.expected.issuer, accepting a JWT whatever its iss claim (Kafka 4.4); without either, start-up is refused."},
+	{name: "sasl.oauthbearer.jwt.validator.class", typ: TypeClass, dflt: defaultJwtValidator,
+		doc: "The JWT validator of OAuthBearerValidatorCallbackHandler: Kafka's DefaultJwtValidator or BrokerJwtValidator (the same on a broker), which check the signature against sasl.oauthbearer.jwks.endpoint.url; no other class can run."},
 	{name: "sasl.oauthbearer.clock.skew.seconds", typ: TypeInt, dflt: "30",
 		doc: "The clock difference allowed with the token's issuer when checking a JWT's exp and nbf."},
 }
@@ -63,15 +76,17 @@ type OAuthBearerSettings struct {
 	JAAS string
 
 	// The KIP-768 settings, for OAuthBearerJWTValidator.
-	JWKSURL               string
-	JWKSRefreshMs         int64
-	JWKSRetryBackoffMs    int64
-	JWKSRetryBackoffMaxMs int64
-	ExpectedAudience      []string
-	ExpectedIssuer        string
-	ScopeClaimName        string
-	SubClaimName          string
-	ClockSkewSeconds      int32
+	JWKSURL                 string
+	JWKSRefreshMs           int64
+	JWKSRetryBackoffMs      int64
+	JWKSRetryBackoffMaxMs   int64
+	ExpectedAudience        []string
+	ExpectedIssuer          string
+	AllowUnverifiedAudience bool
+	AllowUnverifiedIssuer   bool
+	ScopeClaimName          string
+	SubClaimName            string
+	ClockSkewSeconds        int32
 	// Source maps each key to the property name it was read from.
 	Source map[string]string
 }
@@ -139,7 +154,7 @@ func resolveOAuthBearer(ls *ListenerSecurity, vals map[string]resolved, props ma
 	switch h := javaTrim(props[handlerName]); h {
 	case "", OAuthBearerUnsecuredValidator:
 		o.Handler = OAuthBearerUnsecuredValidator
-	case OAuthBearerJWTValidator, oauthBearerJWTValidatorOld:
+	case OAuthBearerJWTValidator:
 		o.Handler = OAuthBearerJWTValidator
 	default:
 		return o, invalid(handlerName, h, "listener %s: OAUTHBEARER tokens are validated by %s (unsecured JWS, the default) or %s (JWTs signed by a key of sasl.oauthbearer.jwks.endpoint.url); no other class can run",
@@ -174,6 +189,14 @@ func resolveOAuthBearer(ls *ListenerSecurity, vals map[string]resolved, props ma
 			o.SubClaimName = r.v.s
 		case "sasl.oauthbearer.clock.skew.seconds":
 			o.ClockSkewSeconds = int32(r.v.i)
+		case "sasl.oauthbearer.allow.unverified.audience":
+			o.AllowUnverifiedAudience = r.v.b
+		case "sasl.oauthbearer.allow.unverified.issuer":
+			o.AllowUnverifiedIssuer = r.v.b
+		case "sasl.oauthbearer.jwt.validator.class":
+			if c := r.v.s; c != defaultJwtValidator && c != brokerJwtValidator {
+				return o, invalid(r.name, c, "listener %s: JWTs are validated as Kafka's %s (or %s) does; no other class can run", ls.Listener, defaultJwtValidator, brokerJwtValidator)
+			}
 		}
 	}
 	if o.Handler != OAuthBearerJWTValidator {
@@ -191,7 +214,8 @@ func resolveOAuthBearer(ls *ListenerSecurity, vals map[string]resolved, props ma
 	}
 	urlKey := o.Source["sasl.oauthbearer.jwks.endpoint.url"]
 	if o.JWKSURL == "" {
-		return o, invalid(urlKey, "null", "listener %s: %s validates tokens against the keys of a JWKS: set sasl.oauthbearer.jwks.endpoint.url (a file: or http(s): URL)", ls.Listener, OAuthBearerJWTValidator)
+		// Kafka 4's message.
+		return o, invalid(urlKey, "null", `The OAuth validator for the broker requires "sasl.oauthbearer.jwks.endpoint.url" to be configured so that JWT signatures can be verified, but it was not set. Set "sasl.oauthbearer.jwks.endpoint.url" to the OAuth/OIDC provider's JWKS endpoint URL for this listener (listener %s; a file: or http(s): URL)`, ls.Listener)
 	}
 	u, err := url.Parse(o.JWKSURL)
 	if err != nil {
@@ -201,6 +225,14 @@ func resolveOAuthBearer(ls *ListenerSecurity, vals map[string]resolved, props ma
 	case "file", "http", "https":
 	default:
 		return o, invalid(urlKey, o.JWKSURL, "The OAuth configuration option sasl.oauthbearer.jwks.endpoint.url contains a URL (%s) that contains an invalid protocol (%s); only \"http\", \"https\", and \"file\" protocol are supported", o.JWKSURL, u.Scheme)
+	}
+	// Kafka 4.4's BrokerJwtValidator: the audience and the issuer are
+	// checked unless explicitly waived.
+	if len(o.ExpectedAudience) == 0 && !o.AllowUnverifiedAudience {
+		return o, invalid(o.Source["sasl.oauthbearer.expected.audience"], "null", `The OAuth validator for the broker requires "sasl.oauthbearer.expected.audience" to be configured so that the token's audience ("aud") claim can be verified, but it was not set. Set "sasl.oauthbearer.expected.audience" to the audience(s) that identify this cluster, or set "sasl.oauthbearer.allow.unverified.audience" to true to accept tokens regardless of their audience.`)
+	}
+	if o.ExpectedIssuer == "" && !o.AllowUnverifiedIssuer {
+		return o, invalid(o.Source["sasl.oauthbearer.expected.issuer"], "null", `The OAuth validator for the broker requires "sasl.oauthbearer.expected.issuer" to be configured so that the token's issuer ("iss") claim can be verified, but it was not set. Set "sasl.oauthbearer.expected.issuer" to the issuer URL of the OAuth/OIDC provider that signs the tokens, or set "sasl.oauthbearer.allow.unverified.issuer" to true to accept tokens regardless of their issuer.`)
 	}
 	return o, nil
 }

@@ -29,10 +29,10 @@ import (
 // JWT validation as Kafka's OAuthBearerValidatorCallbackHandler does it
 // (KIP-768): a JWS signed with RS256/384/512, PS256/384/512 or
 // ES256/384/512 by a key of the listener's JSON Web Key Set, whose claims
-// pass the checks of Kafka's jose4j consumer (exp and iat required, exp
-// and nbf with sasl.oauthbearer.clock.skew.seconds, the audience and
-// issuer when configured, and, as jose4j, no aud claim when no audience
-// is expected), then Kafka's own (a non-blank subject, scopes without
+// pass the checks of Kafka 4.4's BrokerJwtValidator and its jose4j
+// consumer (exp and iat required, exp and nbf with
+// sasl.oauthbearer.clock.skew.seconds, the expected audience and issuer
+// unless waived by sasl.oauthbearer.allow.unverified.*), then Kafka's own (a non-blank subject, scopes without
 // duplicates). Every failure is answered {"status":"invalid_token"}, as
 // Kafka does; the reason goes to the broker's log.
 
@@ -51,6 +51,9 @@ type jwtValidator struct {
 	skew              time.Duration
 	refresh           chan struct{} // asks an http(s) JWKS's refresher to fetch now
 	hasExpectedIssuer bool
+	// skipAudience: sasl.oauthbearer.allow.unverified.audience without an
+	// expected audience, jose4j's setSkipDefaultAudienceValidation.
+	skipAudience bool
 }
 
 func newJWTValidator(o config.OAuthBearerSettings) (*jwtValidator, func(), error) {
@@ -61,6 +64,7 @@ func newJWTValidator(o config.OAuthBearerSettings) (*jwtValidator, func(), error
 		subClaim:          o.SubClaimName,
 		scopeClaim:        o.ScopeClaimName,
 		skew:              time.Duration(o.ClockSkewSeconds) * time.Second,
+		skipAudience:      len(o.ExpectedAudience) == 0 && o.AllowUnverifiedAudience,
 	}
 	u, err := url.Parse(o.JWKSURL)
 	if err != nil {
@@ -349,8 +353,10 @@ func (v *jwtValidator) check(token string, now time.Time) (*OAuthToken, string) 
 	case nbf != nil && nowS+skewS < *nbf:
 		return nil, fmt.Sprintf("The JWT is not yet valid as the evaluation time %d is before the Not Before (nbf=%d) claim time", nowS, *nbf)
 	}
-	if reason := v.checkAudience(claims["aud"]); reason != "" {
-		return nil, reason
+	if !v.skipAudience {
+		if reason := v.checkAudience(claims["aud"]); reason != "" {
+			return nil, reason
+		}
 	}
 	if v.hasExpectedIssuer {
 		iss, ok := claims["iss"].(string)

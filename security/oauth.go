@@ -346,12 +346,12 @@ func (v *unsecuredValidator) validate(token string, now time.Time) (*OAuthToken,
 	return &OAuthToken{Principal: principal, Scope: scope, Expiry: time.UnixMilli(int64(math.Round(*exp * 1000)))}, nil, nil
 }
 
-// unsecuredSection decodes one part of an unsecured JWS as Kafka's
-// OAuthBearerUnsecuredJws.toMap: Base64 with the standard alphabet
-// (padding optional), a JSON object whose arrays become lists of their
+// unsecuredSection decodes one part of an unsecured JWS as Kafka 4's
+// OAuthBearerUnsecuredJws.toMap: Base64URL (padding optional), a JSON
+// object whose arrays become lists of their
 // items' text, numbers stay numbers and anything else becomes its text.
 func unsecuredSection(part string) (map[string]any, *tokenFailure) {
-	raw, err := base64.RawStdEncoding.DecodeString(strings.TrimRight(part, "="))
+	raw, err := base64.RawURLEncoding.DecodeString(strings.TrimRight(part, "="))
 	if err != nil {
 		return nil, invalidToken("malformed Base64 URL encoded value")
 	}
