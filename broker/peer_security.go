@@ -218,6 +218,17 @@ func (s *Server) secureControllerConn(listener string) func(ctx context.Context,
 		if err != nil {
 			if errors.Is(err, errAuthFailed) {
 				s.log.Info("closing connection: failed authentication", "remote", c.RemoteAddr().String(), "listener", listener, "err", err)
+				// Held for connection.failed.authentication.delay.ms
+				// before the transport closes it, as on the other
+				// listeners.
+				if d := time.Duration(s.cfg.ConnectionFailedAuthenticationDelayMs) * time.Millisecond; d > 0 {
+					t := time.NewTimer(d)
+					select {
+					case <-t.C:
+					case <-s.ctx.Done():
+						t.Stop()
+					}
+				}
 			}
 			return nil, err
 		}

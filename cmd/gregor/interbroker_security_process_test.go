@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 )
 
@@ -72,7 +74,9 @@ func securedClusterProps(dir string, id int, roles, voters string, client, inter
 		peer = []string{
 			"listener.security.protocol.map=CLIENT:SASL_SSL,INTERNAL:SASL_SSL,CONTROLLER:SASL_SSL",
 			"sasl.mechanism.controller.protocol=PLAIN",
-			"listener.name.controller.plain.sasl.jaas.config=" + plainJAAS("broker", "broker-secret", "broker", "broker-secret"),
+			// alice may authenticate on the controller listener but has no
+			// CLUSTER_ACTION there.
+			"listener.name.controller.plain.sasl.jaas.config=" + plainJAAS("broker", "broker-secret", "broker", "broker-secret", "alice", "alice-secret"),
 		}
 		if mode == peerSCRAM {
 			peer = append(peer, "sasl.mechanism.inter.broker.protocol=SCRAM-SHA-512",
@@ -270,6 +274,39 @@ func runSecuredCluster(t *testing.T, mode peerMode) {
 		return nil
 	})
 	produce(200, 50)
+
+	if mode == peerPLAIN {
+		// On the controller listener, a wrong password fails
+		// authentication, and a principal that authenticates but lacks
+		// CLUSTER_ACTION is closed before the quorum's handshake.
+		ctrlAddr := fmt.Sprintf("127.0.0.1:%d", ports[8])
+		for _, c := range []struct{ user, pass, logged string }{
+			{"broker", "wrong", `msg="closing connection: failed authentication"`},
+			{"alice", "alice-secret", `msg="closing connection: principal not authorized"`},
+		} {
+			cl, err := kgo.NewClient(kgo.SeedBrokers(ctrlAddr), kgo.DialTLSConfig(tlsCfg),
+				kgo.SASL(plain.Auth{User: c.user, Pass: c.pass}.AsMechanism()), kgo.RequestRetries(0))
+			if err != nil {
+				t.Fatal(err)
+			}
+			rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			_, err = kmsg.NewPtrMetadataRequest().RequestWith(rctx, cl)
+			cancel()
+			cl.Close()
+			if err == nil {
+				t.Fatalf("%s answered on the controller listener", c.user)
+			}
+			waitFor(t, 10*time.Second, "node 1 logging "+c.user+"'s refusal", func() error {
+				for _, line := range strings.Split(nodes[0].p.log(), "\n") {
+					if strings.Contains(line, c.logged) && strings.Contains(line, "listener=CONTROLLER") {
+						t.Logf("node 1: %s", line)
+						return nil
+					}
+				}
+				return fmt.Errorf("no %s on CONTROLLER (client: %v)", c.logged, err)
+			})
+		}
+	}
 
 	// Read everything back from each node as the leader: reorder the
 	// replicas so it is the preferred one, elect it, consume from the
