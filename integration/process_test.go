@@ -24,6 +24,11 @@ import (
 var gregorBin string
 
 func TestMain(m *testing.M) {
+	// The test binary is also the share consumer process of
+	// TestShareGroupHistoryCluster (share_history_test.go).
+	if spec := os.Getenv(shareConsumerEnv); spec != "" {
+		os.Exit(shareConsumerMain(spec))
+	}
 	dir, err := os.MkdirTemp("", "gregor-bin")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

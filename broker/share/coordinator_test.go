@@ -189,7 +189,7 @@ func TestSessionTimeoutReleases(t *testing.T) {
 
 func TestSnapshotRoundTrip(t *testing.T) {
 	v := snapshotValue{SnapshotEpoch: 3, StateEpoch: 1, LeaderEpoch: -1, StartOffset: 10, CreateTimestamp: 5, WriteTimestamp: 6,
-		Batches: []stateBatch{{10, 12, stateAvailable, 1}, {13, 13, stateArchived, 2}}}
+		Batches: []StateBatch{{10, 12, stateAvailable, 1}, {13, 13, stateArchived, 2}}}
 	got, err := parseSnapshotValue(v.encode())
 	if err != nil || got.StartOffset != 10 || !slices.Equal(got.Batches, v.Batches) || got.SnapshotEpoch != 3 {
 		t.Fatalf("round trip: %+v %v", got, err)
@@ -197,5 +197,44 @@ func TestSnapshotRoundTrip(t *testing.T) {
 	g, k, ver, err := parseKey(snapshotKey("grp", partKey{[16]byte{9}, 4}))
 	if err != nil || g != "grp" || k.partition != 4 || k.topic[0] != 9 || ver != 0 {
 		t.Fatalf("key: %s %+v %d %v", g, k, ver, err)
+	}
+}
+
+// TestReloadAtDeliveryLimit: records written while acquired for their
+// last allowed delivery come back from the snapshot AVAILABLE with the
+// delivery count at the limit; after a reload they are archived, not
+// delivered a time too many.
+func TestReloadAtDeliveryLimit(t *testing.T) {
+	e := newEnv(t) // delivery limit 2
+	e.join("a")
+	e.join("b")
+	if _, got := e.fetch("a", 0, 2, 2); !slices.Equal(got, []Acquired{{0, 1, 1}}) {
+		t.Fatalf("a: %v", got)
+	}
+	e.clock.Advance(1500*time.Millisecond, e.settle)
+	if _, got := e.fetch("a", 1, 2, 2); !slices.Equal(got, []Acquired{{0, 1, 2}}) {
+		t.Fatalf("a, last delivery: %v", got)
+	}
+	// b's accept writes a snapshot with 0-1 in it (as AVAILABLE, count 2).
+	if _, got := e.fetch("b", 0, 4, 2); !slices.Equal(got, []Acquired{{2, 3, 1}}) {
+		t.Fatalf("b: %v", got)
+	}
+	if code, codes := e.c.Acknowledge(context.Background(), AckStart{Group: "g", Member: "b", Epoch: 1, Acks: []Ack{e.ack(2, 3, ackAccept)}}); code != 0 || codes[e.ref()] != 0 {
+		t.Fatalf("b accepts: %d %v", code, codes)
+	}
+	e.c.Close()
+	c2, err := New(e.c.cfg, e.store, e.clock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c2.Close)
+	e.c = c2
+	e.load()
+	e.join("a")
+	if _, got := e.fetch("a", 0, 6, 10); !slices.Equal(got, []Acquired{{4, 5, 1}}) {
+		t.Fatalf("after reload: %v, want only 4-5", got)
+	}
+	if st := e.state(); st.Start != 4 {
+		t.Fatalf("after reload: %+v, want start 4", st)
 	}
 }

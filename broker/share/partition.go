@@ -87,9 +87,13 @@ func (ps *partitionState) readFrom() int64 {
 // most maxRecords of them (finishing the batch it is in unless
 // exactRecords, KIP-1206's record-limit mode) and never more than
 // maxLocks offsets in flight. It returns the ranges acquired, each with
-// the delivery count the member is told.
-func (ps *partitionState) acquire(batches []Batch, member string, maxRecords int, exactRecords bool, maxLocks int64, deadline time.Time) []Acquired {
-	var out []Acquired
+// the delivery count the member is told. An AVAILABLE record already
+// delivered limit times is archived instead: it comes back so from a
+// snapshot that wrote it while it was acquired for its last delivery
+// (ACQUIRED is written as AVAILABLE), whose holder never acknowledged it
+// before a restart or a change of leader. archived reports whether it
+// did, a change to keep.
+func (ps *partitionState) acquire(batches []Batch, member string, maxRecords int, exactRecords bool, maxLocks int64, limit int16, deadline time.Time) (out []Acquired, archived bool) {
 	n := 0
 	add := func(off int64, d int16) {
 		n++
@@ -112,13 +116,18 @@ func (ps *partitionState) acquire(batches []Batch, member string, maxRecords int
 				if r == nil || r.state != stateAvailable {
 					continue
 				}
+				if r.deliveries >= limit {
+					r.state, archived = stateArchived, true
+					continue
+				}
 				r.state, r.member, r.deadline = stateAcquired, member, deadline
 				r.deliveries++
 				add(off, r.deliveries)
 				continue
 			}
 			if off-ps.start >= maxLocks {
-				return out
+				ps.advance()
+				return out, archived
 			}
 			// A hole between the end and this batch holds no record
 			// (compaction, or a batch that ended early): nothing to
@@ -133,7 +142,7 @@ func (ps *partitionState) acquire(batches []Batch, member string, maxRecords int
 		}
 	}
 	ps.advance()
-	return out
+	return out, archived
 }
 
 // ackCheck reports whether member may acknowledge [first, last] with
@@ -287,13 +296,13 @@ func (ps *partitionState) skipTo(logStart int64) bool {
 // runs of offsets with one state and delivery count. An ACQUIRED record is
 // written as AVAILABLE, as Kafka persists it, so that after a restart it
 // is delivered again; its delivery count stays.
-func (ps *partitionState) stateBatches() []stateBatch {
+func (ps *partitionState) stateBatches() []StateBatch {
 	offs := make([]int64, 0, len(ps.recs))
 	for off := range ps.recs {
 		offs = append(offs, off)
 	}
 	slices.Sort(offs)
-	var out []stateBatch
+	var out []StateBatch
 	for _, off := range offs {
 		r := ps.recs[off]
 		st := r.state
@@ -304,7 +313,7 @@ func (ps *partitionState) stateBatches() []stateBatch {
 			out[k].Last = off
 			continue
 		}
-		out = append(out, stateBatch{First: off, Last: off, State: st, Deliveries: r.deliveries})
+		out = append(out, StateBatch{First: off, Last: off, State: st, Deliveries: r.deliveries})
 	}
 	return out
 }

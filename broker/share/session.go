@@ -265,7 +265,10 @@ func (m *machine) acquire(group, memberID string, reads []PartitionBatches, maxR
 		if ps == nil || len(r.Batches) == 0 {
 			continue
 		}
-		got := ps.acquire(r.Batches, memberID, left, exact, int64(m.cfg.PartitionMaxRecordLocks), deadline)
+		got, archived := ps.acquire(r.Batches, memberID, left, exact, int64(m.cfg.PartitionMaxRecordLocks), m.deliveryLimit(g), deadline)
+		if archived {
+			m.persist(g, []partKey{k}, func(int16) {})
+		}
 		if len(got) == 0 {
 			continue
 		}
