@@ -17,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/gregorbroker/gregor/broker/internal/fetch"
+	"github.com/gregorbroker/gregor/broker/internal/metrics"
 	"github.com/gregorbroker/gregor/protocol"
 	"github.com/gregorbroker/gregor/security"
 )
@@ -76,7 +77,13 @@ type slot struct {
 	closeConn     bool          // set when the handler failed in a way that ends the connection
 	frameBytes    int64         // taken from queued.max.request.bytes until answered
 	key           int16         // the request's API key, for its metrics
-	read          time.Time     // when the request was read; zero: not counted
+	read          time.Time     // when the request's frame was read; zero: not counted
+	// The ends of the request's phases (metrics.RequestTimes), after
+	// read: its handler started, its first phase done, its response
+	// ready, the writer taking it. Each is written before what hands the
+	// slot on to the goroutine reading it (the slots channel, done's
+	// close), so they need no lock.
+	started, localDone, ready, taken time.Duration
 	// frame is a Produce request's frame, pooled again once the slot is
 	// finished (framepool.go); nil for every other request.
 	frame []byte
@@ -152,6 +159,7 @@ func (c *conn) readLoop() {
 			return
 		}
 		frame, n, err := c.readFrame(fr, maxSize)
+		read := time.Now()
 		if err != nil {
 			switch {
 			case errors.Is(err, io.EOF), errors.Is(err, net.ErrClosed), c.ctx.Err() != nil:
@@ -187,7 +195,7 @@ func (c *conn) readLoop() {
 			c.releaseBytes(n)
 			return
 		}
-		sl, ok := c.handleFrame(frame)
+		sl, ok := c.handleFrame(frame, read)
 		<-c.limits.queued
 		if sl == nil {
 			c.releaseBytes(n)
@@ -249,9 +257,6 @@ func (c *conn) releaseBytes(n int64) {
 // finished is called once for each slot queued, when it was answered or
 // abandoned: its frame no longer counts against the budgets.
 func (c *conn) finished(sl *slot) {
-	if !sl.read.IsZero() {
-		c.s.ops.metrics.RequestDone(sl.key, time.Since(sl.read))
-	}
 	c.releaseBytes(sl.frameBytes)
 	sl.frameBytes = 0
 	if sl.frame != nil {
@@ -261,10 +266,27 @@ func (c *conn) finished(sl *slot) {
 	c.pending.Add(-1)
 }
 
-// handleFrame parses one request and starts its handler. It returns the
-// request's slot (nil when nothing is to be answered) and false when the
-// connection must close after the slots already queued are answered.
-func (c *conn) handleFrame(frame []byte) (*slot, bool) {
+// countRequest counts an answered request whose response's last byte
+// was written at sent (taken, for a request not answered on the wire).
+func (c *conn) countRequest(sl *slot, sent time.Time) {
+	if sl.read.IsZero() {
+		return
+	}
+	c.s.ops.metrics.RequestDone(sl.key, metrics.RequestTimes{
+		RequestQueue:  sl.started,
+		Local:         sl.localDone - sl.started,
+		Remote:        sl.ready - sl.localDone,
+		ResponseQueue: sl.taken - sl.ready,
+		ResponseSend:  max(sent.Sub(sl.read)-sl.taken, 0),
+	})
+}
+
+// handleFrame parses one request, read off the socket at read, and starts
+// its handler. It returns the request's slot (nil when nothing is to be
+// answered) and false when the connection must close after the slots
+// already queued are answered.
+func (c *conn) handleFrame(frame []byte, read time.Time) (*slot, bool) {
+	started := time.Since(read)
 	key, version, corr, err := protocol.PeekKey(frame)
 	if err != nil {
 		c.log.Warn("closing connection: bad request header", "err", err)
@@ -285,7 +307,7 @@ func (c *conn) handleFrame(frame []byte) (*slot, bool) {
 		return nil, false
 	}
 	r := &request{hdr: hdr, req: req, conn: c}
-	sl := &slot{done: make(chan struct{}), correlationID: corr, key: key, read: time.Now()}
+	sl := &slot{done: make(chan struct{}), correlationID: corr, key: key, read: read, started: started}
 	if key == apiKeyProduce {
 		sl.frame = frame
 	}
@@ -298,16 +320,19 @@ func (c *conn) handleFrame(frame []byte) (*slot, bool) {
 	if key == apiKeyProduce {
 		res = c.produceQuota(r, len(frame), res)
 	}
+	sl.localDone = time.Since(read)
 	switch {
 	case res.wait != nil:
 		c.s.goTracked(func() {
 			resp, ok := c.runWait(r, res.wait)
 			sl.resp = resp
 			sl.closeConn = !ok
+			sl.ready = time.Since(sl.read)
 			close(sl.done)
 		})
 	default:
 		sl.resp = res.resp
+		sl.ready = sl.localDone
 		close(sl.done)
 	}
 	return sl, true
@@ -355,12 +380,32 @@ func (c *conn) writeLoop() bool {
 	var (
 		w   *bufio.Writer
 		buf *[]byte
+		// unsent are the requests whose responses are in w, not yet
+		// flushed: they are counted once their last byte is written.
+		unsent  [maxUnsent]*slot
+		nUnsent int
 	)
+	// sent counts the unsent requests once their flush ended; a failed
+	// flush answered none of them.
+	sent := func(err error) {
+		if nUnsent == 0 {
+			return
+		}
+		now := time.Now()
+		for i := range nUnsent {
+			if err == nil {
+				c.countRequest(unsent[i], now)
+			}
+			unsent[i] = nil
+		}
+		nUnsent = 0
+	}
 	// idle sends what is buffered and gives the buffers back.
 	idle := func() error {
 		var err error
 		if w != nil {
 			err = w.Flush()
+			sent(err)
 			w.Reset(nil)
 			writerPool.Put(w)
 			w = nil
@@ -408,6 +453,8 @@ func (c *conn) writeLoop() bool {
 				return false
 			}
 		}
+		taken := time.Now()
+		sl.taken = taken.Sub(sl.read)
 		if sl.closeConn {
 			fetch.ReleaseResponse(sl.resp)
 			c.finished(sl)
@@ -415,6 +462,9 @@ func (c *conn) writeLoop() bool {
 			return false
 		}
 		if sl.resp == nil {
+			// acks=0: nothing to send, counted as Kafka counts its
+			// NoOpResponse.
+			c.countRequest(sl, taken)
 			c.finished(sl)
 			continue
 		}
@@ -422,6 +472,17 @@ func (c *conn) writeLoop() bool {
 			w = writerPool.Get().(*bufio.Writer)
 			w.Reset(c.nc)
 		}
+		if nUnsent == maxUnsent {
+			err := w.Flush()
+			sent(err)
+			if err != nil {
+				c.finished(sl)
+				fail(nil)
+				return false
+			}
+		}
+		unsent[nUnsent] = sl
+		nUnsent++
 		if z, ok := sl.resp.(*fetch.ZeroCopyResponse); ok {
 			err := zw.Write(w, sl.correlationID, z)
 			z.Release()
@@ -459,6 +520,10 @@ func (c *conn) writeLoop() bool {
 		}
 	}
 }
+
+// maxUnsent bounds the responses a writer keeps in its buffer before
+// flushing, so that it can count each once its bytes are on the socket.
+const maxUnsent = 16
 
 // Response encoding buffers are pooled; one that grew past
 // maxPooledEncodeBuf (a large fetch) is dropped, not kept.

@@ -71,7 +71,7 @@ func (s *Server) newMetrics() {
 		keys = append(keys, k.ApiKey)
 	}
 	s.ops.metrics = metrics.New(keys)
-	s.ops.metrics.MustRegister(&brokerCollector{s: s})
+	s.ops.metrics.MustRegister(&brokerCollector{s: s}, &stateCollector{s: s})
 }
 
 // startHTTP binds http.listener and serves it until the server closes.

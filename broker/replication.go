@@ -210,6 +210,12 @@ func (s *Server) alterISR(p *partition.Partition, a *partition.Assignment, membe
 		// once rather than when the metadata log reaches it.
 		s.log.Info("ISR changed", "topic", p.Topic, "partition", p.Index, "isr", pi.ISR, "leader", pi.Leader, "partition_epoch", pi.PartitionEpoch)
 		s.applyAssignment(p, pi)
+		// Counted as Kafka's leader counts its own committed changes
+		// (IsrShrinksPerSec, IsrExpandsPerSec); an ISR the controller
+		// changes on its own (a fenced broker) is not.
+		s.ops.metrics.ISRChanged(len(members) < len(a.ISR), false)
+	} else if s.ctx.Err() == nil {
+		s.ops.metrics.ISRChanged(false, true)
 	}
 	// Only a refusal of a request whose epochs were the controller's
 	// settles it: then no earlier request committed either. After a

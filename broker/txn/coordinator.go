@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"iter"
 	"log/slog"
+	"sync/atomic"
 
 	"github.com/gregorbroker/gregor/broker/coord"
 )
@@ -38,10 +39,35 @@ type Deps struct {
 // shards; when ctx ends first they answer COORDINATOR_NOT_AVAILABLE, and
 // once Close has begun NOT_COORDINATOR.
 type Coordinator struct {
-	cfg  Config
-	deps Deps
-	log  *slog.Logger
-	rt   *coord.Runtime[timerKey, *machine]
+	cfg       Config
+	deps      Deps
+	log       *slog.Logger
+	rt        *coord.Runtime[timerKey, *machine]
+	completed Completed
+}
+
+// Completed counts the transactions a coordinator completed (their
+// CompleteCommit or CompleteAbort written), for the broker's metrics.
+type Completed struct {
+	commits, aborts atomic.Int64
+}
+
+// count counts a transition to state that is durable.
+func (c *Completed) count(state txnState) {
+	switch {
+	case c == nil:
+	case state == stateCompleteCommit:
+		c.commits.Add(1)
+	case state == stateCompleteAbort:
+		c.aborts.Add(1)
+	}
+}
+
+// Completed returns how many transactions this coordinator committed and
+// aborted since it started (markers written and the outcome recorded),
+// including aborts of transactions that timed out.
+func (c *Coordinator) Completed() (commits, aborts int64) {
+	return c.completed.commits.Load(), c.completed.aborts.Load()
 }
 
 // New starts a coordinator with cfg's shards. It serves no transactional id
@@ -69,7 +95,7 @@ func New(cfg Config, deps Deps) (*Coordinator, error) {
 		Log:        log,
 	}
 	c.rt = coord.NewRuntime(rtCfg, func(s *shard) *machine {
-		return newMachine(cfg, log, deps, shardEffects{s, deps.Markers, deps.AllocateProducerID})
+		return newMachine(cfg, log, deps, shardEffects{s, deps.Markers, deps.AllocateProducerID}, &c.completed)
 	})
 	c.rt.Start((*machine).start)
 	return c, nil

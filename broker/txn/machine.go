@@ -65,10 +65,13 @@ type machine struct {
 	partitions map[int32]*partitionState
 	loadTokens uint64
 	markers    markerState
+	// completed counts the transactions ended here, shared by the shards.
+	completed *Completed
 }
 
-func newMachine(cfg Config, log *slog.Logger, deps Deps, fx effects) *machine {
+func newMachine(cfg Config, log *slog.Logger, deps Deps, fx effects, completed *Completed) *machine {
 	return &machine{
+		completed:         completed,
 		cfg:               cfg,
 		log:               log,
 		clock:             deps.Clock,
@@ -155,6 +158,7 @@ func (m *machine) appendTransit(t *txnMeta, epoch int32, tr transit, keep func(c
 				done(errUnknownServerError)
 				return
 			}
+			m.completed.count(tr.state)
 			done(0)
 			return
 		}

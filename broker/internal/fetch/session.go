@@ -164,7 +164,7 @@ type Sessions struct {
 	mu        sync.Mutex
 	max       int
 	sessions  map[int32]*Session
-	evictions int64 // sessions evicted to make room, for tests and logs
+	evictions int64 // sessions evicted to make room, for the metrics
 }
 
 // NewSessions is an empty cache of at most max sessions.
@@ -265,6 +265,30 @@ func (c *Sessions) Remove(id int32) {
 	c.mu.Lock()
 	delete(c.sessions, id)
 	c.mu.Unlock()
+}
+
+// SessionStats is what Kafka's FetchSessionCache reports of itself.
+type SessionStats struct {
+	// Sessions is the number of cached sessions
+	// (NumIncrementalFetchSessions).
+	Sessions int
+	// PartitionsCached is the partitions they hold, each session's as of
+	// its last use (NumIncrementalFetchPartitionsCached).
+	PartitionsCached int
+	// Evictions counts the sessions evicted to make room for new ones
+	// since start (IncrementalFetchSessionEvictionsPerSec).
+	Evictions int64
+}
+
+// Stats reads the cache's figures, for the metrics.
+func (c *Sessions) Stats() SessionStats {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	st := SessionStats{Sessions: len(c.sessions), Evictions: c.evictions}
+	for _, s := range c.sessions {
+		st.PartitionsCached += s.cachedSize
+	}
+	return st
 }
 
 // Len is the number of cached sessions.

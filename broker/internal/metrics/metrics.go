@@ -23,6 +23,48 @@ const maxKey = 128
 // milliseconds (Kafka's RequestMetrics *TimeMs are in milliseconds).
 var latencyBucketsMs = []float64{0.1, 0.25, 0.5, 1, 2.5, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000}
 
+// The phases of a request's time, as Kafka's RequestMetrics splits it
+// (RequestChannel.Request.updateRequestMetrics).
+const (
+	phaseRequestQueue = iota
+	phaseLocal
+	phaseRemote
+	phaseResponseQueue
+	phaseResponseSend
+	numPhases
+)
+
+// phaseNames are the phases' MBean names, lowercased as the JMX exporter
+// writes them, with the total last.
+var phaseNames = [numPhases + 1]struct{ name, help string }{
+	{"requestqueuetimems", "from the request read off the socket to its handler started (RequestMetrics RequestQueueTimeMs)"},
+	{"localtimems", "in the request's handler on its connection's reader (RequestMetrics LocalTimeMs)"},
+	{"remotetimems", "waiting for others: followers for acks=all, fetch.min.bytes and max wait, the coordinators (RequestMetrics RemoteTimeMs)"},
+	{"responsequeuetimems", "from the response ready to the connection's writer taking it (RequestMetrics ResponseQueueTimeMs)"},
+	{"responsesendtimems", "from the writer taking the response to its bytes written to the socket (RequestMetrics ResponseSendTimeMs)"},
+	{"totaltimems", "from the request read off the socket to its response written (RequestMetrics TotalTimeMs)"},
+}
+
+// RequestTimes is where one request's time went, in Kafka's phases. Their
+// sum is the request's total time.
+type RequestTimes struct {
+	// RequestQueue runs from the request's frame read to its handler
+	// started (waiting for a queued.max.requests place).
+	RequestQueue time.Duration
+	// Local is the handler's first phase, on the connection's reader.
+	Local time.Duration
+	// Remote is the handler's background phase: waiting for followers
+	// (acks=all), for data (a fetch's min bytes and max wait), for the
+	// coordinators or the controller.
+	Remote time.Duration
+	// ResponseQueue runs from the response ready to the writer taking it
+	// (it waits behind the responses of earlier requests).
+	ResponseQueue time.Duration
+	// ResponseSend runs from the writer taking the response to its last
+	// byte written to the socket.
+	ResponseSend time.Duration
+}
+
 // Registry is one broker's metrics. Create it with New.
 type Registry struct {
 	reg *prometheus.Registry
@@ -32,7 +74,9 @@ type Registry struct {
 	replicationBytesIn            prometheus.Counter
 
 	requests    [maxKey]prometheus.Counter
-	requestTime [maxKey]prometheus.Observer
+	requestTime [maxKey][numPhases + 1]prometheus.Observer // the phases, then the total
+
+	isrShrinks, isrExpands, isrFailed prometheus.Counter
 
 	mu     sync.Mutex // guards topics
 	topics map[string]*Topic
@@ -72,21 +116,39 @@ func New(keys []int16) *Registry {
 		Name: "kafka_network_requestmetrics_requests_total",
 		Help: "Requests answered, per API (RequestMetrics RequestsPerSec).",
 	}, []string{"request"})
-	totalTime := prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Name:    "kafka_network_requestmetrics_totaltimems",
-		Help:    "Milliseconds from a request parsed to its response queued on the socket, per API (RequestMetrics TotalTimeMs).",
-		Buckets: latencyBucketsMs,
-	}, []string{"request"})
+	var phases [numPhases + 1]*prometheus.HistogramVec
+	for i, ph := range phaseNames {
+		phases[i] = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "kafka_network_requestmetrics_" + ph.name,
+			Help:    "Milliseconds " + ph.help + ", per API.",
+			Buckets: latencyBucketsMs,
+		}, []string{"request"})
+		r.reg.MustRegister(phases[i])
+	}
 	for _, key := range keys {
 		name := kmsg.NameForKey(key)
 		if key < 0 || key >= maxKey || name == "Unknown" || name == "" {
 			continue
 		}
 		r.requests[key] = requests.WithLabelValues(name)
-		r.requestTime[key] = totalTime.WithLabelValues(name)
+		for i := range phases {
+			r.requestTime[key][i] = phases[i].WithLabelValues(name)
+		}
 	}
+	r.isrShrinks = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "kafka_server_replicamanager_isrshrinks_total",
+		Help: "ISR shrinks this node asked for as leader and the controller committed (ReplicaManager IsrShrinksPerSec).",
+	})
+	r.isrExpands = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "kafka_server_replicamanager_isrexpands_total",
+		Help: "ISR expansions this node asked for as leader and the controller committed (ReplicaManager IsrExpandsPerSec).",
+	})
+	r.isrFailed = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "kafka_server_replicamanager_failedisrupdates_total",
+		Help: "ISR changes this node asked for as leader that failed (ReplicaManager FailedIsrUpdatesPerSec).",
+	})
 	r.reg.MustRegister(r.messagesIn, r.bytesIn, r.bytesOut, r.replicationBytesOut, r.replicationBytesIn,
-		requests, totalTime,
+		requests, r.isrShrinks, r.isrExpands, r.isrFailed,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return r
 }
@@ -182,11 +244,35 @@ func (r *Registry) Replicated(bytes int) {
 	r.replicationBytesIn.Add(float64(bytes))
 }
 
-// RequestDone counts a request of API key answered d after it was read.
-func (r *Registry) RequestDone(key int16, d time.Duration) {
+// RequestDone counts a request of API key answered, with where its time
+// went.
+func (r *Registry) RequestDone(key int16, t RequestTimes) {
 	if r == nil || key < 0 || key >= maxKey || r.requests[key] == nil {
 		return
 	}
 	r.requests[key].Inc()
-	r.requestTime[key].Observe(float64(d) / float64(time.Millisecond))
+	obs := &r.requestTime[key]
+	obs[phaseRequestQueue].Observe(ms(t.RequestQueue))
+	obs[phaseLocal].Observe(ms(t.Local))
+	obs[phaseRemote].Observe(ms(t.Remote))
+	obs[phaseResponseQueue].Observe(ms(t.ResponseQueue))
+	obs[phaseResponseSend].Observe(ms(t.ResponseSend))
+	obs[numPhases].Observe(ms(t.RequestQueue + t.Local + t.Remote + t.ResponseQueue + t.ResponseSend))
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// ISRChanged counts an ISR change this node asked for as a partition's
+// leader: committed as a shrink or an expansion, or failed (refused or
+// not answered), as Kafka's AlterPartitionListener marks them.
+func (r *Registry) ISRChanged(shrink, failed bool) {
+	switch {
+	case r == nil:
+	case failed:
+		r.isrFailed.Inc()
+	case shrink:
+		r.isrShrinks.Inc()
+	default:
+		r.isrExpands.Inc()
+	}
 }
