@@ -33,7 +33,13 @@ kafka-consumer-perf-test do, with the franz-go client.
 produce writes N records of --record-size bytes (creating the topic if it
 is missing) and reports records/s, MB/s and the latency from send to
 acknowledgement of each record. Each value is derived from its record's
-index, so a later consume --verify can check every value.
+index, so a later consume --verify can check every value. --producers P
+splits the records over P clients, each with its own connections (many
+producers); --partitioner round-robin spreads consecutive records over
+every partition, so that each request carries a batch for many
+partitions (with --partitions in the thousands: the many-partition
+case), instead of the client's default of filling one partition's batch
+at a time.
 
 consume reads N records from the start of the topic, with a fresh
 consumer or as --group, and reports records/s and MB/s; --verify checks
@@ -162,6 +168,8 @@ type produceOptions struct {
 	compression       string
 	throughput        float64
 	idempotent        bool
+	producers         int
+	partitioner       string
 }
 
 func parseProduceFlags(args []string, out io.Writer) (produceOptions, error) {
@@ -179,6 +187,8 @@ func parseProduceFlags(args []string, out io.Writer) (produceOptions, error) {
 	fs.StringVar(&o.compression, "compression", "none", "none, gzip, snappy, lz4 or zstd")
 	fs.Float64Var(&o.throughput, "throughput", -1, "cap the rate at this many records/s; -1 for no cap")
 	fs.BoolVar(&o.idempotent, "idempotent", true, "use the idempotent producer (only with acks=all)")
+	fs.IntVar(&o.producers, "producers", 1, "split the records over this many producer clients, each with its own connections")
+	fs.StringVar(&o.partitioner, "partitioner", "default", "default (the client's sticky partitioner) or round-robin (consecutive records to consecutive partitions)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -201,6 +211,10 @@ func parseProduceFlags(args []string, out io.Writer) (produceOptions, error) {
 		err = errors.New("--batch-max-bytes must be from 0 to 1073741824")
 	case o.throughput == 0 || (o.throughput < 0 && o.throughput != -1):
 		err = errors.New("--throughput must be -1 or positive")
+	case o.producers < 1 || o.producers > 10000:
+		err = errors.New("--producers must be from 1 to 10000")
+	case o.partitioner != "default" && o.partitioner != "round-robin":
+		err = fmt.Errorf("--partitioner %q: want default or round-robin", o.partitioner)
 	}
 	if err == nil {
 		_, err = compressionCodec(o.compression)
@@ -253,6 +267,9 @@ func (o produceOptions) clientOpts() []kgo.Opt {
 	}
 	if o.batchMaxBytes > 0 {
 		opts = append(opts, kgo.ProducerBatchMaxBytes(int32(o.batchMaxBytes)))
+	}
+	if o.partitioner == "round-robin" {
+		opts = append(opts, kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
 	}
 	return opts
 }
@@ -334,14 +351,26 @@ func ensureTopic(ctx context.Context, cl *kgo.Client, topic string, partitions, 
 	return nil
 }
 
-// runProduce writes the records and measures them.
+// runProduce writes the records and measures them. With several
+// producers, producer p of P sends the records whose index is p modulo P,
+// each at 1/P of any rate cap, all at once.
 func runProduce(ctx context.Context, o produceOptions, log io.Writer) (perfReport, error) {
-	cl, err := kgo.NewClient(o.clientOpts()...)
-	if err != nil {
-		return perfReport{}, fmt.Errorf("perf produce: %w", err)
+	clients := make([]*kgo.Client, o.producers)
+	defer func() {
+		for _, cl := range clients {
+			if cl != nil {
+				cl.Close()
+			}
+		}
+	}()
+	for i := range clients {
+		cl, err := kgo.NewClient(o.clientOpts()...)
+		if err != nil {
+			return perfReport{}, fmt.Errorf("perf produce: %w", err)
+		}
+		clients[i] = cl
 	}
-	defer cl.Close()
-	if err := ensureTopic(ctx, cl, o.topic, o.partitions, o.replicationFactor, log); err != nil {
+	if err := ensureTopic(ctx, clients[0], o.topic, o.partitions, o.replicationFactor, log); err != nil {
 		return perfReport{}, err
 	}
 
@@ -350,39 +379,57 @@ func runProduce(ctx context.Context, o produceOptions, log io.Writer) (perfRepor
 	// Values go back to the pool once acknowledged: the client keeps
 	// referring to a record until its promise has run.
 	pool := sync.Pool{New: func() any { b := make([]byte, o.recordSize); return &b }}
-	var failed atomic.Int64
+	var failed, sentTotal atomic.Int64
 	var firstErr error
 	var errOnce sync.Once
+	produceErr := func(err error) {
+		failed.Add(1)
+		errOnce.Do(func() { firstErr = err })
+	}
+	rate := o.throughput
+	if rate > 0 {
+		rate /= float64(o.producers)
+	}
 
 	start := time.Now()
-	var sent int64
-send:
-	for ; sent < o.records && ctx.Err() == nil; sent++ {
-		if d := throttleDelay(start, time.Now(), sent, o.throughput); d > 0 {
-			select {
-			case <-time.After(d):
-			case <-ctx.Done():
-				break send
+	flushErrs := make([]error, o.producers)
+	var wg sync.WaitGroup
+	for p, cl := range clients {
+		wg.Go(func() {
+			var sent int64
+		send:
+			for index := int64(p); index < o.records && ctx.Err() == nil; index += int64(o.producers) {
+				if d := throttleDelay(start, time.Now(), sent, rate); d > 0 {
+					select {
+					case <-time.After(d):
+					case <-ctx.Done():
+						break send
+					}
+				}
+				bp := pool.Get().(*[]byte)
+				fillValue(*bp, base, uint64(index))
+				sentAt := time.Now()
+				cl.Produce(ctx, &kgo.Record{Topic: o.topic, Value: *bp}, func(_ *kgo.Record, err error) {
+					d := time.Since(sentAt)
+					pool.Put(bp)
+					if err != nil {
+						produceErr(err)
+						return
+					}
+					lat.add(d)
+				})
+				sent++
 			}
-		}
-		bp := pool.Get().(*[]byte)
-		fillValue(*bp, base, uint64(sent))
-		sentAt := time.Now()
-		cl.Produce(ctx, &kgo.Record{Topic: o.topic, Value: *bp}, func(_ *kgo.Record, err error) {
-			d := time.Since(sentAt)
-			pool.Put(bp)
-			if err != nil {
-				failed.Add(1)
-				errOnce.Do(func() { firstErr = err })
-				return
-			}
-			lat.add(d)
+			sentTotal.Add(sent)
+			flushErrs[p] = cl.Flush(ctx)
 		})
 	}
-	if err := cl.Flush(ctx); err != nil {
+	wg.Wait()
+	elapsed := time.Since(start)
+	sent := sentTotal.Load()
+	if err := errors.Join(flushErrs...); err != nil {
 		return perfReport{}, fmt.Errorf("perf produce: interrupted after %d records: %w", sent, err)
 	}
-	elapsed := time.Since(start)
 	if err := ctx.Err(); err != nil {
 		return perfReport{}, fmt.Errorf("perf produce: interrupted after %d records: %w", sent, err)
 	}
@@ -393,12 +440,18 @@ send:
 	rep := newReport("produce", o.topic, sent, sent*int64(o.recordSize), elapsed)
 	sum := lat.summary()
 	rep.Latency = &sum
-	rep.Produce = &produceSettings{
+	rep.Produce = o.settings()
+	return rep, nil
+}
+
+// settings are the options a produce or e2e report repeats.
+func (o produceOptions) settings() *produceSettings {
+	return &produceSettings{
 		RecordSize: o.recordSize, Acks: o.acks, Compression: o.compression,
 		LingerMs: float64(o.linger) / float64(time.Millisecond), BatchMaxBytes: o.batchMaxBytes,
 		Idempotent: o.acks == "all" && o.idempotent, Throughput: o.throughput,
+		Producers: o.producers, Partitioner: o.partitioner,
 	}
-	return rep, nil
 }
 
 // throttleDelay is how long to wait before sending record number sent so
@@ -670,6 +723,8 @@ type produceSettings struct {
 	BatchMaxBytes int     `json:"batch_max_bytes"`
 	Idempotent    bool    `json:"idempotent"`
 	Throughput    float64 `json:"throughput_cap"`
+	Producers     int     `json:"producers"`
+	Partitioner   string  `json:"partitioner"`
 }
 
 type consumeSettings struct {

@@ -36,6 +36,9 @@ func runE2E(ctx context.Context, o produceOptions, log io.Writer) (perfReport, e
 	if o.recordSize < 16 {
 		return perfReport{}, errors.New("perf e2e: --record-size must be at least 16 (values carry their index)")
 	}
+	if o.producers != 1 {
+		return perfReport{}, errors.New("perf e2e: --producers is for perf produce; e2e runs one producer")
+	}
 	if o.records > maxVerifyRecords {
 		return perfReport{}, fmt.Errorf("perf e2e: --records must be at most %d", maxVerifyRecords)
 	}
@@ -107,11 +110,7 @@ func runE2E(ctx context.Context, o produceOptions, log io.Writer) (perfReport, e
 	rep := newReport("e2e", o.topic, sent, sent*int64(o.recordSize), time.Since(start))
 	sum := lat.summary()
 	rep.Latency = &sum
-	rep.Produce = &produceSettings{
-		RecordSize: o.recordSize, Acks: o.acks, Compression: o.compression,
-		LingerMs: float64(o.linger) / float64(time.Millisecond), BatchMaxBytes: o.batchMaxBytes,
-		Idempotent: o.acks == "all" && o.idempotent, Throughput: o.throughput,
-	}
+	rep.Produce = o.settings()
 	rep.E2E = &e2eSettings{Rate: o.throughput, Achieved: float64(sent) / sendElapsed.Seconds(), Verified: true, Behind: behind.Milliseconds()}
 	return rep, nil
 }

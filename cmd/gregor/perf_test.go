@@ -18,24 +18,25 @@ func TestParseProduceFlags(t *testing.T) {
 	if !slices.Equal(o.bootstrap, []string{"localhost:9092"}) || o.topic != "t" || o.records != 1000 ||
 		o.recordSize != 1024 || o.partitions != -1 || o.replicationFactor != -1 || o.acks != "all" ||
 		o.linger != 5*time.Millisecond || o.batchMaxBytes != 0 || o.compression != "none" ||
-		o.throughput != -1 || !o.idempotent || o.json {
+		o.throughput != -1 || !o.idempotent || o.json || o.producers != 1 || o.partitioner != "default" {
 		t.Errorf("defaults: %+v", o)
 	}
 	o, err = parseProduceFlags([]string{
 		"--bootstrap", "a:1, b:2", "--topic", "t", "--records", "5", "--record-size", "100",
 		"--partitions", "12", "--replication-factor", "3", "--acks", "-1", "--linger", "0s",
 		"--batch-max-bytes", "65536", "--compression", "zstd", "--throughput", "1000", "--idempotent=false", "--json",
+		"--producers", "4", "--partitioner", "round-robin",
 	}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !slices.Equal(o.bootstrap, []string{"a:1", "b:2"}) || o.recordSize != 100 || o.partitions != 12 ||
 		o.replicationFactor != 3 || o.acks != "all" || o.linger != 0 || o.batchMaxBytes != 65536 ||
-		o.compression != "zstd" || o.throughput != 1000 || o.idempotent || !o.json {
+		o.compression != "zstd" || o.throughput != 1000 || o.idempotent || !o.json || o.producers != 4 || o.partitioner != "round-robin" {
 		t.Errorf("set: %+v", o)
 	}
-	if n := len(o.clientOpts()); n != 7 {
-		t.Errorf("clientOpts: %d options, want 7 (seeds, id, linger, compression, acks, no idempotence, batch)", n)
+	if n := len(o.clientOpts()); n != 8 {
+		t.Errorf("clientOpts: %d options, want 8 (seeds, id, linger, compression, acks, no idempotence, batch, partitioner)", n)
 	}
 
 	bad := [][]string{
@@ -56,6 +57,8 @@ func TestParseProduceFlags(t *testing.T) {
 		{"--topic", "t", "--records", "1", "--throughput", "-2"},
 		{"--topic", "t", "--records", "1", "extra"},
 		{"--topic", "t", "--records", "x"},
+		{"--topic", "t", "--records", "1", "--producers", "0"},
+		{"--topic", "t", "--records", "1", "--partitioner", "hash"},
 	}
 	for _, args := range bad {
 		if o, err := parseProduceFlags(args, io.Discard); err == nil {
@@ -383,5 +386,42 @@ func TestPerfE2E(t *testing.T) {
 	}
 	if l := rep.Latency; l.P50 <= 0 || l.P50 > l.P99 || l.P99 > l.Max {
 		t.Errorf("latencies %+v", l)
+	}
+}
+
+// TestPerfManyProducers runs `gregor perf produce` with several producer
+// clients and the round-robin partitioner against a real gregor, then
+// reads every record back: each index arrives once, and every partition
+// holds records.
+func TestPerfManyProducers(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a gregor process")
+	}
+	p := startServe(t, "--data-dir", t.TempDir(), "--listen", "127.0.0.1:0")
+	out := mustCLI(t, "", "", "perf", "produce", "--bootstrap", p.addr, "--topic", "many", "--partitions", "50",
+		"--records", "2003", "--record-size", "64", "--producers", "3", "--partitioner", "round-robin", "--json")
+	var rep perfReport
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("report %q: %v", out, err)
+	}
+	if rep.Records != 2003 || rep.Produce == nil || rep.Produce.Producers != 3 || rep.Produce.Partitioner != "round-robin" {
+		t.Fatalf("report %+v", rep)
+	}
+	out = mustCLI(t, "", "", "perf", "consume", "--bootstrap", p.addr, "--topic", "many", "--records", "2003", "--verify", "--json")
+	var crep perfReport
+	if err := json.Unmarshal([]byte(out), &crep); err != nil || crep.Records != 2003 || crep.Consume == nil || !crep.Consume.Verified {
+		t.Fatalf("consume report %q: %v", out, err)
+	}
+	// Round-robin from each of 3 producers over 50 partitions: about 40
+	// records each, none empty.
+	var offs []partitionOffsets
+	cliJSON(t, p.addr, &offs, "offsets", "many")
+	if len(offs) != 50 {
+		t.Fatalf("offsets of %d partitions, want 50", len(offs))
+	}
+	for _, o := range offs {
+		if o.HighWatermark < 20 {
+			t.Errorf("partition %d holds %d records, want about 40", o.Partition, o.HighWatermark)
+		}
 	}
 }

@@ -104,6 +104,34 @@ func matrix(records int64, many bool, e2eRate float64, e2eSeconds float64) []ben
 	return cs
 }
 
+// selectCases keeps the cases named in names (all for none), in the
+// matrix's order; a consume case needs the produce case it reads.
+func selectCases(all []benchCase, names []string) ([]benchCase, error) {
+	if len(names) == 0 {
+		return all, nil
+	}
+	want := map[string]bool{}
+	for _, n := range names {
+		want[strings.TrimSpace(n)] = true
+	}
+	var out []benchCase
+	for _, c := range all {
+		if want[c.Name] {
+			out = append(out, c)
+			delete(want, c.Name)
+		}
+	}
+	for n := range want {
+		return nil, fmt.Errorf("-cases: no case %q (or it needs -many)", n)
+	}
+	for _, c := range out {
+		if c.From != "" && !slices.ContainsFunc(out, func(p benchCase) bool { return p.Name == c.From }) {
+			return nil, fmt.Errorf("-cases: %s reads the topic of %s, which is not selected", c.Name, c.From)
+		}
+	}
+	return out, nil
+}
+
 // broker is one of the brokers under test.
 type broker struct {
 	name string
@@ -138,6 +166,7 @@ type options struct {
 	work        string
 	maxCPURatio float64
 	warmup      int64
+	cases       []string
 }
 
 func main() {
@@ -150,6 +179,7 @@ func main() {
 	flag.Float64Var(&o.e2eRate, "e2e-rate", 10_000, "records/s of the end-to-end case")
 	flag.Float64Var(&o.e2eSeconds, "e2e-seconds", 10, "length of the end-to-end case in seconds")
 	flag.StringVar(&brokers, "brokers", "gregor,kafka,kfake", "comma-separated brokers to measure: gregor, kafka, kfake")
+	cases := flag.String("cases", "", "comma-separated case names to run (produce-16, produce-1000, produce-10000, consume-16, e2e-16); empty for all")
 	flag.StringVar(&o.doc, "doc", "", "regenerate the side-by-side section of this markdown `file` (docs/performance.md)")
 	flag.StringVar(&o.out, "out", "", "also write the report to this `file`")
 	flag.StringVar(&o.work, "work", "", "working `directory` for binaries and data; empty for a temporary one, removed after")
@@ -180,6 +210,9 @@ func main() {
 		if b = strings.TrimSpace(b); b != "" {
 			o.brokers = append(o.brokers, b)
 		}
+	}
+	if *cases != "" {
+		o.cases = strings.Split(*cases, ",")
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -263,7 +296,10 @@ func run(ctx context.Context, o options, command string) error {
 		slog.Info("broker up", "broker", name, "addr", b.addr, "pid", b.pid)
 	}
 
-	cases := matrix(o.records, o.many, o.e2eRate, o.e2eSeconds)
+	cases, err := selectCases(matrix(o.records, o.many, o.e2eRate, o.e2eSeconds), o.cases)
+	if err != nil {
+		return err
+	}
 	// One unmeasured produce and consume per broker first: the JVM's
 	// just-in-time compiler would otherwise count against Kafka's first
 	// round, and every broker's first files against its first case.
@@ -273,7 +309,7 @@ func run(ctx context.Context, o options, command string) error {
 			{Name: "warmup-consume", Kind: "consume", Partitions: 16, Records: o.warmup, From: "warmup"},
 		}
 		for _, b := range running {
-			if _, err := runRound(ctx, b, warm, 0, gregorBin, tick, &machine{}); err != nil {
+			if _, err := runRound(ctx, b, warm, 0, gregorBin, tick, &machine{}, true); err != nil {
 				return fmt.Errorf("warm-up of %s: %w", b.name, err)
 			}
 		}
@@ -287,7 +323,8 @@ func run(ctx context.Context, o options, command string) error {
 		shift := (round - 1) % len(order)
 		order = append(order[shift:], order[:shift]...)
 		for _, b := range order {
-			ss, err := runRound(ctx, b, cases, round, gregorBin, tick, &info.Machine)
+			// The last round's topics go with the brokers' data.
+			ss, err := runRound(ctx, b, cases, round, gregorBin, tick, &info.Machine, round < o.rounds)
 			if err != nil {
 				return fmt.Errorf("round %d, %s: %w", round, b.name, err)
 			}
@@ -332,9 +369,10 @@ func run(ctx context.Context, o options, command string) error {
 }
 
 // runRound measures every case on one broker: each case's topic is
-// created first, outside the measured interval, and the round's topics
-// are deleted after it so that the disk does not fill over the rounds.
-func runRound(ctx context.Context, b *broker, cases []benchCase, round int, bin string, tick float64, m *machine) ([]sample, error) {
+// created first, outside the measured interval, and with cleanup the
+// round's topics are deleted after it so that the disk does not fill over
+// the rounds.
+func runRound(ctx context.Context, b *broker, cases []benchCase, round int, bin string, tick float64, m *machine, cleanup bool) ([]sample, error) {
 	cl, err := kgo.NewClient(kgo.SeedBrokers(b.addr), kgo.ClientID("bench-compare"))
 	if err != nil {
 		return nil, fmt.Errorf("admin client: %w", err)
@@ -343,6 +381,9 @@ func runRound(ctx context.Context, b *broker, cases []benchCase, round int, bin 
 	adm := kadm.NewClient(cl)
 	topics := map[string]string{}
 	defer func() {
+		if !cleanup {
+			return
+		}
 		var names []string
 		for _, t := range topics {
 			names = append(names, t)

@@ -202,6 +202,16 @@ func TestMatrix(t *testing.T) {
 	if args != "gregor perf e2e --bootstrap b:1 --topic t --records 20000 --record-size 1024 --acks all --throughput 10000 --json" {
 		t.Errorf("e2e args: %s", args)
 	}
+	sel, err := selectCases(cs, []string{"e2e-16", "produce-16"})
+	if err != nil || len(sel) != 2 || sel[0].Name != "produce-16" || sel[1].Name != "e2e-16" {
+		t.Errorf("selectCases = %v, %v", sel, err)
+	}
+	if _, err := selectCases(cs, []string{"consume-16"}); err == nil {
+		t.Error("consume without the produce case it reads accepted")
+	}
+	if _, err := selectCases(cs, []string{"produce-10000"}); err == nil {
+		t.Error("a case not in the matrix accepted")
+	}
 	if groupDigits(10000) != "10,000" || groupDigits(16) != "16" || groupDigits(1000000) != "1,000,000" {
 		t.Error("groupDigits")
 	}
