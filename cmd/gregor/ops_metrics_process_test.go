@@ -282,7 +282,7 @@ func TestMetricsCluster(t *testing.T) {
 		t.Fatal(err)
 	}
 	var leader int32
-	waitFor(t, 20*time.Second, "a leader with three in-sync replicas", func() bool {
+	waitCond(t, 20*time.Second, "a leader with three in-sync replicas", func() bool {
 		md, err := adm.Metadata(ctx, topic)
 		if err != nil {
 			return false
@@ -329,8 +329,8 @@ func TestMetricsCluster(t *testing.T) {
 	}
 }
 
-// waitFor polls ok until it holds, failing the test after d.
-func waitFor(t *testing.T, d time.Duration, what string, ok func() bool) {
+// waitCond polls ok until it holds, failing the test after d.
+func waitCond(t *testing.T, d time.Duration, what string, ok func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(d)
 	for !ok() {
