@@ -64,8 +64,18 @@ func TestCreateTopicsLogCreationFails(t *testing.T) {
 	if got.ErrorMessage == nil || !strings.Contains(*got.ErrorMessage, "3 of its partitions") {
 		t.Fatalf("error message %v does not count the 3 partitions", got.ErrorMessage)
 	}
+	// The background retry (every 200 ms at first) makes and removes the
+	// directory while it tries, so one stat may catch a try in progress;
+	// a directory left behind stays.
 	for _, p := range []string{"many-3", "many-4", "many-5"} {
-		if _, err := os.Stat(dir + "/" + p); !os.IsNotExist(err) {
+		var err error
+		for try := 0; try < 20; try++ {
+			if _, err = os.Stat(dir + "/" + p); os.IsNotExist(err) {
+				break
+			}
+			time.Sleep(25 * time.Millisecond)
+		}
+		if !os.IsNotExist(err) {
 			t.Fatalf("half-made directory %s left behind: %v", p, err)
 		}
 	}
