@@ -58,11 +58,14 @@ type Console struct {
 	cfg Config
 	log *slog.Logger
 
-	mu    sync.Mutex // guards seeds, off, cl, adm
+	mu    sync.Mutex // guards seeds, off, cl, adm, prod
 	seeds []string
 	off   string
 	cl    *kgo.Client
 	adm   *kadm.Client
+	// prod produces the form's records: one idempotent producer (one
+	// producer id) for the console's life, not one per record.
+	prod *kgo.Client
 
 	lag    *lagHistory
 	cancel context.CancelFunc
@@ -93,9 +96,16 @@ func (c *Console) Start(seeds ...string) error {
 	if err != nil {
 		return fmt.Errorf("console: connect to %v: %w", seeds, err)
 	}
+	prod, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.ClientID("gregor-console"),
+		kgo.RecordPartitioner(formPartitioner{kgo.StickyKeyPartitioner(nil)}),
+		kgo.ProduceRequestTimeout(10*time.Second), kgo.RecordDeliveryTimeout(15*time.Second))
+	if err != nil {
+		cl.Close()
+		return fmt.Errorf("console: connect to %v: %w", seeds, err)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	c.mu.Lock()
-	c.seeds, c.cl, c.adm, c.off = seeds, cl, kadm.NewClient(cl), ""
+	c.seeds, c.cl, c.adm, c.prod, c.off = seeds, cl, kadm.NewClient(cl), prod, ""
 	c.cancel, c.done = cancel, make(chan struct{})
 	c.mu.Unlock()
 	go c.sampleLoop(ctx)
@@ -113,8 +123,8 @@ func (c *Console) Off(reason string) {
 // Close stops the sampler and the client.
 func (c *Console) Close() {
 	c.mu.Lock()
-	cancel, done, cl := c.cancel, c.done, c.cl
-	c.cancel, c.cl, c.adm, c.off = nil, nil, nil, "stopped"
+	cancel, done, cl, prod := c.cancel, c.done, c.cl, c.prod
+	c.cancel, c.cl, c.adm, c.prod, c.off = nil, nil, nil, nil, "stopped"
 	c.mu.Unlock()
 	if cancel != nil {
 		cancel()
@@ -122,6 +132,9 @@ func (c *Console) Close() {
 	}
 	if cl != nil {
 		cl.Close()
+	}
+	if prod != nil {
+		prod.Close()
 	}
 }
 

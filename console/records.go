@@ -269,7 +269,7 @@ type produceRequest struct {
 // cross-site fetch): it must be JSON, which a browser sends across
 // origins only after a preflight this server never grants, and carry
 // no foreign Origin.
-func (c *Console) produce(r *http.Request, _ *kgo.Client, _ *kadm.Client, seeds []string) (any, error) {
+func (c *Console) produce(r *http.Request, _ *kgo.Client, adm *kadm.Client, _ []string) (any, error) {
 	if c.cfg.ReadOnly {
 		return nil, httpError{http.StatusForbidden, fmt.Errorf("the console is read-only (http.console.read.only=true)")}
 	}
@@ -289,7 +289,23 @@ func (c *Console) produce(r *http.Request, _ *kgo.Client, _ *kadm.Client, seeds 
 		return nil, badRequest("produce: %v", err)
 	}
 	topic := r.PathValue("topic")
-	rec := &kgo.Record{Topic: topic}
+	md, err := adm.ListTopicsWithInternal(r.Context(), topic)
+	if err != nil {
+		return nil, fmt.Errorf("produce to %s: %w", topic, err)
+	}
+	td, ok := md[topic]
+	if !ok || td.Err != nil {
+		return nil, httpError{http.StatusNotFound, fmt.Errorf("produce to %s: no such topic (or not one this console may describe): %v", topic, td.Err)}
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), 20*time.Second)
+	defer cancel()
+	rec := &kgo.Record{Topic: topic, Context: ctx}
+	if req.Partition != nil {
+		if *req.Partition < 0 || int(*req.Partition) >= len(td.Partitions) {
+			return nil, badRequest("produce to %s: no partition %d (it has %d)", topic, *req.Partition, len(td.Partitions))
+		}
+		rec.Context = context.WithValue(ctx, partitionKey{}, *req.Partition)
+	}
 	if req.Key != nil {
 		rec.Key = []byte(*req.Key)
 	}
@@ -299,20 +315,13 @@ func (c *Console) produce(r *http.Request, _ *kgo.Client, _ *kadm.Client, seeds 
 	for _, h := range req.Headers {
 		rec.Headers = append(rec.Headers, kgo.RecordHeader{Key: h.Key, Value: []byte(h.Value)})
 	}
-	opts := []kgo.Opt{kgo.SeedBrokers(seeds...), kgo.ClientID("gregor-console"), kgo.ProduceRequestTimeout(10 * time.Second),
-		kgo.RecordDeliveryTimeout(15 * time.Second)}
-	if req.Partition != nil {
-		rec.Partition = *req.Partition
-		opts = append(opts, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	c.mu.Lock()
+	prod := c.prod
+	c.mu.Unlock()
+	if prod == nil {
+		return nil, errOff{"stopped"}
 	}
-	cl, err := kgo.NewClient(opts...)
-	if err != nil {
-		return nil, fmt.Errorf("produce to %s: %w", topic, err)
-	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(r.Context(), 20*time.Second)
-	defer cancel()
-	if err := cl.ProduceSync(ctx, rec).FirstErr(); err != nil {
+	if err := prod.ProduceSync(ctx, rec).FirstErr(); err != nil {
 		return nil, fmt.Errorf("produce to %s: %w", topic, err)
 	}
 	c.log.Info("console produced a record", "topic", topic, "partition", rec.Partition, "offset", rec.Offset)
@@ -322,4 +331,48 @@ func (c *Console) produce(r *http.Request, _ *kgo.Client, _ *kadm.Client, seeds 
 		Offset    int64  `json:"offset"`
 		Timestamp int64  `json:"timestamp"`
 	}{topic, rec.Partition, rec.Offset, rec.Timestamp.UnixMilli()}, nil
+}
+
+// partitionKey marks, in a record's Context, the partition the form
+// chose.
+type partitionKey struct{}
+
+// formPartitioner sends a record to the partition its Context names, and
+// any other by the client's default (the key's murmur2 hash, as Kafka's
+// clients; sticky for null keys).
+type formPartitioner struct{ dflt kgo.Partitioner }
+
+func (p formPartitioner) ForTopic(topic string) kgo.TopicPartitioner {
+	return formTopicPartitioner{p.dflt.ForTopic(topic)}
+}
+
+type formTopicPartitioner struct{ dflt kgo.TopicPartitioner }
+
+func chosen(r *kgo.Record) (int32, bool) {
+	if r.Context == nil {
+		return 0, false
+	}
+	p, ok := r.Context.Value(partitionKey{}).(int32)
+	return p, ok
+}
+
+func (p formTopicPartitioner) RequiresConsistency(r *kgo.Record) bool {
+	if _, ok := chosen(r); ok {
+		return true
+	}
+	return p.dflt.RequiresConsistency(r)
+}
+
+func (p formTopicPartitioner) Partition(r *kgo.Record, n int) int {
+	if c, ok := chosen(r); ok {
+		return int(c)
+	}
+	return p.dflt.Partition(r, n)
+}
+
+// OnNewBatch lets the sticky default move keyless records on.
+func (p formTopicPartitioner) OnNewBatch() {
+	if o, ok := p.dflt.(kgo.TopicPartitionerOnNewBatch); ok {
+		o.OnNewBatch()
+	}
 }

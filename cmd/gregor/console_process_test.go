@@ -203,3 +203,12 @@ listener.name.sasl_plaintext.plain.sasl.jaas.config=org.apache.kafka.common.secu
 		t.Fatalf("open's end offset %d after a refused produce, want 1", o.Offset)
 	}
 }
+
+// TestConsoleContainerEnv: the image's variables for the console's keys,
+// as its help names them.
+func TestConsoleContainerEnv(t *testing.T) {
+	got := envProperties(map[string]string{"KAFKA_HTTP_CONSOLE_ENABLE": "false", "KAFKA_HTTP_CONSOLE_READ_ONLY": "true"})
+	if got["http.console.enable"] != "false" || got["http.console.read.only"] != "true" || len(got) != 2 {
+		t.Fatalf("got %v", got)
+	}
+}

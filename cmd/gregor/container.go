@@ -47,8 +47,10 @@ for Kafka runs with only the image name changed:
     files in /etc/kafka/secrets, as in Kafka's image.
 
 With none of these it runs a single node on 0.0.0.0:9092 advertised as
-localhost:9092, metrics and health on 0.0.0.0:9644 (KAFKA_HTTP_LISTENER
-sets http.listener otherwise), data in /var/lib/gregor/data. The JVM's variables
+localhost:9092, metrics, health and the web console on 0.0.0.0:9644
+(KAFKA_HTTP_LISTENER sets http.listener otherwise; KAFKA_HTTP_CONSOLE_ENABLE=false
+or KAFKA_HTTP_CONSOLE_READ_ONLY=true for http.console.*), data in
+/var/lib/gregor/data. The JVM's variables
 (KAFKA_HEAP_OPTS, KAFKA_JMX_OPTS, ...) mean nothing to gregor: each one set
 is named in a warning; KAFKA_OPTS with a JAAS file is refused (set the
 listener's sasl.jaas.config property instead).

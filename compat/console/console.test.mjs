@@ -53,7 +53,7 @@ before(async () => {
       const s = await (await fetch(consoleURL + "api/status")).json();
       if (r.ok && s.on) break;
     } catch { /* not up yet */ }
-    if (i > 150) throw new Error("gregor did not become ready:\n" + logs);
+    if (i > 300) throw new Error("gregor did not become ready in 30 s:\n" + logs);
     await sleep(100);
   }
   gregor("topic", "create", "shop", "-p", "2", "-c", "retention.ms=86400000");
