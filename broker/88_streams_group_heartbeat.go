@@ -32,6 +32,11 @@ func init() { register(88, 0, 1, handleStreamsGroupHeartbeat) }
 
 func handleStreamsGroupHeartbeat(s *Server, r *request) (result, error) {
 	req := r.req.(*kmsg.StreamsGroupHeartbeatRequest)
+	if !s.streamsProtocolEnabled() {
+		resp := req.ResponseKind().(*kmsg.StreamsGroupHeartbeatResponse)
+		resp.ErrorCode = kerr.UnsupportedVersion.Code
+		return respond(resp)
+	}
 	if denied := s.groupDenied(r, authz.OpRead, req.Group); denied != nil {
 		return respond(denied)
 	}
@@ -51,6 +56,13 @@ func handleStreamsGroupHeartbeat(s *Server, r *request) (result, error) {
 		}
 		return res.Response
 	})
+}
+
+// streamsProtocolEnabled is Kafka's isStreamsGroupProtocolEnabled: streams
+// among group.coordinator.rebalance.protocols (streams.version is always
+// finalized at 1 here).
+func (s *Server) streamsProtocolEnabled() bool {
+	return slices.Contains(s.cfg.GroupCoordinatorRebalanceProtocols, "streams")
 }
 
 // streamsTopologyRefused checks the topics a joining member's topology

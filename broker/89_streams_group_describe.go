@@ -18,6 +18,14 @@ func handleStreamsGroupDescribe(s *Server, r *request) (result, error) {
 	req := r.req.(*kmsg.StreamsGroupDescribeRequest)
 	ac := s.auth(r)
 	resp := req.ResponseKind().(*kmsg.StreamsGroupDescribeResponse)
+	if !s.streamsProtocolEnabled() {
+		for _, g := range req.Groups {
+			dg := kmsg.NewStreamsGroupDescribeResponseGroup()
+			dg.Group, dg.ErrorCode = g, kerr.UnsupportedVersion.Code
+			resp.Groups = append(resp.Groups, dg)
+		}
+		return respond(resp)
+	}
 	var allowed []string
 	for _, g := range req.Groups {
 		if ac.group(authz.OpDescribe, g) {

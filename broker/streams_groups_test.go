@@ -9,6 +9,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/gregorbroker/gregor/config"
 )
 
 // streamsWireTopology is a one-subtopology Streams application reading
@@ -229,5 +231,26 @@ func TestStreamsGroupRefusesInternalTopics(t *testing.T) {
 	if resp.ErrorCode != kerr.StreamsInvalidTopology.Code || resp.ErrorMessage == nil ||
 		*resp.ErrorMessage != "Use of Kafka internal topics __consumer_offsets in a Kafka Streams topology is prohibited." {
 		t.Fatalf("error %d %v", resp.ErrorCode, resp.ErrorMessage)
+	}
+}
+
+// TestStreamsGroupProtocolDisabled: without streams among
+// group.coordinator.rebalance.protocols both APIs answer
+// UNSUPPORTED_VERSION, as Kafka's KafkaApis.
+func TestStreamsGroupProtocolDisabled(t *testing.T) {
+	ts := startServer(t, "", func(c *config.Broker) { c.GroupCoordinatorRebalanceProtocols = []string{"classic", "consumer"} })
+	co := streamsCoordinator(t, ts.client(t), "sw-off")
+	req := kmsg.NewPtrStreamsGroupHeartbeatRequest()
+	req.Group, req.MemberID, req.RebalanceTimeoutMillis = "sw-off", "m", 30000
+	req.Topology = streamsWireTopology()
+	resp, err := req.RequestWith(testContext(t), co)
+	if err != nil || resp.ErrorCode != kerr.UnsupportedVersion.Code {
+		t.Fatalf("heartbeat: %v %+v", err, resp)
+	}
+	d := kmsg.NewPtrStreamsGroupDescribeRequest()
+	d.Groups = []string{"sw-off"}
+	dr, err := d.RequestWith(testContext(t), co)
+	if err != nil || len(dr.Groups) != 1 || dr.Groups[0].ErrorCode != kerr.UnsupportedVersion.Code {
+		t.Fatalf("describe: %v %+v", err, dr)
 	}
 }

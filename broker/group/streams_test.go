@@ -340,6 +340,20 @@ func TestStreamsOffsetCommit(t *testing.T) {
 	if code := commit(9, "a", a.epoch); code != 0 {
 		t.Fatalf("commit: %d", code)
 	}
+	od := kmsg.NewPtrOffsetDeleteRequest()
+	od.Group = "app"
+	odt := kmsg.NewOffsetDeleteRequestTopic()
+	odt.Topic = "in"
+	odp := kmsg.NewOffsetDeleteRequestTopicPartition()
+	odt.Partitions = append(odt.Partitions, odp)
+	od.Topics = append(od.Topics, odt)
+	if r := h.c.OffsetDelete(context.Background(), od)(); r.ErrorCode != 0 || r.Topics[0].Partitions[0].ErrorCode != errGroupSubscribedToTopic {
+		t.Errorf("offset delete of a topic the topology reads: %d/%d", r.ErrorCode, r.Topics[0].Partitions[0].ErrorCode)
+	}
+	dg := h.c.DescribeGroups(context.Background(), &kmsg.DescribeGroupsRequest{Version: 6, Groups: []string{"app"}})()
+	if dg.Groups[0].ErrorCode != errGroupIDNotFound || dg.Groups[0].ErrorMessage == nil || *dg.Groups[0].ErrorMessage != "Group app is not a classic group." {
+		t.Errorf("describe groups: %+v", dg.Groups[0])
+	}
 	lg := h.c.ListGroups(context.Background(), &kmsg.ListGroupsRequest{Version: 5, TypesFilter: []string{"streams"}})()
 	if len(lg.Groups) != 1 || lg.Groups[0].GroupType != "streams" || lg.Groups[0].GroupState != "Stable" {
 		t.Errorf("list groups %+v", lg.Groups)
@@ -478,5 +492,59 @@ func TestStreamsRecordsRoundTrip(t *testing.T) {
 	v, err := decodeSGEpoch(sgEpochRecord(g).Value)
 	if err != nil || v != (sgEpochValue{epoch: 7, validated: 3, hash: -99, standbys: 1}) {
 		t.Errorf("epoch round trip: %v %+v", err, v)
+	}
+}
+
+// TestStreamsRebalanceTimeout: a member that keeps its tasks past its
+// rebalance timeout after being told to revoke them is fenced, and the
+// tasks go to the others.
+func TestStreamsRebalanceTimeout(t *testing.T) {
+	h := newHarness(t, testConfig())
+	a := streamsReady(t, h)
+	all := a.owned.clone()
+	b := newStreamsClient(h, "app", "b", "p2")
+	b.heartbeat(t)
+	a.heartbeat(t) // told to revoke half
+	a.owned = all  // but keeps reporting everything
+	for range 7 {
+		h.advance(5 * time.Second)
+		a.owned = all
+		a.heartbeat(t)
+		b.heartbeat(t)
+		if a.last.ErrorCode != 0 {
+			break
+		}
+	}
+	if a.last.ErrorCode != errUnknownMemberID {
+		t.Fatalf("a still in the group after its rebalance timeout: error %d", a.last.ErrorCode)
+	}
+	b.heartbeat(t)
+	if b.owned.active.size() != 8 {
+		t.Fatalf("b after a was fenced: %s", showTasks(b.owned.active))
+	}
+}
+
+// TestStreamsStandbyReleasedBeforeActive: a task whose standby sits on
+// the process that is to run it actively is withheld until that standby
+// is revoked (UNRELEASED_TASKS), as Kafka's CurrentAssignmentBuilder.
+func TestStreamsStandbyReleasedBeforeActive(t *testing.T) {
+	g := newStreamsGroup("g", 0)
+	g.assignmentEpoch = 3
+	g.members["s"] = &streamsMember{id: "s", processID: "p", epoch: 2, state: memberStable,
+		assigned: tasksTuple{taskSet{}, taskSet{"0": {1}}, taskSet{}}, revoking: emptyTasks()}
+	a := &streamsMember{id: "a", processID: "p", epoch: 2, state: memberStable, assigned: emptyTasks(), revoking: emptyTasks()}
+	g.members["a"] = a
+	g.target["a"] = tasksTuple{taskSet{"0": {0, 1}}, taskSet{}, taskSet{}}
+	owned := emptyTasks()
+	next := reconcileStreams(g, a, &owned)
+	if next.state != memberUnreleasedPartitions || next.epoch != 3 || showTasks(next.assigned.active) != "0:[0]" {
+		t.Fatalf("state %v epoch %d active %s", next.state, next.epoch, showTasks(next.assigned.active))
+	}
+	// Once the standby is gone, the member takes the task.
+	g.members["s"].assigned = emptyTasks()
+	g.members["a"] = next
+	next = reconcileStreams(g, next, &owned)
+	if next.state != memberStable || showTasks(next.assigned.active) != "0:[0 1]" {
+		t.Fatalf("after release: state %v active %s", next.state, showTasks(next.assigned.active))
 	}
 }
