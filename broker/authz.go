@@ -71,8 +71,8 @@ func (s *Server) logAuthorizer() {
 	switch {
 	case s.acls.a.IsSuperUser(p):
 	case p == security.Anonymous.String():
-		s.log.Warn("authorizer: brokers connect to each other over PLAINTEXT as User:ANONYMOUS, which needs CLUSTER_ACTION on the cluster (an ACL, or super.users) for replica fetches and transaction markers",
-			"inter.broker.listener.name", s.cfg.InterBrokerListenerName)
+		s.log.Warn("authorizer: brokers connect to each other as User:ANONYMOUS (the inter-broker listener is PLAINTEXT, or SSL without a client certificate), which needs CLUSTER_ACTION on the cluster (an ACL, or super.users) for replica fetches and transaction markers",
+			"inter.broker.listener.name", s.cfg.InterBrokerListenerName, "security.protocol", s.interBroker.cfg.Protocol)
 	default:
 		s.log.Info("authorizer: this broker connects to the others as a principal that is not in super.users: it needs CLUSTER_ACTION on the cluster (an ACL) for replica fetches and transaction markers",
 			"principal", p, "inter.broker.listener.name", s.cfg.InterBrokerListenerName)

@@ -89,6 +89,16 @@ func (b *Broker) ControllerSecurity() PeerSecurity {
 // or a host name verification algorithm other than https or none.
 func (b *Broker) derivePeerSecurity(props map[string]string) error {
 	b.peerSecurity = map[string]PeerSecurity{}
+	// The quorum dials with the first controller listener's settings and
+	// serves one controller listener: several of them must agree on the
+	// protocol, or a node would dial one the way another is served.
+	for _, n := range b.ControllerListenerNames[min(1, len(b.ControllerListenerNames)):] {
+		first := b.ControllerListenerNames[0]
+		if p, q := b.ListenerSecurityProtocolMap[n], b.ListenerSecurityProtocolMap[first]; p != q {
+			return invalid("controller.listener.names", strings.Join(b.ControllerListenerNames, ","),
+				"controller listeners %s (%s) and %s (%s) differ in security protocol; gregor connects to controllers with the first one's", first, q, n, p)
+		}
+	}
 	type use struct {
 		listener, mechKey, role string
 	}

@@ -86,6 +86,11 @@ func TestPeerSecurity(t *testing.T) {
 		{map[string]string{
 			"listener.security.protocol.map": "CLIENT:PLAINTEXT,INTERNAL:SSL,CONTROLLER:PLAINTEXT",
 		}, "ssl.keystore.location", "needs a key store"},
+		{map[string]string{
+			"listeners":                      "CLIENT://:9092,INTERNAL://:9094,CONTROLLER://:9093,CTRL2://:9095",
+			"controller.listener.names":      "CONTROLLER,CTRL2",
+			"listener.security.protocol.map": "CLIENT:PLAINTEXT,INTERNAL:SASL_PLAINTEXT,CONTROLLER:SASL_PLAINTEXT,CTRL2:PLAINTEXT",
+		}, "controller.listener.names", "differ in security protocol"},
 	}
 	for _, tt := range refused {
 		_, _, err := Parse(base(tt.extra))

@@ -118,6 +118,17 @@ ssl.client.auth=required
 		t.Fatalf("consumed %v over mTLS", got)
 	}
 
+	// The client lines it printed, as they are, are a --command-config
+	// for the gregor CLI over mTLS.
+	_, clientLines, _ := strings.Cut(out.String(), "\n\n")
+	cc := filepath.Join(dir, "alice.properties")
+	if err := os.WriteFile(cc, []byte(clientLines), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if got := mustCLI(t, sslAddr, "", "topic", "list", "--command-config", cc); !strings.Contains(got, "mtls") {
+		t.Fatalf("topic list with the printed client properties:\n%s", got)
+	}
+
 	b := client(dir, "bob")
 	if err := b.ProduceSync(ctx, &kgo.Record{Topic: "mtls", Value: []byte("x")}).FirstErr(); !errors.Is(err, kerr.TopicAuthorizationFailed) {
 		t.Fatalf("bob (User:CN=bob, no ACL) produced: %v, want TOPIC_AUTHORIZATION_FAILED", err)
