@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/gregorbroker/gregor/broker/share"
+	"github.com/gregorbroker/gregor/raftmeta/controller"
 )
 
 // clusterShareMember is a share member spoken to with raw requests pinned
@@ -139,26 +140,49 @@ func TestShareGroupCluster(t *testing.T) {
 	cl := clusterClient(t, nodes, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.RequiredAcks(kgo.AllISRAcks()))
 	ctx := testContext(t)
 	const group = "cg"
-	if _, err := nodes[0].ensureShareStateTopic(ctx); err != nil {
+	// F, the group coordinator clients find (the leader of the group's
+	// __consumer_offsets partition), is also the partition's leader L;
+	// the share coordinator C (the leader of the group's
+	// __share_group_state partition, placed by hand) is another node.
+	if _, err := nodes[0].ensureOffsetsTopic(ctx); err != nil {
 		t.Fatal(err)
 	}
-	sp := nodes[0].shares.coord.PartitionFor(group)
-	var c int32 = -1
-	for deadline := time.Now().Add(30 * time.Second); c < 0 && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		if st, ok := nodes[0].meta.Image().Topic(share.StateTopic); ok && st.Partitions[sp].Leader >= 0 {
-			c = st.Partitions[sp].Leader
+	op := nodes[0].groups.coord.PartitionFor(group)
+	var f int32 = -1
+	for deadline := time.Now().Add(30 * time.Second); f < 0 && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if ot, ok := nodes[0].meta.Image().Topic(offsetsTopic); ok && ot.Partitions[op].Leader >= 0 {
+			f = ot.Partitions[op].Leader
 		}
 	}
-	if c < 0 {
-		t.Fatal("no leader for the group's __share_group_state partition")
+	if f < 0 {
+		t.Fatal("no leader for the group's __consumer_offsets partition")
 	}
 	var others []int32
 	for _, n := range nodes {
-		if n.id != c {
+		if n.id != f {
 			others = append(others, n.id)
 		}
 	}
-	l, x := others[0], others[1]
+	l, c, x := f, others[0], others[1]
+	sp := nodes[0].shares.coord.PartitionFor(group)
+	assignments := map[int32][]int32{}
+	for p := range nodes[0].cfg.ShareCoordinatorStateTopicNumPartitions {
+		assignments[p] = []int32{c}
+	}
+	res := nodes[0].ctrl.CreateTopics(ctx, []controller.CreateTopic{{Name: share.StateTopic, NumPartitions: -1, ReplicationFactor: -1,
+		Assignments: assignments, Configs: map[string]string{"cleanup.policy": "compact"}}}, false)
+	if res[0].Err != nil {
+		t.Fatalf("create %s: %v", share.StateTopic, res[0].Err)
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		st, ok := nodes[0].meta.Image().Topic(share.StateTopic)
+		if ok && st.Partitions[sp].Leader == c {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the group's __share_group_state partition is not led by C")
+		}
+	}
 
 	create := kmsg.NewPtrCreateTopicsRequest()
 	create.TimeoutMillis = 10000
@@ -200,9 +224,24 @@ func TestShareGroupCluster(t *testing.T) {
 	if hresp.ErrorCode != 0 || hresp.Assignment == nil || len(hresp.Assignment.TopicPartitions) != 1 {
 		t.Fatalf("join on the coordinator: %v %+v", kerr.ErrorForCode(hresp.ErrorCode), hresp.Assignment)
 	}
-	// The other nodes do not coordinate the group.
-	if r := m.send(l, hb).(*kmsg.ShareGroupHeartbeatResponse); r.ErrorCode != kerr.NotCoordinator.Code {
-		t.Fatalf("heartbeat on the leader: %v, want NOT_COORDINATOR", kerr.ErrorForCode(r.ErrorCode))
+	// X coordinates nothing of the group: NOT_COORDINATOR, as Kafka.
+	if r := m.send(x, hb).(*kmsg.ShareGroupHeartbeatResponse); r.ErrorCode != kerr.NotCoordinator.Code {
+		t.Fatalf("heartbeat on X: %v, want NOT_COORDINATOR", kerr.ErrorForCode(r.ErrorCode))
+	}
+	// F, where clients send heartbeats, forwards them to C.
+	hf := kmsg.NewPtrShareGroupHeartbeatRequest()
+	hf.GroupID, hf.MemberID, hf.SubscribedTopicNames = group, "member-f", []string{"cq"}
+	if r := m.send(f, hf).(*kmsg.ShareGroupHeartbeatResponse); r.ErrorCode != 0 || r.MemberEpoch < 2 {
+		t.Fatalf("heartbeat on F: %v epoch %d, want it forwarded to C", kerr.ErrorForCode(r.ErrorCode), r.MemberEpoch)
+	}
+	dr := kmsg.NewPtrShareGroupDescribeRequest()
+	dr.GroupIDs = []string{group}
+	if d := m.send(c, dr).(*kmsg.ShareGroupDescribeResponse); len(d.Groups) != 1 || len(d.Groups[0].Members) != 2 {
+		t.Fatalf("describe on C after F forwarded a join: %+v", d.Groups)
+	}
+	hf.MemberEpoch = -1
+	if r := m.send(f, hf).(*kmsg.ShareGroupHeartbeatResponse); r.ErrorCode != 0 {
+		t.Fatalf("leave through F: %v", kerr.ErrorForCode(r.ErrorCode))
 	}
 
 	// The coordinator does not lead cq: its fetch names the leader.
