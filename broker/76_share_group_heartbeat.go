@@ -12,7 +12,9 @@ import (
 // membership. The coordinator assigns partitions on the server with the
 // simple assignor; share groups need no revocation, so a member's
 // assignment is the group's target at once. The first share-group request
-// creates __share_group_state.
+// creates __share_group_state. A node that coordinates the group for
+// clients (it leads the group's __consumer_offsets partition) but does
+// not keep its membership forwards the heartbeat (forwardShareHeartbeat).
 func init() { register(76, 1, 1, handleShareGroupHeartbeat) }
 
 func handleShareGroupHeartbeat(s *Server, r *request) (result, error) {
@@ -37,6 +39,9 @@ func handleShareGroupHeartbeat(s *Server, r *request) (result, error) {
 			resp.ErrorCode = code
 			msg := "Group " + req.GroupID + " is not a share group."
 			resp.ErrorMessage = &msg
+			return resp
+		}
+		if resp, ok := s.forwardShareHeartbeat(r, req); ok {
 			return resp
 		}
 		return s.shares.coord.Heartbeat(r.conn.ctx, r.shareClientInfo(), req)()

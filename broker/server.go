@@ -571,6 +571,7 @@ func (s *Server) Close() error {
 	if s.shares != nil {
 		s.shares.coord.Close()
 		s.shares.persister.clients.Close()
+		s.shares.forward.Close()
 	}
 	if s.txns != nil {
 		s.txns.coord.Close()

@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/gregorbroker/gregor/broker/share"
+	"github.com/gregorbroker/gregor/raftmeta/controller"
 )
 
 // clusterShareMember is a share member spoken to with raw requests pinned
@@ -139,26 +140,49 @@ func TestShareGroupCluster(t *testing.T) {
 	cl := clusterClient(t, nodes, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.RequiredAcks(kgo.AllISRAcks()))
 	ctx := testContext(t)
 	const group = "cg"
-	if _, err := nodes[0].ensureShareStateTopic(ctx); err != nil {
+	// F, the group coordinator clients find (the leader of the group's
+	// __consumer_offsets partition), is also the partition's leader L;
+	// the share coordinator C (the leader of the group's
+	// __share_group_state partition, placed by hand) is another node.
+	if _, err := nodes[0].ensureOffsetsTopic(ctx); err != nil {
 		t.Fatal(err)
 	}
-	sp := nodes[0].shares.coord.PartitionFor(group)
-	var c int32 = -1
-	for deadline := time.Now().Add(30 * time.Second); c < 0 && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		if st, ok := nodes[0].meta.Image().Topic(share.StateTopic); ok && st.Partitions[sp].Leader >= 0 {
-			c = st.Partitions[sp].Leader
+	op := nodes[0].groups.coord.PartitionFor(group)
+	var f int32 = -1
+	for deadline := time.Now().Add(30 * time.Second); f < 0 && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if ot, ok := nodes[0].meta.Image().Topic(offsetsTopic); ok && ot.Partitions[op].Leader >= 0 {
+			f = ot.Partitions[op].Leader
 		}
 	}
-	if c < 0 {
-		t.Fatal("no leader for the group's __share_group_state partition")
+	if f < 0 {
+		t.Fatal("no leader for the group's __consumer_offsets partition")
 	}
 	var others []int32
 	for _, n := range nodes {
-		if n.id != c {
+		if n.id != f {
 			others = append(others, n.id)
 		}
 	}
-	l, x := others[0], others[1]
+	l, c, x := f, others[0], others[1]
+	sp := nodes[0].shares.coord.PartitionFor(group)
+	assignments := map[int32][]int32{}
+	for p := range nodes[0].cfg.ShareCoordinatorStateTopicNumPartitions {
+		assignments[p] = []int32{c}
+	}
+	res := nodes[0].ctrl.CreateTopics(ctx, []controller.CreateTopic{{Name: share.StateTopic, NumPartitions: -1, ReplicationFactor: -1,
+		Assignments: assignments, Configs: map[string]string{"cleanup.policy": "compact"}}}, false)
+	if res[0].Err != nil {
+		t.Fatalf("create %s: %v", share.StateTopic, res[0].Err)
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		st, ok := nodes[0].meta.Image().Topic(share.StateTopic)
+		if ok && st.Partitions[sp].Leader == c {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the group's __share_group_state partition is not led by C")
+		}
+	}
 
 	create := kmsg.NewPtrCreateTopicsRequest()
 	create.TimeoutMillis = 10000
@@ -200,9 +224,24 @@ func TestShareGroupCluster(t *testing.T) {
 	if hresp.ErrorCode != 0 || hresp.Assignment == nil || len(hresp.Assignment.TopicPartitions) != 1 {
 		t.Fatalf("join on the coordinator: %v %+v", kerr.ErrorForCode(hresp.ErrorCode), hresp.Assignment)
 	}
-	// The other nodes do not coordinate the group.
-	if r := m.send(l, hb).(*kmsg.ShareGroupHeartbeatResponse); r.ErrorCode != kerr.NotCoordinator.Code {
-		t.Fatalf("heartbeat on the leader: %v, want NOT_COORDINATOR", kerr.ErrorForCode(r.ErrorCode))
+	// X coordinates nothing of the group: NOT_COORDINATOR, as Kafka.
+	if r := m.send(x, hb).(*kmsg.ShareGroupHeartbeatResponse); r.ErrorCode != kerr.NotCoordinator.Code {
+		t.Fatalf("heartbeat on X: %v, want NOT_COORDINATOR", kerr.ErrorForCode(r.ErrorCode))
+	}
+	// F, where clients send heartbeats, forwards them to C.
+	hf := kmsg.NewPtrShareGroupHeartbeatRequest()
+	hf.GroupID, hf.MemberID, hf.SubscribedTopicNames = group, "member-f", []string{"cq"}
+	if r := m.send(f, hf).(*kmsg.ShareGroupHeartbeatResponse); r.ErrorCode != 0 || r.MemberEpoch < 2 {
+		t.Fatalf("heartbeat on F: %v epoch %d, want it forwarded to C", kerr.ErrorForCode(r.ErrorCode), r.MemberEpoch)
+	}
+	dr := kmsg.NewPtrShareGroupDescribeRequest()
+	dr.GroupIDs = []string{group}
+	if d := m.send(c, dr).(*kmsg.ShareGroupDescribeResponse); len(d.Groups) != 1 || len(d.Groups[0].Members) != 2 {
+		t.Fatalf("describe on C after F forwarded a join: %+v", d.Groups)
+	}
+	hf.MemberEpoch = -1
+	if r := m.send(f, hf).(*kmsg.ShareGroupHeartbeatResponse); r.ErrorCode != 0 {
+		t.Fatalf("leave through F: %v", kerr.ErrorForCode(r.ErrorCode))
 	}
 
 	// The coordinator does not lead cq: its fetch names the leader.
@@ -315,5 +354,168 @@ func TestShareGroupCluster(t *testing.T) {
 	w.Topics = append(w.Topics, wt)
 	if code := m.send(c, w).(*kmsg.WriteShareGroupStateResponse).Topics[0].Partitions[0].ErrorCode; code != kerr.FencedLeaderEpoch.Code {
 		t.Fatalf("write at the old leader epoch: %v, want FENCED_LEADER_EPOCH", kerr.ErrorForCode(code))
+	}
+}
+
+// TestShareGroupClusterCoordinatorMoves: the share coordinator C of a
+// group (the leader of its __share_group_state partition, three replicas
+// here) stops while the partition's leader L serves the group's share
+// partition with records in flight. Another node takes the
+// __share_group_state partition over and replays it; L keeps its share
+// partition and writes its next acknowledgements there: nothing
+// accepted is delivered again, the released records are, and the state
+// the new coordinator answers is L's. The member rejoins at the new
+// coordinator (membership is not written, docs/share-groups.md).
+func TestShareGroupClusterCoordinatorMoves(t *testing.T) {
+	nodes := startTestCluster(t)
+	byID := map[int32]*testNode{}
+	for _, n := range nodes {
+		byID[n.id] = n
+	}
+	cl := clusterClient(t, nodes, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.RequiredAcks(kgo.AllISRAcks()))
+	ctx := testContext(t)
+	const group = "cm"
+	if _, err := nodes[0].ensureInternalTopic(ctx, share.StateTopic, nodes[0].cfg.ShareCoordinatorStateTopicNumPartitions, 3,
+		map[string]string{"cleanup.policy": "compact", "min.insync.replicas": "2"}); err != nil {
+		t.Fatal(err)
+	}
+	sp := nodes[0].shares.coord.PartitionFor(group)
+	stateLeader := func(n *testNode) int32 {
+		if st, ok := n.meta.Image().Topic(share.StateTopic); ok && len(st.Partitions[sp].ISR) == 3 {
+			return st.Partitions[sp].Leader
+		}
+		return -1
+	}
+	var c int32 = -1
+	for deadline := time.Now().Add(30 * time.Second); c < 0 && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		c = stateLeader(nodes[0])
+	}
+	if c < 0 {
+		t.Fatal("no leader with a full ISR for the group's __share_group_state partition")
+	}
+	var others []int32
+	for _, n := range nodes {
+		if n.id != c {
+			others = append(others, n.id)
+		}
+	}
+	l, x := others[0], others[1]
+	create := kmsg.NewPtrCreateTopicsRequest()
+	create.TimeoutMillis = 10000
+	rt := kmsg.NewCreateTopicsRequestTopic()
+	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = "cm", -1, -1
+	ra := kmsg.NewCreateTopicsRequestTopicReplicaAssignment()
+	ra.Replicas = []int32{l, x, c}
+	rt.ReplicaAssignment = append(rt.ReplicaAssignment, ra)
+	create.Topics = append(create.Topics, rt)
+	if cresp, err := create.RequestWith(ctx, cl); err != nil || cresp.Topics[0].ErrorCode != 0 {
+		t.Fatalf("create cm: %v %+v", err, cresp)
+	}
+	waitMetadata(t, cl, 30*time.Second, "cm led by L", func(md map[string]map[int32]partitionState) bool {
+		p, ok := md["cm"][0]
+		return ok && p.leader == l && len(p.isr) == 3
+	}, "cm")
+	setGroupConfig(t, cl, group, "share.auto.offset.reset", "earliest")
+	var recs []*kgo.Record
+	for i := range 60 {
+		recs = append(recs, &kgo.Record{Topic: "cm", Value: []byte(strconv.Itoa(i))})
+	}
+	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	tp, _ := nodes[0].meta.Image().Topic("cm")
+	tid := tp.ID
+	m := &clusterShareMember{t: t, cl: cl, group: group, id: "member-a", session: map[int32]int32{}}
+	join := func(node int32) *kmsg.ShareGroupHeartbeatResponse {
+		hb := kmsg.NewPtrShareGroupHeartbeatRequest()
+		hb.GroupID, hb.MemberID, hb.SubscribedTopicNames = group, m.id, []string{"cm"}
+		var r *kmsg.ShareGroupHeartbeatResponse
+		for try := 0; try < 100; try++ {
+			if r = m.send(node, hb).(*kmsg.ShareGroupHeartbeatResponse); r.ErrorCode == 0 {
+				break
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		return r
+	}
+	if r := join(c); r.ErrorCode != 0 {
+		t.Fatalf("join on C: %v", kerr.ErrorForCode(r.ErrorCode))
+	}
+	got := map[int64]int16{}
+	for deadline := time.Now().Add(20 * time.Second); len(got) < 40 && time.Now().Before(deadline); {
+		for o, d := range acquired(m.fetch(l, tid, int32(40-len(got)), 500)) {
+			got[o] = d
+		}
+	}
+	if len(got) != 40 {
+		t.Fatalf("acquired %d records on L, want 40", len(got))
+	}
+	if code := m.ack(l, tid, 0, 19, 1); code != 0 {
+		t.Fatalf("accept: %v", kerr.ErrorForCode(code))
+	}
+	if code := m.ack(l, tid, 20, 29, 2); code != 0 {
+		t.Fatalf("release: %v", kerr.ErrorForCode(code))
+	}
+	if sum := stateSummary(t, m, c, tid); sum.StartOffset != 20 {
+		t.Fatalf("summary on C: start %d, want 20", sum.StartOffset)
+	}
+
+	byID[c].Close()
+	var c2 int32 = -1
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		if st, ok := byID[l].meta.Image().Topic(share.StateTopic); ok {
+			if ld := st.Partitions[sp].Leader; ld >= 0 && ld != c {
+				if sum := stateSummary(t, m, ld, tid); sum.ErrorCode == 0 && sum.StartOffset == 20 {
+					c2 = ld
+					break
+				}
+			}
+		}
+	}
+	if c2 < 0 {
+		t.Fatal("no new share coordinator answering the state written on C")
+	}
+	// L still holds 30-39 for the member; its acceptance is written to
+	// the new coordinator.
+	if code := m.ack(l, tid, 30, 39, 1); code != 0 {
+		t.Fatalf("accept on L after the coordinator moved to %d: %v", c2, kerr.ErrorForCode(code))
+	}
+	got = map[int64]int16{}
+	for deadline := time.Now().Add(20 * time.Second); len(got) < 30 && time.Now().Before(deadline); {
+		for o, d := range acquired(m.fetch(l, tid, 100, 500)) {
+			if _, dup := got[o]; dup {
+				t.Fatalf("offset %d acquired twice", o)
+			}
+			got[o] = d
+		}
+	}
+	for o, d := range got {
+		switch {
+		case o < 20 || (o >= 30 && o < 40) || o >= 60:
+			t.Fatalf("offset %d delivered again after its acceptance", o)
+		case o < 30 && d != 2, o >= 40 && d != 1:
+			t.Fatalf("offset %d: delivery count %d", o, d)
+		}
+	}
+	if len(got) != 30 {
+		t.Fatalf("redelivered %d records, want 20-29 and 40-59", len(got))
+	}
+	if code := m.ack(l, tid, 20, 29, 1); code != 0 {
+		t.Fatalf("accept 20-29: %v", kerr.ErrorForCode(code))
+	}
+	if code := m.ack(l, tid, 40, 59, 1); code != 0 {
+		t.Fatalf("accept 40-59: %v", kerr.ErrorForCode(code))
+	}
+	if sum := stateSummary(t, m, c2, tid); sum.StartOffset != 60 {
+		t.Fatalf("summary on the new coordinator: start %d, want 60", sum.StartOffset)
+	}
+	// Membership was not written: the member joins again.
+	hb := kmsg.NewPtrShareGroupHeartbeatRequest()
+	hb.GroupID, hb.MemberID, hb.MemberEpoch = group, m.id, 1
+	if r := m.send(c2, hb).(*kmsg.ShareGroupHeartbeatResponse); r.ErrorCode != kerr.UnknownMemberID.Code && r.ErrorCode != kerr.GroupIDNotFound.Code {
+		t.Fatalf("heartbeat at the new coordinator: %v", kerr.ErrorForCode(r.ErrorCode))
+	}
+	if r := join(c2); r.ErrorCode != 0 {
+		t.Fatalf("join at the new coordinator: %v", kerr.ErrorForCode(r.ErrorCode))
 	}
 }

@@ -11,11 +11,13 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/gregorbroker/gregor/broker/coord"
 	"github.com/gregorbroker/gregor/broker/group"
 	"github.com/gregorbroker/gregor/broker/internal/coordhost"
+	"github.com/gregorbroker/gregor/broker/internal/interbroker"
 	"github.com/gregorbroker/gregor/broker/share"
 	"github.com/gregorbroker/gregor/raftmeta/controller"
 	"github.com/gregorbroker/gregor/raftmeta/image"
@@ -33,6 +35,53 @@ type shareCoordinator struct {
 	// persister carries the state of the share partitions this node
 	// leads to their groups' share coordinators on other nodes.
 	persister *sharePersister
+	// forward connects to the nodes heartbeats are forwarded to (see
+	// forwardShareHeartbeat).
+	forward *interbroker.Clients
+}
+
+// shareForwardClientID prefixes the client id of forwarded heartbeats,
+// which are not forwarded again.
+const shareForwardClientID = "gregor-share-forward"
+
+// forwardShareHeartbeat relays a ShareGroupHeartbeat to the node that
+// keeps the group's membership. Clients send it to the group's
+// coordinator, the leader of its __consumer_offsets partition
+// (FindCoordinator), while Gregor keeps a share group with the leader of
+// its __share_group_state partition. The two are one node while preferred
+// leaders lead (the topic takes __consumer_offsets' replica assignment),
+// but may differ after a failover until leadership is balanced again:
+// then the node clients find forwards the heartbeat over the inter-broker
+// listener and relays the answer, where it would otherwise answer
+// NOT_COORDINATOR to a client that finds it again. It reports false when
+// the request is this node's to answer.
+func (s *Server) forwardShareHeartbeat(r *request, req *kmsg.ShareGroupHeartbeatRequest) (kmsg.Response, bool) {
+	if r.hdr.ClientID != nil && strings.HasPrefix(*r.hdr.ClientID, shareForwardClientID) {
+		return nil, false
+	}
+	img := s.meta.Image()
+	st, ok1 := img.Topic(share.StateTopic)
+	offs, ok2 := img.Topic(offsetsTopic)
+	sp, op := s.shares.coord.PartitionFor(req.GroupID), s.groups.coord.PartitionFor(req.GroupID)
+	if !ok1 || !ok2 || int(sp) >= len(st.Partitions) || int(op) >= len(offs.Partitions) {
+		return nil, false
+	}
+	leader := st.Partitions[sp].Leader
+	if leader < 0 || leader == s.cfg.NodeID || offs.Partitions[op].Leader != s.cfg.NodeID {
+		return nil, false
+	}
+	b, err := s.shares.forward.Broker(leader)
+	if err != nil {
+		return nil, false
+	}
+	ctx, cancel := context.WithTimeout(r.conn.ctx, interbroker.RequestTimeout)
+	defer cancel()
+	resp, err := b.Request(ctx, req)
+	if err != nil {
+		s.log.Debug("forward share group heartbeat", "group", req.GroupID, "node", leader, "err", err)
+		return nil, false
+	}
+	return resp, true
 }
 
 func (s *Server) startShareCoordinator() error {
@@ -67,7 +116,9 @@ func (s *Server) startShareCoordinator() error {
 	if err != nil {
 		return fmt.Errorf("start share coordinator: %w", err)
 	}
-	sc := &shareCoordinator{coord: c, persister: persister}
+	sc := &shareCoordinator{coord: c, persister: persister,
+		forward: interbroker.NewClients(s.meta.Image, s.cfg.InterBrokerListenerName,
+			kgo.ClientID(fmt.Sprintf("%s-%d", shareForwardClientID, s.cfg.NodeID)))}
 	sc.loader = s.newCoordinatorLoader(share.StateTopic,
 		func(ctx context.Context, partition, _ int32, log *storage.Log) error {
 			return c.Load(ctx, partition, coordhost.ReadLog(ctx, log))
