@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -23,7 +24,12 @@ func consumeCommand() *command {
 		short: "print records of a topic, as kcat -C and kafka-console-consumer",
 		long: `Prints each record's value on a line, or the --format given, or one JSON
 object a line with --json (the form produce --json reads). Without -n or -e
-it runs until interrupted.
+it runs until interrupted: on Ctrl-C (SIGINT) or SIGTERM it prints a
+summary line on stderr (records, bytes, rate), commits with -g, and exits
+with 0. While records flow and stdout is not a terminal (records going to
+a file or a pipe), a progress line goes to stderr every 5 s
+(GREGOR_PROGRESS_INTERVAL changes the interval); records alone go to
+stdout.
 
 --offset where to start: start (also beginning, earliest), end (latest),
 an offset N, -N (the last N records of each partition), or @TIME (the
@@ -290,7 +296,23 @@ func consumeLoop(c *cmd, cl *kgo.Client, f consumeFlags, plan consumePlan) error
 	ctx := c.interruptible()
 	out := newRecordPrinter(c.out, plan.parts, c.json)
 	printed := 0
-	lastRecord := time.Now()
+	start := time.Now()
+	lastRecord := start
+	var meter transferMeter
+	stopProgress := func() {}
+	// On a terminal the records show themselves; a progress line would
+	// only break them up.
+	if f, ok := c.out.(*os.File); !ok || !isTerminal(f) {
+		stopProgress = reportEvery(progressInterval(c.errOut), func(window time.Duration) {
+			n, b, total, _ := meter.window()
+			if n == 0 {
+				return
+			}
+			perSec, mbPerSec := rates(n, b, window)
+			fmt.Fprintf(c.errOut, "%d records consumed, %.1f records/sec (%.2f MB/sec), %d in all.\n", n, perSec, mbPerSec, total)
+		})
+	}
+	defer stopProgress()
 	for plan.pending == nil || len(plan.pending) > 0 {
 		want := 10000
 		if f.num > 0 {
@@ -312,7 +334,20 @@ func consumeLoop(c *cmd, cl *kgo.Client, f consumeFlags, plan consumePlan) error
 		if err := out.w.Flush(); err != nil {
 			return fmt.Errorf("write: %w", err)
 		}
-		if ctx.Err() != nil || (f.idleMs > 0 && time.Since(lastRecord) >= time.Duration(f.idleMs)*time.Millisecond) {
+		// Counted once written: the progress never runs ahead of stdout.
+		for _, r := range fetches.Records() {
+			meter.add(1, int64(len(r.Key)+len(r.Value)))
+		}
+		if ctx.Err() != nil {
+			stopProgress()
+			_, _, n, b := meter.window()
+			elapsed := time.Since(start)
+			perSec, mbPerSec := rates(n, b, elapsed)
+			fmt.Fprintf(c.errOut, "interrupted: %d records consumed (%.2f MB) in %.1f s, %.1f records/sec (%.2f MB/sec).\n",
+				n, float64(b)/mb, elapsed.Seconds(), perSec, mbPerSec)
+			break
+		}
+		if f.idleMs > 0 && time.Since(lastRecord) >= time.Duration(f.idleMs)*time.Millisecond {
 			break
 		}
 		if quiet && plan.pending != nil {

@@ -11,6 +11,8 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -23,7 +25,11 @@ value at the first DELIM; -f reads any layout of key, value, headers and
 partition; --json reads one JSON object a line, as consume --json writes
 them ({"key":..,"value":..,"headers":[{"key":..,"value":..}],"partition":..}).
 Records are sent with acks=all and idempotence; the command ends when every
-record is acknowledged and prints how many went to each partition.
+record is acknowledged and prints how many went to each partition. While
+records flow, a progress line goes to stderr every 5 s (unless --quiet;
+GREGOR_PROGRESS_INTERVAL changes the interval). On Ctrl-C (SIGINT) or
+SIGTERM it stops reading, waits a moment for what is in flight, prints the
+summary of what was acknowledged and exits with 130.
 
 ` + formatHelp,
 		examples: `  echo hello | gregor produce orders
@@ -72,19 +78,35 @@ func runProduceCmd(c *cmd) error {
 	if err != nil {
 		return err
 	}
+	var meter transferMeter
+	stopProgress := func() {}
+	if !f.quiet {
+		stopProgress = reportEvery(progressInterval(c.errOut), func(window time.Duration) {
+			n, b, total, _ := meter.window()
+			if n == 0 {
+				return // input idle: nothing to tell
+			}
+			perSec, mbPerSec := rates(n, b, window)
+			fmt.Fprintf(c.errOut, "%d records acknowledged, %.1f records/sec (%.2f MB/sec), %d in all.\n", n, perSec, mbPerSec, total)
+		})
+	}
 	sum, err := produceAll(c.interruptible(), cl, next, func(r *kgo.Record) {
 		r.Headers = append(r.Headers, headers...)
 		if f.partition >= 0 {
 			r.Partition = int32(f.partition)
 		}
-	})
-	if err != nil {
+	}, &meter)
+	stopProgress()
+	var ie *interruptedError
+	if err != nil && !errors.As(err, &ie) {
 		return err
 	}
-	if f.quiet {
-		return nil
+	if !f.quiet {
+		if perr := printProduced(c, c.args[0], sum); perr != nil {
+			return perr
+		}
 	}
-	return printProduced(c, c.args[0], sum)
+	return err
 }
 
 // clientOpts are the producer's options from the flags.
@@ -193,9 +215,12 @@ type partitionSummary struct {
 	LastOffset  int64 `json:"last_offset"`
 }
 
-// produceAll sends every record from next, edited by edit, and waits for
-// all acknowledgements. It stops at the first failure.
-func produceAll(ctx context.Context, cl *kgo.Client, next func() (*kgo.Record, error), edit func(*kgo.Record)) (map[int32]*partitionSummary, error) {
+// produceAll sends every record from next, edited by edit, counting each
+// acknowledged one in meter, and waits for all acknowledgements. It stops
+// at the first failure. When ctx ends (SIGINT) it stops reading, gives
+// what is in flight a moment, and returns what was acknowledged with an
+// *interruptedError.
+func produceAll(ctx context.Context, cl *kgo.Client, next func() (*kgo.Record, error), edit func(*kgo.Record), meter *transferMeter) (map[int32]*partitionSummary, error) {
 	var mu sync.Mutex
 	var firstErr error
 	sum := map[int32]*partitionSummary{}
@@ -206,6 +231,7 @@ func produceAll(ctx context.Context, cl *kgo.Client, next func() (*kgo.Record, e
 			firstErr = cmpErrFirst(firstErr, fmt.Errorf("produce to partition %d: %w", r.Partition, err))
 			return
 		}
+		meter.add(1, int64(len(r.Key)+len(r.Value)))
 		s := sum[r.Partition]
 		if s == nil {
 			s = &partitionSummary{Partition: r.Partition, FirstOffset: r.Offset}
@@ -214,25 +240,63 @@ func produceAll(ctx context.Context, cl *kgo.Client, next func() (*kgo.Record, e
 		s.Records++
 		s.FirstOffset, s.LastOffset = min(s.FirstOffset, r.Offset), max(s.LastOffset, r.Offset)
 	}
-	var readErr error
-	for {
-		r, err := next()
-		if err != nil {
-			if !errors.Is(err, io.EOF) {
-				readErr = err
-			}
-			break
+	// snapshot copies the summary: promises still running after an
+	// interrupt must not change what is printed.
+	snapshot := func() map[int32]*partitionSummary {
+		mu.Lock()
+		defer mu.Unlock()
+		out := make(map[int32]*partitionSummary, len(sum))
+		for p, s := range sum {
+			c := *s
+			out[p] = &c
 		}
-		edit(r)
-		cl.Produce(ctx, r, done)
+		return out
+	}
+	// The input is read on its own goroutine: a read blocked on stdin
+	// must not keep an interrupt from ending the command.
+	var read atomic.Int64
+	readDone := make(chan error, 1)
+	go func() {
+		for ctx.Err() == nil {
+			r, err := next()
+			if err != nil {
+				if errors.Is(err, io.EOF) {
+					err = nil
+				}
+				readDone <- err
+				return
+			}
+			edit(r)
+			read.Add(1)
+			cl.Produce(ctx, r, done)
+		}
+		readDone <- nil
+	}()
+	interrupted := func() (map[int32]*partitionSummary, error) {
+		flushCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		cl.Flush(flushCtx)
+		cancel()
+		sum := snapshot()
+		var acked int64
+		for _, s := range sum {
+			acked += s.Records
+		}
+		return sum, &interruptedError{fmt.Sprintf("produce: interrupted: %d of the %d records read were acknowledged", acked, read.Load())}
+	}
+	var readErr error
+	select {
+	case readErr = <-readDone:
+	case <-ctx.Done():
+		return interrupted()
 	}
 	flushErr := cl.Flush(ctx)
-	mu.Lock()
-	defer mu.Unlock()
-	if err := cmpErrFirst(cmpErrFirst(readErr, firstErr), flushErr); err != nil {
-		return sum, err
+	if ctx.Err() != nil {
+		return interrupted()
 	}
-	return sum, nil
+	mu.Lock()
+	err := cmpErrFirst(cmpErrFirst(readErr, firstErr), flushErr)
+	mu.Unlock()
+	return snapshot(), err
 }
 
 func cmpErrFirst(a, b error) error {

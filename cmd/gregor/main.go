@@ -29,7 +29,8 @@ func main() {
 }
 
 // runMain runs the command named by args and returns the exit status: 0
-// done (or help asked for), 1 failed, 2 a mistake on the command line.
+// done (or help asked for), 1 failed, 2 a mistake on the command line,
+// 130 interrupted (SIGINT or SIGTERM) after printing what it had done.
 func runMain(args []string, in io.Reader, out, errOut io.Writer) int {
 	err := dispatch(commands(), nil, args, in, out, errOut)
 	if err == nil || errors.Is(err, flag.ErrHelp) {
@@ -39,6 +40,10 @@ func runMain(args []string, in io.Reader, out, errOut io.Writer) int {
 	var ue *usageError
 	if errors.As(err, &ue) {
 		return 2
+	}
+	var ie *interruptedError
+	if errors.As(err, &ie) {
+		return interruptedExit
 	}
 	return 1
 }

@@ -54,6 +54,13 @@ to arrive once.
 With --json the summary is one JSON object on stdout (the human line goes
 to stderr), for scripts.
 
+Every 5 s (GREGOR_PROGRESS_INTERVAL, a duration, changes it; 0 turns it
+off) a line on stderr tells what the last interval did, as Kafka's perf
+tools print: produce "N records sent, R records/sec (M MB/sec), A ms avg
+latency, X ms max latency."; consume "N records consumed, ..."; e2e
+"N records read back, ...". On SIGINT or SIGTERM the summary of what was
+done so far is printed, marked interrupted, and gregor exits with 130.
+
 flags of "gregor perf produce -h" and "gregor perf consume -h".
 `
 
@@ -85,35 +92,39 @@ func runPerfTo(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			return err
 		}
 		rep, err := runProduce(ctx, o, stderr)
-		if err != nil {
-			return err
-		}
-		return writeReport(stdout, stderr, rep, o.json)
+		return reportOrFail(stdout, stderr, rep, o.json, err)
 	case "e2e":
 		o, err := parseProduceFlags(args[1:], stderr)
 		if err != nil {
 			return err
 		}
 		rep, err := runE2E(ctx, o, stderr)
-		if err != nil {
-			return err
-		}
-		return writeReport(stdout, stderr, rep, o.json)
+		return reportOrFail(stdout, stderr, rep, o.json, err)
 	case "consume":
 		o, err := parseConsumeFlags(args[1:], stderr)
 		if err != nil {
 			return err
 		}
 		rep, err := runConsume(ctx, o, stderr)
-		if err != nil {
-			return err
-		}
-		return writeReport(stdout, stderr, rep, o.json)
+		return reportOrFail(stdout, stderr, rep, o.json, err)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, perfUsage)
 		return nil
 	}
 	return fmt.Errorf("perf: unknown mode %q; want produce, consume or e2e", args[0])
+}
+
+// reportOrFail prints the report of a run that ended well, or of one
+// interrupted (with its error after it), and returns err.
+func reportOrFail(stdout, stderr io.Writer, rep perfReport, asJSON bool, err error) error {
+	var ie *interruptedError
+	if err != nil && !errors.As(err, &ie) {
+		return err
+	}
+	if werr := writeReport(stdout, stderr, rep, asJSON); werr != nil {
+		return werr
+	}
+	return err
 }
 
 // commonOptions are the flags both modes take.
@@ -392,6 +403,17 @@ func runProduce(ctx context.Context, o produceOptions, log io.Writer) (perfRepor
 	}
 
 	start := time.Now()
+	stopProgress := reportEvery(progressInterval(log), func(window time.Duration) {
+		n, total, worst := lat.window()
+		perSec, mbPerSec := rates(n, n*int64(o.recordSize), window)
+		var avg float64
+		if n > 0 {
+			avg = ms(total / time.Duration(n))
+		}
+		fmt.Fprintf(log, "%d records sent, %.1f records/sec (%.2f MB/sec), %.1f ms avg latency, %.1f ms max latency.\n",
+			n, perSec, mbPerSec, avg, ms(worst))
+	})
+	defer stopProgress()
 	flushErrs := make([]error, o.producers)
 	var wg sync.WaitGroup
 	for p, cl := range clients {
@@ -421,17 +443,33 @@ func runProduce(ctx context.Context, o produceOptions, log io.Writer) (perfRepor
 				sent++
 			}
 			sentTotal.Add(sent)
+			if ctx.Err() != nil {
+				// Interrupted: what is in flight gets a moment to be
+				// acknowledged (what was not sent yet fails at once with
+				// the context), so the summary covers what was.
+				flushCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				cl.Flush(flushCtx)
+				cancel()
+				return
+			}
 			flushErrs[p] = cl.Flush(ctx)
 		})
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
+	stopProgress()
 	sent := sentTotal.Load()
-	if err := errors.Join(flushErrs...); err != nil {
-		return perfReport{}, fmt.Errorf("perf produce: interrupted after %d records: %w", sent, err)
+	if ctx.Err() != nil {
+		acked := lat.len()
+		rep := newReport("produce", o.topic, acked, acked*int64(o.recordSize), elapsed)
+		sum := lat.summary()
+		rep.Latency = &sum
+		rep.Produce = o.settings()
+		rep.Interrupted = true
+		return rep, &interruptedError{fmt.Sprintf("perf produce: interrupted after %d records acknowledged of %d sent", acked, sent)}
 	}
-	if err := ctx.Err(); err != nil {
-		return perfReport{}, fmt.Errorf("perf produce: interrupted after %d records: %w", sent, err)
+	if err := errors.Join(flushErrs...); err != nil {
+		return perfReport{}, fmt.Errorf("perf produce: flush after %d records: %w", sent, err)
 	}
 	if n := failed.Load(); n > 0 {
 		return perfReport{}, fmt.Errorf("perf produce: %d of %d records failed, the first with: %w", n, sent, firstErr)
@@ -483,13 +521,24 @@ func runConsume(ctx context.Context, o consumeOptions, log io.Writer) (perfRepor
 	start := time.Now()
 	var first time.Time
 	var count, nbytes int64
+	var meter transferMeter
+	stopProgress := reportEvery(progressInterval(log), func(window time.Duration) {
+		n, b, _, _ := meter.window()
+		perSec, mbPerSec := rates(n, b, window)
+		fmt.Fprintf(log, "%d records consumed, %.1f records/sec (%.2f MB/sec).\n", n, perSec, mbPerSec)
+	})
+	defer stopProgress()
 	lastProgress := start
 	for count < o.records {
 		pollCtx, cancel := context.WithDeadline(ctx, lastProgress.Add(o.timeout))
 		fetches := cl.PollFetches(pollCtx)
 		cancel()
-		if err := ctx.Err(); err != nil {
-			return perfReport{}, fmt.Errorf("perf consume: interrupted after %d records: %w", count, err)
+		if ctx.Err() != nil {
+			stopProgress()
+			rep := newReport("consume", o.topic, count, nbytes, time.Since(start))
+			rep.Consume = &consumeSettings{Group: o.group}
+			rep.Interrupted = true
+			return rep, &interruptedError{fmt.Sprintf("perf consume: interrupted after %d records", count)}
 		}
 		if fetches.IsClientClosed() {
 			return perfReport{}, errors.New("perf consume: client closed")
@@ -509,6 +558,7 @@ func runConsume(ctx context.Context, o consumeOptions, log io.Writer) (perfRepor
 			progressed = true
 			count++
 			nbytes += int64(len(r.Key) + len(r.Value))
+			meter.add(1, int64(len(r.Key)+len(r.Value)))
 			if ver != nil {
 				if err := ver.check(r.Value); err != nil {
 					return perfReport{}, fmt.Errorf("perf consume: %s[%d] offset %d: %w", r.Topic, r.Partition, r.Offset, err)
@@ -522,6 +572,7 @@ func runConsume(ctx context.Context, o consumeOptions, log io.Writer) (perfRepor
 		}
 	}
 	end := time.Now()
+	stopProgress()
 	if o.group != "" {
 		if err := cl.CommitUncommittedOffsets(ctx); err != nil {
 			fmt.Fprintf(log, "commit offsets of group %s: %v\n", o.group, err)
@@ -642,6 +693,10 @@ type latencies struct {
 	max     time.Duration
 	every   int64
 	samples []time.Duration
+	// The current progress window's, as Kafka's perf tools keep them.
+	windowCount int64
+	windowTotal time.Duration
+	windowMax   time.Duration
 }
 
 func newLatencies(expected int64) *latencies {
@@ -658,6 +713,26 @@ func (l *latencies) add(d time.Duration) {
 	l.count++
 	l.total += d
 	l.max = max(l.max, d)
+	l.windowCount++
+	l.windowTotal += d
+	l.windowMax = max(l.windowMax, d)
+}
+
+// window returns the count, sum and maximum of the latencies added since
+// the previous call, and starts a new window.
+func (l *latencies) window() (count int64, total, worst time.Duration) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	count, total, worst = l.windowCount, l.windowTotal, l.windowMax
+	l.windowCount, l.windowTotal, l.windowMax = 0, 0, 0
+	return count, total, worst
+}
+
+// len is how many latencies were added.
+func (l *latencies) len() int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.count
 }
 
 // latencySummary is the latency part of a produce report, in milliseconds.
@@ -713,6 +788,9 @@ type perfReport struct {
 	Produce       *produceSettings `json:"produce,omitempty"`
 	Consume       *consumeSettings `json:"consume,omitempty"`
 	E2E           *e2eSettings     `json:"e2e,omitempty"`
+	// Interrupted says SIGINT or SIGTERM cut the run short: the figures
+	// are those of what was done until then.
+	Interrupted bool `json:"interrupted,omitempty"`
 }
 
 type produceSettings struct {
@@ -745,8 +823,13 @@ func newReport(mode, topic string, records, bytes int64, elapsed time.Duration) 
 	return r
 }
 
-// humanLine is the one-line summary, in the words of Kafka's perf tools.
+// humanLine is the one-line summary, in the words of Kafka's perf tools;
+// an interrupted run's says so first.
 func (r perfReport) humanLine() string {
+	if r.Interrupted {
+		r.Interrupted = false
+		return "interrupted: " + r.humanLine()
+	}
 	if r.Mode == "produce" {
 		l := r.Latency
 		if l == nil {
@@ -755,6 +838,12 @@ func (r perfReport) humanLine() string {
 		return fmt.Sprintf("%d records sent, %.1f records/sec (%.2f MB/sec), %.2f ms avg latency, %.2f ms max latency, "+
 			"%.2f ms 50th, %.2f ms 95th, %.2f ms 99th, %.2f ms 99.9th.",
 			r.Records, r.RecordsPerSec, r.MBPerSec, l.Avg, l.Max, l.P50, l.P95, l.P99, l.P999)
+	}
+	if r.Mode == "e2e" && r.Latency != nil && r.E2E != nil && !r.E2E.Verified {
+		l := r.Latency
+		return fmt.Sprintf("%d records read back of %d sent at %.0f records/sec (%.0f asked); "+
+			"latency from due time: %.2f ms avg, %.2f ms 50th, %.2f ms 99th, %.2f ms 99.9th, %.2f ms max.",
+			r.Records, r.E2E.Sent, r.E2E.Achieved, r.E2E.Rate, l.Avg, l.P50, l.P99, l.P999, l.Max)
 	}
 	if r.Mode == "e2e" && r.Latency != nil && r.E2E != nil {
 		l := r.Latency

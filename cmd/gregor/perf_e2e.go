@@ -20,6 +20,7 @@ type e2eSettings struct {
 	Achieved float64 `json:"achieved"`  // records/s sent
 	Verified bool    `json:"verified"`  // every record read back once
 	Behind   int64   `json:"behind_ms"` // how far the sender fell behind its schedule, at most
+	Sent     int64   `json:"sent"`      // records sent (all of --records unless interrupted)
 }
 
 // runE2E measures end-to-end latency at a fixed rate: record i is due at
@@ -73,6 +74,17 @@ func runE2E(ctx context.Context, o produceOptions, log io.Writer) (perfReport, e
 	}
 	readErr := make(chan error, 1)
 	go func() { readErr <- readE2E(ctx, cons, o.records, ver, lat, due) }()
+	stopProgress := reportEvery(progressInterval(log), func(window time.Duration) {
+		n, total, worst := lat.window()
+		perSec, mbPerSec := rates(n, n*int64(o.recordSize), window)
+		var avg float64
+		if n > 0 {
+			avg = ms(total / time.Duration(n))
+		}
+		fmt.Fprintf(log, "%d records read back, %.1f records/sec (%.2f MB/sec), %.1f ms avg latency, %.1f ms max latency from due time.\n",
+			n, perSec, mbPerSec, avg, ms(worst))
+	})
+	defer stopProgress()
 
 	base := payloadBase(o.recordSize)
 	pool := sync.Pool{New: func() any { b := make([]byte, o.recordSize); return &b }}
@@ -98,6 +110,18 @@ func runE2E(ctx context.Context, o produceOptions, log io.Writer) (perfReport, e
 		})
 	}
 	sendElapsed := time.Since(start)
+	if ctx.Err() != nil {
+		// Interrupted: the summary covers the records read back so far.
+		<-readErr
+		stopProgress()
+		got := lat.len()
+		rep := newReport("e2e", o.topic, got, got*int64(o.recordSize), time.Since(start))
+		sum := lat.summary()
+		rep.Latency = &sum
+		rep.E2E = &e2eSettings{Rate: o.throughput, Achieved: float64(sent) / sendElapsed.Seconds(), Behind: behind.Milliseconds(), Sent: sent}
+		rep.Interrupted = true
+		return rep, &interruptedError{fmt.Sprintf("perf e2e: interrupted after %d records sent, %d read back", sent, got)}
+	}
 	if err := prod.Flush(ctx); err != nil {
 		return perfReport{}, fmt.Errorf("perf e2e: interrupted after %d records: %w", sent, err)
 	}
@@ -107,11 +131,12 @@ func runE2E(ctx context.Context, o produceOptions, log io.Writer) (perfReport, e
 	if err := <-readErr; err != nil {
 		return perfReport{}, err
 	}
+	stopProgress()
 	rep := newReport("e2e", o.topic, sent, sent*int64(o.recordSize), time.Since(start))
 	sum := lat.summary()
 	rep.Latency = &sum
 	rep.Produce = o.settings()
-	rep.E2E = &e2eSettings{Rate: o.throughput, Achieved: float64(sent) / sendElapsed.Seconds(), Verified: true, Behind: behind.Milliseconds()}
+	rep.E2E = &e2eSettings{Rate: o.throughput, Achieved: float64(sent) / sendElapsed.Seconds(), Verified: true, Behind: behind.Milliseconds(), Sent: sent}
 	return rep, nil
 }
 
