@@ -81,21 +81,23 @@ type Server struct {
 	ctrl     controller.API
 	quorum   *raftnode.TCPTransport // nil on a single node
 	ctrlLn   net.Listener           // the controller listener, when this node is a controller in a quorum
+	epoch    atomic.Int64           // this broker's epoch from its registration
+	logs     *storage.Manager
+	parts    partitionTable
+	sessions *fetch.Sessions
+	groups   *groupCoordinator
+	txns     *txnCoordinator
+	shares   *shareCoordinator
+	connIDs  atomic.Uint64    // numbers connections (conn.id)
+	fetchers *replica.Manager // the follower side of replication
+
 	// interBroker and toController secure the connections this node
 	// opens to the inter-broker and controller listeners (peer_security.go);
 	// metaStarted is set once meta is, for the controller listener's
 	// authorization, which runs on the transport's goroutines.
 	interBroker, toController *peerSecurity
 	metaStarted               atomic.Bool
-	epoch                     atomic.Int64 // this broker's epoch from its registration
-	logs                      *storage.Manager
-	parts                     partitionTable
-	sessions                  *fetch.Sessions
-	groups                    *groupCoordinator
-	txns                      *txnCoordinator
-	shares                    *shareCoordinator
-	connIDs                   atomic.Uint64    // numbers connections (conn.id)
-	fetchers                  *replica.Manager // the follower side of replication
+
 	// addSender asks transaction coordinators to verify or add partitions
 	// (KIP-890, broker/internal/interbroker).
 	addSender *interbroker.AddSender

@@ -204,8 +204,8 @@ type Broker struct {
 	ProducerIDExpirationMs                               int32
 	ProducerIDExpirationCheckIntervalMs                  int32
 
-	// listenerSecurity is each client listener's resolved security
-	// (ListenerSecurity).
+	// listenerSecurity is each listener's resolved security, the
+	// controller listeners' included (ListenerSecurity).
 	listenerSecurity map[string]ListenerSecurity
 	// peerSecurity is how this node connects to the inter-broker and
 	// controller listeners (PeerSecurity), those not PLAINTEXT.

@@ -234,7 +234,7 @@ func isMechanismKey(name string) bool {
 }
 
 // deriveSecurity resolves and checks the SSL and SASL settings of every
-// client listener, and refuses the properties Gregor cannot honour.
+// listener this node serves, and refuses the properties Gregor cannot honour.
 func (b *Broker) deriveSecurity(props map[string]string) error {
 	// A refused key is refused wherever it is set, plainly or prefixed.
 	for name := range props {

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -127,6 +128,20 @@ ssl.client.auth=required
 	}
 	if got := mustCLI(t, sslAddr, "", "topic", "list", "--command-config", cc); !strings.Contains(got, "mtls") {
 		t.Fatalf("topic list with the printed client properties:\n%s", got)
+	}
+
+	// librdkafka (kcat) with the generated PEM files, when installed.
+	if _, err := exec.LookPath("kcat"); err == nil {
+		kcat := exec.Command("kcat", "-b", sslAddr, "-X", "security.protocol=SSL",
+			"-X", "ssl.ca.location="+filepath.Join(dir, "ca.crt"),
+			"-X", "ssl.certificate.location="+filepath.Join(dir, "alice.crt"),
+			"-X", "ssl.key.location="+filepath.Join(dir, "alice.key"),
+			"-C", "-t", "mtls", "-o", "beginning", "-c", "3", "-e", "-f", `%s\n`)
+		if out, err := kcat.CombinedOutput(); err != nil || string(out) != "m0\nm1\nm2\n" {
+			t.Fatalf("kcat over mTLS: %v\n%s", err, out)
+		}
+	} else {
+		t.Log("no kcat: librdkafka over mTLS not checked")
 	}
 
 	b := client(dir, "bob")

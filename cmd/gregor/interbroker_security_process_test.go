@@ -114,7 +114,9 @@ func securedClusterProps(dir string, id int, roles, voters string, client, inter
 // inter-broker and controller listeners are SASL_SSL (PLAIN), with ACLs
 // on and the brokers' principal in super.users: acks=all records at
 // RF 3 survive a killed node, are replicated to every node (each made
-// leader in turn and read back over TLS), and a fourth node presenting a
+// leader in turn and read back over TLS), a transaction across
+// partitions of different leaders commits (markers and verifications
+// between the brokers) and one aborts, and a fourth node presenting a
 // wrong inter-broker password is refused by the leader it fetches from
 // and never joins the ISR.
 func TestSecuredClusterSASLSSL(t *testing.T) { runSecuredCluster(t, peerPLAIN) }
@@ -274,6 +276,59 @@ func runSecuredCluster(t *testing.T, mode peerMode) {
 		return nil
 	})
 	produce(200, 50)
+
+	// A transaction over partitions led by different nodes: the
+	// coordinator's markers and the leaders' KIP-890 verifications go
+	// over the secured inter-broker listener; a read_committed consumer
+	// only gets past the transaction once its markers are written.
+	const txnTopic = "secured-txn"
+	if _, err := adm.CreateTopic(ctx, 3, 3, nil, txnTopic); err != nil {
+		t.Fatal(err)
+	}
+	leaders := map[int32]bool{}
+	waitFor(t, 60*time.Second, "the transactional topic's leaders", func() error {
+		md, err := adm.Metadata(ctx, txnTopic)
+		if err != nil {
+			return err
+		}
+		clear(leaders)
+		for _, p := range md.Topics[txnTopic].Partitions {
+			if p.Leader < 0 || len(p.ISR) != 3 {
+				return fmt.Errorf("partition %+v", p)
+			}
+			leaders[p.Leader] = true
+		}
+		return nil
+	})
+	if len(leaders) < 2 {
+		t.Fatalf("the three partitions share one leader %v: no marker would cross the network", leaders)
+	}
+	txp := newClient(kgo.TransactionalID("secured-txn"), kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		kgo.RequiredAcks(kgo.AllISRAcks()), kgo.RetryTimeout(60*time.Second))
+	for i, commit := range []bool{false, true} {
+		if err := txp.BeginTransaction(); err != nil {
+			t.Fatal(err)
+		}
+		for p := range int32(3) {
+			r := &kgo.Record{Topic: txnTopic, Partition: p, Value: fmt.Appendf(nil, "txn%d-p%d", i, p)}
+			if err := txp.ProduceSync(ctx, r).FirstErr(); err != nil {
+				t.Fatalf("transactional produce to partition %d: %v", p, err)
+			}
+		}
+		if err := txp.EndTransaction(ctx, kgo.TransactionEndTry(commit)); err != nil {
+			t.Fatalf("end transaction (commit %v): %v", commit, err)
+		}
+	}
+	rc := newClient(kgo.ConsumeTopics(txnTopic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+	var committed []string
+	for len(committed) < 3 && ctx.Err() == nil {
+		rc.PollFetches(ctx).EachRecord(func(r *kgo.Record) { committed = append(committed, string(r.Value)) })
+	}
+	slices.Sort(committed)
+	if !slices.Equal(committed, []string{"txn1-p0", "txn1-p1", "txn1-p2"}) {
+		t.Fatalf("read_committed got %v, want the committed transaction's three records only", committed)
+	}
 
 	if mode == peerPLAIN {
 		// On the controller listener, a wrong password fails
