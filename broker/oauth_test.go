@@ -132,7 +132,7 @@ func TestOAuthBearerUnsecured(t *testing.T) {
 		"listeners":                      "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:0",
 		"listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,CONTROLLER:PLAINTEXT",
 		"sasl.enabled.mechanisms":        "OAUTHBEARER",
-		"listener.name.sasl_plaintext.oauthbearer.sasl.jaas.config": `org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required
+		"listener.name.sasl_plaintext.oauthbearer.sasl.jaas.config": `org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required unsecuredLoginStringClaim_sub="broker"
 			unsecuredValidatorRequiredScope="kafka" unsecuredValidatorAllowableClockSkewMs="2000";`,
 	}, Options{})
 	addr := s.addr(t, "SASL_PLAINTEXT")
@@ -163,7 +163,7 @@ func TestOAuthBearerJWKS(t *testing.T) {
 		"listeners":                      "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:0",
 		"listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,CONTROLLER:PLAINTEXT",
 		"sasl.enabled.mechanisms":        "OAUTHBEARER",
-		"listener.name.sasl_plaintext.oauthbearer.sasl.jaas.config":                   `org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required;`,
+		"listener.name.sasl_plaintext.oauthbearer.sasl.jaas.config":                   `org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required unsecuredLoginStringClaim_sub="broker";`,
 		"listener.name.sasl_plaintext.oauthbearer.sasl.server.callback.handler.class": config.OAuthBearerJWTValidator,
 		"sasl.oauthbearer.jwks.endpoint.url":                                          jwksFile(t, rs, es),
 		"sasl.oauthbearer.expected.audience":                                          "kafka",
@@ -236,7 +236,7 @@ func TestOAuthBearerConfigRefused(t *testing.T) {
 		p["listeners"] = "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:0"
 		p["listener.security.protocol.map"] = "PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,CONTROLLER:PLAINTEXT"
 		p["sasl.enabled.mechanisms"] = "OAUTHBEARER"
-		p["listener.name.sasl_plaintext.oauthbearer.sasl.jaas.config"] = `org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required;`
+		p["listener.name.sasl_plaintext.oauthbearer.sasl.jaas.config"] = `org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required unsecuredLoginStringClaim_sub="broker";`
 		return p
 	}
 	p := base()

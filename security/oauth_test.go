@@ -40,7 +40,7 @@ func unsecured(t *testing.T, claims map[string]any) string {
 // JSON, the 0x01 answer that ends a refused exchange, and the session's
 // expiry from the token.
 func TestOAuthUnsecured(t *testing.T) {
-	jaas := `org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required
+	jaas := `org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required unsecuredLoginStringClaim_sub="broker"
 		unsecuredValidatorRequiredScope="produce" unsecuredValidatorAllowableClockSkewMs="1000"
 		unsecuredValidatorPrincipalClaimName="who";`
 	m, err := NewOAuthBearer(config.OAuthBearerSettings{Handler: config.OAuthBearerUnsecuredValidator, JAAS: jaas})
@@ -119,6 +119,25 @@ func TestOAuthUnsecured(t *testing.T) {
 	}
 }
 
+const loginJAAS = `org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required unsecuredLoginStringClaim_sub="broker";`
+
+// TestOAuthBrokerLogin: as Kafka's broker logs itself in with the
+// listener's OAuthBearerLoginModule, a JAAS config without the principal
+// of that login is refused with Kafka's message.
+func TestOAuthBrokerLogin(t *testing.T) {
+	for jaas, want := range map[string]string{
+		`org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required;`:                                                                          "No principal name in JWT claim: sub",
+		`org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required unsecuredLoginPrincipalClaimName="who" unsecuredLoginStringClaim_sub="x";`: "No principal name in JWT claim: who",
+		`org.apache.kafka.common.security.plain.PlainLoginModule required unsecuredLoginStringClaim_sub="x";`:                                                    "is not org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule",
+		loginJAAS: "",
+	} {
+		_, err := NewOAuthBearer(config.OAuthBearerSettings{Handler: config.OAuthBearerUnsecuredValidator, JAAS: jaas})
+		if want == "" && err != nil || want != "" && (err == nil || !strings.Contains(err.Error(), want)) {
+			t.Errorf("JAAS %s: %v, want %q", jaas, err, want)
+		}
+	}
+}
+
 type testKey struct {
 	kid, alg string
 	priv     crypto.Signer
@@ -178,7 +197,7 @@ func TestOAuthJWT(t *testing.T) {
 	if err := os.WriteFile(path, jwks, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	m, err := NewOAuthBearer(config.OAuthBearerSettings{Handler: config.OAuthBearerJWTValidator, JWKSURL: "file://" + path,
+	m, err := NewOAuthBearer(config.OAuthBearerSettings{Handler: config.OAuthBearerJWTValidator, JWKSURL: "file://" + path, JAAS: loginJAAS,
 		ExpectedAudience: []string{"kafka"}, ExpectedIssuer: "https://idp", SubClaimName: "sub", ScopeClaimName: "scope", ClockSkewSeconds: 30})
 	if err != nil {
 		t.Fatal(err)
