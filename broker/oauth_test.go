@@ -10,6 +10,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"math/big"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -127,15 +128,24 @@ func wantRefused(t *testing.T, cl *kgo.Client, msg string) {
 // SASL_PLAINTEXT listener, its JAAS options (principal claim, required
 // scope, clock skew), franz-go's OAUTHBEARER client producing and
 // consuming, and the refusals Kafka answers with RFC 7628's error JSON.
+//
+// GREGOR_OAUTH_REFERENCE=host:port runs it against another broker's
+// listener with the same JAAS options (the Kafka reference), without the
+// checks of Gregor's log.
 func TestOAuthBearerUnsecured(t *testing.T) {
-	s := startSecureServer(t, map[string]string{
-		"listeners":                      "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:0",
-		"listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,CONTROLLER:PLAINTEXT",
-		"sasl.enabled.mechanisms":        "OAUTHBEARER",
-		"listener.name.sasl_plaintext.oauthbearer.sasl.jaas.config": `org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required
-			unsecuredValidatorRequiredScope="kafka" unsecuredValidatorAllowableClockSkewMs="2000";`,
-	}, Options{})
-	addr := s.addr(t, "SASL_PLAINTEXT")
+	addr := os.Getenv("GREGOR_OAUTH_REFERENCE")
+	waitLog := func(parts ...string) {}
+	if addr == "" {
+		s := startSecureServer(t, map[string]string{
+			"listeners":                      "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:0",
+			"listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,CONTROLLER:PLAINTEXT",
+			"sasl.enabled.mechanisms":        "OAUTHBEARER",
+			"listener.name.sasl_plaintext.oauthbearer.sasl.jaas.config": `org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required unsecuredLoginStringClaim_sub="broker"
+				unsecuredValidatorRequiredScope="kafka" unsecuredValidatorAllowableClockSkewMs="2000";`,
+		}, Options{})
+		addr = s.addr(t, "SASL_PLAINTEXT")
+		waitLog = func(parts ...string) { t.Helper(); s.log.waitLog(t, parts...) }
+	}
 	now := time.Now().Unix()
 	claims := func(sub string, exp int64, scope any) map[string]any {
 		return map[string]any{"sub": sub, "iat": now - 10, "exp": exp, "scope": scope}
@@ -143,10 +153,10 @@ func TestOAuthBearerUnsecured(t *testing.T) {
 
 	cl := oauthClient(t, addr, unsecuredToken(t, claims("alice", now+3600, []string{"kafka", "other"})))
 	roundTrip(t, cl, "oauth-unsecured")
-	s.log.waitLog(t, "connection authenticated", "principal=User:alice", "mechanism=OAUTHBEARER")
+	waitLog("connection authenticated", "principal=User:alice", "mechanism=OAUTHBEARER")
 
 	wantRefused(t, oauthClient(t, addr, unsecuredToken(t, claims("alice", now-60, "kafka"))), `{"status":"invalid_token"}`)
-	s.log.waitLog(t, "SASL credential refused", "was on or after the Expiration Time")
+	waitLog("SASL credential refused", "was on or after the Expiration Time")
 	wantRefused(t, oauthClient(t, addr, unsecuredToken(t, claims("alice", now+3600, "other"))), `{"status":"insufficient_scope", "scope":"[kafka]"}`)
 	wantRefused(t, oauthClient(t, addr, unsecuredToken(t, claims("", now+3600, "kafka"))), `{"status":"invalid_token"}`)
 	// A signed token is not an unsecured one.
@@ -163,7 +173,7 @@ func TestOAuthBearerJWKS(t *testing.T) {
 		"listeners":                      "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:0",
 		"listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,CONTROLLER:PLAINTEXT",
 		"sasl.enabled.mechanisms":        "OAUTHBEARER",
-		"listener.name.sasl_plaintext.oauthbearer.sasl.jaas.config":                   `org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required;`,
+		"listener.name.sasl_plaintext.oauthbearer.sasl.jaas.config":                   `org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required unsecuredLoginStringClaim_sub="broker";`,
 		"listener.name.sasl_plaintext.oauthbearer.sasl.server.callback.handler.class": config.OAuthBearerJWTValidator,
 		"sasl.oauthbearer.jwks.endpoint.url":                                          jwksFile(t, rs, es),
 		"sasl.oauthbearer.expected.audience":                                          "kafka",
@@ -236,7 +246,7 @@ func TestOAuthBearerConfigRefused(t *testing.T) {
 		p["listeners"] = "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:0"
 		p["listener.security.protocol.map"] = "PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,CONTROLLER:PLAINTEXT"
 		p["sasl.enabled.mechanisms"] = "OAUTHBEARER"
-		p["listener.name.sasl_plaintext.oauthbearer.sasl.jaas.config"] = `org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required;`
+		p["listener.name.sasl_plaintext.oauthbearer.sasl.jaas.config"] = `org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required unsecuredLoginStringClaim_sub="broker";`
 		return p
 	}
 	p := base()

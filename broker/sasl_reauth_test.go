@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -48,18 +49,28 @@ func metadataOK(t *testing.T, c *frameConn) {
 // principal, not with another or with another mechanism; a request after
 // the session ended closes the connection; and frames of a
 // re-authentication are bounded by sasl.server.max.receive.size.
+//
+// GREGOR_REAUTH_REFERENCE=host:port runs it against another broker's
+// listener set up the same way (the Kafka reference: PLAIN users admin
+// and alice, OAUTHBEARER with the unsecured validator), without the
+// checks of Gregor's log.
 func TestSASLReauthentication(t *testing.T) {
-	s := startSecureServer(t, map[string]string{
-		"listeners":                      "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:0",
-		"listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,CONTROLLER:PLAINTEXT",
-		"sasl.enabled.mechanisms":        "PLAIN,OAUTHBEARER",
-		"listener.name.sasl_plaintext.plain.sasl.jaas.config":          plainJAAS,
-		"listener.name.sasl_plaintext.oauthbearer.sasl.jaas.config":    `org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required;`,
-		"connections.max.reauth.ms":                                    "60000",
-		"listener.name.sasl_plaintext.plain.connections.max.reauth.ms": "1500",
-		"listener.name.sasl_plaintext.sasl.server.max.receive.size":    "4096",
-	}, Options{})
-	addr := s.addr(t, "SASL_PLAINTEXT")
+	addr := os.Getenv("GREGOR_REAUTH_REFERENCE")
+	waitLog := func(t *testing.T, parts ...string) {}
+	if addr == "" {
+		s := startSecureServer(t, map[string]string{
+			"listeners":                      "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:0",
+			"listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,CONTROLLER:PLAINTEXT",
+			"sasl.enabled.mechanisms":        "PLAIN,OAUTHBEARER",
+			"listener.name.sasl_plaintext.plain.sasl.jaas.config":          plainJAAS,
+			"listener.name.sasl_plaintext.oauthbearer.sasl.jaas.config":    `org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required unsecuredLoginStringClaim_sub="broker";`,
+			"connections.max.reauth.ms":                                    "60000",
+			"listener.name.sasl_plaintext.plain.connections.max.reauth.ms": "1500",
+			"listener.name.sasl_plaintext.sasl.server.max.receive.size":    "4096",
+		}, Options{})
+		addr = s.addr(t, "SASL_PLAINTEXT")
+		waitLog = func(t *testing.T, parts ...string) { t.Helper(); s.log.waitLog(t, parts...) }
+	}
 
 	t.Run("lifetime and re-authentication", func(t *testing.T) {
 		c := dialFrames(t, addr)
@@ -70,7 +81,7 @@ func TestSASLReauthentication(t *testing.T) {
 		if r := saslExchange(t, c, "PLAIN", plainBytes("alice")); r.ErrorCode != 0 || r.SessionLifetimeMillis != 1500 {
 			t.Fatalf("re-authentication: error %d %v lifetime %d", r.ErrorCode, r.ErrorMessage, r.SessionLifetimeMillis)
 		}
-		s.log.waitLog(t, "connection re-authenticated", "principal=User:alice")
+		waitLog(t, "connection re-authenticated", "principal=User:alice")
 		// Within a second of the last re-authentication a SaslHandshake
 		// is an ordinary request, which Kafka answers ILLEGAL_SASL_STATE.
 		hs := kmsg.NewPtrSASLHandshakeRequest()
@@ -109,7 +120,7 @@ func TestSASLReauthentication(t *testing.T) {
 			t.Fatal(err)
 		}
 		c.expectClosed(t)
-		s.log.waitLog(t, "closing connection: SASL session expired", "principal=User:alice")
+		waitLog(t, "closing connection: SASL session expired", "principal=User:alice")
 	})
 
 	t.Run("another mechanism", func(t *testing.T) {
@@ -132,7 +143,7 @@ func TestSASLReauthentication(t *testing.T) {
 			t.Fatal(err)
 		}
 		c.expectClosed(t)
-		s.log.waitLog(t, "failed re-authentication", "SASL mechanism 'OAUTHBEARER' requested by client is not supported for re-authentication of mechanism 'PLAIN'")
+		waitLog(t, "failed re-authentication", "SASL mechanism 'OAUTHBEARER' requested by client is not supported for re-authentication of mechanism 'PLAIN'")
 	})
 
 	t.Run("token expiry bounds the session", func(t *testing.T) {
@@ -157,7 +168,7 @@ func TestSASLReauthentication(t *testing.T) {
 		big := binary.BigEndian.AppendUint32(nil, 5000)
 		c.nc.Write(append(big, make([]byte, 5000)...))
 		c.expectClosed(t)
-		s.log.waitLog(t, "failed re-authentication", "invalid receive size")
+		waitLog(t, "failed re-authentication", "invalid receive size")
 	})
 
 	t.Run("frame limit before authentication", func(t *testing.T) {
@@ -177,7 +188,7 @@ func TestSASLReauthentication(t *testing.T) {
 			t.Fatal(err)
 		}
 		c.expectClosed(t)
-		s.log.waitLog(t, "failed authentication", "invalid receive size", "sasl.server.max.receive.size 4096")
+		waitLog(t, "failed authentication", "invalid receive size", "sasl.server.max.receive.size 4096")
 	})
 }
 

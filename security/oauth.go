@@ -70,6 +70,9 @@ type OAuthBearer struct {
 // (OAuthBearerUnsecuredValidatorCallbackHandler, the default) or its JWT
 // one against a JWKS (OAuthBearerValidatorCallbackHandler).
 func NewOAuthBearer(o config.OAuthBearerSettings) (*OAuthBearer, error) {
+	if err := checkBrokerLogin(o.JAAS); err != nil {
+		return nil, err
+	}
 	switch o.Handler {
 	case config.OAuthBearerJWTValidator:
 		v, closer, err := newJWTValidator(o)
@@ -241,6 +244,29 @@ func newUnsecuredValidator(jaas string) (*unsecuredValidator, error) {
 		v.skew = time.Duration(ms) * time.Millisecond
 	}
 	return v, nil
+}
+
+// checkBrokerLogin refuses what Kafka's broker refuses at start: its
+// OAuthBearerLoginModule also logs the broker itself in, with an
+// unsecured token from the JAAS options (Kafka's default login callback
+// handler), and that token needs a principal, unsecuredLoginStringClaim_sub
+// (or the claim unsecuredLoginPrincipalClaimName names).
+func checkBrokerLogin(jaas string) error {
+	e, err := ParseJAAS(jaas)
+	if err != nil {
+		return err
+	}
+	if e.LoginModule != oauthLoginModule {
+		return fmt.Errorf("login module %s is not %s", e.LoginModule, oauthLoginModule)
+	}
+	claim := "sub"
+	if c := strings.TrimSpace(e.Options["unsecuredLoginPrincipalClaimName"]); c != "" {
+		claim = c
+	}
+	if strings.TrimSpace(e.Options["unsecuredLoginStringClaim_"+claim]) == "" {
+		return fmt.Errorf("No principal name in JWT claim: %s (the broker's own OAuthBearerLoginModule login, as in Kafka: set unsecuredLoginStringClaim_%s in the JAAS config)", claim, claim)
+	}
+	return nil
 }
 
 // parseScope is OAuthBearerScopeUtils.parseScope: space-separated, empty

@@ -9,9 +9,12 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"math/big"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -40,7 +43,7 @@ func unsecured(t *testing.T, claims map[string]any) string {
 // JSON, the 0x01 answer that ends a refused exchange, and the session's
 // expiry from the token.
 func TestOAuthUnsecured(t *testing.T) {
-	jaas := `org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required
+	jaas := `org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required unsecuredLoginStringClaim_sub="broker"
 		unsecuredValidatorRequiredScope="produce" unsecuredValidatorAllowableClockSkewMs="1000"
 		unsecuredValidatorPrincipalClaimName="who";`
 	m, err := NewOAuthBearer(config.OAuthBearerSettings{Handler: config.OAuthBearerUnsecuredValidator, JAAS: jaas})
@@ -119,6 +122,25 @@ func TestOAuthUnsecured(t *testing.T) {
 	}
 }
 
+const loginJAAS = `org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required unsecuredLoginStringClaim_sub="broker";`
+
+// TestOAuthBrokerLogin: as Kafka's broker logs itself in with the
+// listener's OAuthBearerLoginModule, a JAAS config without the principal
+// of that login is refused with Kafka's message.
+func TestOAuthBrokerLogin(t *testing.T) {
+	for jaas, want := range map[string]string{
+		`org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required;`:                                                                          "No principal name in JWT claim: sub",
+		`org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required unsecuredLoginPrincipalClaimName="who" unsecuredLoginStringClaim_sub="x";`: "No principal name in JWT claim: who",
+		`org.apache.kafka.common.security.plain.PlainLoginModule required unsecuredLoginStringClaim_sub="x";`:                                                    "is not org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule",
+		loginJAAS: "",
+	} {
+		_, err := NewOAuthBearer(config.OAuthBearerSettings{Handler: config.OAuthBearerUnsecuredValidator, JAAS: jaas})
+		if want == "" && err != nil || want != "" && (err == nil || !strings.Contains(err.Error(), want)) {
+			t.Errorf("JAAS %s: %v, want %q", jaas, err, want)
+		}
+	}
+}
+
 type testKey struct {
 	kid, alg string
 	priv     crypto.Signer
@@ -178,7 +200,7 @@ func TestOAuthJWT(t *testing.T) {
 	if err := os.WriteFile(path, jwks, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	m, err := NewOAuthBearer(config.OAuthBearerSettings{Handler: config.OAuthBearerJWTValidator, JWKSURL: "file://" + path,
+	m, err := NewOAuthBearer(config.OAuthBearerSettings{Handler: config.OAuthBearerJWTValidator, JWKSURL: "file://" + path, JAAS: loginJAAS,
 		ExpectedAudience: []string{"kafka"}, ExpectedIssuer: "https://idp", SubClaimName: "sub", ScopeClaimName: "scope", ClockSkewSeconds: 30})
 	if err != nil {
 		t.Fatal(err)
@@ -232,5 +254,71 @@ func TestOAuthJWT(t *testing.T) {
 	skewed["iat"] = now.Unix() - 60
 	if _, done, err := m.Start().Step(clientFirst(rsaKey.sign(t, skewed))); !done || err != nil {
 		t.Fatalf("expired 5 s ago with 30 s skew: %v %v", done, err)
+	}
+}
+
+// TestOAuthJWKSOverHTTP: a JWKS served over http (loopback) is fetched at
+// start, and fetched again when a token names a key id it does not hold,
+// so a key the issuer adds works without a restart; stopping the
+// validator stops its refresher.
+func TestOAuthJWKSOverHTTP(t *testing.T) {
+	k1, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k2, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, second := testKey{"r1", "RS256", k1}, testKey{"e2", "ES256", k2}
+	var served atomic.Value
+	set := func(keys ...testKey) {
+		var jwks []any
+		for _, k := range keys {
+			jwks = append(jwks, k.jwk(t))
+		}
+		b, _ := json.Marshal(map[string]any{"keys": jwks})
+		served.Store(b)
+	}
+	set(first)
+	var fetches atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fetches.Add(1)
+		w.Write(served.Load().([]byte))
+	}))
+	defer srv.Close()
+	m, err := NewOAuthBearer(config.OAuthBearerSettings{Handler: config.OAuthBearerJWTValidator, JWKSURL: srv.URL + "/keys", JAAS: loginJAAS,
+		ExpectedAudience: []string{"kafka"}, AllowUnverifiedIssuer: true, SubClaimName: "sub", ScopeClaimName: "scope", ClockSkewSeconds: 30,
+		JWKSRefreshMs: 3600000, JWKSRetryBackoffMs: 100, JWKSRetryBackoffMaxMs: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	now := time.Now().Unix()
+	claims := map[string]any{"sub": "alice", "aud": "kafka", "iat": now, "exp": now + 600}
+	if _, done, err := m.Start().Step(clientFirst(first.sign(t, claims))); !done || err != nil {
+		t.Fatalf("token signed by the served key: %v %v", done, err)
+	}
+	set(first, second)
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		_, done, err := m.Start().Step(clientFirst(second.sign(t, claims)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if done {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a key added to the JWKS is still unknown after 5 s (%d fetches)", fetches.Load())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Logf("%d fetches", fetches.Load())
+	// A JWKS URL that does not answer stops start-up.
+	gone := httptest.NewServer(http.NotFoundHandler())
+	gone.Close()
+	if _, err := NewOAuthBearer(config.OAuthBearerSettings{Handler: config.OAuthBearerJWTValidator, JWKSURL: gone.URL + "/keys", JAAS: loginJAAS}); err == nil {
+		t.Fatal("a JWKS URL nothing answers was accepted")
 	}
 }
