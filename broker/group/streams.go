@@ -463,10 +463,17 @@ func (m *machine) streamsHeartbeat(p *partitionState, ci ClientInfo, req *kmsg.S
 		}
 	}
 
-	// 3. Reconcile the member with its target.
+	// 3. Reconcile the member with its target. While the first
+	// assignment is delayed the member moves to the group epoch with the
+	// target it has (none), as Kafka's: its epoch is then not 0, which a
+	// Streams client would take for a join.
+	targetEpoch := g.assignmentEpoch
+	if delayed {
+		targetEpoch = g.epoch
+	}
 	next := updated
-	if !updated.isReconciledTo(g.assignmentEpoch) {
-		next = reconcileStreams(g, updated, owned)
+	if !updated.isReconciledTo(targetEpoch) {
+		next = reconcileStreams(g, updated, owned, targetEpoch)
 	}
 	if !next.sameAssignment(updated) {
 		op.begin()
@@ -605,13 +612,14 @@ func (m *machine) computeStreamsTarget(op *streamsOp) {
 	m.log.Debug("computed streams group target assignment", "group", g.id, "epoch", g.epoch, "members", len(target))
 }
 
-// reconcileStreams is Kafka's streams CurrentAssignmentBuilder.build.
-func reconcileStreams(g *streamsGroup, mem *streamsMember, owned *tasksTuple) *streamsMember {
+// reconcileStreams is Kafka's streams CurrentAssignmentBuilder.build,
+// towards the member's target in the group's target assignment, taken as
+// of targetEpoch.
+func reconcileStreams(g *streamsGroup, mem *streamsMember, owned *tasksTuple, targetEpoch int32) *streamsMember {
 	target, ok := g.target[mem.id]
 	if !ok {
 		target = emptyTasks()
 	}
-	targetEpoch := g.assignmentEpoch
 	switch mem.state {
 	case memberStable:
 		if mem.epoch != targetEpoch {
@@ -890,8 +898,12 @@ func (m *machine) scheduleStreamsAssign(g *streamsGroup, delayMs int32) {
 		if len(g.members) == 0 || g.configured == nil || g.epoch <= g.assignmentEpoch {
 			return
 		}
+		// The members already moved to the group epoch without tasks: a
+		// new epoch makes them reconcile to the assignment.
 		op := &streamsOp{p: m.partitions[g.partition], g: g}
 		op.begin()
+		g.epoch++
+		op.recs = append(op.recs, sgEpochRecord(g))
 		m.computeStreamsTarget(op)
 		m.finishStreamsOp(op, func(error) {})
 	})

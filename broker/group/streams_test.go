@@ -544,14 +544,14 @@ func TestStreamsStandbyReleasedBeforeActive(t *testing.T) {
 	g.members["a"] = a
 	g.target["a"] = tasksTuple{taskSet{"0": {0, 1}}, taskSet{}, taskSet{}}
 	owned := emptyTasks()
-	next := reconcileStreams(g, a, &owned)
+	next := reconcileStreams(g, a, &owned, 3)
 	if next.state != memberUnreleasedPartitions || next.epoch != 3 || showTasks(next.assigned.active) != "0:[0]" {
 		t.Fatalf("state %v epoch %d active %s", next.state, next.epoch, showTasks(next.assigned.active))
 	}
 	// Once the standby is gone, the member takes the task.
 	g.members["s"].assigned = emptyTasks()
 	g.members["a"] = next
-	next = reconcileStreams(g, next, &owned)
+	next = reconcileStreams(g, next, &owned, 3)
 	if next.state != memberStable || showTasks(next.assigned.active) != "0:[0 1]" {
 		t.Fatalf("after release: state %v active %s", next.state, showTasks(next.assigned.active))
 	}
@@ -569,8 +569,8 @@ func TestStreamsInitialRebalanceDelay(t *testing.T) {
 	b := newStreamsClient(h, "app", "b", "p2")
 	for _, c := range []*streamsClient{a, b} {
 		r := c.heartbeat(t)
-		if r.ErrorCode != 0 || !slices.Equal(statusCodes(r), []int8{statusAssignmentDelayed}) || c.owned.size() != 0 {
-			t.Fatalf("%s during the delay: error %d status %v tasks %v", c.id, r.ErrorCode, r.Status, c.owned)
+		if r.ErrorCode != 0 || !slices.Equal(statusCodes(r), []int8{statusAssignmentDelayed}) || c.owned.size() != 0 || r.MemberEpoch == 0 {
+			t.Fatalf("%s during the delay: error %d epoch %d status %v tasks %v", c.id, r.ErrorCode, r.MemberEpoch, r.Status, c.owned)
 		}
 	}
 	h.advance(3 * time.Second)
