@@ -73,6 +73,9 @@ var groupConfigDefs = []groupConfigDef{
 	{"streams.num.standby.replicas", config.TypeInt, intIn(0, 1<<31-1),
 		func(c *config.Broker) string { return strconv.Itoa(int(c.GroupStreamsNumStandbyReplicas)) },
 		"The standby replicas of each stateful task of the streams group."},
+	{"streams.initial.rebalance.delay.ms", config.TypeInt, intIn(0, 1<<31-1),
+		func(c *config.Broker) string { return strconv.Itoa(int(c.GroupStreamsInitialRebalanceDelay)) },
+		"How long the first assignment of the streams group waits for more members."},
 }
 
 // groupConfigBounds are the group configs whose bounds are broker configs,
@@ -161,7 +164,7 @@ func (s *Server) groupConfigLookup(group, name string) (string, bool) {
 // streamsGroupOverrides are a streams group's group configs, for the group
 // coordinator; it calls this on its shards, so it only reads the image.
 func (s *Server) streamsGroupOverrides(id string) group.StreamsGroupOverrides {
-	o := group.StreamsGroupOverrides{NumStandbyReplicas: -1}
+	o := group.StreamsGroupOverrides{NumStandbyReplicas: -1, InitialRebalanceDelayMs: -1}
 	over := s.meta.Image().GroupConfigs(id)
 	if len(over) == 0 {
 		return o
@@ -182,6 +185,9 @@ func (s *Server) streamsGroupOverrides(id string) group.StreamsGroupOverrides {
 	}
 	if n, ok := num("streams.num.standby.replicas"); ok {
 		o.NumStandbyReplicas = n
+	}
+	if n, ok := num("streams.initial.rebalance.delay.ms"); ok {
+		o.InitialRebalanceDelayMs = n
 	}
 	return o
 }

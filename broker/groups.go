@@ -58,6 +58,7 @@ func (s *Server) startGroupCoordinator() error {
 	cfg.StreamsGroupNumStandbyReplicas = s.cfg.GroupStreamsNumStandbyReplicas
 	cfg.StreamsGroupTaskOffsetIntervalMs = s.cfg.GroupStreamsTaskOffsetIntervalMs
 	cfg.StreamsGroupAcceptableRecoveryLag = s.cfg.GroupStreamsAcceptableRecoveryLag
+	cfg.StreamsGroupInitialRebalanceDelayMs = s.cfg.GroupStreamsInitialRebalanceDelay
 	cfg.StreamsGroupConfig = s.streamsGroupOverrides
 	coord, err := group.New(cfg, internalStore{s, offsetsTopic}, group.SystemClock{})
 	if err != nil {

@@ -79,7 +79,8 @@ func streamsHeartbeat(t *testing.T, cl *kgo.Broker, member string, epoch int32, 
 // "streams" and survives a restart of the broker.
 func TestStreamsGroupWire(t *testing.T) {
 	dir := t.TempDir()
-	ts := startServer(t, dir)
+	noDelay := func(c *config.Broker) { c.GroupStreamsInitialRebalanceDelay = 0 }
+	ts := startServer(t, dir, noDelay)
 	createTopic(t, ts.admin(t), "sw-in", 3, nil)
 	cl := ts.client(t)
 	co := streamsCoordinator(t, cl, "sw-app")
@@ -174,7 +175,7 @@ func TestStreamsGroupWire(t *testing.T) {
 	if err := ts.Close(); err != nil {
 		t.Fatal(err)
 	}
-	ts = startServer(t, dir)
+	ts = startServer(t, dir, noDelay)
 	cl = ts.client(t)
 	co = streamsCoordinator(t, cl, "sw-app")
 	deadline := time.Now().Add(20 * time.Second)

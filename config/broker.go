@@ -172,6 +172,7 @@ type Broker struct {
 	GroupStreamsMaxStandbyReplicas     int32
 	GroupStreamsTaskOffsetIntervalMs   int32
 	GroupStreamsAcceptableRecoveryLag  int64
+	GroupStreamsInitialRebalanceDelay  int32
 	// Share groups (KIP-932), broker/share.
 	GroupShareSessionTimeoutMs              int32
 	GroupShareHeartbeatIntervalMs           int32

@@ -72,6 +72,10 @@ type Config struct {
 	// StreamsGroupAcceptableRecoveryLag is
 	// group.streams.acceptable.recovery.lag, passed on to members.
 	StreamsGroupAcceptableRecoveryLag int64
+	// StreamsGroupInitialRebalanceDelayMs is
+	// group.streams.initial.rebalance.delay.ms: how long the first target
+	// assignment of an empty group waits for more members.
+	StreamsGroupInitialRebalanceDelayMs int32
 	// StreamsGroupConfig returns a streams group's group-level overrides
 	// (streams.session.timeout.ms, streams.heartbeat.interval.ms,
 	// streams.num.standby.replicas); nil means none. It is called on the
@@ -128,15 +132,19 @@ func DefaultConfig() Config {
 		StreamsGroupNumStandbyReplicas:    0,
 		StreamsGroupTaskOffsetIntervalMs:  60000,
 		StreamsGroupAcceptableRecoveryLag: 10000,
+
+		StreamsGroupInitialRebalanceDelayMs: 3000,
 	}
 }
 
 // StreamsGroupOverrides are a streams group's group configs; a zero or
-// negative field (-1 for standby replicas) means the broker's value.
+// negative field (-1 for standby replicas and the initial delay) means the
+// broker's value.
 type StreamsGroupOverrides struct {
-	SessionTimeoutMs    int32
-	HeartbeatIntervalMs int32
-	NumStandbyReplicas  int32
+	SessionTimeoutMs        int32
+	HeartbeatIntervalMs     int32
+	NumStandbyReplicas      int32
+	InitialRebalanceDelayMs int32
 }
 
 func (c Config) validate() error {
@@ -173,6 +181,8 @@ func (c Config) validate() error {
 		return fmt.Errorf("group.streams.heartbeat.interval.ms %d must be positive and below group.streams.session.timeout.ms %d", c.StreamsGroupHeartbeatIntervalMs, c.StreamsGroupSessionTimeoutMs)
 	case c.StreamsGroupMaxSize <= 0:
 		return fmt.Errorf("group.streams.max.size %d must be positive", c.StreamsGroupMaxSize)
+	case c.StreamsGroupInitialRebalanceDelayMs < 0:
+		return fmt.Errorf("group.streams.initial.rebalance.delay.ms %d must not be negative", c.StreamsGroupInitialRebalanceDelayMs)
 	case c.StreamsGroupNumStandbyReplicas < 0:
 		return fmt.Errorf("group.streams.num.standby.replicas %d must not be negative", c.StreamsGroupNumStandbyReplicas)
 	}

@@ -21,6 +21,7 @@ const (
 	timerConsumerSync                       // a classic member of a consumer group that joined, until it syncs
 	timerStreamsSession                     // a streams group member's session expiry
 	timerStreamsRebalance                   // a streams group member's revocation deadline
+	timerStreamsAssign                      // a streams group's delayed first assignment
 )
 
 // timerKey identifies a timer; scheduling a key again replaces its timer.

@@ -269,11 +269,11 @@ func ownedTasksOf(req *kmsg.StreamsGroupHeartbeatRequest) *tasksTuple {
 // streamsSettings are a group's effective configs: the broker's, with the
 // group's overrides.
 type streamsSettings struct {
-	sessionTimeoutMs, heartbeatIntervalMs, standbys int32
+	sessionTimeoutMs, heartbeatIntervalMs, standbys, initialDelayMs int32
 }
 
 func (m *machine) streamsSettings(group string) streamsSettings {
-	s := streamsSettings{m.cfg.StreamsGroupSessionTimeoutMs, m.cfg.StreamsGroupHeartbeatIntervalMs, m.cfg.StreamsGroupNumStandbyReplicas}
+	s := streamsSettings{m.cfg.StreamsGroupSessionTimeoutMs, m.cfg.StreamsGroupHeartbeatIntervalMs, m.cfg.StreamsGroupNumStandbyReplicas, m.cfg.StreamsGroupInitialRebalanceDelayMs}
 	if m.cfg.StreamsGroupConfig == nil {
 		return s
 	}
@@ -286,6 +286,9 @@ func (m *machine) streamsSettings(group string) streamsSettings {
 	}
 	if o.NumStandbyReplicas >= 0 {
 		s.standbys = o.NumStandbyReplicas
+	}
+	if o.InitialRebalanceDelayMs >= 0 {
+		s.initialDelayMs = o.InitialRebalanceDelayMs
 	}
 	return s
 }
@@ -439,19 +442,38 @@ func (m *machine) streamsHeartbeat(p *partitionState, ci ClientInfo, req *kmsg.S
 		g.metadataHash, g.validatedTopologyEpoch, g.standbyReplicas = configured.hash, validated, settings.standbys
 		op.recs = append(op.recs, sgEpochRecord(g))
 		m.log.Debug("bumped streams group epoch", "group", g.id, "epoch", g.epoch)
+		// The first member of an empty group: the first assignment waits
+		// for more, as Kafka's initial rebalance delay.
+		if len(g.members) == 0 && settings.initialDelayMs > 0 && g.assignDelayUntil == 0 {
+			g.assignDelayUntil = m.nowMs() + int64(settings.initialDelayMs)
+			m.scheduleStreamsAssign(g, settings.initialDelayMs)
+		}
 	}
 	g.members[updated.id] = updated
 
-	// 2. The target assignment.
+	// 2. The target assignment, unless it is delayed.
+	delayed := false
 	if g.epoch > g.assignmentEpoch {
-		op.begin()
-		m.computeStreamsTarget(op)
+		if g.assignDelayUntil > m.nowMs() {
+			delayed = true
+		} else {
+			op.begin()
+			g.assignDelayUntil = 0
+			m.computeStreamsTarget(op)
+		}
 	}
 
-	// 3. Reconcile the member with its target.
+	// 3. Reconcile the member with its target. While the first
+	// assignment is delayed the member moves to the group epoch with the
+	// target it has (none), as Kafka's: its epoch is then not 0, which a
+	// Streams client would take for a join.
+	targetEpoch := g.assignmentEpoch
+	if delayed {
+		targetEpoch = g.epoch
+	}
 	next := updated
-	if !updated.isReconciledTo(g.assignmentEpoch) {
-		next = reconcileStreams(g, updated, owned)
+	if !updated.isReconciledTo(targetEpoch) {
+		next = reconcileStreams(g, updated, owned, targetEpoch)
 	}
 	if !next.sameAssignment(updated) {
 		op.begin()
@@ -506,6 +528,9 @@ func (m *machine) streamsHeartbeat(p *partitionState, ci ClientInfo, req *kmsg.S
 		if configured.problem.code == statusMissingInternalTopics {
 			out.CreateTopics = slices.Clone(configured.toCreate)
 		}
+	}
+	if delayed {
+		addStatus(statusAssignmentDelayed, "Assignment delayed due to the configured initial rebalance delay.")
 	}
 	if g.shutdownRequester != "" {
 		addStatus(statusShutdownApplication, fmt.Sprintf("Streams group member %s encountered a fatal error and requested a shutdown for the entire application.", g.shutdownRequester))
@@ -587,13 +612,14 @@ func (m *machine) computeStreamsTarget(op *streamsOp) {
 	m.log.Debug("computed streams group target assignment", "group", g.id, "epoch", g.epoch, "members", len(target))
 }
 
-// reconcileStreams is Kafka's streams CurrentAssignmentBuilder.build.
-func reconcileStreams(g *streamsGroup, mem *streamsMember, owned *tasksTuple) *streamsMember {
+// reconcileStreams is Kafka's streams CurrentAssignmentBuilder.build,
+// towards the member's target in the group's target assignment, taken as
+// of targetEpoch.
+func reconcileStreams(g *streamsGroup, mem *streamsMember, owned *tasksTuple, targetEpoch int32) *streamsMember {
 	target, ok := g.target[mem.id]
 	if !ok {
 		target = emptyTasks()
 	}
-	targetEpoch := g.assignmentEpoch
 	switch mem.state {
 	case memberStable:
 		if mem.epoch != targetEpoch {
@@ -853,6 +879,34 @@ func (m *machine) cancelStreamsTimers(g *streamsGroup) {
 	for id := range g.members {
 		m.cancelStreamsMemberTimers(g, id)
 	}
+	m.fx.Cancel(streamsAssignKey(g))
+}
+
+func streamsAssignKey(g *streamsGroup) timerKey {
+	return timerKey{kind: timerStreamsAssign, group: g.id}
+}
+
+// scheduleStreamsAssign computes the group's delayed first target
+// assignment once the initial rebalance delay has passed, with the members
+// that joined meanwhile; they get their tasks on their next heartbeat.
+func (m *machine) scheduleStreamsAssign(g *streamsGroup, delayMs int32) {
+	m.fx.Schedule(streamsAssignKey(g), ms(int64(delayMs)), func() {
+		if !m.currentStreams(g) || g.assignDelayUntil == 0 {
+			return
+		}
+		g.assignDelayUntil = 0
+		if len(g.members) == 0 || g.configured == nil || g.epoch <= g.assignmentEpoch {
+			return
+		}
+		// The members already moved to the group epoch without tasks: a
+		// new epoch makes them reconcile to the assignment.
+		op := &streamsOp{p: m.partitions[g.partition], g: g}
+		op.begin()
+		g.epoch++
+		op.recs = append(op.recs, sgEpochRecord(g))
+		m.computeStreamsTarget(op)
+		m.finishStreamsOp(op, func(error) {})
+	})
 }
 
 // deleteStreamsGroup removes a group from its partition.

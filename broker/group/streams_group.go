@@ -295,6 +295,10 @@ type streamsGroup struct {
 	// shutdownRequester is the member that asked the whole application to
 	// shut down, until the group is empty.
 	shutdownRequester string
+	// assignDelayUntil is when the delayed first target assignment of the
+	// group is due (group.streams.initial.rebalance.delay.ms); 0 when
+	// none is pending. Kept in memory only, as Kafka's timer.
+	assignDelayUntil int64
 
 	seq uint64
 	offsetStore

@@ -37,6 +37,14 @@ func streamsTestTopology() *kmsg.StreamsGroupHeartbeatRequestTopology {
 	return &t
 }
 
+// streamsConfig is the test config without the initial rebalance delay,
+// so that tasks come on the first heartbeats.
+func streamsConfig() Config {
+	cfg := testConfig()
+	cfg.StreamsGroupInitialRebalanceDelayMs = 0
+	return cfg
+}
+
 type streamsClient struct {
 	h       *harness
 	group   string
@@ -161,7 +169,7 @@ func (t tasksTuple) size() int { return t.active.size() + t.standby.size() + t.w
 // partition counts Kafka's rules give (the most partitions of the
 // upstream source topics), and tasks come once they exist.
 func TestStreamsHeartbeatInternalTopics(t *testing.T) {
-	h := newHarness(t, testConfig())
+	h := newHarness(t, streamsConfig())
 	a := streamsReady(t, h)
 	if a.epoch < 2 {
 		t.Errorf("member epoch %d", a.epoch)
@@ -178,7 +186,7 @@ func TestStreamsHeartbeatInternalTopics(t *testing.T) {
 // TestStreamsMissingSourceTopics: without its source topic the group is
 // NotReady and says so.
 func TestStreamsMissingSourceTopics(t *testing.T) {
-	h := newHarness(t, testConfig())
+	h := newHarness(t, streamsConfig())
 	a := newStreamsClient(h, "app", "a", "p1")
 	r := a.heartbeat(t)
 	if r.ErrorCode != 0 || !slices.Equal(statusCodes(r), []int8{statusMissingSourceTopics}) || r.Status[0].StatusDetail != "Source topics in are missing." {
@@ -193,7 +201,7 @@ func TestStreamsMissingSourceTopics(t *testing.T) {
 // TestStreamsScaleOutAndIn: a second process gets tasks only after the
 // first revoked them; when it leaves, the first takes everything back.
 func TestStreamsScaleOutAndIn(t *testing.T) {
-	h := newHarness(t, testConfig())
+	h := newHarness(t, streamsConfig())
 	a := streamsReady(t, h)
 	b := newStreamsClient(h, "app", "b", "p2")
 	b.heartbeat(t)
@@ -229,7 +237,7 @@ func TestStreamsScaleOutAndIn(t *testing.T) {
 // TestStreamsSessionTimeout: a member that stops heartbeating is fenced
 // after group.streams.session.timeout.ms and its tasks move.
 func TestStreamsSessionTimeout(t *testing.T) {
-	h := newHarness(t, testConfig())
+	h := newHarness(t, streamsConfig())
 	a := streamsReady(t, h)
 	b := newStreamsClient(h, "app", "b", "p2")
 	b.heartbeat(t)
@@ -254,7 +262,7 @@ func TestStreamsSessionTimeout(t *testing.T) {
 // TestStreamsStandbyReplicas: with num.standby.replicas 1 each stateful
 // task gets a standby on the other process; stateless tasks none.
 func TestStreamsStandbyReplicas(t *testing.T) {
-	cfg := testConfig()
+	cfg := streamsConfig()
 	cfg.StreamsGroupNumStandbyReplicas = 1
 	h := newHarness(t, cfg)
 	a := streamsReady(t, h)
@@ -281,7 +289,7 @@ func TestStreamsStandbyReplicas(t *testing.T) {
 // TestStreamsRestart: the group comes back from __consumer_offsets with
 // its topology, members, epochs and assignments.
 func TestStreamsRestart(t *testing.T) {
-	h := newHarness(t, testConfig())
+	h := newHarness(t, streamsConfig())
 	a := streamsReady(t, h)
 	b := newStreamsClient(h, "app", "b", "p2")
 	for range 3 {
@@ -314,7 +322,7 @@ func TestStreamsRestart(t *testing.T) {
 // TestStreamsOffsetCommit: commits are checked against the streams member
 // epoch; the group lists, describes and deletes as Kafka's.
 func TestStreamsOffsetCommit(t *testing.T) {
-	h := newHarness(t, testConfig())
+	h := newHarness(t, streamsConfig())
 	a := streamsReady(t, h)
 	commit := func(version int16, member string, epoch int32) int16 {
 		req := kmsg.NewPtrOffsetCommitRequest()
@@ -394,7 +402,7 @@ func TestStreamsOffsetCommit(t *testing.T) {
 // TestStreamsHeartbeatValidation: requests Kafka refuses are refused with
 // its codes.
 func TestStreamsHeartbeatValidation(t *testing.T) {
-	h := newHarness(t, testConfig())
+	h := newHarness(t, streamsConfig())
 	h.topics.set("in:4")
 	h.c.TopicsChanged()
 	send := func(mut func(r *kmsg.StreamsGroupHeartbeatRequest)) *kmsg.StreamsGroupHeartbeatResponse {
@@ -499,7 +507,7 @@ func TestStreamsRecordsRoundTrip(t *testing.T) {
 // rebalance timeout after being told to revoke them is fenced, and the
 // tasks go to the others.
 func TestStreamsRebalanceTimeout(t *testing.T) {
-	h := newHarness(t, testConfig())
+	h := newHarness(t, streamsConfig())
 	a := streamsReady(t, h)
 	all := a.owned.clone()
 	b := newStreamsClient(h, "app", "b", "p2")
@@ -536,15 +544,39 @@ func TestStreamsStandbyReleasedBeforeActive(t *testing.T) {
 	g.members["a"] = a
 	g.target["a"] = tasksTuple{taskSet{"0": {0, 1}}, taskSet{}, taskSet{}}
 	owned := emptyTasks()
-	next := reconcileStreams(g, a, &owned)
+	next := reconcileStreams(g, a, &owned, 3)
 	if next.state != memberUnreleasedPartitions || next.epoch != 3 || showTasks(next.assigned.active) != "0:[0]" {
 		t.Fatalf("state %v epoch %d active %s", next.state, next.epoch, showTasks(next.assigned.active))
 	}
 	// Once the standby is gone, the member takes the task.
 	g.members["s"].assigned = emptyTasks()
 	g.members["a"] = next
-	next = reconcileStreams(g, next, &owned)
+	next = reconcileStreams(g, next, &owned, 3)
 	if next.state != memberStable || showTasks(next.assigned.active) != "0:[0 1]" {
 		t.Fatalf("after release: state %v active %s", next.state, showTasks(next.assigned.active))
+	}
+}
+
+// TestStreamsInitialRebalanceDelay: the first assignment of a new group
+// waits group.streams.initial.rebalance.delay.ms (ASSIGNMENT_DELAYED
+// meanwhile) and then covers every member that joined.
+func TestStreamsInitialRebalanceDelay(t *testing.T) {
+	cfg := testConfig() // Kafka's default delay, 3 s
+	h := newHarness(t, cfg)
+	h.topics.set("in:4,app-rep:4,app-store-changelog:4")
+	h.c.TopicsChanged()
+	a := newStreamsClient(h, "app", "a", "p1")
+	b := newStreamsClient(h, "app", "b", "p2")
+	for _, c := range []*streamsClient{a, b} {
+		r := c.heartbeat(t)
+		if r.ErrorCode != 0 || !slices.Equal(statusCodes(r), []int8{statusAssignmentDelayed}) || c.owned.size() != 0 || r.MemberEpoch == 0 {
+			t.Fatalf("%s during the delay: error %d epoch %d status %v tasks %v", c.id, r.ErrorCode, r.MemberEpoch, r.Status, c.owned)
+		}
+	}
+	h.advance(3 * time.Second)
+	a.heartbeat(t)
+	b.heartbeat(t)
+	if a.owned.active.size() != 4 || b.owned.active.size() != 4 || len(a.last.Status) != 0 {
+		t.Fatalf("after the delay: a %s b %s status %v", showTasks(a.owned.active), showTasks(b.owned.active), a.last.Status)
 	}
 }

@@ -22,6 +22,7 @@ const (
 	statusIncorrectlyPartitioned int8 = 2
 	statusMissingInternalTopics  int8 = 3
 	statusShutdownApplication    int8 = 4
+	statusAssignmentDelayed      int8 = 5
 )
 
 // InternalTopic is a repartition or changelog topic a streams group needs
