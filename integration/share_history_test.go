@@ -161,23 +161,18 @@ func startShareConsumer(t *testing.T, h *shareHistory, id int, spec string) *exe
 // shareStartOffset asks the group's coordinator for the share partition's
 // start offset (DescribeShareGroupOffsets); -1 while it has none.
 func shareStartOffset(cl *kgo.Client, group, topic string) (int64, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	fc := kmsg.NewPtrFindCoordinatorRequest()
-	fc.CoordinatorKeys = []string{group}
-	fr, err := fc.RequestWith(ctx, cl)
+	node, err := groupCoordinator(cl, group)
 	if err != nil {
 		return -1, err
 	}
-	if len(fr.Coordinators) != 1 || fr.Coordinators[0].ErrorCode != 0 {
-		return -1, fmt.Errorf("find coordinator: %+v", fr.Coordinators)
-	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
 	req := kmsg.NewPtrDescribeShareGroupOffsetsRequest()
 	rg := kmsg.NewDescribeShareGroupOffsetsRequestGroup()
 	rg.GroupID = group
 	rg.Topics = []kmsg.DescribeShareGroupOffsetsRequestGroupTopic{{Topic: topic, Partitions: []int32{0}}}
 	req.Groups = append(req.Groups, rg)
-	r, err := cl.Broker(int(fr.Coordinators[0].NodeID)).Request(ctx, req)
+	r, err := cl.Broker(int(node)).Request(ctx, req)
 	if err != nil {
 		return -1, err
 	}
@@ -200,12 +195,13 @@ func shareStartOffset(cl *kgo.Client, group, topic string) (int64, error) {
 // three-node cluster of gregor processes, read by four franz-go share
 // consumers, each a process of its own, that accept, release or reject
 // every record at random (delivery limit 3). Consumers are SIGKILLed and
-// replaced every few seconds, and the partition's leader is SIGKILLed
-// twice and restarted. Once the share partition's start offset reaches
-// the end, the consumers' history is checked: no record was delivered
-// with a delivery count over the limit, or more often than the limit
-// plus the leader kills (Kafka's at-least-once for what was in flight on
-// a leader that died: acquisitions are not written), none was delivered
+// replaced every few seconds; the partition's leader, then the group's
+// coordinator, then the leader again are SIGKILLed and restarted. Once
+// the share partition's start offset reaches the end, the consumers'
+// history is checked: no record was delivered with a delivery count over
+// the limit, or more often than the limit plus the gregor kills (Kafka's
+// at-least-once for what was in flight on a leader that died:
+// acquisitions are not written), none was delivered
 // again after its acceptance or rejection was confirmed, every record was
 // delivered, and each one not accepted was rejected or delivered up to
 // the limit (the rules under which a share partition archives it).
@@ -215,7 +211,7 @@ func TestShareGroupHistoryCluster(t *testing.T) {
 		limit  = 3
 		group  = "hist"
 		topic  = "shist"
-		kills  = 2
+		kills  = 3
 		budget = 150 * time.Second
 	)
 	c := cuStartCluster(t, 3, 0,
@@ -276,12 +272,20 @@ func TestShareGroupHistoryCluster(t *testing.T) {
 			}
 		}
 		if leaderKills < kills && time.Since(lastKill) > 8*time.Second {
-			leader, _, err := cuPartitionLeader(admin, topic)
-			if err == nil && leader > 0 {
-				t.Logf("SIGKILL of the partition leader, node %d, at start offset %d", leader, startOffset)
-				c.kill(leader)
+			// The partition's leader, then the group's coordinator (the
+			// node clients find; it keeps membership and share state),
+			// then the leader again.
+			what := "partition leader"
+			victim, _, err := cuPartitionLeader(admin, topic)
+			if leaderKills == 1 {
+				what = "group coordinator"
+				victim, err = groupCoordinator(admin, group)
+			}
+			if err == nil && victim > 0 {
+				t.Logf("SIGKILL of the %s, node %d, at start offset %d", what, victim, startOffset)
+				c.kill(victim)
 				time.Sleep(2 * time.Second)
-				c.restart(leader)
+				c.restart(victim)
 				leaderKills++
 				lastKill = time.Now()
 				continue
@@ -301,7 +305,7 @@ func TestShareGroupHistoryCluster(t *testing.T) {
 		t.Fatalf("the share partition's start offset is %d after %v, want %d", startOffset, budget, n)
 	}
 	if leaderKills < kills {
-		t.Errorf("the partition leader was killed %d times, want %d", leaderKills, kills)
+		t.Errorf("gregor was killed %d times, want %d", leaderKills, kills)
 	}
 	for _, p := range procs {
 		p.Process.Signal(syscall.SIGKILL)
@@ -312,6 +316,22 @@ func TestShareGroupHistoryCluster(t *testing.T) {
 	events := append([]shareEvent(nil), h.events...)
 	h.mu.Unlock()
 	checkShareHistory(t, events, n, limit, leaderKills)
+}
+
+// groupCoordinator is the node FindCoordinator names for a group.
+func groupCoordinator(cl *kgo.Client, group string) (int32, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	fc := kmsg.NewPtrFindCoordinatorRequest()
+	fc.CoordinatorKeys = []string{group}
+	fr, err := fc.RequestWith(ctx, cl)
+	if err != nil {
+		return -1, err
+	}
+	if len(fr.Coordinators) != 1 || fr.Coordinators[0].ErrorCode != 0 {
+		return -1, fmt.Errorf("find coordinator: %+v", fr.Coordinators)
+	}
+	return fr.Coordinators[0].NodeID, nil
 }
 
 // cuPartitionLeader is the leader of a topic's partition 0 and its epoch.
@@ -402,7 +422,7 @@ func checkShareHistory(t *testing.T, events []shareEvent, n int64, limit int32, 
 		}
 		delivered += len(r.deliveries)
 		if len(r.deliveries) > int(limit)+leaderKills {
-			fail("offset %d delivered %d times %v (limit %d, %d leader kills)", off, len(r.deliveries), r.deliveries, limit, leaderKills)
+			fail("offset %d delivered %d times %v (limit %d, %d gregor kills)", off, len(r.deliveries), r.deliveries, limit, leaderKills)
 		}
 		switch {
 		case r.accepted:
@@ -415,7 +435,7 @@ func checkShareHistory(t *testing.T, events []shareEvent, n int64, limit int32, 
 			fail("offset %d is done but was neither accepted, rejected nor delivered %d times: %v", off, limit, r.deliveries)
 		}
 	}
-	t.Logf("share history: %d records, %d deliveries, %v, %d leader kills, %d events", n, delivered, counts, leaderKills, len(events))
+	t.Logf("share history: %d records, %d deliveries, %v, %d gregor kills, %d events", n, delivered, counts, leaderKills, len(events))
 	for _, v := range violations {
 		t.Error(v)
 	}

@@ -7,25 +7,30 @@
 //
 // It runs on the coordinator runtime (broker/coord) as broker/group and
 // broker/txn do: a group id maps to a partition of __share_group_state and
-// that partition to a shard, which owns the group's members, its share
-// sessions and its share partitions, so one goroutine decides every
-// acquisition and acknowledgement of a group without locks.
+// to a shard, which owns everything of the group this node keeps, so one
+// goroutine decides every acquisition and acknowledgement of a group
+// without locks.
 //
 // Layout:
 //
 //   - coordinator.go: the Coordinator and its API, one method per request
 //     the broker hands over; config.go its configuration.
-//   - group.go: members, epochs, session timeouts and the simple assignor.
+//   - group.go: members, epochs, session timeouts and the simple assignor,
+//     kept by the leader of the group's __share_group_state partition.
 //   - partition.go: the share-partition state machine (SharePartition in
 //     Kafka): the start offset, in-flight records AVAILABLE / ACQUIRED /
-//     ACKNOWLEDGED / ARCHIVED, delivery counts, acquisition locks.
+//     ACKNOWLEDGED / ARCHIVED, delivery counts, acquisition locks, kept by
+//     the topic partition's leader.
 //   - session.go: share sessions (ShareSessionCache in Kafka) and the
 //     ShareFetch / ShareAcknowledge steps that run on the shard.
+//   - state.go: the durable state of share partitions, kept by the
+//     group's share coordinator (ShareCoordinatorShard in Kafka) and read
+//     and written by the partitions' leaders, directly or through a
+//     Persister (the share-state requests 83-87 between brokers).
 //   - records.go: the ShareSnapshot records of __share_group_state;
 //     load.go their replay when the broker comes to lead a partition.
 //
-// Where Kafka splits this over three components (the group coordinator
-// for membership, SharePartitionManager on each partition leader, the
-// share coordinator for durability), Gregor keeps one coordinator per
-// group; docs/share-groups.md says what that changes.
+// Kafka keeps membership with the __consumer_offsets leader; Gregor with
+// the __share_group_state leader, and does not write it;
+// docs/share-groups.md says what that changes.
 package share
