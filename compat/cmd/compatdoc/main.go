@@ -142,9 +142,12 @@ func render(in inputs) string {
 	w("no connect-file 4.4.0) with the file connectors, standalone across a worker restart\n")
 	w("(`TestConnectStandalone`) and distributed with its compacted config, offset and status topics and\n")
 	w("connectors created over its REST API (`TestConnectDistributed`), the sink file checked line by line;\n")
-	w("and a Kafka Streams exactly_once_v2 application SIGKILLed mid-stream and restarted (on Gregor the\n")
-	w("broker is then SIGKILLed too under the restarted app and started again on its data directory), whose\n")
-	w("read_committed output must count every input once (`TestStreamsEOSKill`).\n\n")
+	w("a distributed worker SIGKILLed mid-flight moving 100,000 lines and restarted, its sink file holding\n")
+	w("every line in order with duplicates only as replays from the last committed offsets\n")
+	w("(`TestConnectDistributedKill`); and a Kafka Streams exactly_once_v2 application SIGKILLed mid-stream\n")
+	w("and restarted, then the broker SIGKILLed under the restarted app and started again on its data\n")
+	w("directory (Gregor, or a Kafka reference of the test's own), whose read_committed output must count\n")
+	w("every input once (`TestStreamsEOSKill`).\n\n")
 
 	byKey := map[string]map[string]harness.Result{harness.TargetKafka: {}, harness.TargetGregor: {}}
 	for _, r := range in.results {
