@@ -34,9 +34,12 @@ func forEachTarget(t *testing.T, props map[string]string, fn func(t *testing.T, 
 	forEachTargetCrash(t, props, func(t *testing.T, addr string, _ func(*testing.T)) { fn(t, addr) })
 }
 
-// forEachTargetCrash is forEachTarget whose fn also gets, on Gregor, a
-// function that SIGKILLs the gregor process and starts it again on the
-// same data directory and address; on Kafka it is nil.
+// forEachTargetCrash is forEachTarget whose fn also gets a function that
+// SIGKILLs the broker and starts it again on the same data directory and
+// address: the gregor process, or on Kafka a reference of the test's own
+// (the run's shared ones serve other tests), started with props. Against
+// a reference named by COMPAT_KAFKA_BOOTSTRAP, which is not the test's to
+// kill, it is nil.
 func forEachTargetCrash(t *testing.T, props map[string]string, fn func(t *testing.T, addr string, crash func(*testing.T))) {
 	if testing.Short() {
 		t.Skip("starts JVMs; not under -short")
@@ -81,11 +84,47 @@ func forEachTargetCrash(t *testing.T, props map[string]string, fn func(t *testin
 					g = ng
 				}
 			} else if addr == "" {
-				addr = kafkaReference(t).main.Addr
+				kafkaReference(t) // the run's references started: the JVMs are there
+				k := ownKafkaRef(t, props)
+				addr = k.Addr
+				crash = func(t *testing.T) {
+					if err := k.Kill(); err != nil {
+						t.Fatal(err)
+					}
+					ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+					defer cancel()
+					if err := k.Resume(ctx); err != nil {
+						t.Fatal(err)
+					}
+				}
 			}
 			fn(t, addr, crash)
 		})
 	}
+}
+
+// ownKafkaRef starts a single-node Kafka reference for one test, in the
+// run's work dir, stopped when the test ends; its server.log is kept in
+// the test's output when the test fails.
+func ownKafkaRef(t *testing.T, props map[string]string) *harness.KafkaRef {
+	t.Helper()
+	script, _ := filepath.Abs("kafka-ref/kafka-ref.sh")
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	name := strings.NewReplacer("/", "-", " ", "-").Replace(t.Name())
+	k, err := startKafkaRef(ctx, script, name, props)
+	if err != nil {
+		t.Fatalf("a Kafka reference of the test's own: %v", err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("the Kafka reference's log ends:\n%s", k.Tail(4000))
+		}
+		if err := k.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	return k
 }
 
 // jvmApp is one JVM the test started, its output in a file.

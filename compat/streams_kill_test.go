@@ -44,11 +44,12 @@ func (o *eosOutput) state() (int, []string) {
 // store with a changelog) is SIGKILLed mid-stream while its input keeps
 // coming, then started again; the output, read with read_committed, has
 // every input's effect exactly once: for each key the counts 1..n with no
-// gap and no repeat, n being how many inputs had that key. On Gregor the
-// broker itself is then SIGKILLed once under the restarted app, with
+// gap and no repeat, n being how many inputs had that key. The broker
+// itself is then SIGKILLed once under the restarted app, with
 // transactions open and input still coming, and started again on the
 // same data directory: the recovered logs, transaction and group state
-// must keep the output exact.
+// must keep the output exact. On Kafka the broker is a reference of the
+// test's own (forEachTargetCrash), killed and resumed the same way.
 func TestStreamsEOSKill(t *testing.T) {
 	forEachTargetCrash(t, map[string]string{"group.initial.rebalance.delay.ms": "0"}, func(t *testing.T, addr string, crash func(*testing.T)) {
 		dir := t.TempDir()
@@ -155,7 +156,7 @@ func TestStreamsEOSKill(t *testing.T) {
 			atCrash, _ := got.state()
 			start := time.Now()
 			crash(t)
-			t.Logf("SIGKILLed and restarted gregor in %v with %d of %d counts committed, %d of %d input batches written",
+			t.Logf("SIGKILLed and restarted the broker in %v with %d of %d counts committed, %d of %d input batches written",
 				time.Since(start).Round(time.Millisecond), atCrash, batches*perBatch, produced.Load(), batches)
 		}
 		producing.Wait()

@@ -76,6 +76,28 @@ func (k *KafkaRef) Pid(i int) (int, error) {
 	return pid, nil
 }
 
+// Kill SIGKILLs the reference's nodes (a crash: no clean shutdown),
+// keeping their data; Resume starts them again.
+func (k *KafkaRef) Kill() error {
+	out, err := exec.Command(k.script, "kill", "--nodes", strconv.Itoa(k.nodes), "--dir", k.Dir).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("kill kafka reference in %s: %w\n%s", k.Dir, err, out)
+	}
+	return nil
+}
+
+// Resume starts killed nodes again on their data and ports and waits
+// until they serve.
+func (k *KafkaRef) Resume(ctx context.Context) error {
+	var stderr bytes.Buffer
+	cmd := exec.CommandContext(ctx, k.script, "resume", "--nodes", strconv.Itoa(k.nodes), "--dir", k.Dir)
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("resume kafka reference in %s: %w\n%s", k.Dir, err, stderr.String())
+	}
+	return nil
+}
+
 // Tail returns the last n bytes of the first node's server.log, for
 // failure reports.
 func (k *KafkaRef) Tail(n int) string { return tail(filepath.Join(k.Dir, "node-1", "server.log"), n) }

@@ -8,6 +8,8 @@
 #   kafka-ref.sh start  [--nodes N] [--dir DIR] [--set name=value]... [--owner PID]
 #   kafka-ref.sh stop   [--nodes N] [--dir DIR]
 #   kafka-ref.sh status [--nodes N] [--dir DIR]
+#   kafka-ref.sh kill   [--nodes N] [--dir DIR]
+#   kafka-ref.sh resume [--nodes N] [--dir DIR]
 #
 # start writes each node's server.properties under DIR, formats its
 # storage, starts the JVMs in the background, waits until every node
@@ -19,6 +21,11 @@
 # overrides a broker property on every node (auto.create.topics.enable=
 # false for the suite's second reference); --owner stops the nodes when
 # that process exits, so a killed test run leaves no JVM behind.
+#
+# kill SIGKILLs every node (a crash: no clean shutdown) and keeps its data
+# and configs; resume starts the nodes again on them, on the same ports,
+# and waits until they serve again (a crash test's restart). The previous
+# run's server.log is kept as server.log.N.
 #
 # DIR defaults to compat/out/kafka-ref/nodes-N. Node i's files are in
 # DIR/node-i: server.properties, data/, server.log (log4j2.xml) and
@@ -157,6 +164,103 @@ while True:
 # that fails or is killed from outside says where it was.
 step() { printf 'kafka-ref: %s %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }
 
+# launch_nodes starts every node's JVM on its server.properties, in the
+# background, its pid in node-i/pid (jpids[i] for wait_nodes).
+jpids=()
+launch_nodes() {
+	local cp=$1 heap=$2 i
+	for ((i = 1; i <= nodes; i++)); do
+		local nd="$dir/node-$i"
+		# shellcheck disable=SC2086
+		setsid nohup java $heap -XX:+UseG1GC -XX:MaxGCPauseMillis=20 -Djava.awt.headless=true \
+			-Dlog4j2.configurationFile="$here/log4j2.xml" -Dkafka.log.dir="$nd" \
+			${KAFKA_OPTS:-} -cp "$cp" kafka.Kafka "$nd/server.properties" \
+			>"$nd/stdout.log" 2>&1 </dev/null &
+		jpids[i]=$!
+		echo $! >"$nd/pid"
+	done
+}
+
+# client_port prints node i's client port, from its server.properties.
+client_port() {
+	sed -n 's/^listeners=PLAINTEXT:\/\/127\.0\.0\.1:\([0-9]*\),.*/\1/p' "$dir/node-$1/server.properties"
+}
+
+# wait_nodes waits until every node logged "Kafka Server started" and
+# answers ApiVersions; a node that exits or does not serve in time stops
+# them all and fails the script.
+wait_nodes() {
+	local i client
+	step "waiting for $nodes node(s) to serve"
+	local deadline=$((SECONDS + ${KAFKA_REF_START_TIMEOUT:-180}))
+	for ((i = 1; i <= nodes; i++)); do
+		local nd="$dir/node-$i"
+		client=$(client_port "$i")
+		until grep -q "Kafka Server started" "$nd/server.log" 2>/dev/null && answers "127.0.0.1:$client"; do
+			if ! pid_of "$i" >/dev/null; then
+				local status=0
+				wait "${jpids[i]}" || status=$?
+				echo "kafka-ref: node $i exited while starting (exit status $status); its output and log:" >&2
+				cat "$nd/stdout.log" >&2
+				tail -n 40 "$nd/server.log" >&2 2>/dev/null || true
+				rm -f "$dir/bootstrap.pending"
+				stop_nodes
+				exit 1
+			fi
+			if [ $SECONDS -ge $deadline ]; then
+				echo "kafka-ref: node $i not serving after ${KAFKA_REF_START_TIMEOUT:-180}s; its log:" >&2
+				tail -n 40 "$nd/server.log" >&2 2>/dev/null || true
+				rm -f "$dir/bootstrap.pending"
+				stop_nodes
+				exit 1
+			fi
+			sleep 0.5
+		done
+	done
+}
+
+# kill_nodes SIGKILLs every node and waits until each is gone; data,
+# configs and the bootstrap file stay.
+kill_nodes() {
+	local i pid
+	for ((i = 1; i <= nodes; i++)); do
+		if pid=$(pid_of "$i"); then
+			kill -KILL "$pid" 2>/dev/null || true
+			while kill -0 "$pid" 2>/dev/null; do sleep 0.1; done
+		fi
+		rm -f "$dir/node-$i/pid"
+	done
+}
+
+# resume_nodes starts killed nodes again on their data.
+resume_nodes() {
+	local cp heap i n
+	[ -s "$dir/bootstrap" ] || { echo "kafka-ref: nothing to resume in $dir (no bootstrap file)" >&2; exit 1; }
+	for ((i = 1; i <= nodes; i++)); do
+		[ -s "$dir/node-$i/server.properties" ] || { echo "kafka-ref: no node $i in $dir" >&2; exit 1; }
+		if pid_of "$i" >/dev/null; then
+			echo "kafka-ref: node $i still runs; kill it first" >&2
+			exit 1
+		fi
+	done
+	step "resolving the classpath"
+	cp=$(timeout -k 5 300 "$java_dir/classpath.sh")
+	heap=${KAFKA_HEAP_OPTS:-}
+	if [ -z "$heap" ]; then
+		if [ "$nodes" -eq 1 ]; then heap="-Xms128m -Xmx512m"; else heap="-Xms128m -Xmx384m"; fi
+	fi
+	for ((i = 1; i <= nodes; i++)); do
+		# The new run's "Kafka Server started" is the one to wait for.
+		for ((n = 1; ; n++)); do
+			[ -e "$dir/node-$i/server.log.$n" ] || break
+		done
+		[ ! -e "$dir/node-$i/server.log" ] || mv "$dir/node-$i/server.log" "$dir/node-$i/server.log.$n"
+	done
+	launch_nodes "$cp" "$heap"
+	wait_nodes
+	cat "$dir/bootstrap"
+}
+
 start_nodes() {
 	local cp heap ports i client controller voters="" bootstrap="" initial="" cluster_id
 	step "resolving the classpath"
@@ -229,17 +333,7 @@ start_nodes() {
 		fi
 	done
 	echo "$bootstrap" >"$dir/bootstrap.pending"
-	local jpids=()
-	for ((i = 1; i <= nodes; i++)); do
-		local nd="$dir/node-$i"
-		# shellcheck disable=SC2086
-		setsid nohup java $heap -XX:+UseG1GC -XX:MaxGCPauseMillis=20 -Djava.awt.headless=true \
-			-Dlog4j2.configurationFile="$here/log4j2.xml" -Dkafka.log.dir="$nd" \
-			${KAFKA_OPTS:-} -cp "$cp" kafka.Kafka "$nd/server.properties" \
-			>"$nd/stdout.log" 2>&1 </dev/null &
-		jpids[i]=$!
-		echo $! >"$nd/pid"
-	done
+	launch_nodes "$cp" "$heap"
 	if [ -n "$owner" ]; then
 		# The watcher outlives this script: it polls the owner and stops
 		# the nodes once the owner is gone (it ends without stopping them
@@ -247,32 +341,7 @@ start_nodes() {
 		setsid nohup bash -c 'while kill -0 "$1" 2>/dev/null && [ -s "$3/bootstrap.pending" -o -s "$3/bootstrap" ]; do sleep 1; done; kill -0 "$1" 2>/dev/null || "$2" stop --nodes "$4" --dir "$3"' \
 			watcher "$owner" "$here/kafka-ref.sh" "$dir" "$nodes" >/dev/null 2>&1 </dev/null &
 	fi
-	step "waiting for $nodes node(s) to serve"
-	local deadline=$((SECONDS + ${KAFKA_REF_START_TIMEOUT:-180}))
-	for ((i = 1; i <= nodes; i++)); do
-		local nd="$dir/node-$i"
-		client=${ports[2 * (i - 1)]}
-		until grep -q "Kafka Server started" "$nd/server.log" 2>/dev/null && answers "127.0.0.1:$client"; do
-			if ! pid_of "$i" >/dev/null; then
-				local status=0
-				wait "${jpids[i]}" || status=$?
-				echo "kafka-ref: node $i exited while starting (exit status $status); its output and log:" >&2
-				cat "$nd/stdout.log" >&2
-				tail -n 40 "$nd/server.log" >&2 2>/dev/null || true
-				rm -f "$dir/bootstrap.pending"
-				stop_nodes
-				exit 1
-			fi
-			if [ $SECONDS -ge $deadline ]; then
-				echo "kafka-ref: node $i not serving after ${KAFKA_REF_START_TIMEOUT:-180}s; its log:" >&2
-				tail -n 40 "$nd/server.log" >&2 2>/dev/null || true
-				rm -f "$dir/bootstrap.pending"
-				stop_nodes
-				exit 1
-			fi
-			sleep 0.5
-		done
-	done
+	wait_nodes
 	mv "$dir/bootstrap.pending" "$dir/bootstrap"
 	echo "$bootstrap"
 }
@@ -288,6 +357,12 @@ start)
 	;;
 stop)
 	stop_nodes
+	;;
+kill)
+	kill_nodes
+	;;
+resume)
+	resume_nodes
 	;;
 status)
 	if running; then
