@@ -5,7 +5,7 @@ GOFLAGS ?=
 VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X main.version=$(VERSION)
 
-.PHONY: run cluster build test test-short compat-deps compat compat-peers compat-librdkafka kafka-ref kafka-ref-stop fuzz bench bench-compare perf-check vet soak
+.PHONY: run cluster build test test-short compat-deps compat compat-peers compat-librdkafka kafka-ref kafka-ref-stop fuzz bench bench-compare bench-memory perf-check vet soak
 
 run:
 	$(GO) run -ldflags "$(LDFLAGS)" ./cmd/gregor serve
@@ -146,6 +146,15 @@ BENCH_ROUNDS ?= 5
 BENCH_FLAGS ?=
 bench-compare:
 	cd compat && $(GO) run ./cmd/benchcompare -rounds $(BENCH_ROUNDS) $(if $(MANY),-many) -doc ../docs/performance.md $(BENCH_FLAGS)
+
+# gregor's memory and metadata targets on fresh processes (no peers):
+# idle RSS; CreateTopics/s of one-partition topics from 1 and 8 clients;
+# RSS and open descriptors with 10,000 idle partitions, before and after
+# a clean restart; RSS with 10,000 idle connections (each after an
+# ApiVersions exchange). Prints a table with each target and whether it
+# is met.
+bench-memory:
+	cd compat && $(GO) run ./cmd/benchcompare -memory $(BENCH_FLAGS)
 
 # The performance checks of make test. Allocation budgets, which mean
 # nothing under the race detector, checked without it
