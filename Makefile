@@ -5,7 +5,7 @@ GOFLAGS ?=
 VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X main.version=$(VERSION)
 
-.PHONY: run cluster build test test-short compat-deps console-e2e compat compat-connect-long compat-peers compat-librdkafka kafka-ref kafka-ref-stop fuzz bench bench-compare perf-check vet soak
+.PHONY: run cluster build test test-short compat-deps console-e2e compat compat-connect-long compat-peers compat-librdkafka kafka-ref kafka-ref-stop fuzz bench bench-compare perf-check vet soak bench-memory
 
 run:
 	$(GO) run -ldflags "$(LDFLAGS)" ./cmd/gregor serve
@@ -166,6 +166,15 @@ BENCH_FLAGS ?=
 bench-compare:
 	cd compat && $(GO) run ./cmd/benchcompare -rounds $(BENCH_ROUNDS) $(if $(MANY),-many) -doc ../docs/performance.md $(BENCH_FLAGS)
 
+# gregor's memory and metadata targets on fresh processes (no peers):
+# idle RSS; CreateTopics/s of one-partition topics from 1 and 8 clients;
+# RSS and open descriptors with 10,000 idle partitions, before and after
+# a clean restart; RSS with 10,000 idle connections (each after an
+# ApiVersions exchange). Prints a table with each target and whether it
+# is met.
+bench-memory:
+	cd compat && $(GO) run ./cmd/benchcompare -memory $(BENCH_FLAGS)
+
 # The performance checks of make test. Allocation budgets, which mean
 # nothing under the race detector, checked without it
 # (TestProduceAllocationBudget: at most 800 bytes and 2 allocations per
@@ -173,11 +182,12 @@ bench-compare:
 # bench-compare against kfake only, produce acks=all to 16 and 1,000
 # partitions, 50,000 x 1 KiB records each: fails when gregor's broker CPU
 # seconds per GiB exceed PERF_CPU_RATIO times kfake's in the same run.
-# The bound is loose on purpose: one short round on a loaded 2-core
-# machine measured 0.6-0.8x (2026-12-02, load average 13-19), so 2x
-# still passes under a neighbour's load and fails on a real regression
-# (a doubling of gregor's cost per byte).
-PERF_CPU_RATIO ?= 2
+# The bound is loose on purpose: short rounds on the loaded 2-core
+# machine measured 0.6-1.3x at 16 partitions and 0.6-1.9x at 1,000
+# (2026-12-02, load average 13-35, kfake's own figure varying 3x between
+# runs), so 3x still passes under a neighbour's load and fails on a real
+# regression (gregor's cost per byte doubling or worse).
+PERF_CPU_RATIO ?= 3
 perf-check:
 	$(GO) test -count=1 -timeout 5m -run 'AllocationBudget' ./broker
 	cd compat && mkdir -p out && $(GO) run ./cmd/benchcompare -short -brokers gregor,kfake -cases produce-16,produce-1000 \

@@ -167,6 +167,8 @@ type options struct {
 	maxCPURatio float64
 	warmup      int64
 	cases       []string
+	memory      bool
+	mem         memoryOptions
 }
 
 func main() {
@@ -185,6 +187,11 @@ func main() {
 	flag.StringVar(&o.work, "work", "", "working `directory` for binaries and data; empty for a temporary one, removed after")
 	flag.Int64Var(&o.warmup, "warmup", 200_000, "records of an unmeasured produce and consume per broker before the first round (0: none)")
 	flag.Float64Var(&o.maxCPURatio, "max-cpu-ratio", 0, "fail when gregor's CPU per GiB produced exceeds this many times kfake's in the same run (0: no check)")
+	flag.BoolVar(&o.memory, "memory", false, "instead of the comparison, measure gregor's memory and metadata targets: idle RSS, CreateTopics/s, idle partitions (RSS, fds, before and after a restart), idle connections")
+	flag.IntVar(&o.mem.partitions, "memory-partitions", 10_000, "idle partitions of -memory")
+	flag.IntVar(&o.mem.conns, "memory-conns", 10_000, "idle connections of -memory")
+	flag.IntVar(&o.mem.topics, "memory-topics", 500, "one-partition topics -memory creates for CreateTopics/s, per client count")
+	flag.DurationVar(&o.mem.idle, "memory-idle", 30*time.Second, "how long the broker idles before each -memory reading")
 	verbose := flag.Bool("v", false, "log topic creation and deletion times too")
 	flag.Parse()
 	if *verbose {
@@ -277,6 +284,24 @@ func run(ctx context.Context, o options, command string) error {
 	kfakeBin := filepath.Join(work, "kfakeserver")
 	if out, err := exec.CommandContext(ctx, "go", "build", "-o", kfakeBin, "./cmd/kfakeserver").CombinedOutput(); err != nil {
 		return fmt.Errorf("build kfakeserver: %w\n%s", err, out)
+	}
+
+	if o.memory {
+		figs, err := runMemory(ctx, o.mem, work, gregorBin)
+		if err != nil {
+			return fmt.Errorf("memory figures: %w", err)
+		}
+		if s, err := os.ReadFile("/proc/loadavg"); err == nil {
+			info.Machine.LoadEnd, _ = loadAvg(string(s))
+		}
+		report := renderMemory(info.When, info.Machine, figs, command)
+		fmt.Print(report)
+		if o.out != "" {
+			if err := os.WriteFile(o.out, []byte(report), 0o644); err != nil {
+				return fmt.Errorf("bench-compare: %w", err)
+			}
+		}
+		return nil
 	}
 
 	var running []*broker

@@ -2,6 +2,7 @@ package main
 
 import (
 	"math"
+	"os"
 	"strings"
 	"testing"
 )
@@ -214,5 +215,37 @@ func TestMatrix(t *testing.T) {
 	}
 	if groupDigits(10000) != "10,000" || groupDigits(16) != "16" || groupDigits(1000000) != "1,000,000" {
 		t.Error("groupDigits")
+	}
+}
+
+func TestRenderMemory(t *testing.T) {
+	figs := []figure{
+		{"idle RSS after start (empty data dir)", "14.2 MiB, 12 fds", "≤ 30 MiB", met(14.2 <= targetIdleRSSMiB)},
+		{"10000 idle partitions", "70.0 MiB, 10011 fds", "≤ 64 MiB, ≤ 1000 fds", met(false)},
+	}
+	md := renderMemory("2026-12-02 01:00 UTC", machine{CPUs: 2, Model: "test CPU", LoadStart: 9, LoadEnd: 9}, figs, "go run ./cmd/benchcompare -memory")
+	for _, want := range []string{
+		"| idle RSS after start (empty data dir) | 14.2 MiB, 12 fds | ≤ 30 MiB | yes |",
+		"| 10000 idle partitions | 70.0 MiB, 10011 fds | ≤ 64 MiB, ≤ 1000 fds | no |",
+		"WARNING: load average 9.00 at the start",
+		"go run ./cmd/benchcompare -memory",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("memory report lacks %q:\n%s", want, md)
+		}
+	}
+}
+
+func TestProcFiguresOfSelf(t *testing.T) {
+	rss, fds, err := procFigures(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rss <= 1 || fds < 3 {
+		t.Errorf("this process: %.1f MiB, %d fds", rss, fds)
+	}
+	ticks, err := procCPU(os.Getpid())
+	if err != nil || ticks < 0 {
+		t.Errorf("procCPU of this process: %d, %v", ticks, err)
 	}
 }
