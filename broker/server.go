@@ -171,7 +171,7 @@ func New(cfg *config.Broker, opts Options) (*Server, error) {
 			return s.meta.Image()
 		}}
 	}
-	sec, err := newListenerSecurity(cfg, s.clientListeners(), scram)
+	sec, err := newListenerSecurity(cfg, s.clientListeners(), scram, s.log)
 	if err != nil {
 		stop()
 		return nil, err
