@@ -7,6 +7,7 @@ import (
 	"crypto/rand"
 	"crypto/rsa"
 	"crypto/sha256"
+	"crypto/x509/pkix"
 	"encoding/base64"
 	"encoding/json"
 	"math/big"
@@ -274,4 +275,42 @@ func TestOAuthBearerConfigRefused(t *testing.T) {
 	} else if !strings.Contains(err.Error(), "jwks.json") {
 		t.Fatalf("missing JWKS: %v", err)
 	}
+}
+
+// TestOAuthBearerSASLSSL: OAUTHBEARER over TLS, JWTs from a JWKS on a
+// SASL_SSL listener, with connections.max.reauth.ms for the mechanism:
+// franz-go authenticates, produces and consumes, and re-authenticates
+// over the TLS connection.
+func TestOAuthBearerSASLSSL(t *testing.T) {
+	ca := newTestCA(t)
+	srvCert, srvKey := ca.issue(t, pkix.Name{CommonName: "broker"}, true)
+	key := newSigningKey(t, "ec-1", "ES256")
+	s := startSecureServer(t, map[string]string{
+		"listeners":                                           "PLAINTEXT://127.0.0.1:0,SASL_SSL://127.0.0.1:0,CONTROLLER://127.0.0.1:0",
+		"listener.security.protocol.map":                      "PLAINTEXT:PLAINTEXT,SASL_SSL:SASL_SSL,CONTROLLER:PLAINTEXT",
+		"ssl.keystore.type":                                   "PEM",
+		"ssl.keystore.certificate.chain":                      certPEM(srvCert),
+		"ssl.keystore.key":                                    keyPEM(t, srvKey),
+		"sasl.enabled.mechanisms":                             "OAUTHBEARER",
+		"listener.name.sasl_ssl.oauthbearer.sasl.jaas.config": `org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required unsecuredLoginStringClaim_sub="broker";`,
+		"listener.name.sasl_ssl.oauthbearer.sasl.server.callback.handler.class": config.OAuthBearerJWTValidator,
+		"listener.name.sasl_ssl.oauthbearer.sasl.oauthbearer.jwks.endpoint.url": jwksFile(t, key),
+		"sasl.oauthbearer.expected.audience":                                    "kafka",
+		"sasl.oauthbearer.allow.unverified.issuer":                              "true",
+		"listener.name.sasl_ssl.oauthbearer.connections.max.reauth.ms":          "2500",
+	}, Options{})
+	now := time.Now().Unix()
+	token := key.sign(t, map[string]any{"sub": "svc-tls", "aud": "kafka", "iat": now, "exp": now + 600})
+	cl := oauthClient(t, s.addr(t, "SASL_SSL"), token, kgo.DialTLSConfig(ca.clientTLS(t, nil, nil)))
+	roundTrip(t, cl, "oauth-tls")
+	s.log.waitLog(t, "connection authenticated", "listener=SASL_SSL", "principal=User:svc-tls", "mechanism=OAUTHBEARER")
+	ctx := ctx10(t)
+	end := time.Now().Add(3 * time.Second)
+	for time.Now().Before(end) {
+		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "oauth-tls", Value: []byte("again")}).FirstErr(); err != nil {
+			t.Fatalf("produce across the session's end: %v", err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	s.log.waitLog(t, "connection re-authenticated", "principal=User:svc-tls", "mechanism=OAUTHBEARER")
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"time"
 
@@ -49,7 +50,7 @@ func (st imageScram) ScramCredential(mechanism, user string) (security.ScramCred
 // newListenerSecurity loads the key and trust stores, principal mapping
 // rules and SASL users of every client listener that is not PLAINTEXT,
 // so that a bad one stops start-up before anything is opened.
-func newListenerSecurity(cfg *config.Broker, listeners []config.Listener, scram ScramCredentials) (map[string]*listenerSecurity, error) {
+func newListenerSecurity(cfg *config.Broker, listeners []config.Listener, scram ScramCredentials, log *slog.Logger) (map[string]*listenerSecurity, error) {
 	out := map[string]*listenerSecurity{}
 	for _, l := range listeners {
 		ls := cfg.ListenerSecurity(l.Name)
@@ -70,7 +71,7 @@ func newListenerSecurity(cfg *config.Broker, listeners []config.Listener, scram 
 			sec.mapper = m
 		}
 		if ls.SASL() {
-			m, err := security.NewMechanisms(ls, scram)
+			m, err := security.NewMechanisms(ls, scram, log)
 			if err != nil {
 				return nil, fmt.Errorf("security: %w", err)
 			}

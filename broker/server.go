@@ -187,7 +187,7 @@ func New(cfg *config.Broker, opts Options) (*Server, error) {
 	}
 	// The controller listeners are secured as the others are: the quorum
 	// transport runs secureConn before its own handshake.
-	sec, err := newListenerSecurity(cfg, cfg.Listeners, scram)
+	sec, err := newListenerSecurity(cfg, cfg.Listeners, scram, s.log)
 	if err != nil {
 		stop()
 		return nil, err

@@ -54,7 +54,7 @@ func FuzzScram(f *testing.F) {
 // refused exchange's 0x01 answer fails it.
 func FuzzOAuthBearer(f *testing.F) {
 	const jaas = `org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required unsecuredLoginStringClaim_sub="b" unsecuredValidatorRequiredScope="k";`
-	unsecured, err := NewOAuthBearer(config.OAuthBearerSettings{Handler: config.OAuthBearerUnsecuredValidator, JAAS: jaas})
+	unsecured, err := NewOAuthBearer(config.OAuthBearerSettings{Handler: config.OAuthBearerUnsecuredValidator, JAAS: jaas}, nil)
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -63,7 +63,7 @@ func FuzzOAuthBearer(f *testing.F) {
 		f.Fatal(err)
 	}
 	jwt, err := NewOAuthBearer(config.OAuthBearerSettings{Handler: config.OAuthBearerJWTValidator, JAAS: jaas, JWKSURL: "file://" + jwks,
-		ExpectedAudience: []string{"k"}, ExpectedIssuer: "i", SubClaimName: "sub", ScopeClaimName: "scope"})
+		ExpectedAudience: []string{"k"}, ExpectedIssuer: "i", SubClaimName: "sub", ScopeClaimName: "scope"}, nil)
 	if err != nil {
 		f.Fatal(err)
 	}

@@ -56,7 +56,7 @@ type jwtValidator struct {
 	skipAudience bool
 }
 
-func newJWTValidator(o config.OAuthBearerSettings) (*jwtValidator, func(), error) {
+func newJWTValidator(o config.OAuthBearerSettings, log *slog.Logger) (*jwtValidator, func(), error) {
 	v := &jwtValidator{
 		audience:          o.ExpectedAudience,
 		issuer:            o.ExpectedIssuer,
@@ -95,7 +95,7 @@ func newJWTValidator(o config.OAuthBearerSettings) (*jwtValidator, func(), error
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		v.refreshLoop(ctx, o)
+		v.refreshLoop(ctx, o, log)
 	}()
 	return v, func() { cancel(); <-done }, nil
 }
@@ -103,7 +103,7 @@ func newJWTValidator(o config.OAuthBearerSettings) (*jwtValidator, func(), error
 // refreshLoop fetches an http(s) JWKS again every refresh.ms, or sooner
 // when asked, backing off between failed attempts as Kafka's
 // RefreshingHttpsJwks.
-func (v *jwtValidator) refreshLoop(ctx context.Context, o config.OAuthBearerSettings) {
+func (v *jwtValidator) refreshLoop(ctx context.Context, o config.OAuthBearerSettings, log *slog.Logger) {
 	every := time.Duration(o.JWKSRefreshMs) * time.Millisecond
 	if every <= 0 {
 		every = time.Hour
@@ -131,7 +131,7 @@ func (v *jwtValidator) refreshLoop(ctx context.Context, o config.OAuthBearerSett
 				v.keys.Store(&keys)
 				break
 			}
-			slog.Warn("fetching the OAUTHBEARER JWKS failed", "url", o.JWKSURL, "err", err, "retry", backoff)
+			log.Warn("fetching the OAUTHBEARER JWKS failed", "url", o.JWKSURL, "err", err, "retry", backoff)
 			select {
 			case <-ctx.Done():
 				return

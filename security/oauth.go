@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"regexp"
 	"slices"
@@ -69,13 +70,17 @@ type OAuthBearer struct {
 // NewOAuthBearer builds the listener's validator: Kafka's unsecured one
 // (OAuthBearerUnsecuredValidatorCallbackHandler, the default) or its JWT
 // one against a JWKS (OAuthBearerValidatorCallbackHandler).
-func NewOAuthBearer(o config.OAuthBearerSettings) (*OAuthBearer, error) {
+// Its log (nil: slog's default) gets an http(s) JWKS's failed fetches.
+func NewOAuthBearer(o config.OAuthBearerSettings, log *slog.Logger) (*OAuthBearer, error) {
+	if log == nil {
+		log = slog.Default()
+	}
 	if err := checkBrokerLogin(o.JAAS); err != nil {
 		return nil, err
 	}
 	switch o.Handler {
 	case config.OAuthBearerJWTValidator:
-		v, closer, err := newJWTValidator(o)
+		v, closer, err := newJWTValidator(o, log)
 		if err != nil {
 			return nil, err
 		}

@@ -46,7 +46,7 @@ func TestOAuthUnsecured(t *testing.T) {
 	jaas := `org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required unsecuredLoginStringClaim_sub="broker"
 		unsecuredValidatorRequiredScope="produce" unsecuredValidatorAllowableClockSkewMs="1000"
 		unsecuredValidatorPrincipalClaimName="who";`
-	m, err := NewOAuthBearer(config.OAuthBearerSettings{Handler: config.OAuthBearerUnsecuredValidator, JAAS: jaas})
+	m, err := NewOAuthBearer(config.OAuthBearerSettings{Handler: config.OAuthBearerUnsecuredValidator, JAAS: jaas}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,7 +134,7 @@ func TestOAuthBrokerLogin(t *testing.T) {
 		`org.apache.kafka.common.security.plain.PlainLoginModule required unsecuredLoginStringClaim_sub="x";`:                                                    "is not org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule",
 		loginJAAS: "",
 	} {
-		_, err := NewOAuthBearer(config.OAuthBearerSettings{Handler: config.OAuthBearerUnsecuredValidator, JAAS: jaas})
+		_, err := NewOAuthBearer(config.OAuthBearerSettings{Handler: config.OAuthBearerUnsecuredValidator, JAAS: jaas}, nil)
 		if want == "" && err != nil || want != "" && (err == nil || !strings.Contains(err.Error(), want)) {
 			t.Errorf("JAAS %s: %v, want %q", jaas, err, want)
 		}
@@ -201,7 +201,7 @@ func TestOAuthJWT(t *testing.T) {
 		t.Fatal(err)
 	}
 	m, err := NewOAuthBearer(config.OAuthBearerSettings{Handler: config.OAuthBearerJWTValidator, JWKSURL: "file://" + path, JAAS: loginJAAS,
-		ExpectedAudience: []string{"kafka"}, ExpectedIssuer: "https://idp", SubClaimName: "sub", ScopeClaimName: "scope", ClockSkewSeconds: 30})
+		ExpectedAudience: []string{"kafka"}, ExpectedIssuer: "https://idp", SubClaimName: "sub", ScopeClaimName: "scope", ClockSkewSeconds: 30}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -289,7 +289,7 @@ func TestOAuthJWKSOverHTTP(t *testing.T) {
 	defer srv.Close()
 	m, err := NewOAuthBearer(config.OAuthBearerSettings{Handler: config.OAuthBearerJWTValidator, JWKSURL: srv.URL + "/keys", JAAS: loginJAAS,
 		ExpectedAudience: []string{"kafka"}, AllowUnverifiedIssuer: true, SubClaimName: "sub", ScopeClaimName: "scope", ClockSkewSeconds: 30,
-		JWKSRefreshMs: 3600000, JWKSRetryBackoffMs: 100, JWKSRetryBackoffMaxMs: 1000})
+		JWKSRefreshMs: 3600000, JWKSRetryBackoffMs: 100, JWKSRetryBackoffMaxMs: 1000}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -318,7 +318,7 @@ func TestOAuthJWKSOverHTTP(t *testing.T) {
 	// A JWKS URL that does not answer stops start-up.
 	gone := httptest.NewServer(http.NotFoundHandler())
 	gone.Close()
-	if _, err := NewOAuthBearer(config.OAuthBearerSettings{Handler: config.OAuthBearerJWTValidator, JWKSURL: gone.URL + "/keys", JAAS: loginJAAS}); err == nil {
+	if _, err := NewOAuthBearer(config.OAuthBearerSettings{Handler: config.OAuthBearerJWTValidator, JWKSURL: gone.URL + "/keys", JAAS: loginJAAS}, nil); err == nil {
 		t.Fatal("a JWKS URL nothing answers was accepted")
 	}
 }

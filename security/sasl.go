@@ -5,6 +5,7 @@ import (
 	"crypto/subtle"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"time"
 
@@ -49,8 +50,9 @@ func authErrorf(format string, args ...any) error {
 
 // NewMechanisms builds the enabled mechanisms of a SASL listener from its
 // JAAS configs. scram looks SCRAM credentials up; the SCRAM mechanisms
-// cannot be enabled without it.
-func NewMechanisms(ls config.ListenerSecurity, scram CredentialStore) (map[string]Mechanism, error) {
+// cannot be enabled without it. log gets what mechanisms log on their own
+// (an OAUTHBEARER JWKS's failed fetches).
+func NewMechanisms(ls config.ListenerSecurity, scram CredentialStore, log *slog.Logger) (map[string]Mechanism, error) {
 	out := map[string]Mechanism{}
 	for _, m := range ls.SASLMechanisms {
 		jaasKey := "listener.name." + strings.ToLower(ls.Listener) + "." + strings.ToLower(m) + ".sasl.jaas.config"
@@ -71,7 +73,7 @@ func NewMechanisms(ls config.ListenerSecurity, scram CredentialStore) (map[strin
 			}
 			out[m] = s
 		case config.MechanismOAuthBearer:
-			o, err := NewOAuthBearer(ls.OAuthBearer)
+			o, err := NewOAuthBearer(ls.OAuthBearer, log)
 			if err != nil {
 				return nil, fmt.Errorf("listener %s: OAUTHBEARER: %w", ls.Listener, err)
 			}
