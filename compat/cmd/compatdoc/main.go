@@ -146,8 +146,9 @@ func render(in inputs) string {
 	w("broker is then SIGKILLed too under the restarted app and started again on its data directory), whose\n")
 	w("read_committed output must count every input once (`TestStreamsEOSKill`); the same application with\n")
 	w("group.protocol=streams (KIP-1071 streams groups: the broker creates its internal topics and assigns its\n")
-	w("tasks) scaled from one instance to three and back to one while input keeps arriving, its output again\n")
-	w("exactly once (`TestStreamsGroupScale`).\n\n")
+	w("tasks) scaled from one instance to three and back to one while input keeps arriving (on Gregor the\n")
+	w("broker is SIGKILLed and restarted under the three instances, whose group must come back from\n")
+	w("`__consumer_offsets`), its output again exactly once (`TestStreamsGroupScale`).\n\n")
 
 	byKey := map[string]map[string]harness.Result{harness.TargetKafka: {}, harness.TargetGregor: {}}
 	for _, r := range in.results {
