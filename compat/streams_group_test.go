@@ -55,9 +55,12 @@ func streamsGroupMembers(ctx context.Context, cl *kgo.Client, group string) (map
 // instance to three and back to one while input keeps arriving; each
 // instance must get tasks while three run, the last must run every task
 // at the end, and the read_committed output must count every input
-// exactly once (per key 1..n, no gap, no repeat).
+// exactly once (per key 1..n, no gap, no repeat). On Gregor the broker is
+// also SIGKILLed and restarted on its data directory while the three
+// instances run: the streams group (topology, members, epochs, tasks)
+// comes back from __consumer_offsets and the three go on with it.
 func TestStreamsGroupScale(t *testing.T) {
-	forEachTarget(t, nil, func(t *testing.T, addr string) {
+	forEachTargetCrash(t, nil, func(t *testing.T, addr string, crash func(*testing.T)) {
 		dir := t.TempDir()
 		name := uniqueName("streams-scale")
 		in, out, app := name+"-in", name+"-out", name+"-app"
@@ -176,6 +179,23 @@ func TestStreamsGroupScale(t *testing.T) {
 		a3 := start(3)
 		waitMembers(a1, "three instances sharing the tasks", 3)
 		progress(a1, "output from three instances")
+		if crash != nil {
+			before, _, err := streamsGroupMembers(ctx, cl, app)
+			if err != nil {
+				t.Fatal(err)
+			}
+			start := time.Now()
+			crash(t)
+			t.Logf("SIGKILLed and restarted gregor in %v under three instances", time.Since(start).Round(time.Millisecond))
+			waitMembers(a1, "the three instances' group after gregor's restart", 3)
+			after, _, _ := streamsGroupMembers(ctx, cl, app)
+			for id := range before {
+				if _, ok := after[id]; !ok {
+					t.Errorf("member %s lost across gregor's restart: before %v, after %v", id, before, after)
+				}
+			}
+			progress(a1, "output after gregor's restart")
+		}
 		if !a3.stop(60 * time.Second) {
 			t.Errorf("instance 3 did not stop by itself")
 		}

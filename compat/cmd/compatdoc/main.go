@@ -149,8 +149,9 @@ func render(in inputs) string {
 	w("directory (Gregor, or a Kafka reference of the test's own), whose read_committed output must count\n")
 	w("every input once (`TestStreamsEOSKill`); and the same application with\n")
 	w("group.protocol=streams (KIP-1071 streams groups: the broker creates its internal topics and assigns its\n")
-	w("tasks) scaled from one instance to three and back to one while input keeps arriving, its output again\n")
-	w("exactly once (`TestStreamsGroupScale`).\n\n")
+	w("tasks) scaled from one instance to three and back to one while input keeps arriving (on Gregor the\n")
+	w("broker is SIGKILLed and restarted under the three instances, whose group must come back from\n")
+	w("`__consumer_offsets`), its output again exactly once (`TestStreamsGroupScale`).\n\n")
 
 	byKey := map[string]map[string]harness.Result{harness.TargetKafka: {}, harness.TargetGregor: {}}
 	for _, r := range in.results {
