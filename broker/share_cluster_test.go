@@ -236,8 +236,10 @@ func TestShareGroupCluster(t *testing.T) {
 	}
 	dr := kmsg.NewPtrShareGroupDescribeRequest()
 	dr.GroupIDs = []string{group}
-	if d := m.send(c, dr).(*kmsg.ShareGroupDescribeResponse); len(d.Groups) != 1 || len(d.Groups[0].Members) != 2 {
-		t.Fatalf("describe on C after F forwarded a join: %+v", d.Groups)
+	for _, node := range []int32{c, f} { // on F, forwarded too
+		if d := m.send(node, dr).(*kmsg.ShareGroupDescribeResponse); len(d.Groups) != 1 || len(d.Groups[0].Members) != 2 {
+			t.Fatalf("describe on node %d after F forwarded a join: %+v", node, d.Groups)
+		}
 	}
 	hf.MemberEpoch = -1
 	if r := m.send(f, hf).(*kmsg.ShareGroupHeartbeatResponse); r.ErrorCode != 0 {
@@ -286,6 +288,17 @@ func TestShareGroupCluster(t *testing.T) {
 	}
 	if info, ok := byID[c].shares.coord.Partition(ctx, group, tid, 0); !ok || info.Start != 40 || info.InFlight["AVAILABLE"] != 20 {
 		t.Fatalf("durable state on the coordinator: %+v", info)
+	}
+	// DescribeShareGroupOffsets at F, forwarded to C.
+	dso := kmsg.NewPtrDescribeShareGroupOffsetsRequest()
+	dso.Version = 0
+	dg := kmsg.NewDescribeShareGroupOffsetsRequestGroup()
+	dg.GroupID = group
+	dg.Topics = []kmsg.DescribeShareGroupOffsetsRequestGroupTopic{{Topic: "cq", Partitions: []int32{0}}}
+	dso.Groups = append(dso.Groups, dg)
+	if r := m.send(f, dso).(*kmsg.DescribeShareGroupOffsetsResponse); len(r.Groups) != 1 || r.Groups[0].ErrorCode != 0 ||
+		len(r.Groups[0].Topics) != 1 || r.Groups[0].Topics[0].Partitions[0].StartOffset != 40 {
+		t.Fatalf("describe share group offsets at F: %+v", r.Groups)
 	}
 
 	// L stops with 50-59 acquired: X takes over and reads the state back.
