@@ -375,7 +375,8 @@ func TestShareGroupCluster(t *testing.T) {
 // here) stops while the partition's leader L serves the group's share
 // partition with records in flight. Another node takes the
 // __share_group_state partition over and replays it; L keeps its share
-// partition and writes its next acknowledgements there: nothing
+// partition and writes its next acknowledgements there (one sent while
+// the state partition moves waits for the new coordinator): nothing
 // accepted is delivered again, the released records are, and the state
 // the new coordinator answers is L's. The member rejoins at the new
 // coordinator (membership is not written, docs/share-groups.md).
@@ -474,24 +475,24 @@ func TestShareGroupClusterCoordinatorMoves(t *testing.T) {
 	}
 
 	byID[c].Close()
+	// L still holds 30-39 for the member; its acceptance waits for the
+	// new coordinator (the write is retried while the state partition
+	// moves and loads) and is written there.
+	if code := m.ack(l, tid, 30, 39, 1); code != 0 {
+		t.Fatalf("accept on L while the coordinator moves: %v", kerr.ErrorForCode(code))
+	}
 	var c2 int32 = -1
-	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+	for deadline := time.Now().Add(30 * time.Second); c2 < 0 && time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
 		if st, ok := byID[l].meta.Image().Topic(share.StateTopic); ok {
 			if ld := st.Partitions[sp].Leader; ld >= 0 && ld != c {
 				if sum := stateSummary(t, m, ld, tid); sum.ErrorCode == 0 && sum.StartOffset == 20 {
 					c2 = ld
-					break
 				}
 			}
 		}
 	}
 	if c2 < 0 {
 		t.Fatal("no new share coordinator answering the state written on C")
-	}
-	// L still holds 30-39 for the member; its acceptance is written to
-	// the new coordinator.
-	if code := m.ack(l, tid, 30, 39, 1); code != 0 {
-		t.Fatalf("accept on L after the coordinator moved to %d: %v", c2, kerr.ErrorForCode(code))
 	}
 	got = map[int64]int16{}
 	for deadline := time.Now().Add(20 * time.Second); len(got) < 30 && time.Now().Before(deadline); {
