@@ -14,7 +14,7 @@ import (
 // assignment is the group's target at once. The first share-group request
 // creates __share_group_state. A node that coordinates the group for
 // clients (it leads the group's __consumer_offsets partition) but does
-// not keep its membership forwards the heartbeat (forwardShareHeartbeat).
+// not keep its membership forwards the heartbeat (forwardShareGroup).
 func init() { register(76, 1, 1, handleShareGroupHeartbeat) }
 
 func handleShareGroupHeartbeat(s *Server, r *request) (result, error) {
@@ -41,7 +41,7 @@ func handleShareGroupHeartbeat(s *Server, r *request) (result, error) {
 			resp.ErrorMessage = &msg
 			return resp
 		}
-		if resp, ok := s.forwardShareHeartbeat(r, req); ok {
+		if resp, ok := s.forwardShareGroup(r, req.GroupID, req); ok {
 			return resp
 		}
 		return s.shares.coord.Heartbeat(r.conn.ctx, r.shareClientInfo(), req)()

@@ -11,6 +11,13 @@ func handleShareGroupDescribe(s *Server, r *request) (result, error) {
 	req := r.req.(*kmsg.ShareGroupDescribeRequest)
 	return r.inOrder(func() kmsg.Response {
 		sub, finish := s.authorizeShareGroupDescribe(r, req)
+		if len(sub.GroupIDs) == 1 {
+			if fwd, ok := s.forwardShareGroup(r, sub.GroupIDs[0], sub); ok {
+				resp := fwd.(*kmsg.ShareGroupDescribeResponse)
+				finish(resp)
+				return resp
+			}
+		}
 		resp := s.shares.coord.Describe(r.conn.ctx, sub)()
 		finish(resp)
 		return resp

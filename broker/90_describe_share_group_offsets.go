@@ -14,6 +14,11 @@ func handleDescribeShareGroupOffsets(s *Server, r *request) (result, error) {
 		if sub == nil {
 			return finish(nil) // every group denied
 		}
+		if len(sub.Groups) == 1 {
+			if fwd, ok := s.forwardShareGroup(r, sub.Groups[0].GroupID, sub); ok {
+				return finish(fwd.(*kmsg.DescribeShareGroupOffsetsResponse))
+			}
+		}
 		return finish(s.shares.coord.DescribeOffsets(r.conn.ctx, sub))
 	})
 }

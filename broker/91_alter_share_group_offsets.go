@@ -25,6 +25,11 @@ func handleAlterShareGroupOffsets(s *Server, r *request) (result, error) {
 			resp.ErrorCode = errCode(err)
 			return resp
 		}
+		if fwd, ok := s.forwardShareGroup(r, req.GroupID, sub); ok {
+			resp := fwd.(*kmsg.AlterShareGroupOffsetsResponse)
+			finish(resp)
+			return resp
+		}
 		resp := s.shares.coord.AlterOffsets(r.conn.ctx, sub)
 		finish(resp)
 		return resp

@@ -18,6 +18,11 @@ func handleDeleteShareGroupOffsets(s *Server, r *request) (result, error) {
 			return resp
 		}
 		sub, finish := s.authorizeDeleteShareGroupOffsets(r, req)
+		if fwd, ok := s.forwardShareGroup(r, req.GroupID, sub); ok {
+			resp := fwd.(*kmsg.DeleteShareGroupOffsetsResponse)
+			finish(resp)
+			return resp
+		}
 		resp := s.shares.coord.DeleteOffsets(r.conn.ctx, sub)
 		finish(resp)
 		return resp

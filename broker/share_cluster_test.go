@@ -236,8 +236,10 @@ func TestShareGroupCluster(t *testing.T) {
 	}
 	dr := kmsg.NewPtrShareGroupDescribeRequest()
 	dr.GroupIDs = []string{group}
-	if d := m.send(c, dr).(*kmsg.ShareGroupDescribeResponse); len(d.Groups) != 1 || len(d.Groups[0].Members) != 2 {
-		t.Fatalf("describe on C after F forwarded a join: %+v", d.Groups)
+	for _, node := range []int32{c, f} { // on F, forwarded too
+		if d := m.send(node, dr).(*kmsg.ShareGroupDescribeResponse); len(d.Groups) != 1 || len(d.Groups[0].Members) != 2 {
+			t.Fatalf("describe on node %d after F forwarded a join: %+v", node, d.Groups)
+		}
 	}
 	hf.MemberEpoch = -1
 	if r := m.send(f, hf).(*kmsg.ShareGroupHeartbeatResponse); r.ErrorCode != 0 {
@@ -286,6 +288,17 @@ func TestShareGroupCluster(t *testing.T) {
 	}
 	if info, ok := byID[c].shares.coord.Partition(ctx, group, tid, 0); !ok || info.Start != 40 || info.InFlight["AVAILABLE"] != 20 {
 		t.Fatalf("durable state on the coordinator: %+v", info)
+	}
+	// DescribeShareGroupOffsets at F, forwarded to C.
+	dso := kmsg.NewPtrDescribeShareGroupOffsetsRequest()
+	dso.Version = 0
+	dg := kmsg.NewDescribeShareGroupOffsetsRequestGroup()
+	dg.GroupID = group
+	dg.Topics = []kmsg.DescribeShareGroupOffsetsRequestGroupTopic{{Topic: "cq", Partitions: []int32{0}}}
+	dso.Groups = append(dso.Groups, dg)
+	if r := m.send(f, dso).(*kmsg.DescribeShareGroupOffsetsResponse); len(r.Groups) != 1 || r.Groups[0].ErrorCode != 0 ||
+		len(r.Groups[0].Topics) != 1 || r.Groups[0].Topics[0].Partitions[0].StartOffset != 40 {
+		t.Fatalf("describe share group offsets at F: %+v", r.Groups)
 	}
 
 	// L stops with 50-59 acquired: X takes over and reads the state back.
@@ -362,7 +375,8 @@ func TestShareGroupCluster(t *testing.T) {
 // here) stops while the partition's leader L serves the group's share
 // partition with records in flight. Another node takes the
 // __share_group_state partition over and replays it; L keeps its share
-// partition and writes its next acknowledgements there: nothing
+// partition and writes its next acknowledgements there (one sent while
+// the state partition moves waits for the new coordinator): nothing
 // accepted is delivered again, the released records are, and the state
 // the new coordinator answers is L's. The member rejoins at the new
 // coordinator (membership is not written, docs/share-groups.md).
@@ -461,24 +475,24 @@ func TestShareGroupClusterCoordinatorMoves(t *testing.T) {
 	}
 
 	byID[c].Close()
+	// L still holds 30-39 for the member; its acceptance waits for the
+	// new coordinator (the write is retried while the state partition
+	// moves and loads) and is written there.
+	if code := m.ack(l, tid, 30, 39, 1); code != 0 {
+		t.Fatalf("accept on L while the coordinator moves: %v", kerr.ErrorForCode(code))
+	}
 	var c2 int32 = -1
-	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+	for deadline := time.Now().Add(30 * time.Second); c2 < 0 && time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
 		if st, ok := byID[l].meta.Image().Topic(share.StateTopic); ok {
 			if ld := st.Partitions[sp].Leader; ld >= 0 && ld != c {
 				if sum := stateSummary(t, m, ld, tid); sum.ErrorCode == 0 && sum.StartOffset == 20 {
 					c2 = ld
-					break
 				}
 			}
 		}
 	}
 	if c2 < 0 {
 		t.Fatal("no new share coordinator answering the state written on C")
-	}
-	// L still holds 30-39 for the member; its acceptance is written to
-	// the new coordinator.
-	if code := m.ack(l, tid, 30, 39, 1); code != 0 {
-		t.Fatalf("accept on L after the coordinator moved to %d: %v", c2, kerr.ErrorForCode(code))
 	}
 	got = map[int64]int16{}
 	for deadline := time.Now().Add(20 * time.Second); len(got) < 30 && time.Now().Before(deadline); {

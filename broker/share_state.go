@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -20,7 +21,10 @@ import (
 // InitializeShareGroupState (83), ReadShareGroupState (84) and
 // WriteShareGroupState (85) on its inter-broker listener (Kafka's
 // DefaultStatePersister). The coordinator may be this node (during its
-// load, say): the request then goes to this node's own listener.
+// load, say): the request then goes to this node's own listener. While
+// the coordinator moves or loads, a request is retried for a few seconds
+// (retry), so that acknowledgements wait for the new coordinator rather
+// than fail.
 type sharePersister struct {
 	s       *Server
 	clients *interbroker.Clients
@@ -29,6 +33,41 @@ type sharePersister struct {
 func newSharePersister(s *Server) *sharePersister {
 	return &sharePersister{s: s, clients: interbroker.NewClients(s.meta.Image, s.cfg.InterBrokerListenerName,
 		kgo.ClientID(fmt.Sprintf("gregor-share-state-%d", s.cfg.NodeID)))}
+}
+
+// shareStateRetryFor bounds how long a share-state request is retried
+// while its group has no share coordinator that answers: the partition of
+// __share_group_state is moving to another node or loading there, which
+// takes seconds. Kafka's persister retries these errors with backoff too.
+const shareStateRetryFor = 10 * time.Second
+
+// coordinatorMoving reports whether code says the share coordinator is
+// moving or loading, so that the request may succeed again soon.
+func coordinatorMoving(code int16) bool {
+	switch code {
+	case kerr.NotCoordinator.Code, kerr.CoordinatorLoadInProgress.Code, kerr.CoordinatorNotAvailable.Code:
+		return true
+	}
+	return false
+}
+
+// retry runs call until it answers something other than a coordinator
+// moving, for at most shareStateRetryFor, with backoff from 50 ms to 1 s.
+func retry(ctx context.Context, call func() int16) int16 {
+	deadline := time.Now().Add(shareStateRetryFor)
+	backoff := 50 * time.Millisecond
+	for {
+		code := call()
+		if !coordinatorMoving(code) || time.Now().Add(backoff).After(deadline) {
+			return code
+		}
+		select {
+		case <-ctx.Done():
+			return code
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, time.Second)
+	}
 }
 
 // send sends req to the share coordinator of group and returns its answer,
@@ -64,19 +103,26 @@ func (p *sharePersister) ReadState(ctx context.Context, key share.StateKey, lead
 	rp.Partition, rp.LeaderEpoch = key.Partition, leaderEpoch
 	t.Partitions = append(t.Partitions, rp)
 	req.Topics = append(req.Topics, t)
-	r, code := p.send(ctx, key.Group, req)
-	if code != 0 {
-		return share.State{ErrorCode: code}
-	}
-	resp := r.(*kmsg.ReadShareGroupStateResponse)
-	if len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
-		return share.State{ErrorCode: kerr.UnknownServerError.Code}
-	}
-	ap := resp.Topics[0].Partitions[0]
-	st := share.State{ErrorCode: ap.ErrorCode, StateEpoch: ap.StateEpoch, LeaderEpoch: leaderEpoch, StartOffset: ap.StartOffset}
-	for _, b := range ap.StateBatches {
-		st.Batches = append(st.Batches, share.StateBatch{First: b.FirstOffset, Last: b.LastOffset, State: b.DeliveryState, Deliveries: b.DeliveryCount})
-	}
+	var st share.State
+	retry(ctx, func() int16 {
+		st = share.State{}
+		r, code := p.send(ctx, key.Group, req)
+		if code != 0 {
+			st.ErrorCode = code
+			return code
+		}
+		resp := r.(*kmsg.ReadShareGroupStateResponse)
+		if len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
+			st.ErrorCode = kerr.UnknownServerError.Code
+			return st.ErrorCode
+		}
+		ap := resp.Topics[0].Partitions[0]
+		st = share.State{ErrorCode: ap.ErrorCode, StateEpoch: ap.StateEpoch, LeaderEpoch: leaderEpoch, StartOffset: ap.StartOffset}
+		for _, b := range ap.StateBatches {
+			st.Batches = append(st.Batches, share.StateBatch{First: b.FirstOffset, Last: b.LastOffset, State: b.DeliveryState, Deliveries: b.DeliveryCount})
+		}
+		return st.ErrorCode
+	})
 	return st
 }
 
@@ -89,15 +135,17 @@ func (p *sharePersister) InitializeState(ctx context.Context, key share.StateKey
 	rp.Partition, rp.StateEpoch, rp.StartOffset = key.Partition, stateEpoch, startOffset
 	t.Partitions = append(t.Partitions, rp)
 	req.Topics = append(req.Topics, t)
-	r, code := p.send(ctx, key.Group, req)
-	if code != 0 {
-		return code
-	}
-	resp := r.(*kmsg.InitializeShareGroupStateResponse)
-	if len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
-		return kerr.UnknownServerError.Code
-	}
-	return resp.Topics[0].Partitions[0].ErrorCode
+	return retry(ctx, func() int16 {
+		r, code := p.send(ctx, key.Group, req)
+		if code != 0 {
+			return code
+		}
+		resp := r.(*kmsg.InitializeShareGroupStateResponse)
+		if len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
+			return kerr.UnknownServerError.Code
+		}
+		return resp.Topics[0].Partitions[0].ErrorCode
+	})
 }
 
 func (p *sharePersister) WriteState(ctx context.Context, key share.StateKey, w share.StateWrite) int16 {
@@ -114,15 +162,17 @@ func (p *sharePersister) WriteState(ctx context.Context, key share.StateKey, w s
 	}
 	t.Partitions = append(t.Partitions, rp)
 	req.Topics = append(req.Topics, t)
-	r, code := p.send(ctx, key.Group, req)
-	if code != 0 {
-		return code
-	}
-	resp := r.(*kmsg.WriteShareGroupStateResponse)
-	if len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
-		return kerr.UnknownServerError.Code
-	}
-	return resp.Topics[0].Partitions[0].ErrorCode
+	return retry(ctx, func() int16 {
+		r, code := p.send(ctx, key.Group, req)
+		if code != 0 {
+			return code
+		}
+		resp := r.(*kmsg.WriteShareGroupStateResponse)
+		if len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
+			return kerr.UnknownServerError.Code
+		}
+		return resp.Topics[0].Partitions[0].ErrorCode
+	})
 }
 
 // shareStateDenied checks CLUSTER_ACTION on the cluster for the share-state

@@ -35,8 +35,8 @@ type shareCoordinator struct {
 	// persister carries the state of the share partitions this node
 	// leads to their groups' share coordinators on other nodes.
 	persister *sharePersister
-	// forward connects to the nodes heartbeats are forwarded to (see
-	// forwardShareHeartbeat).
+	// forward connects to the nodes share-group requests are forwarded to (see
+	// forwardShareGroup).
 	forward *interbroker.Clients
 }
 
@@ -44,25 +44,26 @@ type shareCoordinator struct {
 // which are not forwarded again.
 const shareForwardClientID = "gregor-share-forward"
 
-// forwardShareHeartbeat relays a ShareGroupHeartbeat to the node that
-// keeps the group's membership. Clients send it to the group's
-// coordinator, the leader of its __consumer_offsets partition
+// forwardShareGroup relays a request of one share group's coordinator
+// (ShareGroupHeartbeat, ShareGroupDescribe, the offsets admin requests)
+// to the node that keeps the group's membership. Clients send them to the
+// group's coordinator, the leader of its __consumer_offsets partition
 // (FindCoordinator), while Gregor keeps a share group with the leader of
-// its __share_group_state partition. The two are one node while preferred
-// leaders lead (the topic takes __consumer_offsets' replica assignment),
-// but may differ after a failover until leadership is balanced again:
-// then the node clients find forwards the heartbeat over the inter-broker
-// listener and relays the answer, where it would otherwise answer
-// NOT_COORDINATOR to a client that finds it again. It reports false when
-// the request is this node's to answer.
-func (s *Server) forwardShareHeartbeat(r *request, req *kmsg.ShareGroupHeartbeatRequest) (kmsg.Response, bool) {
+// its __share_group_state partition. The two are one node while
+// preferred leaders lead (the topic takes __consumer_offsets' replica
+// assignment), but may differ after a failover until leadership is
+// balanced again: then the node clients find forwards the request over
+// the inter-broker listener and relays the answer, where it would
+// otherwise answer NOT_COORDINATOR to a client that finds it again. It
+// reports false when the request is this node's to answer.
+func (s *Server) forwardShareGroup(r *request, group string, req kmsg.Request) (kmsg.Response, bool) {
 	if r.hdr.ClientID != nil && strings.HasPrefix(*r.hdr.ClientID, shareForwardClientID) {
 		return nil, false
 	}
 	img := s.meta.Image()
 	st, ok1 := img.Topic(share.StateTopic)
 	offs, ok2 := img.Topic(offsetsTopic)
-	sp, op := s.shares.coord.PartitionFor(req.GroupID), s.groups.coord.PartitionFor(req.GroupID)
+	sp, op := s.shares.coord.PartitionFor(group), s.groups.coord.PartitionFor(group)
 	if !ok1 || !ok2 || int(sp) >= len(st.Partitions) || int(op) >= len(offs.Partitions) {
 		return nil, false
 	}
@@ -76,11 +77,13 @@ func (s *Server) forwardShareHeartbeat(r *request, req *kmsg.ShareGroupHeartbeat
 	}
 	ctx, cancel := context.WithTimeout(r.conn.ctx, interbroker.RequestTimeout)
 	defer cancel()
+	version := req.GetVersion()
 	resp, err := b.Request(ctx, req)
 	if err != nil {
-		s.log.Debug("forward share group heartbeat", "group", req.GroupID, "node", leader, "err", err)
+		s.log.Debug("forward share group request", "group", group, "api", kmsg.NameForKey(req.Key()), "node", leader, "err", err)
 		return nil, false
 	}
+	resp.SetVersion(version) // answered in the client's version
 	return resp, true
 }
 
