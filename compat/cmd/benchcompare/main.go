@@ -398,12 +398,11 @@ func run(ctx context.Context, o options, command string) error {
 // round's topics are deleted after it so that the disk does not fill over
 // the rounds.
 func runRound(ctx context.Context, b *broker, cases []benchCase, round int, bin string, tick float64, m *machine, cleanup bool) ([]sample, error) {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(b.addr), kgo.ClientID("bench-compare"))
+	cl, adm, err := adminClient(b.addr)
 	if err != nil {
-		return nil, fmt.Errorf("admin client: %w", err)
+		return nil, err
 	}
 	defer cl.Close()
-	adm := kadm.NewClient(cl)
 	topics := map[string]string{}
 	defer func() {
 		if !cleanup {
@@ -489,6 +488,20 @@ func measure(ctx context.Context, b *broker, c benchCase, topic, bin string, tic
 		s.P50, s.P99, s.P999 = r.Latency.P50, r.Latency.P99, r.Latency.P999
 	}
 	return s, nil
+}
+
+// adminClient returns a client and its admin client for addr that wait
+// for slow metadata changes: creating thousands of partitions takes a
+// broker on a loaded machine minutes, longer than the client's default
+// read deadline.
+func adminClient(addr string) (*kgo.Client, *kadm.Client, error) {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ClientID("bench-compare"), kgo.RequestTimeoutOverhead(5*time.Minute))
+	if err != nil {
+		return nil, nil, fmt.Errorf("admin client: %w", err)
+	}
+	adm := kadm.NewClient(cl)
+	adm.SetTimeoutMillis(int32((5 * time.Minute).Milliseconds()))
+	return cl, adm, nil
 }
 
 // createTopic creates topic with partitions partitions (replication

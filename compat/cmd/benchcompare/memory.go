@@ -304,12 +304,11 @@ func createTopicsRate(ctx context.Context, addr, prefix string, n, workers int) 
 // createPartitions creates topics of up to 1,000 partitions until there
 // are n partitions, and waits until every one has a leader.
 func createPartitions(ctx context.Context, addr string, n int) error {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.RequestTimeoutOverhead(5*time.Minute))
+	cl, adm, err := adminClient(addr)
 	if err != nil {
 		return err
 	}
 	defer cl.Close()
-	adm := kadm.NewClient(cl)
 	for i := 0; n > 0; i++ {
 		p := min(n, 1000)
 		if err := createTopic(ctx, adm, fmt.Sprintf("idle-%d", i), p); err != nil {
