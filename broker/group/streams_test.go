@@ -54,9 +54,9 @@ type streamsClient struct {
 	// dynamic.
 	instance *string
 	epoch    int32
-	owned   tasksTuple
-	last    *kmsg.StreamsGroupHeartbeatResponse
-	create  []InternalTopic
+	owned    tasksTuple
+	last     *kmsg.StreamsGroupHeartbeatResponse
+	create   []InternalTopic
 }
 
 func newStreamsClient(h *harness, group, id, process string) *streamsClient {
