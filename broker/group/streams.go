@@ -143,9 +143,6 @@ func (m *machine) streamsGroupHeartbeat(ci ClientInfo, req *kmsg.StreamsGroupHea
 func validateStreamsHeartbeat(req *kmsg.StreamsGroupHeartbeatRequest) *hbError {
 	invalid := func(msg string) *hbError { return &hbError{code: errInvalidRequest, msg: msg} }
 	blank := func(s *string) bool { return s != nil && strings.TrimSpace(*s) == "" }
-	if req.InstanceID != nil {
-		return invalid("Static membership is not yet supported.")
-	}
 	if req.Topology != nil {
 		for _, s := range req.Topology.Subtopologies {
 			if len(s.SourceTopicRegex) > 0 {
@@ -158,6 +155,8 @@ func validateStreamsHeartbeat(req *kmsg.StreamsGroupHeartbeatRequest) *hbError {
 		return invalid("MemberId can't be empty.")
 	case blank(&req.Group):
 		return invalid("GroupId can't be empty.")
+	case blank(req.InstanceID):
+		return invalid("InstanceId can't be empty.")
 	case blank(req.RackID):
 		return invalid("RackId can't be empty.")
 	case len(req.Group) > math.MaxInt16 || len(req.MemberID) > math.MaxInt16:
@@ -184,7 +183,7 @@ func validateStreamsHeartbeat(req *kmsg.StreamsGroupHeartbeatRequest) *hbError {
 				}
 			}
 		}
-	case req.MemberEpoch == staticLeaveEpoch:
+	case req.MemberEpoch == staticLeaveEpoch && req.InstanceID == nil:
 		return invalid("InstanceId can't be null.")
 	case req.MemberEpoch < staticLeaveEpoch:
 		return invalid(fmt.Sprintf("MemberEpoch is %d, but must be greater than or equal to -2.", req.MemberEpoch))
@@ -315,7 +314,24 @@ func (m *machine) streamsHeartbeat(p *partitionState, ci ClientInfo, req *kmsg.S
 	g := op.g
 	settings := m.streamsSettings(g.id)
 	old := g.members[req.MemberID]
-	if joining && old == nil && int32(len(g.members)) >= m.cfg.StreamsGroupMaxSize {
+	// A static member (group.instance.id) may come back under a new member
+	// id after leaving with epoch -2: it takes over its predecessor's tasks.
+	var replaces *streamsMember
+	if req.InstanceID != nil {
+		existing := g.staticMember(*req.InstanceID)
+		switch {
+		case existing == nil && !joining:
+			return nil, none, &hbError{code: errUnknownMemberID, msg: fmt.Sprintf("Instance id %s is unknown.", *req.InstanceID)}
+		case existing == nil || existing.id == req.MemberID:
+		case !joining:
+			return nil, none, &hbError{code: errFencedInstanceID, msg: fmt.Sprintf("Static member %s with instance id %s was fenced by member %s.", req.MemberID, *req.InstanceID, existing.id)}
+		case existing.epoch != staticLeaveEpoch:
+			return nil, none, &hbError{code: errUnreleasedInstanceID, msg: fmt.Sprintf("Static member %s with instance id %s cannot join the group because the instance id is owned by %s member.", req.MemberID, *req.InstanceID, existing.id)}
+		default:
+			replaces = existing
+		}
+	}
+	if joining && old == nil && replaces == nil && int32(len(g.members)) >= m.cfg.StreamsGroupMaxSize {
 		return nil, none, &hbError{code: errGroupMaxSizeReached, msg: fmt.Sprintf("The streams group has reached its maximum capacity of %d members.", m.cfg.StreamsGroupMaxSize)}
 	}
 	if old == nil && !joining {
@@ -323,11 +339,17 @@ func (m *machine) streamsHeartbeat(p *partitionState, ci ClientInfo, req *kmsg.S
 	}
 	owned := ownedTasksOf(req)
 	base := old
-	if base != nil {
+	switch {
+	case replaces != nil:
+		base = replaces.clone()
+		base.id = req.MemberID
+		base.epoch, base.previousEpoch = 0, 0
+		base.revoking = emptyTasks()
+	case base != nil:
 		if e := checkStreamsMemberEpoch(base, req.MemberEpoch, owned); e != nil {
 			return nil, none, e
 		}
-	} else {
+	default:
 		base = &streamsMember{id: req.MemberID, rebalanceTimeoutMs: -1, topologyEpoch: -1, assigned: emptyTasks(), revoking: emptyTasks()}
 	}
 	if base.state == memberUnknownState && (owned == nil || !owned.isEmpty()) {
@@ -394,8 +416,30 @@ func (m *machine) streamsHeartbeat(p *partitionState, ci ClientInfo, req *kmsg.S
 	if configured != g.configured {
 		g.configured, g.configuredVersion = configured, m.topicsVersion
 	}
+	if replaces != nil {
+		// Kafka's static member replacement: the old member's records go,
+		// the new one's come with the old target; no new group epoch.
+		op.begin()
+		op.recs = append(op.recs, sgMemberTombstones(g.id, replaces.id)...)
+		m.cancelStreamsMemberTimers(g, replaces.id)
+		target, ok := g.target[replaces.id]
+		if !ok {
+			target = emptyTasks()
+		}
+		delete(g.members, replaces.id)
+		delete(g.target, replaces.id)
+		g.target[base.id] = target
+		op.recs = append(op.recs, sgMemberRecord(g.id, base), sgTargetMemberRecord(g.id, base.id, target), sgCurrentAssignmentRecord(g.id, base))
+		g.members[base.id] = base
+		old = base
+		m.log.Info("static member rejoined the streams group", "group", g.id, "member", base.id, "replaces", replaces.id, "instance", *req.InstanceID)
+	}
 
 	updated := base.clone()
+	if req.InstanceID != nil {
+		s := *req.InstanceID
+		updated.instanceID = &s
+	}
 	if req.RackID != nil {
 		s := *req.RackID
 		updated.rackID = &s
@@ -797,15 +841,39 @@ func (m *machine) streamsLeave(p *partitionState, req *kmsg.StreamsGroupHeartbea
 	if req.ShutdownApplication {
 		g.shutdownRequester = req.MemberID
 	}
-	mem := g.members[req.MemberID]
-	if mem == nil {
-		return nil, none, &hbError{code: errUnknownMemberID, msg: fmt.Sprintf("Member %s is not a member of group %s.", req.MemberID, g.id)}
+	var mem *streamsMember
+	if req.InstanceID == nil {
+		mem = g.members[req.MemberID]
+		if mem == nil {
+			return nil, none, &hbError{code: errUnknownMemberID, msg: fmt.Sprintf("Member %s is not a member of group %s.", req.MemberID, g.id)}
+		}
+	} else {
+		mem = g.staticMember(*req.InstanceID)
+		switch {
+		case mem == nil:
+			return nil, none, &hbError{code: errUnknownMemberID, msg: fmt.Sprintf("Instance id %s is unknown.", *req.InstanceID)}
+		case mem.id != req.MemberID:
+			return nil, none, &hbError{code: errFencedInstanceID, msg: fmt.Sprintf("Static member %s with instance id %s was fenced by member %s.", req.MemberID, *req.InstanceID, mem.id)}
+		}
 	}
 	r := kmsg.NewPtrStreamsGroupHeartbeatResponse()
 	r.MemberID = req.MemberID
 	r.MemberEpoch = req.MemberEpoch
-	m.log.Info("member left the streams group", "group", g.id, "member", mem.id)
 	op := &streamsOp{p: p, g: g}
+	if req.MemberEpoch == staticLeaveEpoch {
+		// The static member keeps its place, tasks and session timer, so
+		// that it can come back under a new member id with its tasks.
+		op.begin()
+		left := mem.clone()
+		left.epoch = staticLeaveEpoch
+		left.revoking = emptyTasks()
+		g.members[left.id] = left
+		m.fx.Cancel(streamsRebalanceKey(g, left.id))
+		op.recs = append(op.recs, sgCurrentAssignmentRecord(g.id, left))
+		m.log.Info("static member left the streams group for now", "group", g.id, "member", mem.id, "instance", *req.InstanceID)
+		return op, StreamsHeartbeatResult{Response: r}, nil
+	}
+	m.log.Info("member left the streams group", "group", g.id, "member", mem.id)
 	m.fenceStreamsMember(op, mem)
 	return op, StreamsHeartbeatResult{Response: r}, nil
 }

@@ -143,6 +143,16 @@ type taskOffset struct {
 	offset    int64
 }
 
+// staticMember returns the member holding a group.instance.id, or nil.
+func (g *streamsGroup) staticMember(instanceID string) *streamsMember {
+	for _, m := range g.members {
+		if m.instanceID != nil && *m.instanceID == instanceID {
+			return m
+		}
+	}
+	return nil
+}
+
 func (m *streamsMember) clone() *streamsMember {
 	c := *m
 	c.clientTags = maps.Clone(m.clientTags)

@@ -50,10 +50,13 @@ type streamsClient struct {
 	group   string
 	id      string
 	process string
-	epoch   int32
-	owned   tasksTuple
-	last    *kmsg.StreamsGroupHeartbeatResponse
-	create  []InternalTopic
+	// instance is the group.instance.id of a static member; nil when
+	// dynamic.
+	instance *string
+	epoch    int32
+	owned    tasksTuple
+	last     *kmsg.StreamsGroupHeartbeatResponse
+	create   []InternalTopic
 }
 
 func newStreamsClient(h *harness, group, id, process string) *streamsClient {
@@ -77,6 +80,7 @@ func (c *streamsClient) heartbeat(t *testing.T) *kmsg.StreamsGroupHeartbeatRespo
 	req := kmsg.NewPtrStreamsGroupHeartbeatRequest()
 	req.Version = 1
 	req.Group, req.MemberID, req.MemberEpoch = c.group, c.id, c.epoch
+	req.InstanceID = c.instance
 	if c.epoch == 0 {
 		req.RebalanceTimeoutMillis = 30000
 		req.Topology = streamsTestTopology()
@@ -578,5 +582,55 @@ func TestStreamsInitialRebalanceDelay(t *testing.T) {
 	b.heartbeat(t)
 	if a.owned.active.size() != 4 || b.owned.active.size() != 4 || len(a.last.Status) != 0 {
 		t.Fatalf("after the delay: a %s b %s status %v", showTasks(a.owned.active), showTasks(b.owned.active), a.last.Status)
+	}
+}
+
+// TestStreamsStaticMember: a static member that leaves with epoch -2
+// keeps its tasks; a new process with the same group.instance.id takes
+// them over under a new member id without a new group epoch, while a
+// second live holder of the id is refused.
+func TestStreamsStaticMember(t *testing.T) {
+	h := newHarness(t, streamsConfig())
+	h.topics.set("in:4,app-rep:4,app-store-changelog:4")
+	h.c.TopicsChanged()
+	inst := "instance-1"
+	a := newStreamsClient(h, "app", "a", "p1")
+	a.instance = &inst
+	b := newStreamsClient(h, "app", "b", "p2")
+	a.heartbeat(t)
+	b.heartbeat(t)
+	for range 3 {
+		a.heartbeat(t)
+		b.heartbeat(t)
+	}
+	if a.owned.active.size() != 4 || b.owned.active.size() != 4 {
+		t.Fatalf("a %s b %s", showTasks(a.owned.active), showTasks(b.owned.active))
+	}
+	// Another member claiming the instance id while a runs is refused.
+	// (A restarted Streams instance keeps its process id, kept in its
+	// state directory, and gets a new member id.)
+	c := newStreamsClient(h, "app", "c", "p1")
+	c.instance = &inst
+	if r := c.heartbeat(t); r.ErrorCode != errUnreleasedInstanceID {
+		t.Fatalf("second holder of the instance id: error %d", r.ErrorCode)
+	}
+	req := kmsg.NewPtrStreamsGroupHeartbeatRequest()
+	req.Group, req.MemberID, req.MemberEpoch, req.InstanceID = "app", "a", -2, &inst
+	if r := h.c.StreamsGroupHeartbeat(context.Background(), ClientInfo{}, req)().Response; r.ErrorCode != 0 || r.MemberEpoch != -2 {
+		t.Fatalf("static leave: error %d epoch %d", r.ErrorCode, r.MemberEpoch)
+	}
+	h.quiesce()
+	before := h.c.StreamsGroupDescribe(context.Background(), []string{"app"}, 0, false)()[0]
+	c.heartbeat(t)
+	c.heartbeat(t)
+	if c.last.ErrorCode != 0 || showTasks(c.owned.active) != showTasks(a.owned.active) {
+		t.Fatalf("the new holder of the instance id: error %d tasks %s, want %s", c.last.ErrorCode, showTasks(c.owned.active), showTasks(a.owned.active))
+	}
+	after := h.c.StreamsGroupDescribe(context.Background(), []string{"app"}, 0, false)()[0]
+	if after.Epoch != before.Epoch || len(after.Members) != 2 {
+		t.Errorf("group epoch %d -> %d, %d members", before.Epoch, after.Epoch, len(after.Members))
+	}
+	if r := a.heartbeat(t); r.ErrorCode != errFencedInstanceID {
+		t.Errorf("the replaced member: error %d", r.ErrorCode)
 	}
 }
