@@ -141,13 +141,12 @@ func render(in inputs) string {
 	w("applications as their own processes: Kafka Connect 4.3.1 (`compat/java/connect/pom.xml`; Central has\n")
 	w("no connect-file 4.4.0) with the file connectors, standalone across a worker restart\n")
 	w("(`TestConnectStandalone`) and distributed with its compacted config, offset and status topics and\n")
-	w("connectors created over its REST API (`TestConnectDistributed`), the sink file checked line by line;\n")
-	w("a distributed worker SIGKILLed mid-flight moving 100,000 lines and restarted, its sink file holding\n")
-	w("every line in order with duplicates only as replays from the last committed offsets\n")
-	w("(`TestConnectDistributedKill`); and a Kafka Streams exactly_once_v2 application SIGKILLed mid-stream\n")
-	w("and restarted, then the broker SIGKILLed under the restarted app and started again on its data\n")
-	w("directory (Gregor, or a Kafka reference of the test's own), whose read_committed output must count\n")
-	w("every input once (`TestStreamsEOSKill`).\n\n")
+	w("connectors created over its REST API (`TestConnectDistributed`), its worker SIGKILLed mid-flight\n")
+	w("moving 100,000 lines and restarted, the sink file holding every line in order with duplicates only as\n")
+	w("replays from the last committed offsets; and a Kafka Streams exactly_once_v2 application SIGKILLed\n")
+	w("mid-stream and restarted (on Gregor the broker is then SIGKILLed too under the restarted app and\n")
+	w("started again on its data directory; `make compat-long` does the same to a Kafka reference of the\n")
+	w("test's own), whose read_committed output must count every input once (`TestStreamsEOSKill`).\n\n")
 
 	byKey := map[string]map[string]harness.Result{harness.TargetKafka: {}, harness.TargetGregor: {}}
 	for _, r := range in.results {
