@@ -5,7 +5,7 @@ GOFLAGS ?=
 VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X main.version=$(VERSION)
 
-.PHONY: run cluster build test test-short compat-deps console-e2e compat compat-connect-long compat-peers compat-librdkafka kafka-ref kafka-ref-stop fuzz bench bench-compare perf-check vet soak bench-memory
+.PHONY: run cluster build test test-short compat-deps console-e2e compat compat-connect-long compat-peers compat-librdkafka kafka-ref kafka-ref-stop fuzz bench bench-compare perf-check vet soak bench-memory compat-long
 
 run:
 	$(GO) run -ldflags "$(LDFLAGS)" ./cmd/gregor serve
@@ -90,11 +90,10 @@ console-e2e: build
 # tools against gregor (TestKafkaTools: kafka-topics … kafka-dump-log
 # reading gregor's segment files), Kafka Connect's standalone and
 # distributed workers with the file connectors (TestConnectStandalone,
-# TestConnectDistributed, and a distributed worker SIGKILLed mid-flight
-# moving 100,000 lines: TestConnectDistributedKill) and an exactly-once
-# Streams app SIGKILLed mid-stream (TestStreamsEOSKill, then the broker
-# SIGKILLed and restarted under it: gregor, or a Kafka reference of the
-# test's own), each on gregor and on Kafka.
+# TestConnectDistributed: its worker SIGKILLed mid-flight moving 100,000
+# lines) and an exactly-once Streams app SIGKILLed mid-stream
+# (TestStreamsEOSKill, and on gregor the broker SIGKILLed and restarted
+# under it), each on gregor and on Kafka.
 # COMPAT_PARALLEL clients run at once per target (the Go default is one
 # per core); most of a scenario's time is waiting on the broker, so more
 # than the two cores keep the run near its old length with two targets.
@@ -103,7 +102,7 @@ COMPAT_PARALLEL ?= 8
 compat: compat-deps
 	@mkdir -p compat/out
 	@cd compat && status=0; rm -f out/kafka-versions.tsv; \
-	$(GO) test -count=1 -timeout $(COMPAT_TIMEOUT) -parallel $(COMPAT_PARALLEL) -run '^(TestClients|TestAPIVersions|TestJava|TestKafkaTools|TestConnectStandalone|TestConnectDistributed|TestConnectDistributedKill|TestStreamsEOSKill)$$' . \
+	$(GO) test -count=1 -timeout $(COMPAT_TIMEOUT) -parallel $(COMPAT_PARALLEL) -run '^(TestClients|TestAPIVersions|TestJava|TestKafkaTools|TestConnectStandalone|TestConnectDistributed|TestStreamsEOSKill)$$' . \
 		-args -compat.results=out/results.tsv -compat.versions=out/gregor-versions.tsv \
 		-compat.kafka-versions=out/kafka-versions.tsv $(if $(UPDATE),-compat.update) || status=$$?; \
 	if [ -f out/results.tsv ]; then column -t -s "$$(printf '\t')" out/results.tsv | cut -c1-220; \
@@ -111,10 +110,12 @@ compat: compat-deps
 	$(GO) run ./cmd/compatdoc -rev "$(VERSION)" && echo "wrote docs/compatibility.md"; \
 	exit $$status
 
-# The long variant of TestConnectDistributedKill: 1,000,000 lines through
-# a distributed worker SIGKILLed three times, on gregor and on Kafka.
-compat-connect-long: compat-deps
-	cd compat && COMPAT_CONNECT_KILL_LONG=1 $(GO) test -count=1 -timeout 30m -run '^(TestCheckAtLeastOnce|TestConnectDistributedKill)$$' -v .
+# The long variants of the JVM crash tests (COMPAT_LONG=1), on gregor and
+# on Kafka: TestConnectDistributed moves 1,000,000 lines through a worker
+# SIGKILLed three times; TestStreamsEOSKill also SIGKILLs a Kafka
+# reference of its own under the Streams app and resumes it on its data.
+compat-long: compat-deps
+	cd compat && COMPAT_LONG=1 $(GO) test -count=1 -timeout 40m -run '^(TestCheckAtLeastOnce|TestConnectDistributed|TestStreamsEOSKill)$$' -v .
 
 # Other projects' own test suites (franz-go pkg/kgo, segmentio/kafka-go)
 # against gregor, bounded (about 15 minutes); fails only when a test that

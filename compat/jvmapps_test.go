@@ -36,10 +36,11 @@ func forEachTarget(t *testing.T, props map[string]string, fn func(t *testing.T, 
 
 // forEachTargetCrash is forEachTarget whose fn also gets a function that
 // SIGKILLs the broker and starts it again on the same data directory and
-// address: the gregor process, or on Kafka a reference of the test's own
-// (the run's shared ones serve other tests), started with props. Against
-// a reference named by COMPAT_KAFKA_BOOTSTRAP, which is not the test's to
-// kill, it is nil.
+// address: the gregor process; on Kafka, with COMPAT_LONG set (make
+// compat-long), a reference of the test's own (the run's shared ones
+// serve other tests), started with props. Otherwise on Kafka it is nil:
+// a reference of its own costs a JVM boot and a recovery, minutes on the
+// CI machine.
 func forEachTargetCrash(t *testing.T, props map[string]string, fn func(t *testing.T, addr string, crash func(*testing.T))) {
 	if testing.Short() {
 		t.Skip("starts JVMs; not under -short")
@@ -83,6 +84,8 @@ func forEachTargetCrash(t *testing.T, props map[string]string, fn func(t *testin
 					})
 					g = ng
 				}
+			} else if addr == "" && os.Getenv("COMPAT_LONG") == "" {
+				addr = kafkaReference(t).main.Addr
 			} else if addr == "" {
 				kafkaReference(t) // the run's references started: the JVMs are there
 				k := ownKafkaRef(t, props)

@@ -48,8 +48,9 @@ func (o *eosOutput) state() (int, []string) {
 // itself is then SIGKILLed once under the restarted app, with
 // transactions open and input still coming, and started again on the
 // same data directory: the recovered logs, transaction and group state
-// must keep the output exact. On Kafka the broker is a reference of the
-// test's own (forEachTargetCrash), killed and resumed the same way.
+// must keep the output exact. On Kafka the broker crash needs a
+// reference of the test's own (forEachTargetCrash), killed and resumed
+// the same way: with COMPAT_LONG=1 (make compat-long).
 func TestStreamsEOSKill(t *testing.T) {
 	forEachTargetCrash(t, map[string]string{"group.initial.rebalance.delay.ms": "0"}, func(t *testing.T, addr string, crash func(*testing.T)) {
 		dir := t.TempDir()
