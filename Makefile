@@ -93,7 +93,10 @@ console-e2e: build
 # TestConnectDistributed: its worker SIGKILLed mid-flight moving 100,000
 # lines) and an exactly-once Streams app SIGKILLed mid-stream
 # (TestStreamsEOSKill, and on gregor the broker SIGKILLed and restarted
-# under it), each on gregor and on Kafka.
+# under it), the same app as a KIP-1071 streams group scaled 1 -> 3 -> 1
+# (TestStreamsGroupScale), and Kafka's tools on secured listeners
+# (TestKafkaToolACLs, TestKafkaToolsScram, TestKafkaToolsOAuthBearer),
+# each on gregor and on Kafka where it has a reference.
 # COMPAT_PARALLEL clients run at once per target (the Go default is one
 # per core); most of a scenario's time is waiting on the broker, so more
 # than the two cores keep the run near its old length with two targets.
@@ -102,7 +105,7 @@ COMPAT_PARALLEL ?= 8
 compat: compat-deps
 	@mkdir -p compat/out
 	@cd compat && status=0; rm -f out/kafka-versions.tsv; \
-	$(GO) test -count=1 -timeout $(COMPAT_TIMEOUT) -parallel $(COMPAT_PARALLEL) -run '^(TestClients|TestAPIVersions|TestJava|TestKafkaTools|TestConnectStandalone|TestConnectDistributed|TestStreamsEOSKill)$$' . \
+	$(GO) test -count=1 -timeout $(COMPAT_TIMEOUT) -parallel $(COMPAT_PARALLEL) -run '^(TestClients|TestAPIVersions|TestJava|TestKafkaTools?.*|TestConnectStandalone|TestConnectDistributed|TestStreamsEOSKill|TestStreamsGroupScale)$$' . \
 		-args -compat.results=out/results.tsv -compat.versions=out/gregor-versions.tsv \
 		-compat.kafka-versions=out/kafka-versions.tsv $(if $(UPDATE),-compat.update) || status=$$?; \
 	if [ -f out/results.tsv ]; then column -t -s "$$(printf '\t')" out/results.tsv | cut -c1-220; \
