@@ -43,6 +43,9 @@ func handleCreateTopics(s *Server, r *request) (result, error) {
 	var specs []controller.CreateTopic
 	ac := s.auth(r)
 	createAll := ac.cluster(authz.OpCreate)
+	// CreateTopics' controller mutation quota is strict from v6.
+	quota := s.mutationQuotaFor(r, 6)
+	img := s.meta.Image()
 	for i := range req.Topics {
 		t := &req.Topics[i]
 		st := kmsg.NewCreateTopicsResponseTopic()
@@ -68,6 +71,13 @@ func handleCreateTopics(s *Server, r *request) (result, error) {
 		if !ok {
 			continue
 		}
+		// The new partitions count against the quota; a topic that
+		// exists mutates nothing (the controller answers it
+		// TOPIC_ALREADY_EXISTS).
+		if _, exists := img.Topic(t.Topic); !exists && !quota.allow(newTopicPartitions(spec)) {
+			setCreateErr(&slots[i].resp, kerr.ThrottlingQuotaExceeded, throttlingQuotaExceeded)
+			continue
+		}
 		slots[i].index = len(specs)
 		specs = append(specs, spec)
 	}
@@ -85,7 +95,16 @@ func handleCreateTopics(s *Server, r *request) (result, error) {
 		}
 		resp.Topics = append(resp.Topics, sl.resp)
 	}
+	resp.ThrottleMillis = max(resp.ThrottleMillis, quota.finish())
 	return respond(resp)
+}
+
+// newTopicPartitions is how many partitions a topic's creation makes.
+func newTopicPartitions(spec controller.CreateTopic) int {
+	if spec.Assignments != nil {
+		return len(spec.Assignments)
+	}
+	return int(spec.NumPartitions)
 }
 
 // createTopicSpec checks one requested topic and makes its spec for the

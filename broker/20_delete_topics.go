@@ -30,6 +30,10 @@ func handleDeleteTopics(s *Server, r *request) (result, error) {
 	resp.Topics = append(resp.Topics, refused...)
 	names, ids, denied := s.authorizeDeleteTopics(r, names, ids)
 	resp.Topics = append(resp.Topics, denied...)
+	// DeleteTopics' controller mutation quota is strict from v5.
+	quota := s.mutationQuotaFor(r, 5)
+	names, ids, throttled := s.deleteTopicsQuota(quota, names, ids)
+	resp.Topics = append(resp.Topics, throttled...)
 	timeout := time.Duration(req.TimeoutMillis) * time.Millisecond
 	if timeout <= 0 {
 		timeout = 30 * time.Second
@@ -56,7 +60,43 @@ func handleDeleteTopics(s *Server, r *request) (result, error) {
 		}
 		resp.Topics = append(resp.Topics, st)
 	}
+	resp.ThrottleMillis = max(resp.ThrottleMillis, quota.finish())
 	return respond(resp)
+}
+
+// deleteTopicsQuota counts each existing topic's partitions against the
+// controller mutation quota, as Kafka's ReplicationControlManager.deleteTopic
+// does, and answers THROTTLING_QUOTA_EXCEEDED for those it refuses. A
+// topic that does not exist mutates nothing; the controller answers it.
+func (s *Server) deleteTopicsQuota(quota *mutationQuota, names []string, ids [][16]byte) ([]string, [][16]byte, []kmsg.DeleteTopicsResponseTopic) {
+	img := s.meta.Image()
+	var throttled []kmsg.DeleteTopicsResponseTopic
+	refuse := func(name *string, id [16]byte) {
+		st := kmsg.NewDeleteTopicsResponseTopic()
+		st.Topic, st.TopicID = name, id
+		st.ErrorCode = kerr.ThrottlingQuotaExceeded.Code
+		msg := throttlingQuotaExceeded
+		st.ErrorMessage = &msg
+		throttled = append(throttled, st)
+	}
+	keptNames := names[:0:0]
+	for _, n := range names {
+		if t, ok := img.Topic(n); ok && !quota.allow(len(t.Partitions)) {
+			refuse(&n, t.ID)
+			continue
+		}
+		keptNames = append(keptNames, n)
+	}
+	keptIDs := ids[:0:0]
+	for _, id := range ids {
+		if t, ok := img.TopicByID(id); ok && !quota.allow(len(t.Partitions)) {
+			name := t.Name
+			refuse(&name, id)
+			continue
+		}
+		keptIDs = append(keptIDs, id)
+	}
+	return keptNames, keptIDs, throttled
 }
 
 // deletionDisabled answers every topic of the request with Kafka's error

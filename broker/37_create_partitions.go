@@ -44,6 +44,11 @@ func handleCreatePartitions(s *Server, r *request) (result, error) {
 	// (ControllerApis.createPartitions answers it without a message).
 	const idxDenied = -2
 	ac := s.auth(r)
+	// CreatePartitions' controller mutation quota is strict from v3.
+	quota := s.mutationQuotaFor(r, 3)
+	img := s.meta.Image()
+	// idxThrottled marks a topic the quota refused.
+	const idxThrottled = -3
 	idx := make([]int, len(req.Topics))
 	for i, t := range req.Topics {
 		idx[i] = -1
@@ -52,6 +57,13 @@ func handleCreatePartitions(s *Server, r *request) (result, error) {
 		}
 		if !ac.topic(authz.OpAlter, t.Topic) {
 			idx[i] = idxDenied
+			continue
+		}
+		// The added partitions count against the quota; a topic that
+		// does not exist or would not grow mutates nothing (the
+		// controller answers it).
+		if ti, ok := img.Topic(t.Topic); ok && !quota.allow(int(t.Count)-len(ti.Partitions)) {
+			idx[i] = idxThrottled
 			continue
 		}
 		spec := controller.CreatePartitions{Topic: t.Topic, Count: t.Count}
@@ -87,9 +99,12 @@ func handleCreatePartitions(s *Server, r *request) (result, error) {
 			resp.Topics = append(resp.Topics, st)
 			continue
 		}
-		if idx[i] < 0 {
+		switch {
+		case idx[i] == idxThrottled:
+			err = kerrMsg(kerr.ThrottlingQuotaExceeded, throttlingQuotaExceeded)
+		case idx[i] < 0:
 			err = kerrMsg(kerr.InvalidRequest, "Duplicate topic name.")
-		} else {
+		default:
 			err = results[idx[i]].Err
 		}
 		if err != nil {
@@ -99,5 +114,6 @@ func handleCreatePartitions(s *Server, r *request) (result, error) {
 		}
 		resp.Topics = append(resp.Topics, st)
 	}
+	resp.ThrottleMillis = max(resp.ThrottleMillis, quota.finish())
 	return respond(resp)
 }

@@ -9,18 +9,20 @@ import (
 	"github.com/gregorbroker/gregor/broker/internal/clientquota"
 )
 
-// clientQuotas are the produce and fetch byte-rate quotas
-// (broker/internal/clientquota), measured per connection's user and
-// client id against the quotas in the metadata image.
+// clientQuotas are the produce and fetch byte-rate quotas and the
+// controller mutation quota (broker/internal/clientquota), measured per
+// connection's user and client id against the quotas in the metadata
+// image.
 type clientQuotas struct {
-	produce, fetch *clientquota.Manager
+	produce, fetch, mutation *clientquota.Manager
 }
 
 func newClientQuotas(windows, windowSeconds int32) clientQuotas {
 	w := time.Duration(windowSeconds) * time.Second
 	return clientQuotas{
-		produce: clientquota.New("producer_byte_rate", int(windows), w),
-		fetch:   clientquota.New("consumer_byte_rate", int(windows), w),
+		produce:  clientquota.New("producer_byte_rate", int(windows), w),
+		fetch:    clientquota.New("consumer_byte_rate", int(windows), w),
+		mutation: clientquota.New("controller_mutation_rate", int(windows), w),
 	}
 }
 
@@ -150,4 +152,51 @@ func (s *Server) fetchQuotaThrottle(plan *fetchPlan, read fetchRead) int {
 	s.byteQuotas.fetch.Unrecord(img, q.user, q.clientID, size, now)
 	q.conn.throttle(ms)
 	return ms
+}
+
+// mutationQuota is one CreateTopics, CreatePartitions or DeleteTopics
+// request's controller_mutation_rate quota (KIP-599), Kafka's
+// ControllerMutationQuota: strict from the version Kafka makes it strict,
+// permissive below.
+type mutationQuota struct {
+	s              *Server
+	conn           *conn
+	user, clientID string
+	strict         bool
+	throttleMs     int
+}
+
+// throttlingQuotaExceeded is Kafka's message for THROTTLING_QUOTA_EXCEEDED.
+const throttlingQuotaExceeded = "The throttling quota has been exceeded."
+
+// mutationQuotaFor is Kafka's ControllerMutationQuotaManager.newQuotaFor:
+// a strict quota for requests at strictSince or later, a permissive one
+// before.
+func (s *Server) mutationQuotaFor(r *request, strictSince int16) *mutationQuota {
+	return &mutationQuota{
+		s: s, conn: r.conn,
+		user: r.conn.quotaUser(), clientID: clientIDOf(r),
+		strict: r.req.GetVersion() >= strictSince,
+	}
+}
+
+// allow counts partitions mutations and reports whether they may go on:
+// false when a strict quota refuses them (the topic is then answered
+// THROTTLING_QUOTA_EXCEEDED). The request's throttle time is the largest
+// seen.
+func (q *mutationQuota) allow(partitions int) bool {
+	if partitions <= 0 {
+		return true
+	}
+	ms, refused := q.s.byteQuotas.mutation.RecordMutation(q.s.meta.Image(), q.user, q.clientID, float64(partitions), q.strict, q.s.now())
+	q.throttleMs = max(q.throttleMs, ms)
+	return !refused
+}
+
+// finish mutes the connection for the request's throttle time and returns
+// it for the response's throttle_time_ms, as Kafka's
+// sendResponseMaybeThrottleWithControllerQuota.
+func (q *mutationQuota) finish() int32 {
+	q.conn.throttle(q.throttleMs)
+	return int32(q.throttleMs)
 }

@@ -55,7 +55,7 @@ func TestAlterClientQuotas(t *testing.T) {
 		{kerr.InvalidRequest.Code, "producer_byte_rate cannot be a fractional value."},
 		{kerr.InvalidRequest.Code, "Quota producer_byte_rate must be greater than 0"},
 		{kerr.InvalidRequest.Code, "Invalid configuration key fetch_rate"},
-		{kerr.InvalidRequest.Code, "Quota request_percentage is not enforced by Gregor yet; only producer_byte_rate and consumer_byte_rate are"},
+		{kerr.InvalidRequest.Code, "Quota request_percentage is not enforced by Gregor yet; only producer_byte_rate, consumer_byte_rate and controller_mutation_rate are"},
 		{kerr.InvalidRequest.Code, "Invalid quota entity combination, IP entity shouldnot be combined with User or ClientId"},
 		{kerr.InvalidRequest.Code, "Ignoring duplicate entity ClientQuotaEntity(entries={user=frank})"},
 	}

@@ -8,8 +8,9 @@ import (
 	"github.com/gregorbroker/gregor/raftmeta/image"
 )
 
-// Manager measures one kind of client traffic (producer_byte_rate or
-// consumer_byte_rate) per quota sensor.
+// Manager measures one kind of client traffic (producer_byte_rate,
+// consumer_byte_rate, request_percentage or controller_mutation_rate)
+// per quota sensor.
 type Manager struct {
 	key      string
 	n        int
@@ -27,6 +28,7 @@ type tags struct{ user, clientID string }
 
 type sensor struct {
 	rate     *rate
+	bucket   bucket // for controller_mutation_rate (RecordMutation)
 	lastUsed int64
 }
 
