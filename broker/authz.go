@@ -1,7 +1,9 @@
 package broker
 
 import (
+	"context"
 	"fmt"
+	"log/slog"
 	"maps"
 	"net"
 	"net/netip"
@@ -129,6 +131,14 @@ func remoteHost(addr net.Addr) string {
 type authCheck struct {
 	a   *authz.Authorizer
 	req authz.Request
+	// audit is the component=authorizer logger (Kafka's
+	// kafka.authorizer.logger) and api the request's name for its lines.
+	audit *slog.Logger
+	api   string
+	// quietDeny is Kafka's logIfDenied=false: a denial that only filters
+	// (the topics of an all-topics Metadata) is not an attempt on a
+	// resource the client named, so it is not logged at INFO.
+	quietDeny bool
 }
 
 // auth returns the check for r.
@@ -137,7 +147,45 @@ func (s *Server) auth(r *request) authCheck {
 	if a == nil {
 		return authCheck{}
 	}
-	return authCheck{a: a, req: r.authzRequest()}
+	return authCheck{a: a, req: r.authzRequest(), audit: s.auditLog, api: kmsg.NameForKey(r.req.Key())}
+}
+
+// quiet is c with denials logged below INFO, as Kafka's checks with
+// logIfDenied=false.
+func (c authCheck) quiet() authCheck {
+	c.quietDeny = true
+	return c
+}
+
+// levelTrace is below slog's DEBUG, where Kafka's audit log writes the
+// decisions of checks that ask not to be logged (TRACE).
+const levelTrace = slog.LevelDebug - 4
+
+// logDecision writes the audit line of one decision as Kafka's
+// StandardAuthorizerData.logAuditMessage does: a denial at INFO (when
+// logIfDenied), an allowance at DEBUG (when logIfAllowed), the others at
+// TRACE. refCount is Kafka's resourceRefCount: 1 for one resource.
+func (c authCheck) logDecision(d authz.Decision, op authz.Operation, rt authz.ResourceType, name string, logIfAllowed, logIfDenied bool) {
+	if c.audit == nil {
+		return
+	}
+	level := levelTrace
+	switch {
+	case d.Allowed && logIfAllowed:
+		level = slog.LevelDebug
+	case !d.Allowed && logIfDenied:
+		level = slog.LevelInfo
+	}
+	ctx := context.Background()
+	if !c.audit.Enabled(ctx, level) {
+		return
+	}
+	verdict := "Denied"
+	if d.Allowed {
+		verdict = "Allowed"
+	}
+	c.audit.Log(ctx, level, fmt.Sprintf("Principal = %s is %s operation = %s from host = %s on resource = %s:LITERAL:%s for request = %s with resourceRefCount = 1 based on rule %s",
+		c.req.Principal, verdict, op, c.req.Host, authz.ResourceTypeName(rt), name, c.api, d.Rule))
 }
 
 // enabled reports whether an authorizer is configured.
@@ -145,7 +193,12 @@ func (c authCheck) enabled() bool { return c.a != nil }
 
 // allowed reports whether the principal may perform op on the resource.
 func (c authCheck) allowed(op authz.Operation, rt authz.ResourceType, name string) bool {
-	return c.a == nil || c.a.Authorize(c.req, op, rt, name)
+	if c.a == nil {
+		return true
+	}
+	d := c.a.Decide(c.req, op, rt, name)
+	c.logDecision(d, op, rt, name, true, !c.quietDeny)
+	return d.Allowed
 }
 
 // topic reports whether the principal may perform op on the topic.

@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -43,8 +44,22 @@ func (s *Server) alterBrokerConfigs(name string, ops []configOp, replace, valida
 			return kerrMsg(kerr.InvalidRequest, "Unknown operations type "+strconv.Itoa(int(o.op)))
 		}
 	}
-	if err := config.ValidateDynamicBrokerConfigs(next); err != nil {
+	if err := config.ValidateDynamicBrokerConfigs(next, name != ""); err != nil {
 		return kerrMsg(kerr.InvalidRequest, err.Error())
+	}
+	// The listeners whose key or trust store the ops name (a non-empty
+	// name is this broker, checkBrokerResourceName saw to it): their new
+	// stores must load before the change is accepted.
+	named := map[string]bool{}
+	for _, o := range ops {
+		if l, ok := config.ListenerStoreKey(o.name); ok {
+			named[strings.ToLower(l)] = true
+		}
+	}
+	if name != "" && len(named) > 0 {
+		if err := s.checkListenerStores(next, named); err != nil {
+			return kerrMsg(kerr.InvalidRequest, "Validation of dynamic config update of SSLFactory failed: "+err.Error())
+		}
 	}
 	set := make(map[string]*string)
 	for k, v := range next {
@@ -58,11 +73,25 @@ func (s *Server) alterBrokerConfigs(name string, ops []configOp, replace, valida
 		}
 	}
 	if len(set) == 0 {
+		// Setting a store property to its current value re-reads the
+		// files, as Kafka does for a per-broker change.
+		if name != "" && !validateOnly {
+			s.reloadListenerTLS(next, named)
+		}
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(s.ctx, 30*time.Second)
 	defer cancel()
-	return s.ctrl.AlterConfigs(ctx, resourceBroker, name, set, validateOnly)
+	if err := s.ctrl.AlterConfigs(ctx, resourceBroker, name, set, validateOnly); err != nil {
+		return err
+	}
+	if name != "" && !validateOnly {
+		// The committed change is in this broker's image by now; read
+		// it from there so the metadata watcher, which reloads from the
+		// image too, agrees.
+		s.reloadListenerTLS(s.meta.Image().BrokerConfigs(name), named)
+	}
+	return nil
 }
 
 // dynamicConfigs is the dynamic broker config layers that apply to this

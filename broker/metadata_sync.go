@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -172,6 +173,9 @@ func (s *Server) reconcile(img *image.Image) error {
 	if s.shares != nil {
 		s.shares.loader.Reconcile(img)
 	}
+	// Listener key and trust stores set by dynamic config, here or before
+	// a restart.
+	s.reloadListenerTLS(img.BrokerConfigs(strconv.Itoa(int(s.cfg.NodeID))), nil)
 	return errors.Join(errs...)
 }
 

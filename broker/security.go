@@ -8,6 +8,8 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gregorbroker/gregor/config"
@@ -18,10 +20,18 @@ import (
 // listenerSecurity is what a client listener needs to secure and
 // authenticate its connections, built once at start.
 type listenerSecurity struct {
-	cfg    config.ListenerSecurity
-	tls    *tls.Config                   // SSL, SASL_SSL
-	mapper *security.PrincipalMapper     // SSL: the client certificate's principal
-	mechs  map[string]security.Mechanism // SASL_PLAINTEXT, SASL_SSL
+	cfg config.ListenerSecurity
+	// tls is the config handshakes start from (SSL, SASL_SSL): it hands
+	// each ClientHello the current config, so a dynamic key or trust store
+	// change applies to new connections at once and open ones keep theirs.
+	tls *tls.Config
+	cur atomic.Pointer[tls.Config]
+	// stores is the listener's dynamic key and trust store properties
+	// cur was built with; reloadMu serializes the reloads.
+	reloadMu sync.Mutex
+	stores   map[string]string
+	mapper   *security.PrincipalMapper     // SSL: the client certificate's principal
+	mechs    map[string]security.Mechanism // SASL_PLAINTEXT, SASL_SSL
 }
 
 // ScramCredentials is where SCRAM mechanisms look users up. The default
@@ -63,7 +73,10 @@ func newListenerSecurity(cfg *config.Broker, listeners []config.Listener, scram 
 			if err != nil {
 				return nil, fmt.Errorf("security: %w", err)
 			}
-			sec.tls = t
+			sec.cur.Store(t)
+			sec.tls = &tls.Config{GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) {
+				return sec.cur.Load(), nil
+			}}
 			m, err := security.NewPrincipalMapper(ls.SSL.PrincipalMappingRules)
 			if err != nil {
 				return nil, fmt.Errorf("security: listener %s: %s: %w", l.Name, ls.SSL.Source["ssl.principal.mapping.rules"], err)

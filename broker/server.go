@@ -138,6 +138,10 @@ type Server struct {
 	// (security.go).
 	security map[string]*listenerSecurity
 
+	// auditLog is the authorizer's decisions (component=authorizer), as
+	// Kafka's kafka.authorizer.logger (authz.go).
+	auditLog *slog.Logger
+
 	// ops are the metrics and the HTTP listener (ops_http.go).
 	ops opsState
 	// acls is the authorizer (authz.go), nil without authorizer.class.name.
@@ -172,6 +176,7 @@ func New(cfg *config.Broker, opts Options) (*Server, error) {
 		versions: &supportedVersions,
 		conns:    make(map[net.Conn]struct{}),
 	}
+	s.auditLog = s.log.With("component", "authorizer")
 	s.copyFetch = opts.CopyFetch
 	s.ops.extra = opts.HTTPHandler
 	s.newMetrics()

@@ -66,9 +66,20 @@ func (e *DynamicBrokerError) Error() string { return e.msg }
 // broker does before it forwards the change to the controller: names that
 // cannot change at run time first, all of them in one message, then each
 // value against its type and validator.
-func ValidateDynamicBrokerConfigs(set map[string]string) error {
-	var refused, reasons []string
+//
+// perBroker says the resource is one broker (its id), not the cluster
+// default: listener key and trust stores are per broker only, as in Kafka.
+func ValidateDynamicBrokerConfigs(set map[string]string, perBroker bool) error {
+	var refused, reasons, unprefixed, stores []string
 	for name := range set {
+		if _, ok := ListenerStoreKey(name); ok {
+			stores = append(stores, name)
+			continue
+		}
+		if isPlainStoreKey(name) {
+			unprefixed = append(unprefixed, name)
+			continue
+		}
 		if _, ok := appliedDynamic[name]; !ok {
 			refused = append(refused, name)
 			if r, ok := refusedDynamicReason[name]; ok && !slices.Contains(reasons, r) {
@@ -85,6 +96,10 @@ func ValidateDynamicBrokerConfigs(set map[string]string) error {
 		}
 		return &DynamicBrokerError{msg: fmt.Sprintf("Cannot update these configs dynamically: [%s] (%s)", strings.Join(refused, ", "), why)}
 	}
+	if len(unprefixed) > 0 {
+		slices.Sort(unprefixed)
+		return &DynamicBrokerError{msg: fmt.Sprintf("These security configs can be dynamically updated only per-listener using the listener prefix: [%s]", strings.Join(unprefixed, ", "))}
+	}
 	names := make([]string, 0, len(set))
 	for name := range set {
 		names = append(names, name)
@@ -92,9 +107,17 @@ func ValidateDynamicBrokerConfigs(set map[string]string) error {
 	slices.Sort(names)
 	for _, name := range names {
 		k := brokerKeyIndex[name]
+		if _, ok := ListenerStoreKey(name); ok {
+			_, key, _ := strings.Cut(strings.TrimPrefix(name, "listener.name."), ".")
+			k = securityKey(key)
+		}
 		if _, err := parseChecked(name, k.typ, k.check, set[name]); err != nil {
 			return &DynamicBrokerError{msg: err.Error()}
 		}
+	}
+	if !perBroker && len(stores) > 0 {
+		slices.Sort(stores)
+		return &DynamicBrokerError{msg: fmt.Sprintf("Cannot update these configs at default cluster level, broker id must be specified: [%s]", strings.Join(stores, ", "))}
 	}
 	return nil
 }

@@ -90,10 +90,53 @@ func HostOf(addr netip.Addr) string {
 // names it (whoever for) and otherwise allowed only with
 // allow.everyone.if.no.acl.found.
 func (a *Authorizer) Authorize(r Request, op Operation, rt ResourceType, name string) bool {
+	return a.Decide(r, op, rt, name).Allowed
+}
+
+// Decision is an authorization answer and the rule that gave it, as
+// Kafka's audit log names it.
+type Decision struct {
+	Allowed bool
+	// Rule is Kafka's MatchingRule: "SuperUser", "DefaultAllow",
+	// "DefaultDeny", or the entry that decided ("MatchingAcl(acl=...)").
+	Rule string
+}
+
+// Decide is Authorize with the rule that decided.
+func (a *Authorizer) Decide(r Request, op Operation, rt ResourceType, name string) Decision {
 	if a.superUsers[r.Principal] {
-		return true
+		return Decision{Allowed: true, Rule: "SuperUser"}
 	}
-	return a.acls.Load().decide(r, op, rt, name, a.allowEveryone)
+	allowed, acl := a.acls.Load().decide(r, op, rt, name, a.allowEveryone)
+	switch {
+	case acl != nil:
+		return Decision{Allowed: allowed, Rule: "MatchingAcl(acl=StandardAcl" + acl.String() + ")"}
+	case allowed:
+		return Decision{Allowed: true, Rule: "DefaultAllow"}
+	default:
+		return Decision{Rule: "DefaultDeny"}
+	}
+}
+
+// ResourceTypeName is the resource type as Kafka's audit log writes it
+// (SecurityUtils.resourceTypeName): Topic, Group, Cluster,
+// TransactionalId, DelegationToken, User.
+func ResourceTypeName(rt ResourceType) string {
+	switch rt {
+	case ResourceTopic:
+		return "Topic"
+	case ResourceGroup:
+		return "Group"
+	case ResourceCluster:
+		return "Cluster"
+	case ResourceTransactionalID:
+		return "TransactionalId"
+	case ResourceDelegationToken:
+		return "DelegationToken"
+	case ResourceUser:
+		return "User"
+	}
+	return rt.String()
 }
 
 // AuthorizeByResourceType reports whether r may perform op on some
@@ -227,43 +270,50 @@ func newIndex(acls []ACL) *aclIndex {
 // decide is StandardAuthorizerData.findAclRule: DENY wins over ALLOW;
 // with neither, any ACL on the resource denies, and none gives the
 // default.
-func (ix *aclIndex) decide(r Request, op Operation, rt ResourceType, name string, dflt bool) bool {
+func (ix *aclIndex) decide(r Request, op Operation, rt ResourceType, name string, dflt bool) (bool, *ACL) {
 	t := ix.byType[rt]
 	if t == nil {
-		return dflt
+		return dflt, nil
 	}
-	found, allowed := false, false
-	// check returns true when a DENY entry matched, which settles it.
-	check := func(acls []ACL) bool {
-		for _, acl := range acls {
+	found := false
+	var allow *ACL
+	// check returns the DENY entry that matched, which settles it.
+	check := func(acls []ACL) *ACL {
+		for i, acl := range acls {
 			found = true
 			switch matchEntry(acl, r, op) {
 			case PermissionDeny:
-				return true
+				return &acls[i]
 			case PermissionAllow:
-				allowed = true
+				if allow == nil {
+					allow = &acls[i]
+				}
 			}
 		}
-		return false
+		return nil
 	}
-	if check(t.literal[name]) {
-		return false
+	if d := check(t.literal[name]); d != nil {
+		return false, d
 	}
-	for _, acl := range t.prefixed {
-		if strings.HasPrefix(name, acl.ResourceName) && check([]ACL{acl}) {
-			return false
+	for i := range t.prefixed {
+		if strings.HasPrefix(name, t.prefixed[i].ResourceName) {
+			if d := check(t.prefixed[i : i+1]); d != nil {
+				return false, d
+			}
 		}
 	}
-	if name != Wildcard && check(t.literal[Wildcard]) {
-		return false
+	if name != Wildcard {
+		if d := check(t.literal[Wildcard]); d != nil {
+			return false, d
+		}
 	}
 	switch {
-	case allowed:
-		return true
+	case allow != nil:
+		return true, allow
 	case found:
-		return false
+		return false, nil
 	default:
-		return dflt
+		return dflt, nil
 	}
 }
 
