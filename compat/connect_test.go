@@ -83,7 +83,7 @@ func TestConnectStandalone(t *testing.T) {
 			"file": sink, "topics": topic,
 			"consumer.override.auto.offset.reset": "earliest",
 		})
-		const half = 5000
+		const half = 50000 // 100,000 lines in all, as the issue asks
 		want := connectLines(1, half)
 		appendLines(t, src, want)
 		w := startJVM(t, dir, "standalone-1", connectClasspath(t), classConnectStandalone, worker, srcProps, sinkProps)
