@@ -9,9 +9,11 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sasl"
+	"github.com/twmb/franz-go/pkg/sasl/oauth"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 
@@ -26,11 +28,15 @@ type clientSecurity struct {
 	mechanism     string
 	user          string
 	password      string
-	tls           bool
-	tlsCA         string
-	tlsCert       string
-	tlsKey        string
-	insecure      bool
+	token         string
+	// unsecuredLogin is OAuthBearerLoginModule's unsecuredLogin*
+	// options from --command-config, for a token built here.
+	unsecuredLogin map[string]string
+	tls            bool
+	tlsCA          string
+	tlsCert        string
+	tlsKey         string
+	insecure       bool
 }
 
 // securityFlags registers the client security flags on every command.
@@ -43,9 +49,10 @@ func (c *cmd) securityOpts() ([]kgo.Opt, error) { return c.sec.opts(c.fs, c.path
 // register adds the security flags to fs.
 func (s *clientSecurity) register(fs *flag.FlagSet) {
 	fs.StringVar(&s.commandConfig, "command-config", "", "a Kafka client properties `file` (security.protocol, sasl.mechanism, sasl.jaas.config, ssl.truststore.*/ssl.keystore.* of type PEM)")
-	fs.StringVar(&s.mechanism, "sasl-mechanism", "", "authenticate with SASL: `PLAIN|SCRAM-SHA-256|SCRAM-SHA-512`")
+	fs.StringVar(&s.mechanism, "sasl-mechanism", "", "authenticate with SASL: `PLAIN|SCRAM-SHA-256|SCRAM-SHA-512|OAUTHBEARER`")
 	fs.StringVar(&s.user, "sasl-user", os.Getenv("GREGOR_SASL_USER"), "the SASL `user` (env GREGOR_SASL_USER)")
 	fs.StringVar(&s.password, "sasl-password", "", "the SASL `password` (env GREGOR_SASL_PASSWORD)")
+	fs.StringVar(&s.token, "sasl-token", "", "the OAUTHBEARER `token` (a JWT; env GREGOR_SASL_TOKEN)")
 	fs.BoolVar(&s.tls, "tls", false, "connect with TLS (implied by the other --tls-* flags)")
 	fs.StringVar(&s.tlsCA, "tls-ca", "", "a PEM `file` of the CA certificates to trust, instead of the system's")
 	fs.StringVar(&s.tlsCert, "tls-cert", "", "a PEM client certificate `file`, for mutual TLS (with --tls-key)")
@@ -68,8 +75,29 @@ func (s clientSecurity) opts(fs *flag.FlagSet, op string) ([]kgo.Opt, error) {
 	if s.password == "" && !set["sasl-password"] {
 		s.password = os.Getenv("GREGOR_SASL_PASSWORD")
 	}
+	if s.token == "" && !set["sasl-token"] {
+		s.token = os.Getenv("GREGOR_SASL_TOKEN")
+	}
 	var opts []kgo.Opt
-	if s.mechanism != "" {
+	if strings.EqualFold(s.mechanism, "OAUTHBEARER") {
+		if set["sasl-user"] || set["sasl-password"] {
+			return nil, usagef("%s: --sasl-mechanism OAUTHBEARER takes --sasl-token, not --sasl-user or --sasl-password", op)
+		}
+		token := s.token
+		if token == "" && s.unsecuredLogin != nil {
+			t, err := unsecuredJWS(s.unsecuredLogin, time.Now())
+			if err != nil {
+				return nil, fmt.Errorf("%s: --command-config: sasl.jaas.config: %w", op, err)
+			}
+			token = t
+		}
+		if token == "" {
+			return nil, usagef("%s: --sasl-mechanism OAUTHBEARER needs --sasl-token (or GREGOR_SASL_TOKEN, or --command-config with OAuthBearerLoginModule's unsecuredLogin options)", op)
+		}
+		opts = append(opts, kgo.SASL(oauth.Auth{Token: token}.AsMechanism()))
+	} else if set["sasl-token"] {
+		return nil, usagef("%s: --sasl-token needs --sasl-mechanism OAUTHBEARER", op)
+	} else if s.mechanism != "" {
 		if s.user == "" {
 			return nil, usagef("%s: --sasl-mechanism %s needs --sasl-user (or GREGOR_SASL_USER)", op, s.mechanism)
 		}
@@ -101,7 +129,7 @@ func saslMechanism(name, user, pass string) (sasl.Mechanism, error) {
 	case "SCRAM-SHA-512":
 		return scram.Auth{User: user, Pass: pass}.AsSha512Mechanism(), nil
 	}
-	return nil, fmt.Errorf("SASL mechanism %q is not PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512", name)
+	return nil, fmt.Errorf("SASL mechanism %q is not PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER", name)
 }
 
 // tlsConfig builds the TLS configuration: the CA file or the system's
@@ -140,6 +168,8 @@ type commandConfig struct {
 	password  string
 	trustPEM  string
 	keyPEM    string
+	// unsecuredLogin is OAuthBearerLoginModule's options.
+	unsecuredLogin map[string]string
 }
 
 // merge applies the file under the flags given on the command line.
@@ -152,6 +182,9 @@ func (f commandConfig) merge(s *clientSecurity, set map[string]bool) {
 	}
 	if f.password != "" && !set["sasl-password"] {
 		s.password = f.password
+	}
+	if f.unsecuredLogin != nil {
+		s.unsecuredLogin = f.unsecuredLogin
 	}
 	if strings.HasSuffix(f.protocol, "SSL") {
 		s.tls = true
@@ -207,10 +240,14 @@ func readCommandConfig(path string) (commandConfig, error) {
 			if m == nil {
 				return cc, fmt.Errorf("%s: sasl.jaas.config is not \"<LoginModule> required username=\\\"…\\\" password=\\\"…\\\";\"", path)
 			}
+			oauthModule := false
 			switch m[1] {
 			case "org.apache.kafka.common.security.plain.PlainLoginModule", "org.apache.kafka.common.security.scram.ScramLoginModule":
+			case "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule":
+				oauthModule = true
+				cc.unsecuredLogin = map[string]string{}
 			default:
-				return cc, fmt.Errorf("%s: sasl.jaas.config: login module %s is not supported (PlainLoginModule or ScramLoginModule)", path, m[1])
+				return cc, fmt.Errorf("%s: sasl.jaas.config: login module %s is not supported (PlainLoginModule, ScramLoginModule or OAuthBearerLoginModule)", path, m[1])
 			}
 			// Whatever is not an option must be the closing ";": a stray
 			// word or a broken quote is an error, not a lost setting.
@@ -219,6 +256,13 @@ func readCommandConfig(path string) (commandConfig, error) {
 			}
 			for _, o := range jaasOptionRe.FindAllStringSubmatch(v[len(m[0]):], -1) {
 				val := strings.NewReplacer(`\"`, `"`, `\\`, `\`).Replace(o[2])
+				if oauthModule {
+					if !strings.HasPrefix(o[1], "unsecuredLogin") {
+						return cc, fmt.Errorf("%s: sasl.jaas.config: OAuthBearerLoginModule option %s is not supported (the unsecuredLogin* options; or give a token with --sasl-token)", path, o[1])
+					}
+					cc.unsecuredLogin[o[1]] = val
+					continue
+				}
 				switch o[1] {
 				case "username":
 					cc.user = val

@@ -3,6 +3,7 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -30,7 +31,7 @@ ssl.endpoint.identification.algorithm=https
 		t.Fatal(err)
 	}
 	want := commandConfig{protocol: "SASL_SSL", mechanism: "SCRAM-SHA-512", user: "bob", password: `p"w=1`, trustPEM: "/ca.pem"}
-	if cc != want {
+	if !reflect.DeepEqual(cc, want) {
 		t.Fatalf("got %+v, want %+v", cc, want)
 	}
 	var s clientSecurity
