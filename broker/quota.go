@@ -2,6 +2,9 @@ package broker
 
 import (
 	"context"
+	"errors"
+	"net"
+	"net/netip"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -15,6 +18,9 @@ import (
 // image.
 type clientQuotas struct {
 	produce, fetch, mutation, request *clientquota.Manager
+	// ipRates measure connection creation per IP address against the
+	// ip entities' connection_creation_rate (KIP-612).
+	ipRates *clientquota.IPRates
 	// maxRequestThrottleMs bounds request_percentage's throttle time at
 	// one window, as Kafka's ClientRequestQuotaManager.
 	maxRequestThrottleMs int
@@ -27,6 +33,7 @@ func newClientQuotas(windows, windowSeconds int32) clientQuotas {
 		fetch:    clientquota.New("consumer_byte_rate", int(windows), w),
 		mutation: clientquota.New("controller_mutation_rate", int(windows), w),
 		request:  clientquota.New("request_percentage", int(windows), w),
+		ipRates:  clientquota.NewIPRates(int(windows), w),
 
 		maxRequestThrottleMs: int(w.Milliseconds()),
 	}
@@ -269,4 +276,28 @@ func (q *mutationQuota) allow(partitions int) bool {
 func (q *mutationQuota) finish() int32 {
 	q.conn.throttle(q.throttleMs)
 	return int32(q.throttleMs)
+}
+
+// errIPRateThrottled refuses a connection over its address's
+// connection_creation_rate.
+var errIPRateThrottled = errors.New("connection creation rate of the address exceeded")
+
+// ipRateAdmit counts a new connection from addr against its ip entity's
+// connection_creation_rate (KIP-612). Over the quota it returns
+// errIPRateThrottled and closes the socket once the throttle time has
+// passed, as Kafka's Acceptor keeps a throttled socket open for that time
+// before it closes it (so that a client does not reconnect at once).
+func (s *Server) ipRateAdmit(nc net.Conn, listener string, addr netip.Addr) error {
+	limit, ok := clientquota.IPLimit(s.meta.Image(), addr)
+	if !ok {
+		return nil
+	}
+	ms := s.byteQuotas.ipRates.Record(addr, limit, s.now())
+	if ms <= 0 {
+		return nil
+	}
+	s.log.Info("throttled connection: the address is over its connection_creation_rate",
+		"ip", addr, "rate", limit, "listener", listener, "close_after_ms", ms)
+	time.AfterFunc(time.Duration(ms)*time.Millisecond, func() { nc.Close() })
+	return errIPRateThrottled
 }
