@@ -13,9 +13,9 @@ import (
 // user, client-id and ip entities. The broker forwards the request as it
 // came to the active controller, which decides it as Kafka's
 // ClientQuotaControlManager does and commits ClientQuotaRecords
-// (raftmeta/controller/quota.go). Only producer_byte_rate and
-// consumer_byte_rate, which the brokers enforce (quota.go), are accepted;
-// Kafka's other quota keys answer INVALID_REQUEST.
+// (raftmeta/controller/quota.go). Only the keys the brokers enforce
+// (controller.EnforcedQuotaKeys, quota.go) are accepted; Kafka's other
+// quota keys answer INVALID_REQUEST.
 func init() { register(49, 0, 1, handleAlterClientQuotas) }
 
 func handleAlterClientQuotas(s *Server, r *request) (result, error) {

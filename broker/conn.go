@@ -84,6 +84,9 @@ type slot struct {
 	// slot on to the goroutine reading it (the slots channel, done's
 	// close), so they need no lock.
 	started, localDone, ready, taken time.Duration
+	// quota is who the request's time counts against under
+	// request_percentage (quota.go); nil without such quotas.
+	quota *requestQuota
 	// frame is a Produce request's frame, pooled again once the slot is
 	// finished (framepool.go); nil for every other request.
 	frame []byte
@@ -279,6 +282,7 @@ func (c *conn) countRequest(sl *slot, sent time.Time) {
 		ResponseQueue: sl.taken - sl.ready,
 		ResponseSend:  max(sent.Sub(sl.read)-sl.taken, 0),
 	})
+	c.recordResponseTime(sl.quota, max(sent.Sub(sl.read)-sl.taken, 0))
 }
 
 // handleFrame parses one request, read off the socket at read, and starts
@@ -321,6 +325,7 @@ func (c *conn) handleFrame(frame []byte, read time.Time) (*slot, bool) {
 		res = c.produceQuota(r, len(frame), res)
 	}
 	sl.localDone = time.Since(read)
+	res, sl.quota = c.recordRequestTime(r, sl.localDone-started, res)
 	switch {
 	case res.wait != nil:
 		c.s.goTracked(func() {

@@ -2,6 +2,9 @@ package broker
 
 import (
 	"context"
+	"errors"
+	"net"
+	"net/netip"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -14,7 +17,13 @@ import (
 // connection's user and client id against the quotas in the metadata
 // image.
 type clientQuotas struct {
-	produce, fetch, mutation *clientquota.Manager
+	produce, fetch, mutation, request *clientquota.Manager
+	// ipRates measure connection creation per IP address against the
+	// ip entities' connection_creation_rate (KIP-612).
+	ipRates *clientquota.IPRates
+	// maxRequestThrottleMs bounds request_percentage's throttle time at
+	// one window, as Kafka's ClientRequestQuotaManager.
+	maxRequestThrottleMs int
 }
 
 func newClientQuotas(windows, windowSeconds int32) clientQuotas {
@@ -23,6 +32,10 @@ func newClientQuotas(windows, windowSeconds int32) clientQuotas {
 		produce:  clientquota.New("producer_byte_rate", int(windows), w),
 		fetch:    clientquota.New("consumer_byte_rate", int(windows), w),
 		mutation: clientquota.New("controller_mutation_rate", int(windows), w),
+		request:  clientquota.New("request_percentage", int(windows), w),
+		ipRates:  clientquota.NewIPRates(int(windows), w),
+
+		maxRequestThrottleMs: int(w.Milliseconds()),
 	}
 }
 
@@ -84,6 +97,12 @@ func (c *conn) produceQuota(r *request, size int, res result) result {
 		return res
 	}
 	c.throttle(ms)
+	return withThrottle(res, ms)
+}
+
+// withThrottle puts ms in res's response's throttle_time_ms unless it
+// already holds more.
+func withThrottle(res result, ms int) result {
 	set := func(resp kmsg.Response) kmsg.Response {
 		if tr, ok := resp.(interface {
 			kmsg.ThrottleResponse
@@ -107,6 +126,64 @@ func (c *conn) produceQuota(r *request, size int, res result) result {
 		res.resp = set(res.resp)
 	}
 	return res
+}
+
+// requestQuota is who a request's time counts against under
+// request_percentage.
+type requestQuota struct {
+	user, clientID string
+}
+
+// nanosToPercent turns thread time into request_percentage's unit: the
+// percentage of one thread's second (Kafka's nanosToPercentage).
+func nanosToPercent(d time.Duration) float64 { return float64(d.Nanoseconds()) * 100 / 1e9 }
+
+// recordRequestTime counts the time the request took to parse and handle
+// (handled, the connection loop's Local phase, Kafka's request thread
+// time) against the client's request_percentage quota and, when it is
+// over, mutes the connection and puts the throttle time, at most one
+// window, in the response (Kafka's sendResponseMaybeThrottle). It
+// returns who the request counts against, for the network time its
+// response then takes (recordResponseTime); nil when no
+// request_percentage quota exists. Follower fetches are exempt, as in
+// Kafka.
+func (c *conn) recordRequestTime(r *request, handled time.Duration, res result) (result, *requestQuota) {
+	img := c.s.meta.Image()
+	m := c.s.byteQuotas.request
+	if !m.Enabled(img) || isReplicaFetch(r) {
+		return res, nil
+	}
+	q := &requestQuota{user: c.quotaUser(), clientID: clientIDOf(r)}
+	ms := m.Record(img, q.user, q.clientID, nanosToPercent(handled), c.s.now())
+	ms = min(ms, c.s.byteQuotas.maxRequestThrottleMs)
+	if ms <= 0 {
+		return res, q
+	}
+	c.throttle(ms)
+	return withThrottle(res, ms), q
+}
+
+// recordResponseTime counts the time the response took to send (Kafka's
+// network thread time) against the request's quota, without throttling
+// for it (Kafka's recordNoThrottle): it weighs on the next request.
+func (c *conn) recordResponseTime(q *requestQuota, d time.Duration) {
+	if q == nil || d <= 0 {
+		return
+	}
+	c.s.byteQuotas.request.Record(c.s.meta.Image(), q.user, q.clientID, nanosToPercent(d), c.s.now())
+}
+
+// isReplicaFetch reports whether r is a follower's Fetch, which Kafka
+// exempts from the request quota.
+func isReplicaFetch(r *request) bool {
+	f, ok := r.req.(*kmsg.FetchRequest)
+	if !ok {
+		return false
+	}
+	if f.Version >= 15 {
+		return f.ReplicaState.ID >= 0
+	}
+	return f.ReplicaID >= 0
 }
 
 // fetchQuota is who a consumer's fetch counts against.
@@ -199,4 +276,28 @@ func (q *mutationQuota) allow(partitions int) bool {
 func (q *mutationQuota) finish() int32 {
 	q.conn.throttle(q.throttleMs)
 	return int32(q.throttleMs)
+}
+
+// errIPRateThrottled refuses a connection over its address's
+// connection_creation_rate.
+var errIPRateThrottled = errors.New("connection creation rate of the address exceeded")
+
+// ipRateAdmit counts a new connection from addr against its ip entity's
+// connection_creation_rate (KIP-612). Over the quota it returns
+// errIPRateThrottled and closes the socket once the throttle time has
+// passed, as Kafka's Acceptor keeps a throttled socket open for that time
+// before it closes it (so that a client does not reconnect at once).
+func (s *Server) ipRateAdmit(nc net.Conn, listener string, addr netip.Addr) error {
+	limit, ok := clientquota.IPLimit(s.meta.Image(), addr)
+	if !ok {
+		return nil
+	}
+	ms := s.byteQuotas.ipRates.Record(addr, limit, s.now())
+	if ms <= 0 {
+		return nil
+	}
+	s.log.Info("throttled connection: the address is over its connection_creation_rate",
+		"ip", addr, "rate", limit, "listener", listener, "close_after_ms", ms)
+	time.AfterFunc(time.Duration(ms)*time.Millisecond, func() { nc.Close() })
+	return errIPRateThrottled
 }

@@ -3,7 +3,6 @@ package broker
 import (
 	"context"
 	"crypto/rand"
-	"errors"
 	"math"
 	"strings"
 	"sync"
@@ -143,17 +142,16 @@ func TestClientQuotasAPI(t *testing.T) {
 		}
 	}
 
-	// A quota Gregor does not enforce is refused, and removal works.
+	// An ip entity's quota is set, and removal works.
 	res, err := adm.AlterClientQuotas(testContext(t), []kadm.AlterClientQuotaEntry{
-		{Entity: quotaEntity("user", "bob"), Ops: []kadm.AlterClientQuotaOp{{Key: "request_percentage", Value: 50}}},
+		{Entity: quotaEntity("ip", "10.0.0.9"), Ops: []kadm.AlterClientQuotaOp{{Key: "connection_creation_rate", Value: 50}}},
 		{Entity: quotaEntity("user", "alice"), Ops: []kadm.AlterClientQuotaOp{{Key: "producer_byte_rate", Remove: true}}},
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, r := range res {
-		bob := r.Entity[0].Name != nil && *r.Entity[0].Name == "bob"
-		if bob != errors.Is(r.Err, kerr.InvalidRequest) {
+		if r.Err != nil {
 			t.Errorf("alter %v: %v %s", r.Entity, r.Err, r.ErrMessage)
 		}
 	}

@@ -516,6 +516,14 @@ func (s *Server) admitTo(q *connlimit.Quotas, nc net.Conn, listener string, addr
 		nc.Close()
 		return err
 	}
+	// IP connection-rate quotas are the brokers' client listeners', not
+	// the controller listener's.
+	if q == s.quotas {
+		if err := s.ipRateAdmit(nc, listener, addr); err != nil {
+			q.Release(addr)
+			return err
+		}
+	}
 	if err := s.configureConn(nc); err != nil {
 		s.log.Error("configure accepted connection; closing it", "ip", addr, "err", err)
 		nc.Close()

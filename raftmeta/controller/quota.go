@@ -38,7 +38,7 @@ var (
 // EnforcedQuotaKeys are the quota keys Gregor's brokers enforce. The
 // others Kafka has are refused rather than stored, so that no one takes
 // a quota for enforced when it is not.
-var EnforcedQuotaKeys = map[string]bool{"producer_byte_rate": true, "consumer_byte_rate": true, "controller_mutation_rate": true}
+var EnforcedQuotaKeys = map[string]bool{"producer_byte_rate": true, "consumer_byte_rate": true, "controller_mutation_rate": true, "request_percentage": true, "connection_creation_rate": true}
 
 // quotaAlteration is one entry of an AlterClientQuotas request as
 // Kafka's AlterClientQuotasRequest.entries reads it: the entity's types
@@ -254,7 +254,7 @@ func validateQuotaValue(keys map[string]quotaKeyType, key string, v float64) err
 		return apiError(kerr.InvalidRequest, "%s cannot be a fractional value.", key)
 	}
 	if !EnforcedQuotaKeys[key] {
-		return apiError(kerr.InvalidRequest, "Quota %s is not enforced by Gregor yet; only producer_byte_rate, consumer_byte_rate and controller_mutation_rate are", key)
+		return apiError(kerr.InvalidRequest, "Quota %s is not enforced by Gregor yet; only producer_byte_rate, consumer_byte_rate, controller_mutation_rate and request_percentage are", key)
 	}
 	return nil
 }

@@ -39,7 +39,7 @@ func TestAlterClientQuotas(t *testing.T) {
 		quotaEntry([][2]*string{{user, strp("bob")}}, quotaOp("producer_byte_rate", 1.5, false)),
 		quotaEntry([][2]*string{{user, strp("carol")}}, quotaOp("producer_byte_rate", 0, false)),
 		quotaEntry([][2]*string{{user, strp("dave")}}, quotaOp("fetch_rate", 10, false)),
-		quotaEntry([][2]*string{{user, strp("erin")}}, quotaOp("request_percentage", 10, false)),
+		quotaEntry([][2]*string{{ip, strp("10.0.0.9")}}, quotaOp("connection_creation_rate", 10, false)),
 		quotaEntry([][2]*string{{ip, strp("10.0.0.1")}, {user, strp("x")}}, quotaOp("connection_creation_rate", 1, false)),
 		quotaEntry([][2]*string{{user, strp("frank")}}, quotaOp("producer_byte_rate", 1, false), quotaOp("producer_byte_rate", 2, false)),
 	}
@@ -55,7 +55,7 @@ func TestAlterClientQuotas(t *testing.T) {
 		{kerr.InvalidRequest.Code, "producer_byte_rate cannot be a fractional value."},
 		{kerr.InvalidRequest.Code, "Quota producer_byte_rate must be greater than 0"},
 		{kerr.InvalidRequest.Code, "Invalid configuration key fetch_rate"},
-		{kerr.InvalidRequest.Code, "Quota request_percentage is not enforced by Gregor yet; only producer_byte_rate, consumer_byte_rate and controller_mutation_rate are"},
+		{0, ""},
 		{kerr.InvalidRequest.Code, "Invalid quota entity combination, IP entity shouldnot be combined with User or ClientId"},
 		{kerr.InvalidRequest.Code, "Ignoring duplicate entity ClientQuotaEntity(entries={user=frank})"},
 	}
@@ -77,8 +77,9 @@ func TestAlterClientQuotas(t *testing.T) {
 	if q := img.ClientQuotas(alice); q["producer_byte_rate"] != 1024 || q["consumer_byte_rate"] != 2048 {
 		t.Fatalf("alice's quotas %v", q)
 	}
-	if got := len(img.QuotaEntities()); got != 2 {
-		t.Fatalf("%d entities with quotas, want 2", got)
+	// alice, user=<default>+client-id=app and ip=10.0.0.9.
+	if got := len(img.QuotaEntities()); got != 3 {
+		t.Fatalf("%d entities with quotas, want 3", got)
 	}
 
 	// Removing, validate-only, and an entity named twice.

@@ -1,6 +1,8 @@
-// Package clientquota measures clients' produce and fetch byte rates
-// against their quotas in the metadata image and computes how long a
-// client that went over is throttled, as Kafka's ClientQuotaManager does:
+// Package clientquota measures clients' produce and fetch byte rates,
+// request time (request_percentage) and partition mutations
+// (controller_mutation_rate, in a token bucket, bucket.go) against their
+// quotas in the metadata image and computes how long a client that went
+// over is throttled, as Kafka's ClientQuotaManager does:
 // the same sampled rate (quota.window.num samples of
 // quota.window.size.seconds each), the same choice of which quota applies
 // to a user and client id and which clients share it, and the same
