@@ -154,6 +154,22 @@ func TestTLSReloadDynamic(t *testing.T) {
 	if _, err := kmsg.NewPtrMetadataRequest().RequestWith(ctx, cl); err != nil {
 		t.Fatal(err)
 	}
+
+	// After a restart on the same data, the dynamic key store (from the
+	// metadata log) wins over the file's ssl.keystore.location.
+	cl.Close()
+	s.Close()
+	s = startSecureServer(t, map[string]string{
+		"listeners":                      "PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0,CONTROLLER://127.0.0.1:0",
+		"listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SSL:SSL,CONTROLLER:PLAINTEXT",
+		"ssl.keystore.type":              "PEM",
+		"ssl.keystore.location":          writeFile(t, "static.pem", certPEM(cert1)+keyPEM(t, key1)),
+		"log.dirs":                       s.cfg.LogDirs[0],
+	}, Options{})
+	sslAddr = s.addr(t, "SSL")
+	if got := serial(); got.Cmp(cert3.SerialNumber) != 0 {
+		t.Fatalf("serial after a restart %v, want the dynamic store's cert3 %v", got, cert3.SerialNumber)
+	}
 }
 
 func deref(s *string) string {
