@@ -135,6 +135,18 @@ func TestTLSReloadDynamic(t *testing.T) {
 	if v := s.meta.Image().BrokerConfigs(node)["listener.name.ssl.ssl.keystore.location"]; v != store3 {
 		t.Fatalf("the metadata image holds %q for the key store, want %q", v, store3)
 	}
+	// DescribeConfigs lists it as Kafka does.
+	dreq := kmsg.NewPtrDescribeConfigsRequest()
+	dreq.Version = 4
+	dres := kmsg.NewDescribeConfigsRequestResource()
+	dres.ResourceType, dres.ResourceName = kmsg.ConfigResourceTypeBroker, node
+	dres.ConfigNames = []string{"listener.name.ssl.ssl.keystore.location"}
+	dreq.Resources = append(dreq.Resources, dres)
+	dresp := &kmsg.DescribeConfigsResponse{Version: dreq.Version}
+	admin.roundTrip(t, dreq, dresp)
+	if cs := dresp.Resources[0].Configs; len(cs) != 1 || deref(cs[0].Value) != store3 || cs[0].Source != kmsg.ConfigSourceDynamicBrokerConfig || cs[0].IsSensitive {
+		t.Fatalf("DescribeConfigs of the dynamic key store: %+v", cs)
+	}
 
 	// Kafka's refusals: without the listener prefix, and at the cluster
 	// default.
