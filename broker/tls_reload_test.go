@@ -135,6 +135,18 @@ func TestTLSReloadDynamic(t *testing.T) {
 	if v := s.meta.Image().BrokerConfigs(node)["listener.name.ssl.ssl.keystore.location"]; v != store3 {
 		t.Fatalf("the metadata image holds %q for the key store, want %q", v, store3)
 	}
+	// DescribeConfigs lists it as Kafka does.
+	dreq := kmsg.NewPtrDescribeConfigsRequest()
+	dreq.Version = 4
+	dres := kmsg.NewDescribeConfigsRequestResource()
+	dres.ResourceType, dres.ResourceName = kmsg.ConfigResourceTypeBroker, node
+	dres.ConfigNames = []string{"listener.name.ssl.ssl.keystore.location"}
+	dreq.Resources = append(dreq.Resources, dres)
+	dresp := &kmsg.DescribeConfigsResponse{Version: dreq.Version}
+	admin.roundTrip(t, dreq, dresp)
+	if cs := dresp.Resources[0].Configs; len(cs) != 1 || deref(cs[0].Value) != store3 || cs[0].Source != kmsg.ConfigSourceDynamicBrokerConfig || cs[0].IsSensitive {
+		t.Fatalf("DescribeConfigs of the dynamic key store: %+v", cs)
+	}
 
 	// Kafka's refusals: without the listener prefix, and at the cluster
 	// default.
@@ -153,6 +165,22 @@ func TestTLSReloadDynamic(t *testing.T) {
 	defer cancel()
 	if _, err := kmsg.NewPtrMetadataRequest().RequestWith(ctx, cl); err != nil {
 		t.Fatal(err)
+	}
+
+	// After a restart on the same data, the dynamic key store (from the
+	// metadata log) wins over the file's ssl.keystore.location.
+	cl.Close()
+	s.Close()
+	s = startSecureServer(t, map[string]string{
+		"listeners":                      "PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0,CONTROLLER://127.0.0.1:0",
+		"listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SSL:SSL,CONTROLLER:PLAINTEXT",
+		"ssl.keystore.type":              "PEM",
+		"ssl.keystore.location":          writeFile(t, "static.pem", certPEM(cert1)+keyPEM(t, key1)),
+		"log.dirs":                       s.cfg.LogDirs[0],
+	}, Options{})
+	sslAddr = s.addr(t, "SSL")
+	if got := serial(); got.Cmp(cert3.SerialNumber) != 0 {
+		t.Fatalf("serial after a restart %v, want the dynamic store's cert3 %v", got, cert3.SerialNumber)
 	}
 }
 

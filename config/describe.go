@@ -187,7 +187,31 @@ func (b *Broker) DescribeBrokerDynamic(d Dynamic) []Entry {
 			Sensitive: sensitive, Type: k.typ, Doc: k.doc, Synonyms: syn,
 		})
 	}
+	out = append(out, listenerStoreEntries(d.Node)...)
 	sortEntries(out)
+	return out
+}
+
+// listenerStoreEntries describes the listener-prefixed key and trust
+// store properties set on this broker at run time, as Kafka lists them
+// (DYNAMIC_BROKER_CONFIG; a password described, never shown).
+func listenerStoreEntries(node map[string]string) []Entry {
+	var out []Entry
+	for name, v := range node {
+		if _, ok := ListenerStoreKey(name); !ok {
+			continue
+		}
+		_, key, _ := strings.Cut(strings.TrimPrefix(name, "listener.name."), ".")
+		k := securityKey(key)
+		sensitive := k.typ == TypePassword
+		if sensitive {
+			v = ""
+		}
+		out = append(out, Entry{
+			Name: name, Value: v, IsNull: sensitive, Source: SourceDynamicBroker, Sensitive: sensitive,
+			Type: k.typ, Doc: k.doc, Synonyms: []Synonym{{Name: name, Value: v, Source: SourceDynamicBroker}},
+		})
+	}
 	return out
 }
 
