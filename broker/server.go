@@ -133,6 +133,8 @@ type Server struct {
 
 	// byteQuotas are the client byte-rate quotas (quota.go).
 	byteQuotas clientQuotas
+	// connRates are max.connection.creation.rate (conn_rate.go).
+	connRates connRates
 
 	// security secures the SSL and SASL client listeners, by name
 	// (security.go).
@@ -181,6 +183,7 @@ func New(cfg *config.Broker, opts Options) (*Server, error) {
 	s.ops.extra = opts.HTTPHandler
 	s.newMetrics()
 	s.byteQuotas = newClientQuotas(cfg.QuotaWindowNum, cfg.QuotaWindowSizeSeconds)
+	s.connRates = newConnRates(cfg)
 	scram := opts.ScramCredentials
 	if scram == nil {
 		scram = imageScram{image: func() *image.Image {
@@ -466,6 +469,10 @@ func (s *Server) acceptLoop(ln net.Listener, listener string) {
 				case <-s.ctx.Done():
 				}
 			}
+			return
+		}
+		if !s.throttleAccept(listener) {
+			nc.Close()
 			return
 		}
 		addr := connlimit.RemoteAddr(nc)

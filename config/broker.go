@@ -61,6 +61,11 @@ type Broker struct {
 	SocketListenBacklogSize       int32
 	MaxConnections                int32
 	MaxConnectionsPerIP           int32
+	// MaxConnectionCreationRate is max.connection.creation.rate, and
+	// ListenerMaxConnectionCreationRate its listener.name.<l>. overrides
+	// by upper-cased listener name.
+	MaxConnectionCreationRate         int32
+	ListenerMaxConnectionCreationRate map[string]int32
 	// MaxConnectionsPerIPOverrides is max.connections.per.ip.overrides:
 	// host or address -> the limit for it.
 	MaxConnectionsPerIPOverrides map[string]int32
@@ -284,7 +289,7 @@ func Parse(props map[string]string) (*Broker, []string, error) {
 	// listener.name.<name>.ssl.* and the like are known once the
 	// listeners are.
 	unknown = slices.DeleteFunc(unknown, func(name string) bool {
-		return isListenerSecurityKey(name, b.ListenerSecurityProtocolMap)
+		return isListenerSecurityKey(name, b.ListenerSecurityProtocolMap) || b.isListenerRateKey(name)
 	})
 	return b, unknown, nil
 }

@@ -42,6 +42,19 @@ func (b *Broker) checkSockets(vals map[string]value, props map[string]string) er
 	if b.MaxConnectionsPerIP == 0 && len(b.MaxConnectionsPerIPOverrides) == 0 {
 		return invalid("max.connections.per.ip", "0", "max.connections.per.ip can be set to zero only if %s property is set.", name)
 	}
+	b.ListenerMaxConnectionCreationRate = map[string]int32{}
+	for _, l := range b.Listeners {
+		key := listenerPrefix(l.Name) + connectionRateKey
+		raw, ok := props[key]
+		if !ok {
+			continue
+		}
+		v, err := parseChecked(key, TypeInt, atLeast(0), raw)
+		if err != nil {
+			return err
+		}
+		b.ListenerMaxConnectionCreationRate[l.Name] = int32(v.i)
+	}
 	for _, k := range []struct {
 		name string
 		v    int32
@@ -51,4 +64,19 @@ func (b *Broker) checkSockets(vals map[string]value, props map[string]string) er
 		}
 	}
 	return nil
+}
+
+// connectionRateKey is max.connection.creation.rate, which a listener may
+// also have with its listener.name.<listener>. prefix.
+const connectionRateKey = "max.connection.creation.rate"
+
+// isListenerRateKey reports whether name is a listener's
+// max.connection.creation.rate.
+func (b *Broker) isListenerRateKey(name string) bool {
+	for _, l := range b.Listeners {
+		if name == listenerPrefix(l.Name)+connectionRateKey {
+			return true
+		}
+	}
+	return false
 }

@@ -37,3 +37,25 @@ func TestConnectionOverridesAndBuffers(t *testing.T) {
 		t.Fatalf("per-ip 0 with an override, OS-default buffers: %v", err)
 	}
 }
+
+// TestConnectionCreationRateKeys: max.connection.creation.rate and a
+// listener's prefixed one are read (not left as unknown names), and a
+// negative rate is refused.
+func TestConnectionCreationRateKeys(t *testing.T) {
+	b, unknown, err := Parse(map[string]string{
+		"max.connection.creation.rate":                         "50",
+		"listener.name.plaintext.max.connection.creation.rate": "7",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.MaxConnectionCreationRate != 50 || b.ListenerMaxConnectionCreationRate["PLAINTEXT"] != 7 {
+		t.Fatalf("rates %d and %v, want 50 and PLAINTEXT:7", b.MaxConnectionCreationRate, b.ListenerMaxConnectionCreationRate)
+	}
+	if len(unknown) != 0 {
+		t.Fatalf("unknown names %v, want none", unknown)
+	}
+	if _, _, err := Parse(map[string]string{"listener.name.plaintext.max.connection.creation.rate": "-1"}); err == nil {
+		t.Fatal("a negative listener rate was accepted")
+	}
+}

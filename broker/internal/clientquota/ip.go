@@ -67,11 +67,45 @@ func (r *IPRates) Record(addr netip.Addr, limit float64, now time.Time) int {
 		r.rates[addr] = s
 	}
 	s.lastUsed = ms
-	s.rate.record(1, ms)
-	measured := s.rate.measure(ms)
+	return recordConnection(s.rate, limit, ms, r.windowMs)
+}
+
+// recordConnection counts one connection in rt at ms and returns the
+// throttle time against limit connections per second: 0 within it, else
+// Kafka's throttle time bounded by one window (windowMs).
+func recordConnection(rt *rate, limit float64, ms, windowMs int64) int {
+	rt.record(1, ms)
+	measured := rt.measure(ms)
 	if measured <= limit {
 		return 0
 	}
-	throttle := (measured - limit) / limit * float64(s.rate.windowSize(ms))
-	return int(min(math.Round(throttle), float64(r.windowMs)))
+	throttle := (measured - limit) / limit * float64(rt.windowSize(ms))
+	return int(min(math.Round(throttle), float64(windowMs)))
+}
+
+// ConnRate measures how fast one listener, or the whole broker, accepts
+// connections, against max.connection.creation.rate, as Kafka's
+// ConnectionQuotas does: the same sampled rate as the client quotas, the
+// connection counted before the check.
+type ConnRate struct {
+	windowMs int64
+
+	mu   sync.Mutex // guards rate
+	rate *rate
+}
+
+// NewConnRate returns a connection-rate sensor of samples windows of
+// window each.
+func NewConnRate(samples int, window time.Duration) *ConnRate {
+	w := max(window.Milliseconds(), 1)
+	return &ConnRate{windowMs: w, rate: newRate(max(samples, 1), w)}
+}
+
+// Record counts a connection at now against limit connections per second
+// and returns how long, in ms, the acceptor is to wait: 0 within the
+// rate, else Kafka's throttle time bounded by one window.
+func (r *ConnRate) Record(limit float64, now time.Time) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return recordConnection(r.rate, limit, now.UnixMilli(), r.windowMs)
 }
