@@ -173,7 +173,8 @@ func TestSecuredClients(t *testing.T) {
 		}
 		b.WriteString("\n")
 	}
-	t.Log(b.String() + strings.Join(notes, "\n"))
+	b.WriteString(strings.Join(notes, "\n"))
+	t.Log(strings.TrimRight(b.String(), "\n"))
 	for k, x := range matrix {
 		if x.status == "fail" {
 			t.Errorf("%s: %s", k, x.reason)
@@ -354,11 +355,8 @@ func runSecuredScript(ctx context.Context, argv []string, l secListener, topic, 
 		args = append(args, "--user", l.user, "--password", l.password)
 	}
 	if l.cert != "" {
-		cert := l.cert
-		if strings.Contains(argv[len(argv)-1], "SecuredRoundTrip") {
-			cert = l.keystore // the Java client reads key and chain from one PEM keystore
-		}
-		args = append(args, "--cert", cert, "--key", l.key)
+		// The Java client reads key and chain from the one PEM keystore.
+		args = append(args, "--cert", l.cert, "--key", l.key, "--keystore", l.keystore)
 	}
 	cmd := exec.CommandContext(ctx, argv[0], args...)
 	var stdout, stderr bytes.Buffer

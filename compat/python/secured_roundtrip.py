@@ -105,7 +105,7 @@ def main():
     ap = argparse.ArgumentParser()
     for f in ("client", "bootstrap", "protocol", "ca", "topic", "mode"):
         ap.add_argument("--" + f, required=True)
-    for f in ("cert", "key", "user", "password"):
+    for f in ("cert", "key", "keystore", "user", "password"):
         ap.add_argument("--" + f, default="")
     a = ap.parse_args()
     try:

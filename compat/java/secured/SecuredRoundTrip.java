@@ -23,7 +23,7 @@ import org.apache.kafka.common.serialization.StringSerializer;
  */
 public class SecuredRoundTrip {
     public static void main(String[] argv) {
-        Map<String, String> a = new HashMap<>(Map.of("cert", "", "user", "", "password", ""));
+        Map<String, String> a = new HashMap<>(Map.of("keystore", "", "user", "", "password", ""));
         for (int i = 0; i + 1 < argv.length; i += 2) {
             a.put(argv[i].replaceFirst("^--", ""), argv[i + 1]);
         }
@@ -47,10 +47,10 @@ public class SecuredRoundTrip {
             p.put("sasl.mechanism", "SCRAM-SHA-512");
             p.put("sasl.jaas.config", "org.apache.kafka.common.security.scram.ScramLoginModule required username=\""
                     + a.get("user") + "\" password=\"" + a.get("password") + "\";");
-        } else if (!a.get("cert").isEmpty()) {
+        } else if (!a.get("keystore").isEmpty()) {
             // gregor cert's NAME.keystore.pem holds the key and its chain.
             p.put("ssl.keystore.type", "PEM");
-            p.put("ssl.keystore.location", a.get("cert"));
+            p.put("ssl.keystore.location", a.get("keystore"));
         }
         String topic = a.get("topic");
         if (a.get("mode").equals("refused")) {
