@@ -38,6 +38,12 @@
 // gregor and a three-node gregor cluster (kafka-dump-log on gregor's data
 // files), checking their output and the broker's state with franz-go.
 //
+// TestSecuredClients runs every client over one gregor's SASL_SSL
+// (SCRAM-SHA-512) and mTLS listeners (gregor cert's certificates): 10
+// keyed records produced and read back per cell, and a wrong password or
+// a missing client certificate refused (python/secured_roundtrip.py,
+// node/secured_roundtrip.js, java/secured/SecuredRoundTrip.java).
+//
 // make compat writes docs/compatibility.md through cmd/compatdoc (Kafka
 // and Gregor side by side per client and scenario); make compat-peers
 // runs other projects' own test suites through cmd/peers; make kafka-ref
