@@ -1,6 +1,8 @@
 package broker
 
 import (
+	"slices"
+
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -39,6 +41,16 @@ func handleStreamsGroupDescribe(s *Server, r *request) (result, error) {
 	return r.inOrder(func() kmsg.Response {
 		described := s.groups.coord.StreamsGroupDescribe(r.conn.ctx, allowed, req.Version, req.IncludeTopologyDescription)()
 		for _, d := range described {
+			if d.ErrorCode == 0 && !topologyTopicsDescribable(ac, d.Topology) {
+				// As Kafka's KafkaApis: clients may not see topics they
+				// may not DESCRIBE, so such a group is answered with
+				// none of its topology or members.
+				g := kmsg.NewStreamsGroupDescribeResponseGroup()
+				g.Group, g.ErrorCode = d.Group, kerr.TopicAuthorizationFailed.Code
+				g.ErrorMessage = kmsg.StringPtr("The described group uses topics that the client is not authorized to describe.")
+				resp.Groups = append(resp.Groups, g)
+				continue
+			}
 			if req.IncludeAuthorizedOperations && d.ErrorCode == 0 {
 				d.AuthorizedOperations = ac.operations(authz.ResourceGroup, d.Group, authz.GroupOperations)
 			}
@@ -46,4 +58,25 @@ func handleStreamsGroupDescribe(s *Server, r *request) (result, error) {
 		}
 		return resp
 	})
+}
+
+// topologyTopicsDescribable reports whether the principal may DESCRIBE
+// every topic the topology names: its source and repartition sink topics,
+// its repartition source and changelog topics.
+func topologyTopicsDescribable(ac authCheck, t *kmsg.StreamsGroupDescribeResponseGroupTopology) bool {
+	if t == nil || !ac.enabled() {
+		return true
+	}
+	for _, st := range t.Subtopologies {
+		names := append(slices.Clone(st.SourceTopics), st.RepartitionSinkTopics...)
+		for _, ti := range append(slices.Clone(st.RepartitionSourceTopics), st.StateChangelogTopics...) {
+			names = append(names, ti.Topic)
+		}
+		for _, n := range names {
+			if !ac.topic(authz.OpDescribe, n) {
+				return false
+			}
+		}
+	}
+	return true
 }

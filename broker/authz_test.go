@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -560,7 +561,9 @@ func TestAuthorizationMatrix(t *testing.T) {
 			// bob may not DESCRIBE t, which stg-t's topology reads.
 			"StreamsGroupHeartbeat stg-t t":       {ok, ok, topicAF, ok},
 			"StreamsGroupHeartbeat stg-free free": {ok, ok, ok, ok},
-			"StreamsGroupDescribe stg-t":          {ok, ok, ok, ok},
+			// As Kafka 4.2+: a group whose topology reads a topic the
+			// principal may not DESCRIBE is answered without it.
+			"StreamsGroupDescribe stg-t": {ok, ok, topicAF, ok},
 		},
 	}
 	total, passed := 0, 0
@@ -572,6 +575,14 @@ func TestAuthorizationMatrix(t *testing.T) {
 				exp, found := want[allowEveryone][c.name]
 				if !found {
 					t.Fatalf("no expectation for %s", c.name)
+				}
+				// GREGOR_ACL_SKIP (a regexp of case names) leaves out
+				// rows a reference cannot answer: Kafka 4.4's
+				// DescribeUserScramCredentials timed out on the
+				// reference of compat/kafka-ref/kafka-ref-acl.sh.
+				if skip := os.Getenv("GREGOR_ACL_SKIP"); skip != "" && regexp.MustCompile(skip).MatchString(c.name) {
+					t.Logf("%s: skipped (GREGOR_ACL_SKIP)", c.name)
+					continue
 				}
 				for i, who := range principals {
 					total++
