@@ -54,7 +54,7 @@ func (l *quotaListener) Accept() (net.Conn, error) {
 			}
 			continue
 		}
-		return &quotaConn{Conn: nc, release: sync.OnceFunc(func() { l.q.Release(addr) })}, nil
+		return &quotaConn{Conn: nc, release: sync.OnceFunc(func() { l.q.Release(l.name, addr) })}, nil
 	}
 }
 

@@ -486,7 +486,7 @@ func (s *Server) acceptLoop(ln net.Listener, listener string) {
 		if s.closed {
 			s.mu.Unlock()
 			nc.Close()
-			s.quotas.Release(addr)
+			s.quotas.Release(listener, addr)
 			return
 		}
 		s.conns[nc] = struct{}{}
@@ -496,7 +496,7 @@ func (s *Server) acceptLoop(ln net.Listener, listener string) {
 			s.mu.Lock()
 			delete(s.conns, nc)
 			s.mu.Unlock()
-			s.quotas.Release(addr)
+			s.quotas.Release(listener, addr)
 		})
 	}
 }
@@ -527,14 +527,14 @@ func (s *Server) admitTo(q *connlimit.Quotas, nc net.Conn, listener string, addr
 	// the controller listener's.
 	if q == s.quotas {
 		if err := s.ipRateAdmit(nc, listener, addr); err != nil {
-			q.Release(addr)
+			q.Release(listener, addr)
 			return err
 		}
 	}
 	if err := s.configureConn(nc); err != nil {
 		s.log.Error("configure accepted connection; closing it", "ip", addr, "err", err)
 		nc.Close()
-		q.Release(addr)
+		q.Release(listener, addr)
 		return err
 	}
 	return nil

@@ -66,6 +66,9 @@ type Broker struct {
 	// by upper-cased listener name.
 	MaxConnectionCreationRate         int32
 	ListenerMaxConnectionCreationRate map[string]int32
+	// ListenerMaxConnections are listener.name.<l>.max.connections, by
+	// upper-cased listener name.
+	ListenerMaxConnections map[string]int32
 	// MaxConnectionsPerIPOverrides is max.connections.per.ip.overrides:
 	// host or address -> the limit for it.
 	MaxConnectionsPerIPOverrides map[string]int32

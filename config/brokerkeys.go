@@ -163,7 +163,7 @@ var brokerKeys = append([]brokerKey{
 		doc: "The most pending connections in the accept queue.",
 		set: func(b *Broker, v value) { b.SocketListenBacklogSize = int32(v.i) }},
 	{name: "max.connections", typ: TypeInt, dflt: maxInt, check: atLeast(0), dynamic: true,
-		doc: "The most connections the broker accepts at any time.",
+		doc: "The most connections the broker accepts at any time; listener.name.<listener>.max.connections limits one listener. At the limit the acceptor waits.",
 		set: func(b *Broker, v value) { b.MaxConnections = int32(v.i) }},
 	{name: "max.connections.per.ip", typ: TypeInt, dflt: maxInt, check: atLeast(0), dynamic: true,
 		doc: "The most connections accepted from one IP address.",

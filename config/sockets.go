@@ -43,17 +43,23 @@ func (b *Broker) checkSockets(vals map[string]value, props map[string]string) er
 		return invalid("max.connections.per.ip", "0", "max.connections.per.ip can be set to zero only if %s property is set.", name)
 	}
 	b.ListenerMaxConnectionCreationRate = map[string]int32{}
+	b.ListenerMaxConnections = map[string]int32{}
 	for _, l := range b.Listeners {
-		key := listenerPrefix(l.Name) + connectionRateKey
-		raw, ok := props[key]
-		if !ok {
-			continue
+		for name, into := range map[string]map[string]int32{
+			connectionRateKey: b.ListenerMaxConnectionCreationRate,
+			maxConnectionsKey: b.ListenerMaxConnections,
+		} {
+			key := listenerPrefix(l.Name) + name
+			raw, ok := props[key]
+			if !ok {
+				continue
+			}
+			v, err := parseChecked(key, TypeInt, atLeast(0), raw)
+			if err != nil {
+				return err
+			}
+			into[l.Name] = int32(v.i)
 		}
-		v, err := parseChecked(key, TypeInt, atLeast(0), raw)
-		if err != nil {
-			return err
-		}
-		b.ListenerMaxConnectionCreationRate[l.Name] = int32(v.i)
 	}
 	for _, k := range []struct {
 		name string
@@ -66,15 +72,18 @@ func (b *Broker) checkSockets(vals map[string]value, props map[string]string) er
 	return nil
 }
 
-// connectionRateKey is max.connection.creation.rate, which a listener may
-// also have with its listener.name.<listener>. prefix.
-const connectionRateKey = "max.connection.creation.rate"
+// connectionRateKey and maxConnectionsKey are the socket limits a
+// listener may also have with its listener.name.<listener>. prefix.
+const (
+	connectionRateKey = "max.connection.creation.rate"
+	maxConnectionsKey = "max.connections"
+)
 
 // isListenerRateKey reports whether name is a listener's
-// max.connection.creation.rate.
+// max.connection.creation.rate or max.connections.
 func (b *Broker) isListenerRateKey(name string) bool {
 	for _, l := range b.Listeners {
-		if name == listenerPrefix(l.Name)+connectionRateKey {
+		if name == listenerPrefix(l.Name)+connectionRateKey || name == listenerPrefix(l.Name)+maxConnectionsKey {
 			return true
 		}
 	}

@@ -45,12 +45,16 @@ func TestConnectionCreationRateKeys(t *testing.T) {
 	b, unknown, err := Parse(map[string]string{
 		"max.connection.creation.rate":                         "50",
 		"listener.name.plaintext.max.connection.creation.rate": "7",
+		"listener.name.plaintext.max.connections":              "9",
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if b.MaxConnectionCreationRate != 50 || b.ListenerMaxConnectionCreationRate["PLAINTEXT"] != 7 {
 		t.Fatalf("rates %d and %v, want 50 and PLAINTEXT:7", b.MaxConnectionCreationRate, b.ListenerMaxConnectionCreationRate)
+	}
+	if b.ListenerMaxConnections["PLAINTEXT"] != 9 {
+		t.Fatalf("listener max.connections %v, want PLAINTEXT:9", b.ListenerMaxConnections)
 	}
 	if len(unknown) != 0 {
 		t.Fatalf("unknown names %v, want none", unknown)

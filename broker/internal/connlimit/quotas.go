@@ -1,4 +1,5 @@
-// Package connlimit enforces max.connections, max.connections.per.ip and
+// Package connlimit enforces max.connections (and its
+// listener.name.<listener>. form), max.connections.per.ip and
 // max.connections.per.ip.overrides on the broker's listeners.
 package connlimit
 
@@ -31,7 +32,11 @@ type Quotas struct {
 	protected string // the inter-broker listener, when exempt from max
 	total     int
 	byAddr    map[netip.Addr]int
-	closed    bool
+	// listenerMax and byListener are the listeners with their own
+	// max.connections, by upper-cased name, and what each holds.
+	listenerMax map[string]int
+	byListener  map[string]int
+	closed      bool
 }
 
 // New reads the limits from cfg, resolving the hosts of
@@ -39,10 +44,15 @@ type Quotas struct {
 // with clientListeners listeners.
 func New(cfg *config.Broker, clientListeners int) (*Quotas, error) {
 	q := &Quotas{
-		max:       int(cfg.MaxConnections),
-		perIP:     int(cfg.MaxConnectionsPerIP),
-		overrides: map[netip.Addr]int{},
-		byAddr:    map[netip.Addr]int{},
+		max:         int(cfg.MaxConnections),
+		perIP:       int(cfg.MaxConnectionsPerIP),
+		overrides:   map[netip.Addr]int{},
+		byAddr:      map[netip.Addr]int{},
+		listenerMax: map[string]int{},
+		byListener:  map[string]int{},
+	}
+	for l, n := range cfg.ListenerMaxConnections {
+		q.listenerMax[l] = int(n)
 	}
 	q.cond = sync.NewCond(&q.mu)
 	if clientListeners > 1 {
@@ -86,7 +96,7 @@ func resolveHost(host string) ([]netip.Addr, error) {
 func (q *Quotas) Acquire(listener string, addr netip.Addr) error {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	for !q.closed && listener != q.protected && q.total >= q.max {
+	for !q.closed && (listener != q.protected && q.total >= q.max || q.listenerFull(listener)) {
 		q.cond.Wait()
 	}
 	if q.closed {
@@ -96,15 +106,26 @@ func (q *Quotas) Acquire(listener string, addr netip.Addr) error {
 		return ErrTooManyFromIP
 	}
 	q.byAddr[addr]++
+	q.byListener[listener]++
 	q.total++
 	return nil
 }
 
-// Release uncounts a connection that Acquire counted.
-func (q *Quotas) Release(addr netip.Addr) {
+// listenerFull reports whether listener holds its own max.connections
+// (the inter-broker listener too, as Kafka's listener limits).
+func (q *Quotas) listenerFull(listener string) bool {
+	n, ok := q.listenerMax[listener]
+	return ok && q.byListener[listener] >= n
+}
+
+// Release uncounts a connection that Acquire counted on listener.
+func (q *Quotas) Release(listener string, addr netip.Addr) {
 	q.mu.Lock()
 	if q.byAddr[addr]--; q.byAddr[addr] <= 0 {
 		delete(q.byAddr, addr)
+	}
+	if q.byListener[listener]--; q.byListener[listener] <= 0 {
+		delete(q.byListener, listener)
 	}
 	q.total--
 	q.mu.Unlock()

@@ -37,7 +37,7 @@ func TestQuotasPerAddress(t *testing.T) {
 	if err := q.Acquire("PLAINTEXT", b); !errors.Is(err, ErrTooManyFromIP) {
 		t.Fatalf("second connection from %s: %v, want ErrTooManyFromIP", b, err)
 	}
-	q.Release(a)
+	q.Release("PLAINTEXT", a)
 	if err := q.Acquire("PLAINTEXT", a); err != nil {
 		t.Fatalf("after a release: %v", err)
 	}
@@ -66,8 +66,8 @@ func TestQuotasMaxWaitsAndClose(t *testing.T) {
 		t.Fatalf("acquired past max.connections: %v", err)
 	case <-time.After(50 * time.Millisecond):
 	}
-	q.Release(a)
-	q.Release(a)
+	q.Release("PLAINTEXT", a)
+	q.Release("PLAINTEXT", a)
 	if err := <-got; err != nil {
 		t.Fatalf("after a release: %v", err)
 	}
@@ -76,5 +76,48 @@ func TestQuotasMaxWaitsAndClose(t *testing.T) {
 	q.Close()
 	if err := <-got; !errors.Is(err, net.ErrClosed) {
 		t.Fatalf("after Close: %v, want net.ErrClosed", err)
+	}
+}
+
+// TestQuotasListenerMax: a listener with its own max.connections blocks
+// its acceptor once it holds them, the inter-broker listener too, while
+// other listeners go on; a release on it lets the waiting one in.
+func TestQuotasListenerMax(t *testing.T) {
+	cfg := &config.Broker{MaxConnections: 100, MaxConnectionsPerIP: 100, InterBrokerListenerName: "INTERNAL",
+		ListenerMaxConnections: map[string]int32{"INTERNAL": 2}}
+	q, err := New(cfg, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := netip.MustParseAddr("10.0.0.1")
+	for range 2 {
+		if err := q.Acquire("INTERNAL", a); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := q.Acquire("CLIENT", a); err != nil {
+		t.Fatalf("another listener: %v", err)
+	}
+	got := make(chan error, 1)
+	go func() { got <- q.Acquire("INTERNAL", a) }()
+	select {
+	case err := <-got:
+		t.Fatalf("a third connection on INTERNAL (max 2) was taken at once: %v", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	q.Release("CLIENT", a)
+	select {
+	case err := <-got:
+		t.Fatalf("a release on another listener let INTERNAL's third in: %v", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	q.Release("INTERNAL", a)
+	select {
+	case err := <-got:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("a release on INTERNAL did not let the waiting connection in")
 	}
 }
