@@ -64,11 +64,23 @@ func streamsHeartbeat(t *testing.T, cl *kgo.Broker, member string, epoch int32, 
 	} else if owned != nil {
 		req.ActiveTasks, req.StandbyTasks, req.WarmupTasks = owned, []kmsg.TaskIDs{}, []kmsg.TaskIDs{}
 	}
-	resp, err := req.RequestWith(testContext(t), cl)
-	if err != nil {
-		t.Fatalf("streams heartbeat: %v", err)
+	// A client retries while the group's coordinator loads, as the
+	// broker may still be loading __consumer_offsets just after start.
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		resp, err := req.RequestWith(testContext(t), cl)
+		if err != nil {
+			t.Fatalf("streams heartbeat: %v", err)
+		}
+		switch resp.ErrorCode {
+		case kerr.CoordinatorLoadInProgress.Code, kerr.CoordinatorNotAvailable.Code:
+			if time.Now().Before(deadline) {
+				time.Sleep(100 * time.Millisecond)
+				continue
+			}
+		}
+		return resp
 	}
-	return resp
 }
 
 // TestStreamsGroupWire drives a streams group with raw StreamsGroupHeartbeat
