@@ -282,14 +282,17 @@ func TestMetricsCluster(t *testing.T) {
 		t.Fatal(err)
 	}
 	var leader int32
-	waitCond(t, 20*time.Second, "a leader with three in-sync replicas", func() bool {
+	waitFor(t, 20*time.Second, "a leader with three in-sync replicas", func() error {
 		md, err := adm.Metadata(ctx, topic)
 		if err != nil {
-			return false
+			return err
 		}
 		pd := md.Topics[topic].Partitions[0]
 		leader = pd.Leader
-		return pd.Err == nil && leader > 0 && len(pd.ISR) == 3
+		if pd.Err != nil || leader <= 0 || len(pd.ISR) != 3 {
+			return fmt.Errorf("leader %d, ISR %v, err %v", leader, pd.ISR, pd.Err)
+		}
+		return nil
 	})
 	lweb := c.web[leader-1]
 	before := scrape(t, lweb)
@@ -326,17 +329,5 @@ func TestMetricsCluster(t *testing.T) {
 	})
 	if got := m["kafka_server_replicamanager_isrexpands_total"]; got != expands+1 {
 		t.Errorf("ISR expansions %v, want %v", got, expands+1)
-	}
-}
-
-// waitCond polls ok until it holds, failing the test after d.
-func waitCond(t *testing.T, d time.Duration, what string, ok func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !ok() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %v", what, d)
-		}
-		time.Sleep(100 * time.Millisecond)
 	}
 }
