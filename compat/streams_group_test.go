@@ -97,30 +97,7 @@ func TestStreamsGroupScale(t *testing.T) {
 			produceBatch()
 		}
 
-		got := &eosOutput{last: map[string]int64{}}
-		rd, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ConsumeTopics(out), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-			kgo.FetchIsolationLevel(kgo.ReadCommitted()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		rctx, stopReading := context.WithCancel(ctx)
-		var reading sync.WaitGroup
-		reading.Add(1)
-		go func() {
-			defer reading.Done()
-			for rctx.Err() == nil {
-				rd.PollFetches(rctx).EachRecord(func(r *kgo.Record) {
-					var n int64
-					if len(r.Value) == 8 {
-						for _, c := range r.Value {
-							n = n<<8 | int64(c)
-						}
-					}
-					got.add(string(r.Key), n)
-				})
-			}
-		}()
-		t.Cleanup(func() { stopReading(); reading.Wait(); rd.Close() })
+		got := readEOSOutput(t, ctx, addr, out)
 
 		// Input keeps coming in the background until the end.
 		pctx, stopProducing := context.WithCancel(ctx)

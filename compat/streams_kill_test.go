@@ -85,30 +85,7 @@ func TestStreamsEOSKill(t *testing.T) {
 			produceBatch(b)
 		}
 
-		got := &eosOutput{last: map[string]int64{}}
-		rd, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ConsumeTopics(out), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-			kgo.FetchIsolationLevel(kgo.ReadCommitted()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		rctx, stopReading := context.WithCancel(ctx)
-		var reading sync.WaitGroup
-		reading.Add(1)
-		go func() {
-			defer reading.Done()
-			for rctx.Err() == nil {
-				rd.PollFetches(rctx).EachRecord(func(r *kgo.Record) {
-					var n int64
-					if len(r.Value) == 8 {
-						for _, c := range r.Value {
-							n = n<<8 | int64(c)
-						}
-					}
-					got.add(string(r.Key), n)
-				})
-			}
-		}()
-		t.Cleanup(func() { stopReading(); reading.Wait(); rd.Close() })
+		got := readEOSOutput(t, ctx, addr, out)
 
 		appArgs := []string{addr, app, in, out, filepath.Join(dir, "state")}
 		a := startJVM(t, dir, "eos-app-1", javaBuilt.cp, "io.gregor.compat.EosApp", appArgs...)
@@ -186,4 +163,36 @@ func TestStreamsEOSKill(t *testing.T) {
 			}
 		}
 	})
+}
+
+// readEOSOutput reads topic out from the start with read_committed until
+// the test ends, counting each key's 8-byte big-endian counts in the
+// returned output.
+func readEOSOutput(t *testing.T, ctx context.Context, addr, out string) *eosOutput {
+	t.Helper()
+	got := &eosOutput{last: map[string]int64{}}
+	rd, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ConsumeTopics(out), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rctx, stopReading := context.WithCancel(ctx)
+	var reading sync.WaitGroup
+	reading.Add(1)
+	go func() {
+		defer reading.Done()
+		for rctx.Err() == nil {
+			rd.PollFetches(rctx).EachRecord(func(r *kgo.Record) {
+				var n int64
+				if len(r.Value) == 8 {
+					for _, c := range r.Value {
+						n = n<<8 | int64(c)
+					}
+				}
+				got.add(string(r.Key), n)
+			})
+		}
+	}()
+	t.Cleanup(func() { stopReading(); reading.Wait(); rd.Close() })
+	return got
 }
