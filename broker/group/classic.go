@@ -266,7 +266,6 @@ func clientReason(req *kmsg.JoinGroupRequest) string {
 	return "; client reason: " + *req.Reason
 }
 
-
 // updateMember replaces a member's protocols and timeouts and parks (or, with
 // a nil reply, unparks) its JoinGroup. A JoinGroup the member parked before
 // is answered REBALANCE_IN_PROGRESS: its client has retried, so nobody
