@@ -84,6 +84,9 @@ type slot struct {
 	// slot on to the goroutine reading it (the slots channel, done's
 	// close), so they need no lock.
 	started, localDone, ready, taken time.Duration
+	// throttle is the response's throttle_time_ms, read when the writer
+	// takes it (a fetch response is pooled again once written).
+	throttle time.Duration
 	// quota is who the request's time counts against under
 	// request_percentage (quota.go); nil without such quotas.
 	quota *requestQuota
@@ -281,6 +284,7 @@ func (c *conn) countRequest(sl *slot, sent time.Time) {
 		Remote:        sl.ready - sl.localDone,
 		ResponseQueue: sl.taken - sl.ready,
 		ResponseSend:  max(sent.Sub(sl.read)-sl.taken, 0),
+		Throttle:      sl.throttle,
 	})
 	c.recordResponseTime(sl.quota, max(sent.Sub(sl.read)-sl.taken, 0))
 }
@@ -460,6 +464,10 @@ func (c *conn) writeLoop() bool {
 		}
 		taken := time.Now()
 		sl.taken = taken.Sub(sl.read)
+		if tr, ok := sl.resp.(kmsg.ThrottleResponse); ok {
+			ms, _ := tr.Throttle()
+			sl.throttle = time.Duration(ms) * time.Millisecond
+		}
 		if sl.closeConn {
 			fetch.ReleaseResponse(sl.resp)
 			c.finished(sl)

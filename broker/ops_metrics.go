@@ -6,6 +6,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/gregorbroker/gregor/broker/internal/clientquota"
 )
 
 // stateCollector reads, at scrape time, the gauges and counters of the
@@ -36,6 +38,42 @@ func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 		descProducerIDs, descTxnOngoing, descTxnCommits, descTxnAborts} {
 		ch <- d
 	}
+	for _, q := range quotaMetrics {
+		ch <- q.rate
+		ch <- q.throttle
+	}
+}
+
+// quotaMetrics are the per user and client id measurements of the client
+// quotas, named as the JMX exporter names Kafka's
+// kafka.server:type=Produce|Fetch|Request,user=...,client-id=... MBeans.
+// A sensor exists, as in Kafka, only while a quota of its kind is set,
+// for the clients that sent traffic since (idle for an hour, it goes).
+var quotaMetrics = []struct {
+	quota          func(*clientQuotas) *clientquota.Manager
+	rate, throttle *prometheus.Desc
+}{
+	{
+		quota: func(q *clientQuotas) *clientquota.Manager { return q.produce },
+		rate: prometheus.NewDesc("kafka_server_produce_byte_rate",
+			"Bytes per second produced by the user and client id, measured against producer_byte_rate (Produce byte-rate).", []string{"user", "client_id"}, nil),
+		throttle: prometheus.NewDesc("kafka_server_produce_throttle_time",
+			"Average milliseconds the user and client id's produce requests were throttled for over the quota windows (Produce throttle-time).", []string{"user", "client_id"}, nil),
+	},
+	{
+		quota: func(q *clientQuotas) *clientquota.Manager { return q.fetch },
+		rate: prometheus.NewDesc("kafka_server_fetch_byte_rate",
+			"Bytes per second fetched by the user and client id, measured against consumer_byte_rate (Fetch byte-rate).", []string{"user", "client_id"}, nil),
+		throttle: prometheus.NewDesc("kafka_server_fetch_throttle_time",
+			"Average milliseconds the user and client id's fetches were throttled for over the quota windows (Fetch throttle-time).", []string{"user", "client_id"}, nil),
+	},
+	{
+		quota: func(q *clientQuotas) *clientquota.Manager { return q.request },
+		rate: prometheus.NewDesc("kafka_server_request_request_time",
+			"Percent of a thread's time the user and client id's requests took, measured against request_percentage (Request request-time).", []string{"user", "client_id"}, nil),
+		throttle: prometheus.NewDesc("kafka_server_request_throttle_time",
+			"Average milliseconds the user and client id's requests were throttled for under request_percentage over the quota windows (Request throttle-time).", []string{"user", "client_id"}, nil),
+	},
 }
 
 func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
@@ -60,6 +98,14 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		p.Mu.Unlock()
 	}
 	metric(descProducerIDs, prometheus.GaugeValue, float64(pids))
+
+	now := s.now()
+	for _, q := range quotaMetrics {
+		for _, st := range q.quota(&s.byteQuotas).Stats(now) {
+			ch <- prometheus.MustNewConstMetric(q.rate, prometheus.GaugeValue, st.Rate, st.User, st.ClientID)
+			ch <- prometheus.MustNewConstMetric(q.throttle, prometheus.GaugeValue, st.ThrottleMs, st.User, st.ClientID)
+		}
+	}
 
 	if s.txns == nil {
 		return

@@ -97,6 +97,7 @@ func (c *conn) produceQuota(r *request, size int, res result) result {
 		return res
 	}
 	c.throttle(ms)
+	c.s.byteQuotas.produce.Throttled(c.s.meta.Image(), c.quotaUser(), clientIDOf(r), ms, c.s.now())
 	return withThrottle(res, ms)
 }
 
@@ -159,6 +160,7 @@ func (c *conn) recordRequestTime(r *request, handled time.Duration, res result) 
 	if ms <= 0 {
 		return res, q
 	}
+	m.Throttled(img, q.user, q.clientID, ms, c.s.now())
 	c.throttle(ms)
 	return withThrottle(res, ms), q
 }
@@ -227,6 +229,7 @@ func (s *Server) fetchQuotaThrottle(plan *fetchPlan, read fetchRead) int {
 		return 0
 	}
 	s.byteQuotas.fetch.Unrecord(img, q.user, q.clientID, size, now)
+	s.byteQuotas.fetch.Throttled(img, q.user, q.clientID, ms, now)
 	q.conn.throttle(ms)
 	return ms
 }

@@ -116,7 +116,7 @@ func (m *Manager) loadLog(parent string, tp TopicPartition, rpCkpt, lsoCkpt int6
 				return nil, err
 			}
 		}
-		cut, reason, err := s.recover(cfg, &m.recoveredBatches, txns)
+		cut, reason, err := s.recover(cfg, &m.recoveredBatches, &m.progress.doneBytes, txns)
 		if err != nil {
 			closeAll()
 			return nil, err
@@ -154,7 +154,7 @@ func (m *Manager) loadLog(parent string, tp TopicPartition, rpCkpt, lsoCkpt int6
 			closeAll()
 			return nil, err
 		}
-		if _, _, err := active.recover(cfg, &m.recoveredBatches, txns); err != nil {
+		if _, _, err := active.recover(cfg, &m.recoveredBatches, &m.progress.doneBytes, txns); err != nil {
 			closeAll()
 			return nil, err
 		}

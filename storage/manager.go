@@ -57,6 +57,10 @@ type ManagerConfig struct {
 	// run before it is reported as stalled (syncwatch.go); 0 means
 	// DefaultSyncStallThreshold.
 	SyncStallThreshold time.Duration
+	// LoadProgressInterval is how often OpenManager logs how far loading
+	// and recovering the logs has got, once it has taken that long (a
+	// shorter load logs nothing); 0 means DefaultLoadProgressInterval.
+	LoadProgressInterval time.Duration
 }
 
 // Manager owns the log dirs: their meta.properties, checkpoint files,
@@ -94,6 +98,9 @@ type Manager struct {
 	// Recovery counters, for tests and logs.
 	recoveredBatches  atomic.Int64
 	recoveredSegments atomic.Int64
+	// progress reports how far OpenManager has got loading the logs; it
+	// is only used while OpenManager runs.
+	progress *loadProgress
 }
 
 // OpenManager opens the log dirs. It formats a dir that has no
@@ -150,12 +157,15 @@ func OpenManager(cfg ManagerConfig) (*Manager, error) {
 		m.dirIDs[d] = id
 		m.dirs = append(m.dirs, d)
 	}
+	m.progress = m.startLoadProgress(cfg.LoadProgressInterval)
 	for _, d := range m.dirs {
 		if err := m.loadDir(d); err != nil {
+			m.progress.finish(m.recoveredSegments.Load(), m.recoveredBatches.Load())
 			m.closeAll()
 			return nil, fmt.Errorf("open storage: %w", err)
 		}
 	}
+	m.progress.finish(m.recoveredSegments.Load(), m.recoveredBatches.Load())
 	for _, d := range m.dirs {
 		err := m.fsys.Remove(filepath.Join(d, cleanShutdownFile))
 		if err == nil {
@@ -367,10 +377,12 @@ func (m *Manager) loadDir(d string) error {
 		if !haveRP {
 			rp = 0
 		}
+		before := m.progress.doneBytes.Load()
 		l, err := m.loadLog(d, tp, rp, lsos[tp], clean)
 		if err != nil {
 			return fmt.Errorf("load %s: %w", tp, err)
 		}
+		m.progress.partitionLoaded(filepath.Join(d, name), before)
 		if hw, ok := hws[tp]; ok {
 			l.ckptHW.Store(min(hw, l.LogEndOffset()))
 		}

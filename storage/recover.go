@@ -20,8 +20,9 @@ import (
 // read from a page cache that a later power loss would still drop). It
 // rebuilds the transaction index too, following the transactions through
 // txns (Kafka's LogSegment.recover with its ProducerStateManager). It
-// returns how many bytes it cut off.
-func (s *segment) recover(cfg *LogConfig, batches *atomic.Int64, txns *txnRebuild) (truncated int64, reason error, err error) {
+// returns how many bytes it cut off. It adds the size of each batch it
+// checks to done, for the load's progress report.
+func (s *segment) recover(cfg *LogConfig, batches, done *atomic.Int64, txns *txnRebuild) (truncated int64, reason error, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	st, err := s.log.Stat()
@@ -46,6 +47,7 @@ func (s *segment) recover(cfg *LogConfig, batches *atomic.Int64, txns *txnRebuil
 			break
 		}
 		batches.Add(1)
+		done.Add(int64(b.Size()))
 		txns.track(&b, buf[:b.Size()])
 		info := infoOf(&b, valid)
 		s.indexBatchLocked(info, cfg, &bytesSince)

@@ -1,6 +1,8 @@
 package group
 
 import (
+	"fmt"
+
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -93,7 +95,7 @@ func (m *machine) joinGroup(ci ClientInfo, req *kmsg.JoinGroupRequest, reply fun
 	switch {
 	case !m.acceptJoiningMember(g, req.MemberID):
 		if req.MemberID != "" {
-			m.removeMember(g, req.MemberID, errGroupMaxSizeReached)
+			m.removeMember(g, req.MemberID, errGroupMaxSizeReached, "the group reached group.max.size")
 		}
 		reply(joinError(errGroupMaxSizeReached, ""))
 	case unknown:
@@ -149,6 +151,8 @@ func (m *machine) joinNewMember(ci ClientInfo, req *kmsg.JoinGroupRequest, g *cl
 		// a member that never returns holds no slot in the rebalance.
 		g.pendingJoin[newID] = true
 		m.scheduleHeartbeat(g, newID, req.SessionTimeoutMillis)
+		m.log.Info("dynamic member without a member id joins the group: asking it to rejoin with a new id",
+			"group", g.id, "state", g.state.String(), "member", newID, "client_id", ci.ClientID, "client_host", ci.ClientHost)
 		reply(joinError(errMemberIDRequired, newID))
 		return
 	}
@@ -239,15 +243,27 @@ func (m *machine) addMemberAndRebalance(ci ClientInfo, req *kmsg.JoinGroupReques
 		g.newMemberAdded = true
 	}
 	g.add(mem, reply, req.Version)
+	reason := "member " + id + " joined" + clientReason(req)
+	m.log.Info("added member to group", "group", g.id, "state", g.state.String(), "member", id,
+		"instance", deref(req.InstanceID), "client_id", ci.ClientID, "client_host", ci.ClientHost, "reason", reason)
 	// A new member cannot heartbeat while its JoinGroup is parked, and a
 	// client that gave up would leave it behind forever: bound the wait.
 	m.scheduleHeartbeat(g, id, m.cfg.GroupNewMemberJoinTimeoutMs)
-	m.maybePrepareRebalanceOrCompleteJoin(g)
+	m.maybePrepareRebalanceOrCompleteJoin(g, reason)
 }
 
 func (m *machine) updateMemberAndRebalance(req *kmsg.JoinGroupRequest, g *classicGroup, mem *member, reply func(*kmsg.JoinGroupResponse)) {
 	m.updateMember(g, mem, protocolsFrom(req.Protocols), req.RebalanceTimeoutMillis, req.SessionTimeoutMillis, reply, req.Version)
-	m.maybePrepareRebalanceOrCompleteJoin(g)
+	m.maybePrepareRebalanceOrCompleteJoin(g, "member "+mem.id+" rejoined in state "+g.state.String()+clientReason(req))
+}
+
+// clientReason is the reason a JoinGroup (v5+, KIP-800) gives, for the
+// log lines of the rebalance it causes.
+func clientReason(req *kmsg.JoinGroupRequest) string {
+	if req.Reason == nil || *req.Reason == "" {
+		return ""
+	}
+	return "; client reason: " + *req.Reason
 }
 
 // updateMember replaces a member's protocols and timeouts and parks (or, with
@@ -272,9 +288,9 @@ func (m *machine) updateMember(g *classicGroup, mem *member, ps []protocol, reba
 	mem.joinVersion = version
 }
 
-func (m *machine) maybePrepareRebalanceOrCompleteJoin(g *classicGroup) {
+func (m *machine) maybePrepareRebalanceOrCompleteJoin(g *classicGroup, reason string) {
 	if g.canRebalance() {
-		m.prepareRebalance(g)
+		m.prepareRebalance(g, reason)
 		return
 	}
 	m.maybeCompleteJoinPhase(g)
@@ -289,7 +305,12 @@ func (m *machine) maybeCompleteJoinPhase(g *classicGroup) {
 	m.completeJoin(g)
 }
 
-func (m *machine) prepareRebalance(g *classicGroup) {
+// prepareRebalance starts a rebalance; reason says why, for the log line
+// an operator follows a rebalance storm by (Kafka's "Preparing to
+// rebalance group").
+func (m *machine) prepareRebalance(g *classicGroup, reason string) {
+	m.log.Info("preparing to rebalance group", "group", g.id, "state", g.state.String(),
+		"generation", g.generation, "partition", g.partition, "members", len(g.members), "reason", reason)
 	if g.is(stateCompletingRebalance) {
 		m.resetAndPropagateAssignment(g, errRebalanceInProgress)
 	}
@@ -340,7 +361,7 @@ func (m *machine) completeJoin(g *classicGroup) {
 	m.fx.Cancel(joinKey(g))
 	for _, id := range append([]string(nil), g.order...) {
 		if mem := g.members[id]; !mem.awaitingJoin() && !mem.isStatic() {
-			m.removeMember(g, id, errUnknownMemberID)
+			m.removeMember(g, id, errUnknownMemberID, "it did not rejoin within the rebalance timeout")
 		}
 	}
 	if g.is(stateDead) {
@@ -358,6 +379,7 @@ func (m *machine) completeJoin(g *classicGroup) {
 	}
 	g.initNextGeneration(m.nowMs())
 	if g.is(stateEmpty) {
+		m.log.Info("group is now empty", "group", g.id, "generation", g.generation, "partition", g.partition)
 		rec := groupMetadataRecord(g, nil)
 		m.fx.Append(g.partition, []Record{rec}, func(err error) {
 			if err != nil {
@@ -381,6 +403,8 @@ func (m *machine) completeJoin(g *classicGroup) {
 		mem.isNew = false
 		g.pendingSync[id] = true
 	}
+	m.log.Info("stabilized group", "group", g.id, "generation", g.generation, "partition", g.partition,
+		"protocol_type", g.protocolType, "protocol", deref(g.protocolName), "leader", g.leader, "members", len(g.members))
 	gen := g.generation
 	m.fx.Schedule(syncKey(g), ms(int64(g.rebalanceTimeoutMs())), func() { m.expirePendingSync(g, gen) })
 }
@@ -396,10 +420,10 @@ func (m *machine) expirePendingSync(g *classicGroup, gen int32) {
 	}
 	for _, id := range append([]string(nil), g.order...) {
 		if g.pendingSync[id] {
-			m.removeMember(g, id, errUnknownMemberID)
+			m.removeMember(g, id, errUnknownMemberID, "it sent no SyncGroup within the rebalance timeout")
 		}
 	}
-	m.prepareRebalance(g)
+	m.prepareRebalance(g, "members sent no SyncGroup within the rebalance timeout")
 }
 
 // expireHeartbeat runs when a member's session timer fires.
@@ -408,6 +432,7 @@ func (m *machine) expireHeartbeat(g *classicGroup, id string) {
 		return
 	}
 	if g.pendingJoin[id] {
+		m.log.Info("removed pending member from group: it did not rejoin with its id within the session timeout", "group", g.id, "member", id)
 		g.remove(id)
 		if g.is(statePreparingRebalance) && g.hasAllMembersJoined() {
 			m.completeJoin(g)
@@ -418,11 +443,10 @@ func (m *machine) expireHeartbeat(g *classicGroup, id string) {
 	if mem == nil || mem.hasSatisfiedHeartbeat() {
 		return
 	}
-	m.log.Info("member session expired", "group", g.id, "member", id)
-	m.removeMember(g, id, errUnknownMemberID)
+	m.removeMember(g, id, errUnknownMemberID, "its session expired")
 	switch {
 	case g.is(stateStable) || g.is(stateCompletingRebalance):
-		m.maybePrepareRebalanceOrCompleteJoin(g)
+		m.maybePrepareRebalanceOrCompleteJoin(g, "member "+id+" removed on heartbeat expiration")
 	case g.is(statePreparingRebalance) && g.hasAllMembersJoined():
 		m.completeJoin(g)
 	}
@@ -444,7 +468,7 @@ func (m *machine) rejoinStaticMember(req *kmsg.JoinGroupRequest, g *classicGroup
 	switch g.state {
 	case stateStable:
 		if g.protocolName == nil || *g.protocolName != g.selectProtocol() {
-			m.maybePrepareRebalanceOrCompleteJoin(g)
+			m.maybePrepareRebalanceOrCompleteJoin(g, "static member "+instanceID+" rejoined with protocols that change the group's")
 			return
 		}
 		gen := g.generation
@@ -490,7 +514,7 @@ func (m *machine) rejoinStaticMember(req *kmsg.JoinGroupRequest, g *classicGroup
 		})
 	case stateCompletingRebalance:
 		// The leader may already be assigning with the old member id.
-		m.prepareRebalance(g)
+		m.prepareRebalance(g, "static member "+instanceID+" rejoined while the leader assigns")
 	default:
 		m.maybeCompleteJoinPhase(g)
 	}
@@ -584,7 +608,7 @@ func (m *machine) storeAssignment(g *classicGroup, req *kmsg.SyncGroupRequest) {
 		}
 		if err != nil {
 			m.resetAndPropagateAssignment(g, appendErrorCode(err))
-			m.maybePrepareRebalanceOrCompleteJoin(g)
+			m.maybePrepareRebalanceOrCompleteJoin(g, fmt.Sprintf("storing the assignment of generation %d failed: %v", gen, err))
 			return
 		}
 		for id, mem := range g.members {
@@ -592,6 +616,8 @@ func (m *machine) storeAssignment(g *classicGroup, req *kmsg.SyncGroupRequest) {
 		}
 		m.propagateAssignment(g, 0)
 		g.transitionTo(stateStable, m.nowMs())
+		m.log.Info("stored the leader's assignment; group is stable", "group", g.id, "generation", gen,
+			"leader", g.leader, "members", len(g.members), "static_members", len(g.static))
 	})
 }
 
@@ -720,12 +746,20 @@ func (m *machine) leaveGroup(req *kmsg.LeaveGroupRequest, reply func(*kmsg.Leave
 	if left {
 		switch g.state {
 		case stateStable, stateCompletingRebalance:
-			m.maybePrepareRebalanceOrCompleteJoin(g)
+			m.maybePrepareRebalanceOrCompleteJoin(g, "members left by LeaveGroup")
 		case statePreparingRebalance:
 			m.maybeCompleteJoinPhase(g)
 		}
 	}
 	m.fx.Append(g.partition, nil, func(error) { reply(resp) })
+}
+
+// leaveReason is the reason a LeaveGroup member entry gives (v5+, KIP-800).
+func leaveReason(id kmsg.LeaveGroupRequestMember) string {
+	if id.Reason == nil || *id.Reason == "" {
+		return ""
+	}
+	return "; client reason: " + *id.Reason
 }
 
 func leaveResult(id kmsg.LeaveGroupRequestMember, code int16) kmsg.LeaveGroupResponseMember {
@@ -747,7 +781,7 @@ func (m *machine) leaveOne(g *classicGroup, id kmsg.LeaveGroupRequestMember) int
 		if !ok {
 			return errUnknownMemberID
 		}
-		m.removeMember(g, memberID, errUnknownMemberID)
+		m.removeMember(g, memberID, errUnknownMemberID, "an admin removed static member "+*id.InstanceID+" by LeaveGroup")
 		return 0
 	}
 	if g.pendingJoin[id.MemberID] {
@@ -758,7 +792,7 @@ func (m *machine) leaveOne(g *classicGroup, id kmsg.LeaveGroupRequestMember) int
 	if code := g.validateMember(id.MemberID, id.InstanceID); code != 0 {
 		return code
 	}
-	m.removeMember(g, id.MemberID, errUnknownMemberID)
+	m.removeMember(g, id.MemberID, errUnknownMemberID, "it left by LeaveGroup"+leaveReason(id))
 	return 0
 }
 

@@ -390,6 +390,14 @@ func (m *machine) consumerHeartbeat(p *partitionState, ci ClientInfo, req *kmsg.
 		return op, nil, &hbError{code: code}
 	}
 	m.scheduleConsumerSession(g, next.id)
+	switch {
+	case replaces != nil:
+		m.log.Info("static member rejoined the consumer group", "group", g.id, "member", next.id, "replaces", replaces.id,
+			"instance", deref(next.instanceID), "group_epoch", g.epoch, "client_id", ci.ClientID, "client_host", ci.ClientHost)
+	case old == nil:
+		m.log.Info("member joined the consumer group", "group", g.id, "member", next.id, "instance", deref(next.instanceID),
+			"group_epoch", g.epoch, "client_id", ci.ClientID, "client_host", ci.ClientHost)
+	}
 
 	r := kmsg.NewPtrConsumerGroupHeartbeatResponse()
 	id := next.id
@@ -671,7 +679,7 @@ func (m *machine) computeTargetAssignment(op *consumerOp) {
 	}
 	g.assignmentEpoch = g.epoch
 	op.recs = append(op.recs, cgTargetEpochRecord(g.id, g.epoch))
-	m.log.Debug("computed consumer group target assignment", "group", g.id, "epoch", g.epoch, "assignor", name)
+	m.log.Info("computed a new target assignment for the consumer group", "group", g.id, "epoch", g.epoch, "assignor", name, "members", len(spec.members))
 }
 
 // consumerLeave handles a heartbeat with epoch -1 (leave) or -2 (a static

@@ -179,7 +179,7 @@ func (m *machine) restoreUpgraded(p *partitionState, c *classicGroup, g *consume
 		})
 	case c.is(stateCompletingRebalance):
 		// Its parked syncs were answered: rebalance again.
-		m.prepareRebalance(c)
+		m.prepareRebalance(c, "downgraded from a consumer group while completing a rebalance")
 	}
 }
 
@@ -255,7 +255,7 @@ func (m *machine) downgrade(op *consumerOp, leaving string) {
 		m.scheduleHeartbeat(c, id, mem.sessionTimeoutMs)
 	}
 	m.log.Info("downgraded the consumer group to a classic group", "group", g.id, "generation", c.generation, "members", len(c.members))
-	m.prepareRebalance(c)
+	m.prepareRebalance(c, "downgraded from a consumer group")
 }
 
 // undoDowngrade takes back a downgrade whose records failed: the classic
@@ -267,7 +267,7 @@ func (m *machine) undoDowngrade(op *consumerOp) {
 		return
 	}
 	for _, id := range slices.Clone(c.order) {
-		m.removeMember(c, id, errNotCoordinator)
+		m.removeMember(c, id, errNotCoordinator, "the downgrade to a classic group was undone")
 	}
 	m.cancelGroupTimers(c)
 	c.transitionTo(stateDead, m.nowMs())

@@ -1,6 +1,7 @@
 package group
 
 import (
+	"fmt"
 	"log/slog"
 	"time"
 
@@ -192,9 +193,11 @@ func (m *machine) cancelGroupTimers(g *classicGroup) {
 }
 
 // removeMember drops a member, answering whatever it has parked.
-func (m *machine) removeMember(g *classicGroup, id string, code int16) {
+func (m *machine) removeMember(g *classicGroup, id string, code int16, reason string) {
 	m.fx.Cancel(heartbeatKey(g, id))
 	if mem := g.members[id]; mem != nil {
+		m.log.Info("removed member from group", "group", g.id, "state", g.state.String(), "generation", g.generation,
+			"member", id, "instance", deref(mem.instanceID), "client_id", mem.clientID, "reason", reason)
 		if mem.joinReply != nil {
 			r := kmsg.NewPtrJoinGroupResponse()
 			r.ErrorCode = code
@@ -255,7 +258,7 @@ func (m *machine) finishLoad(partition int32, token uint64, loaded *loadedPartit
 			m.scheduleHeartbeat(g, id, g.members[id].sessionTimeoutMs)
 		}
 		if int32(len(g.members)) > m.cfg.GroupMaxSize {
-			m.prepareRebalance(g)
+			m.prepareRebalance(g, fmt.Sprintf("loaded with %d members, more than group.max.size %d", len(g.members), m.cfg.GroupMaxSize))
 		}
 	}
 	return true

@@ -179,6 +179,7 @@ func (m *machine) heartbeat(client ClientInfo, req *kmsg.ShareGroupHeartbeatRequ
 		if mem == nil {
 			return fail(errUnknownMemberID, "Member "+req.MemberID+" is not a member of group "+req.GroupID+".")
 		}
+		m.log.Info("member left the share group", "group", g.id, "member", mem.id)
 		m.removeMember(g, mem)
 		resp.MemberEpoch = -1
 		return resp
@@ -194,6 +195,8 @@ func (m *machine) heartbeat(client ClientInfo, req *kmsg.ShareGroupHeartbeatRequ
 		mem = &member{id: req.MemberID, epoch: 0}
 		g.members[req.MemberID] = mem
 		changed = true
+		m.log.Info("member joined the share group", "group", g.id, "member", mem.id,
+			"client_id", client.ClientID, "client_host", client.ClientHost)
 	} else if req.MemberEpoch != 0 && req.MemberEpoch != mem.epoch {
 		return fail(errFencedMemberEpoch, "The share group member has an invalid epoch.")
 	}

@@ -30,6 +30,10 @@ type sensor struct {
 	rate     *rate
 	bucket   bucket // for controller_mutation_rate (RecordMutation)
 	lastUsed int64
+	// throttleMs and throttles sum the throttle times applied and count
+	// them over the same windows as rate, for the throttle-time metric
+	// (Kafka's throttle time sensor, an Avg).
+	throttleMs, throttles *rate
 }
 
 // sensorIdleMs is how long an unused sensor is kept: Kafka's one hour of
@@ -149,7 +153,7 @@ func (m *Manager) sensorLocked(t tags, now int64) *sensor {
 	}
 	s := m.sensors[t]
 	if s == nil {
-		s = &sensor{rate: newRate(m.n, m.windowMs)}
+		s = &sensor{rate: newRate(m.n, m.windowMs), throttleMs: newRate(m.n, m.windowMs), throttles: newRate(m.n, m.windowMs)}
 		m.sensors[t] = s
 	}
 	s.lastUsed = now
@@ -208,4 +212,49 @@ func (m *Manager) MaxValueInWindow(img *image.Image, user, clientID string) floa
 		return math.Inf(1)
 	}
 	return bound * float64(m.n-1) * float64(m.windowMs) / 1000
+}
+
+// Throttled records that the client was throttled for ms, the time the
+// broker applied (after any cap), for the throttle-time metric.
+func (m *Manager) Throttled(img *image.Image, user, clientID string, ms int, now time.Time) {
+	if ms <= 0 || !m.Enabled(img) {
+		return
+	}
+	t := m.sensorTags(img, user, clientID)
+	at := now.UnixMilli()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s := m.sensorLocked(t, at)
+	s.throttleMs.record(float64(ms), at)
+	s.throttles.record(1, at)
+}
+
+// SensorStats is one quota sensor's measurements, as Kafka exposes them
+// per user and client id (kafka.server:type=Produce|Fetch|Request).
+type SensorStats struct {
+	// User and ClientID are the sensor's tags: "" for a part the quota
+	// that applies does not distinguish.
+	User, ClientID string
+	// Rate is the measured rate in the quota's unit per second: bytes for
+	// the byte rates, percent of a thread for request_percentage.
+	Rate float64
+	// ThrottleMs is the average throttle time applied over the windows,
+	// 0 when none was.
+	ThrottleMs float64
+}
+
+// Stats measures every sensor at now.
+func (m *Manager) Stats(now time.Time) []SensorStats {
+	at := now.UnixMilli()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]SensorStats, 0, len(m.sensors))
+	for t, s := range m.sensors {
+		st := SensorStats{User: t.user, ClientID: t.clientID, Rate: max(s.rate.measure(at), 0)}
+		if n := s.throttles.sum(at); n > 0 {
+			st.ThrottleMs = s.throttleMs.sum(at) / n
+		}
+		out = append(out, st)
+	}
+	return out
 }

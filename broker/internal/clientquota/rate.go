@@ -94,3 +94,14 @@ func (r *rate) measure(now int64) float64 {
 	}
 	return sum / (float64(r.windowSize(now)) / 1000)
 }
+
+// sum is the total recorded over the samples kept (Kafka's WindowedSum),
+// which an Avg divides by the count's.
+func (r *rate) sum(now int64) float64 {
+	r.purge(now)
+	var sum float64
+	for _, s := range r.samples {
+		sum += s.value
+	}
+	return sum
+}

@@ -63,6 +63,10 @@ type RequestTimes struct {
 	// ResponseSend runs from the writer taking the response to its last
 	// byte written to the socket.
 	ResponseSend time.Duration
+	// Throttle is the throttle_time_ms the response carried: how long a
+	// quota muted the client (KIP-219). Not part of the total, as in
+	// Kafka: the client waits it out after the response.
+	Throttle time.Duration
 }
 
 // Registry is one broker's metrics. Create it with New.
@@ -75,6 +79,7 @@ type Registry struct {
 
 	requests    [maxKey]prometheus.Counter
 	requestTime [maxKey][numPhases + 1]prometheus.Observer // the phases, then the total
+	throttle    [maxKey]prometheus.Observer
 
 	isrShrinks, isrExpands, isrFailed prometheus.Counter
 
@@ -125,12 +130,19 @@ func New(keys []int16) *Registry {
 		}, []string{"request"})
 		r.reg.MustRegister(phases[i])
 	}
+	throttle := prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "kafka_network_requestmetrics_throttletimems",
+		Help:    "Milliseconds a quota throttled the client for, as the response's throttle_time_ms, per API (RequestMetrics ThrottleTimeMs).",
+		Buckets: latencyBucketsMs,
+	}, []string{"request"})
+	r.reg.MustRegister(throttle)
 	for _, key := range keys {
 		name := kmsg.NameForKey(key)
 		if key < 0 || key >= maxKey || name == "Unknown" || name == "" {
 			continue
 		}
 		r.requests[key] = requests.WithLabelValues(name)
+		r.throttle[key] = throttle.WithLabelValues(name)
 		for i := range phases {
 			r.requestTime[key][i] = phases[i].WithLabelValues(name)
 		}
@@ -258,6 +270,7 @@ func (r *Registry) RequestDone(key int16, t RequestTimes) {
 	obs[phaseResponseQueue].Observe(ms(t.ResponseQueue))
 	obs[phaseResponseSend].Observe(ms(t.ResponseSend))
 	obs[numPhases].Observe(ms(t.RequestQueue + t.Local + t.Remote + t.ResponseQueue + t.ResponseSend))
+	r.throttle[key].Observe(ms(t.Throttle))
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
