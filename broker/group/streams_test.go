@@ -634,3 +634,71 @@ func TestStreamsStaticMember(t *testing.T) {
 		t.Errorf("the replaced member: error %d", r.ErrorCode)
 	}
 }
+
+// TestStreamsAssignorRanksStandbyCandidates: the task offsets members
+// report (TaskOffsets) and the standbys they hold rank them, as Kafka 4.4's
+// StickyTaskAssignor: between equally loaded members a standby's holder
+// wins over a member that only reported an offset, and a greater reported
+// offset wins over a smaller one, whatever their member ids.
+func TestStreamsAssignorRanksStandbyCandidates(t *testing.T) {
+	member := func(id, process string, standby taskSet, offsets ...taskOffset) *streamsMember {
+		m := &streamsMember{id: id, processID: process, assigned: emptyTasks(), taskOffsets: offsets}
+		if standby != nil {
+			m.assigned.standby = standby
+		}
+		return m
+	}
+	stateful := map[string]bool{"1": true}
+	for _, tc := range []struct {
+		name    string
+		tasks   map[string]int32
+		members []*streamsMember
+		want    map[string]string // member -> "active | standby"
+	}{{
+		// a keeps 1:0 (its share of one task); d, the standby holder of
+		// 1:1, runs it. 1:0's standby goes to c, which reported the
+		// greater offset, rather than to b, first by id; 1:1's standby
+		// then to b, the least loaded without a copy.
+		name:  "offsets",
+		tasks: map[string]int32{"1": 2},
+		members: []*streamsMember{
+			func() *streamsMember {
+				m := member("a", "p1", nil)
+				m.assigned.active = taskSet{"1": {0, 1}}
+				return m
+			}(),
+			member("b", "p2", nil, taskOffset{"1", 0, 10}),
+			member("c", "p3", nil, taskOffset{"1", 0, 500}),
+			member("d", "p4", taskSet{"1": {1}}),
+		},
+		want: map[string]string{"a": "1:[0] | ", "b": " | 1:[1]", "c": " | 1:[0]", "d": "1:[1] | "},
+	}, {
+		// b holds 1:0 as standby and keeps it, although c reported a
+		// greater offset for it.
+		name:  "standby holder first",
+		tasks: map[string]int32{"1": 1},
+		members: []*streamsMember{
+			func() *streamsMember {
+				m := member("a", "p1", nil)
+				m.assigned.active = taskSet{"1": {0}}
+				return m
+			}(),
+			member("b", "p2", taskSet{"1": {0}}, taskOffset{"1", 0, 5}),
+			member("c", "p3", nil, taskOffset{"1", 0, 500}),
+		},
+		want: map[string]string{"a": "1:[0] | ", "b": " | 1:[0]", "c": " | "},
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			ms := make(map[string]*streamsMember)
+			for _, m := range tc.members {
+				ms[m.id] = m
+			}
+			got := assignStreamsTasks(ms, tc.tasks, stateful, 1)
+			for id, want := range tc.want {
+				if s := showTasks(got[id].active) + " | " + showTasks(got[id].standby); s != want {
+					t.Errorf("%s: %q, want %q", id, s, want)
+				}
+			}
+		})
+	}
+}
