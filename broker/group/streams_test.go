@@ -482,7 +482,8 @@ func TestStreamsRecordsRoundTrip(t *testing.T) {
 	m := &streamsMember{id: "m", rackID: &rack, clientID: "c", clientHost: "/h", rebalanceTimeoutMs: 300, topologyEpoch: 2, processID: "p",
 		endpoint: &streamsEndpoint{"host", 8080}, clientTags: map[string]string{"zone": "a"},
 		epoch: 5, previousEpoch: 4, state: memberUnrevokedPartitions,
-		assigned: tasksTuple{taskSet{"0": {1, 2}}, taskSet{"1": {0}}, taskSet{}}, revoking: tasksTuple{taskSet{"0": {3}}, taskSet{}, taskSet{}}}
+		assigned: tasksTuple{taskSet{"0": {1, 2}}, taskSet{"1": {0}}, taskSet{}}, revoking: tasksTuple{taskSet{"0": {3}}, taskSet{}, taskSet{}},
+		activeEpochs: map[streamsTask]int32{{"0", 1}: 3, {"0", 2}: 5, {"0", 3}: 2}}
 	var got streamsMember
 	if err := decodeSGMember(sgMemberRecord("g", m).Value, &got); err != nil {
 		t.Fatal(err)
@@ -701,4 +702,68 @@ func TestStreamsAssignorRanksStandbyCandidates(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestStreamsCommitAssignmentEpochs: as in Kafka 4.4, an offset commit
+// from a member epoch older than the member's is taken for the partitions
+// of active tasks the member got at or before that epoch (kept across its
+// later epochs), and refused with STALE_MEMBER_EPOCH for a task it does
+// not own, one it got later, or a topic no task reads. The assignment
+// epochs survive a reload from the records.
+func TestStreamsCommitAssignmentEpochs(t *testing.T) {
+	h := newHarness(t, streamsConfig())
+	a := streamsReady(t, h)
+	first := a.epoch
+	b := newStreamsClient(h, "app", "b", "p2")
+	b.heartbeat(t)
+	a.heartbeat(t) // told to revoke half
+	a.heartbeat(t) // revoked: the new epoch, with the tasks it kept
+	b.heartbeat(t) // gets the released tasks at the new epoch
+	if a.epoch == first || b.epoch != a.epoch || b.owned.active.size() == 0 {
+		t.Fatalf("epochs a %d (first %d) b %d, b tasks %s", a.epoch, first, b.epoch, showTasks(b.owned.active))
+	}
+	topicOf := map[string]string{"0": "in", "1": "app-rep"}
+	partitionOf := func(s taskSet) (string, int32) {
+		sub := sortedKeys(s)[0]
+		return topicOf[sub], s[sub][0]
+	}
+	commit := func(member string, epoch int32, topic string, partition int32) int16 {
+		req := kmsg.NewPtrOffsetCommitRequest()
+		req.Version = 9
+		req.Group, req.MemberID, req.Generation = "app", member, epoch
+		rt := kmsg.NewOffsetCommitRequestTopic()
+		rt.Topic = topic
+		rp := kmsg.NewOffsetCommitRequestTopicPartition()
+		rp.Partition, rp.Offset = partition, 42
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		return h.c.OffsetCommit(context.Background(), req)().Topics[0].Partitions[0].ErrorCode
+	}
+	check := func(when string) {
+		t.Helper()
+		kt, kp := partitionOf(a.owned.active)
+		gt, gp := partitionOf(b.owned.active)
+		for _, c := range []struct {
+			what   string
+			member string
+			epoch  int32
+			topic  string
+			p      int32
+			want   int16
+		}{
+			{"a, older epoch, a task it kept", "a", first, kt, kp, 0},
+			{"a, older epoch, a task it gave up", "a", first, gt, gp, errStaleMemberEpoch},
+			{"a, older epoch, a topic no task reads", "a", first, "other", 0, errStaleMemberEpoch},
+			{"a, newer epoch", "a", a.epoch + 1, kt, kp, errStaleMemberEpoch},
+			{"b, older epoch, a task it got later", "b", first, gt, gp, errStaleMemberEpoch},
+			{"b, its epoch", "b", b.epoch, gt, gp, 0},
+		} {
+			if code := commit(c.member, c.epoch, c.topic, c.p); code != c.want {
+				t.Errorf("%s: %s: code %d, want %d", when, c.what, code, c.want)
+			}
+		}
+	}
+	check("live")
+	h.restart()
+	check("after a reload")
 }
