@@ -345,6 +345,7 @@ func (m *machine) streamsHeartbeat(p *partitionState, ci ClientInfo, req *kmsg.S
 		base.id = req.MemberID
 		base.epoch, base.previousEpoch = 0, 0
 		base.revoking = emptyTasks()
+		base.setActiveEpochs(replaces.activeEpochs, 0)
 	case base != nil:
 		if e := checkStreamsMemberEpoch(base, req.MemberEpoch, owned); e != nil {
 			return nil, none, e
@@ -766,6 +767,9 @@ func nextStreamsAssignment(g *streamsGroup, mem *streamsMember, memberEpoch, tar
 		setEpoch(targetEpoch)
 		next.assigned, next.revoking = keep, emptyTasks()
 	}
+	// Kept and revoking tasks keep their epochs; those granted now get
+	// the target assignment's, as Kafka 4.4's CurrentAssignmentBuilder.
+	next.setActiveEpochs(mem.activeEpochs, targetEpoch)
 	return next
 }
 

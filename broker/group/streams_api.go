@@ -3,6 +3,7 @@ package group
 import (
 	"context"
 	"fmt"
+	"iter"
 	"slices"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -200,8 +201,9 @@ func (m *machine) streamsGroupDescribe(id string, version int16, includeDescript
 
 // validateStreamsOffsetCommit is StreamsGroup.validateOffsetCommit for
 // OffsetCommit: a commit without member (epoch < 0) is allowed in an empty
-// group; otherwise it must come from a member at its current epoch, with
-// OffsetCommit v9 or later.
+// group; otherwise it must come from a member, with OffsetCommit v9 or
+// later, at its current epoch or at an older one that the member's tasks
+// allow (streamsCommitEpochOK).
 func validateStreamsOffsetCommit(g *streamsGroup, req *kmsg.OffsetCommitRequest) int16 {
 	if req.Generation < 0 && len(g.members) == 0 {
 		return 0
@@ -212,10 +214,45 @@ func validateStreamsOffsetCommit(g *streamsGroup, req *kmsg.OffsetCommitRequest)
 		return errUnknownMemberID
 	case req.Version < 9:
 		return errUnsupportedVersion
-	case req.Generation != mem.epoch:
+	case !streamsCommitEpochOK(g, mem, req.Generation, func(yield func(string, int32) bool) {
+		for _, t := range req.Topics {
+			for _, p := range t.Partitions {
+				if !yield(t.Topic, p.Partition) {
+					return
+				}
+			}
+		}
+	}):
 		return errStaleMemberEpoch
 	}
 	return 0
+}
+
+// streamsCommitEpochOK is Kafka 4.4's check of a commit's member epoch:
+// the member's current epoch commits anything and a newer one nothing;
+// an older one (a commit sent before the member's last heartbeat moved
+// its epoch) commits a partition only if it is read by an active task the
+// member owns or is revoking and that task was assigned to it at or
+// before that epoch. Any other partition fails the whole commit, as
+// Kafka's CommitPartitionValidator does.
+func streamsCommitEpochOK(g *streamsGroup, mem *streamsMember, epoch int32, partitions iter.Seq2[string, int32]) bool {
+	if epoch == mem.epoch {
+		return true
+	}
+	if epoch > mem.epoch || g.topology == nil {
+		return false
+	}
+	for topic, p := range partitions {
+		sub := g.topology.subtopologyReading(topic)
+		if sub == "" {
+			return false
+		}
+		assignedAt, ok := mem.activeEpochs[streamsTask{sub, p}]
+		if !ok || epoch < assignedAt {
+			return false
+		}
+	}
+	return true
 }
 
 // validateStreamsTxnCommit is validateOffsetCommit for TxnOffsetCommit,
@@ -232,7 +269,15 @@ func validateStreamsTxnCommit(g *streamsGroup, req *kmsg.TxnOffsetCommitRequest)
 	switch {
 	case mem == nil:
 		return errUnknownMemberID
-	case req.Generation != mem.epoch:
+	case !streamsCommitEpochOK(g, mem, req.Generation, func(yield func(string, int32) bool) {
+		for _, t := range req.Topics {
+			for _, p := range t.Partitions {
+				if !yield(t.Topic, p.Partition) {
+					return
+				}
+			}
+		}
+	}):
 		return errIllegalGeneration
 	}
 	return 0

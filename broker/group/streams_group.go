@@ -130,6 +130,12 @@ type streamsMember struct {
 	state         memberState
 	assigned      tasksTuple // tasks the member owns (or may own)
 	revoking      tasksTuple // tasks it must give up first
+	// activeEpochs is the assignment epoch of each active task in
+	// assigned and revoking: the target assignment epoch at which the
+	// member got it (Kafka 4.4's TasksTupleWithEpochs). An offset commit
+	// from an older member epoch is accepted for a task the member got
+	// at or before that epoch.
+	activeEpochs map[streamsTask]int32
 
 	// taskOffsets and taskEndOffsets are the changelog offsets the member
 	// last reported; Kafka keeps them in memory only, for describing.
@@ -162,7 +168,28 @@ func (m *streamsMember) clone() *streamsMember {
 	}
 	c.assigned = m.assigned.clone()
 	c.revoking = m.revoking.clone()
+	c.activeEpochs = maps.Clone(m.activeEpochs)
 	return &c
+}
+
+// setActiveEpochs gives every active task in assigned and revoking its
+// assignment epoch: the one in prev if it had one (a task kept keeps the
+// epoch it was assigned at), else epoch (a task assigned now).
+func (m *streamsMember) setActiveEpochs(prev map[streamsTask]int32, epoch int32) {
+	out := make(map[streamsTask]int32, m.assigned.active.size()+m.revoking.active.size())
+	for _, s := range []taskSet{m.assigned.active, m.revoking.active} {
+		for sub, ps := range s {
+			for _, p := range ps {
+				t := streamsTask{sub, p}
+				e, ok := prev[t]
+				if !ok {
+					e = epoch
+				}
+				out[t] = e
+			}
+		}
+	}
+	m.activeEpochs = out
 }
 
 // sameMetadata reports whether the fields a StreamsGroupMemberMetadata
@@ -178,7 +205,7 @@ func (m *streamsMember) sameMetadata(o *streamsMember) bool {
 // Assignment record carries are equal.
 func (m *streamsMember) sameAssignment(o *streamsMember) bool {
 	return m.epoch == o.epoch && m.previousEpoch == o.previousEpoch && m.state == o.state &&
-		m.assigned.equal(o.assigned) && m.revoking.equal(o.revoking)
+		m.assigned.equal(o.assigned) && m.revoking.equal(o.revoking) && maps.Equal(m.activeEpochs, o.activeEpochs)
 }
 
 func (m *streamsMember) isReconciledTo(epoch int32) bool {
@@ -242,17 +269,24 @@ func (t *streamsTopology) subtopology(id string) *streamsSubtopology {
 // sourceTopics lists every topic a task of the topology reads: source and
 // repartition source topics.
 func (t *streamsTopology) isSourceTopic(topic string) bool {
+	return t.subtopologyReading(topic) != ""
+}
+
+// subtopologyReading returns the subtopology whose tasks read topic (a
+// source or repartition source topic), or "" if none does: Kafka's
+// StreamsTopology.sourceTopicMap.
+func (t *streamsTopology) subtopologyReading(topic string) string {
 	for _, s := range t.subtopologies {
 		if slices.Contains(s.sourceTopics, topic) {
-			return true
+			return s.id
 		}
 		for _, r := range s.repartitionSourceTopics {
 			if r.name == topic {
-				return true
+				return s.id
 			}
 		}
 	}
-	return false
+	return ""
 }
 
 // streamsGroupState is a streams group's state as Kafka's

@@ -31,6 +31,7 @@ func replayStreams(lp *loadedPartition, partition int32, version int16, r Record
 				delete(g.members, k.member)
 			} else if m := g.members[k.member]; m != nil {
 				m.assigned, m.revoking, m.epoch, m.previousEpoch, m.state = emptyTasks(), emptyTasks(), 0, 0, memberStable
+				m.activeEpochs = nil
 			}
 		case sgTargetMemberKeyVersion:
 			delete(g.target, k.member)

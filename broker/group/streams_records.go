@@ -262,6 +262,82 @@ func (e *encoder) taskIDs(s taskSet) {
 	}
 }
 
+// activeTaskIDs writes active tasks with their AssignmentEpochs (tag 0,
+// one per partition), as Kafka 4.4 writes the current assignment's
+// active and pending-revocation active tasks.
+func (e *encoder) activeTaskIDs(s taskSet, epochs map[streamsTask]int32, fallback int32) {
+	subs := sortedKeys(s)
+	e.carray(len(subs))
+	for _, sub := range subs {
+		e.cstr(sub)
+		e.carray(len(s[sub]))
+		for _, p := range s[sub] {
+			e.i32(p)
+		}
+		b := &encoder{}
+		b.carray(len(s[sub]))
+		for _, p := range s[sub] {
+			ep, ok := epochs[streamsTask{sub, p}]
+			if !ok {
+				ep = fallback
+			}
+			b.i32(ep)
+		}
+		e.uvarint(1)
+		e.tag(0, b.b)
+	}
+}
+
+// activeTaskIDs reads active tasks and their AssignmentEpochs into
+// epochs. A task without one (a record of Kafka 4.2-4.3, or of an older
+// Gregor) was assigned at fallback, the member epoch, as Kafka 4.4 reads
+// such records.
+func (d *decoder) activeTaskIDs(epochs map[streamsTask]int32, fallback int32) taskSet {
+	n := d.carray(3)
+	out := make(taskSet, n)
+	for range n {
+		sub := d.cstr()
+		c := d.carray(4)
+		ps := make([]int32, 0, c)
+		for range c {
+			ps = append(ps, d.i32())
+		}
+		var eps []int32
+		tags := d.uvarint()
+		for i := uint64(0); i < tags && d.err == nil; i++ {
+			tag, size := d.uvarint(), d.uvarint()
+			if size > uint64(len(d.b)) {
+				d.fail(errShortRecord)
+				break
+			}
+			body := d.take(int(size))
+			if tag != 0 {
+				continue
+			}
+			if len(body) > 0 && body[0] == 0 {
+				continue // null: no epochs
+			}
+			bd := &decoder{b: body}
+			k := bd.carray(4)
+			for range k {
+				eps = append(eps, bd.i32())
+			}
+			if bd.err != nil {
+				d.fail(fmt.Errorf("assignment epochs of subtopology %s: %w", sub, bd.err))
+			}
+		}
+		for i, p := range ps {
+			ep := fallback
+			if len(eps) == len(ps) {
+				ep = eps[i]
+			}
+			epochs[streamsTask{sub, p}] = ep
+		}
+		out.add(sub, ps...)
+	}
+	return out
+}
+
 func (d *decoder) taskIDs() taskSet {
 	n := d.carray(3)
 	out := make(taskSet, n)
@@ -316,10 +392,10 @@ func sgCurrentAssignmentRecord(group string, m *streamsMember) Record {
 	e.i32(m.epoch)
 	e.i32(m.previousEpoch)
 	e.i8(int8(m.state))
-	e.taskIDs(m.assigned.active)
+	e.activeTaskIDs(m.assigned.active, m.activeEpochs, m.epoch)
 	e.taskIDs(m.assigned.standby)
 	e.taskIDs(m.assigned.warmup)
-	e.taskIDs(m.revoking.active)
+	e.activeTaskIDs(m.revoking.active, m.activeEpochs, m.epoch)
 	e.taskIDs(m.revoking.standby)
 	e.taskIDs(m.revoking.warmup)
 	e.noTags()
@@ -332,8 +408,9 @@ func decodeSGCurrentAssignment(b []byte, m *streamsMember) error {
 	m.epoch = d.i32()
 	m.previousEpoch = d.i32()
 	m.state = memberState(d.i8())
-	m.assigned = tasksTuple{active: d.taskIDs(), standby: d.taskIDs(), warmup: d.taskIDs()}
-	m.revoking = tasksTuple{active: d.taskIDs(), standby: d.taskIDs(), warmup: d.taskIDs()}
+	m.activeEpochs = map[streamsTask]int32{}
+	m.assigned = tasksTuple{active: d.activeTaskIDs(m.activeEpochs, m.epoch), standby: d.taskIDs(), warmup: d.taskIDs()}
+	m.revoking = tasksTuple{active: d.activeTaskIDs(m.activeEpochs, m.epoch), standby: d.taskIDs(), warmup: d.taskIDs()}
 	d.tags()
 	return d.done()
 }

@@ -482,7 +482,8 @@ func TestStreamsRecordsRoundTrip(t *testing.T) {
 	m := &streamsMember{id: "m", rackID: &rack, clientID: "c", clientHost: "/h", rebalanceTimeoutMs: 300, topologyEpoch: 2, processID: "p",
 		endpoint: &streamsEndpoint{"host", 8080}, clientTags: map[string]string{"zone": "a"},
 		epoch: 5, previousEpoch: 4, state: memberUnrevokedPartitions,
-		assigned: tasksTuple{taskSet{"0": {1, 2}}, taskSet{"1": {0}}, taskSet{}}, revoking: tasksTuple{taskSet{"0": {3}}, taskSet{}, taskSet{}}}
+		assigned: tasksTuple{taskSet{"0": {1, 2}}, taskSet{"1": {0}}, taskSet{}}, revoking: tasksTuple{taskSet{"0": {3}}, taskSet{}, taskSet{}},
+		activeEpochs: map[streamsTask]int32{{"0", 1}: 3, {"0", 2}: 5, {"0", 3}: 2}}
 	var got streamsMember
 	if err := decodeSGMember(sgMemberRecord("g", m).Value, &got); err != nil {
 		t.Fatal(err)
@@ -633,4 +634,136 @@ func TestStreamsStaticMember(t *testing.T) {
 	if r := a.heartbeat(t); r.ErrorCode != errFencedInstanceID {
 		t.Errorf("the replaced member: error %d", r.ErrorCode)
 	}
+}
+
+// TestStreamsAssignorRanksStandbyCandidates: the task offsets members
+// report (TaskOffsets) and the standbys they hold rank them, as Kafka 4.4's
+// StickyTaskAssignor: between equally loaded members a standby's holder
+// wins over a member that only reported an offset, and a greater reported
+// offset wins over a smaller one, whatever their member ids.
+func TestStreamsAssignorRanksStandbyCandidates(t *testing.T) {
+	member := func(id, process string, standby taskSet, offsets ...taskOffset) *streamsMember {
+		m := &streamsMember{id: id, processID: process, assigned: emptyTasks(), taskOffsets: offsets}
+		if standby != nil {
+			m.assigned.standby = standby
+		}
+		return m
+	}
+	stateful := map[string]bool{"1": true}
+	for _, tc := range []struct {
+		name    string
+		tasks   map[string]int32
+		members []*streamsMember
+		want    map[string]string // member -> "active | standby"
+	}{{
+		// a keeps 1:0 (its share of one task); d, the standby holder of
+		// 1:1, runs it. 1:0's standby goes to c, which reported the
+		// greater offset, rather than to b, first by id; 1:1's standby
+		// then to b, the least loaded without a copy.
+		name:  "offsets",
+		tasks: map[string]int32{"1": 2},
+		members: []*streamsMember{
+			func() *streamsMember {
+				m := member("a", "p1", nil)
+				m.assigned.active = taskSet{"1": {0, 1}}
+				return m
+			}(),
+			member("b", "p2", nil, taskOffset{"1", 0, 10}),
+			member("c", "p3", nil, taskOffset{"1", 0, 500}),
+			member("d", "p4", taskSet{"1": {1}}),
+		},
+		want: map[string]string{"a": "1:[0] | ", "b": " | 1:[1]", "c": " | 1:[0]", "d": "1:[1] | "},
+	}, {
+		// b holds 1:0 as standby and keeps it, although c reported a
+		// greater offset for it.
+		name:  "standby holder first",
+		tasks: map[string]int32{"1": 1},
+		members: []*streamsMember{
+			func() *streamsMember {
+				m := member("a", "p1", nil)
+				m.assigned.active = taskSet{"1": {0}}
+				return m
+			}(),
+			member("b", "p2", taskSet{"1": {0}}, taskOffset{"1", 0, 5}),
+			member("c", "p3", nil, taskOffset{"1", 0, 500}),
+		},
+		want: map[string]string{"a": "1:[0] | ", "b": " | 1:[0]", "c": " | "},
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			ms := make(map[string]*streamsMember)
+			for _, m := range tc.members {
+				ms[m.id] = m
+			}
+			got := assignStreamsTasks(ms, tc.tasks, stateful, 1)
+			for id, want := range tc.want {
+				if s := showTasks(got[id].active) + " | " + showTasks(got[id].standby); s != want {
+					t.Errorf("%s: %q, want %q", id, s, want)
+				}
+			}
+		})
+	}
+}
+
+// TestStreamsCommitAssignmentEpochs: as in Kafka 4.4, an offset commit
+// from a member epoch older than the member's is taken for the partitions
+// of active tasks the member got at or before that epoch (kept across its
+// later epochs), and refused with STALE_MEMBER_EPOCH for a task it does
+// not own, one it got later, or a topic no task reads. The assignment
+// epochs survive a reload from the records.
+func TestStreamsCommitAssignmentEpochs(t *testing.T) {
+	h := newHarness(t, streamsConfig())
+	a := streamsReady(t, h)
+	first := a.epoch
+	b := newStreamsClient(h, "app", "b", "p2")
+	b.heartbeat(t)
+	a.heartbeat(t) // told to revoke half
+	a.heartbeat(t) // revoked: the new epoch, with the tasks it kept
+	b.heartbeat(t) // gets the released tasks at the new epoch
+	if a.epoch == first || b.epoch != a.epoch || b.owned.active.size() == 0 {
+		t.Fatalf("epochs a %d (first %d) b %d, b tasks %s", a.epoch, first, b.epoch, showTasks(b.owned.active))
+	}
+	topicOf := map[string]string{"0": "in", "1": "app-rep"}
+	partitionOf := func(s taskSet) (string, int32) {
+		sub := sortedKeys(s)[0]
+		return topicOf[sub], s[sub][0]
+	}
+	commit := func(member string, epoch int32, topic string, partition int32) int16 {
+		req := kmsg.NewPtrOffsetCommitRequest()
+		req.Version = 9
+		req.Group, req.MemberID, req.Generation = "app", member, epoch
+		rt := kmsg.NewOffsetCommitRequestTopic()
+		rt.Topic = topic
+		rp := kmsg.NewOffsetCommitRequestTopicPartition()
+		rp.Partition, rp.Offset = partition, 42
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		return h.c.OffsetCommit(context.Background(), req)().Topics[0].Partitions[0].ErrorCode
+	}
+	check := func(when string) {
+		t.Helper()
+		kt, kp := partitionOf(a.owned.active)
+		gt, gp := partitionOf(b.owned.active)
+		for _, c := range []struct {
+			what   string
+			member string
+			epoch  int32
+			topic  string
+			p      int32
+			want   int16
+		}{
+			{"a, older epoch, a task it kept", "a", first, kt, kp, 0},
+			{"a, older epoch, a task it gave up", "a", first, gt, gp, errStaleMemberEpoch},
+			{"a, older epoch, a topic no task reads", "a", first, "other", 0, errStaleMemberEpoch},
+			{"a, newer epoch", "a", a.epoch + 1, kt, kp, errStaleMemberEpoch},
+			{"b, older epoch, a task it got later", "b", first, gt, gp, errStaleMemberEpoch},
+			{"b, its epoch", "b", b.epoch, gt, gp, 0},
+		} {
+			if code := commit(c.member, c.epoch, c.topic, c.p); code != c.want {
+				t.Errorf("%s: %s: code %d, want %d", when, c.what, code, c.want)
+			}
+		}
+	}
+	check("live")
+	h.restart()
+	check("after a reload")
 }
