@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"os"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -119,6 +120,7 @@ type Log struct {
 	snapshotTxns func([]byte) (map[int64]int64, error)
 	rollHook     func(RollEvent) // see OnRoll; guarded by mu
 	syncWatch    *syncWatch      // the Manager's fsync watchdog (syncwatch.go)
+	files        *fdCache        // the Manager's open segment files (logfile.go)
 }
 
 // LogStartOffset is the first offset a reader may ask for.
@@ -394,7 +396,7 @@ func (l *Log) rollAtLocked(base, now int64, inAppend bool) (*segment, error) {
 		return nil, err
 	}
 	old.unsynced = false
-	seg, err := createSegment(l.fsys, l.dir, base, now)
+	seg, err := createSegment(l.fsys, l.files, l.dir, base, now)
 	if err != nil {
 		return nil, err
 	}
@@ -487,11 +489,15 @@ func (l *Log) read(offset int64, maxBytes int32, maxOffset int64, minOneBatch, s
 			}
 			return res, true, nil
 		}
-		if f := vfs.OSFile(s.log); slice && f != nil {
+		if slice && s.log.isOS() {
 			pos, size, last, found, err := s.readRange(offset, maxBytes, limit, minOneBatch, cfg, l.logger)
 			if err == nil && size > 0 {
-				s.pinSendLocked()
-				res.Slice = &FileSlice{l: l, seg: s, file: f, pos: pos, size: size, lastOffset: last, gen: gen}
+				// The slice pins the .log open until its Release.
+				var f *os.File
+				if f, err = s.log.pinOS(); err == nil {
+					s.pinSendLocked()
+					res.Slice = &FileSlice{l: l, seg: s, file: f, pos: pos, size: size, lastOffset: last, gen: gen}
+				}
 			}
 			s.release()
 			if err != nil {
