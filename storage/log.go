@@ -1,6 +1,7 @@
 package storage
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -706,4 +707,42 @@ func (l *Log) close(flush bool) error {
 // nowMsFunc adapts a clock to milliseconds.
 func nowMsFunc(now func() time.Time) func() int64 {
 	return func() int64 { return now().UnixMilli() }
+}
+
+// partitionLogger is logger with a partition attribute on every record.
+// slog's With would preformat the attribute into a copy of the handler's
+// state, about 300 bytes per partition held for the log's lifetime (3 MB
+// for 10,000 idle partitions); this adds it when a record is logged,
+// which for a log is rare.
+func partitionLogger(logger *slog.Logger, tp TopicPartition) *slog.Logger {
+	return slog.New(&partitionHandler{inner: logger.Handler(), tp: tp})
+}
+
+// partitionHandler adds the partition to each record it passes on.
+type partitionHandler struct {
+	inner slog.Handler
+	tp    TopicPartition
+}
+
+func (h *partitionHandler) Enabled(ctx context.Context, level slog.Level) bool {
+	return h.inner.Enabled(ctx, level)
+}
+
+func (h *partitionHandler) Handle(ctx context.Context, r slog.Record) error {
+	r.AddAttrs(slog.String("partition", h.tp.String()))
+	return h.inner.Handle(ctx, r)
+}
+
+// WithAttrs and WithGroup, rare for a log's logger, fix the partition
+// attribute in the derived handler first, where With would have put it.
+func (h *partitionHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
+	return h.fixed().WithAttrs(attrs)
+}
+
+func (h *partitionHandler) WithGroup(name string) slog.Handler {
+	return h.fixed().WithGroup(name)
+}
+
+func (h *partitionHandler) fixed() slog.Handler {
+	return h.inner.WithAttrs([]slog.Attr{slog.String("partition", h.tp.String())})
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"os"
 	"strings"
@@ -316,5 +317,21 @@ func TestIdleCloseSyncFailureReachesFlush(t *testing.T) {
 	}
 	if _, err := l.Append(batchOf(1, 1, 10), 0, 0); !errors.Is(err, errDisk) {
 		t.Fatalf("append after the failed flush: %v, want the sticky failure", err)
+	}
+}
+
+// TestPartitionLogger: a log's records carry its partition, as
+// logger.With would have added it.
+func TestPartitionLogger(t *testing.T) {
+	var buf bytes.Buffer
+	base := slog.New(slog.NewTextHandler(&buf, nil)).With("node", 1)
+	l := partitionLogger(base, TopicPartition{Topic: "orders", Partition: 3})
+	l.Info("first", "k", "v")
+	l.With("x", 2).WithGroup("g").Info("second", "y", 3)
+	out := buf.String()
+	for _, want := range []string{"node=1 k=v partition=orders-3", "node=1 partition=orders-3 x=2 g.y=3"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("log output %q lacks %q", out, want)
+		}
 	}
 }

@@ -602,7 +602,7 @@ func (m *Manager) newLog(parent string, tp TopicPartition, segs []*segment, cfg 
 		dir:        filepath.Join(parent, tp.String()),
 		parent:     parent,
 		tp:         tp,
-		logger:     m.logger.With("partition", tp.String()),
+		logger:     partitionLogger(m.logger, tp),
 		nowMs:      m.nowMs,
 		decompress: m.decompress,
 		compress:   m.compress,
