@@ -347,7 +347,7 @@ func (cl *cleaning) readErr(s *segment, err error) error {
 // into one new segment and swaps it in.
 func (cl *cleaning) cleanSegments(group []*segment, tracker *txnTracker, roundEnd int64) error {
 	l := cl.l
-	dest, err := createSegmentFiles(l.fsys, l.dir, group[0].base, cl.nowMs, cleanedFileSuffix)
+	dest, err := createSegmentFiles(l.fsys, l.files, l.dir, group[0].base, cl.nowMs, cleanedFileSuffix)
 	if err != nil {
 		return err
 	}

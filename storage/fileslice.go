@@ -79,6 +79,7 @@ func (f *FileSlice) Intact() bool {
 // calls after the first do nothing.
 func (f *FileSlice) Release() {
 	if f.released.CompareAndSwap(false, true) {
+		f.seg.log.unpin()
 		f.seg.unpinSend()
 	}
 }

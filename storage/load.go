@@ -71,7 +71,7 @@ func (m *Manager) loadLog(parent string, tp TopicPartition, rpCkpt, lsoCkpt int6
 	l := m.newLog(parent, tp, nil, m.topicCfg(tp.Topic))
 	cfg := l.cfg.Load()
 	for _, b := range bases {
-		s, err := openSegment(m.fsys, dir, b, now)
+		s, err := openSegment(m.fsys, m.files, dir, b, now)
 		if err != nil {
 			closeAll()
 			return nil, err
@@ -80,7 +80,7 @@ func (m *Manager) loadLog(parent string, tp TopicPartition, rpCkpt, lsoCkpt int6
 		segs = append(segs, s)
 	}
 	if len(segs) == 0 {
-		s, err := createSegment(m.fsys, dir, max(lsoCkpt, 0), now)
+		s, err := createSegment(m.fsys, m.files, dir, max(lsoCkpt, 0), now)
 		if err != nil {
 			return nil, err
 		}
@@ -180,6 +180,12 @@ func (m *Manager) loadLog(parent string, tp TopicPartition, rpCkpt, lsoCkpt int6
 		}
 	}
 
+	// The files loading read are not kept open: an idle partition holds
+	// no descriptor after a restart either, and each .log opens again on
+	// use (logfile.go).
+	for _, s := range segs {
+		s.log.tryCloseIdle()
+	}
 	l.segs.Store(&segs)
 	l.leo.Store(leo)
 	l.lso.Store(min(max(lsoCkpt, segs[0].base), leo))

@@ -61,6 +61,13 @@ type ManagerConfig struct {
 	// and recovering the logs has got, once it has taken that long (a
 	// shorter load logs nothing); 0 means DefaultLoadProgressInterval.
 	LoadProgressInterval time.Duration
+	// MaxOpenSegmentFiles bounds the segment .log files held open at
+	// once: past it the least recently used idle ones are closed, and
+	// they reopen on their next read or write (logfile.go). 0 means 2,000.
+	MaxOpenSegmentFiles int
+	// SegmentFileIdle is how long a segment's .log stays open unused
+	// before it is closed; 0 means one minute.
+	SegmentFileIdle time.Duration
 }
 
 // Manager owns the log dirs: their meta.properties, checkpoint files,
@@ -79,6 +86,7 @@ type Manager struct {
 	dirIDs     map[string][16]byte
 	deleter    *fileDeleter
 	syncWatch  *syncWatch
+	files      *fdCache // the segment .log files open now (logfile.go)
 
 	mu      sync.RWMutex
 	logs    map[TopicPartition]*Log
@@ -142,6 +150,7 @@ func OpenManager(cfg ManagerConfig) (*Manager, error) {
 		m.now = time.Now
 	}
 	m.syncWatch = newSyncWatch(cfg.SyncStallThreshold, m.logger)
+	m.files = newFDCache(cfg.MaxOpenSegmentFiles, cfg.SegmentFileIdle)
 	if m.topicCfg == nil {
 		m.topicCfg = func(string) LogConfig { return DefaultLogConfig() }
 	}
@@ -571,7 +580,7 @@ func (m *Manager) removeHalfMadeLocked(dir string) bool {
 // createLogIn makes the files of a new log in dir, which exists.
 func (m *Manager) createLogIn(parent, dir string, tp TopicPartition, topicID [16]byte, cfg LogConfig) (*Log, error) {
 	now := m.nowMs()
-	seg, err := createSegment(m.fsys, dir, 0, now)
+	seg, err := createSegment(m.fsys, m.files, dir, 0, now)
 	if err != nil {
 		return nil, err
 	}
@@ -605,7 +614,7 @@ func (m *Manager) newLog(parent string, tp TopicPartition, segs []*segment, cfg 
 		dir:        filepath.Join(parent, tp.String()),
 		parent:     parent,
 		tp:         tp,
-		logger:     m.logger.With("partition", tp.String()),
+		logger:     partitionLogger(m.logger, tp),
 		nowMs:      m.nowMs,
 		decompress: m.decompress,
 		compress:   m.compress,
@@ -613,6 +622,7 @@ func (m *Manager) newLog(parent string, tp TopicPartition, segs []*segment, cfg 
 
 		snapshotTxns: m.snapTxns,
 		syncWatch:    m.syncWatch,
+		files:        m.files,
 	}
 	l.truncateCleanerCkpt = m.truncateCleanerCheckpoint
 	l.hw.Store(-1)
@@ -806,6 +816,7 @@ func (m *Manager) Close() error {
 	for _, p := range m.deleter.take(math.MaxInt64, nil) {
 		p.seg.closeForGood()
 	}
+	m.files.stop()
 	ckptErr := m.Checkpoint()
 	if ckptErr != nil {
 		errs = append(errs, ckptErr)

@@ -60,7 +60,7 @@ type segment struct {
 	fsys vfs.FS
 	dir  string
 	base int64
-	log  vfs.File     // open read-write for the segment's lifetime
+	log  *logFile     // opened on use, closed when idle (logfile.go)
 	size atomic.Int64 // bytes of whole batches; readers never look past it
 
 	// fileSuffix follows the file names: "" for a live segment, or
@@ -115,31 +115,28 @@ type segment struct {
 
 // createSegment creates the three empty files of a new segment. The caller
 // syncs the directory.
-func createSegment(fsys vfs.FS, dir string, base, now int64) (*segment, error) {
-	return createSegmentFiles(fsys, dir, base, now, "")
+func createSegment(fsys vfs.FS, files *fdCache, dir string, base, now int64) (*segment, error) {
+	return createSegmentFiles(fsys, files, dir, base, now, "")
 }
 
 // createSegmentFiles creates a segment whose file names end in suffix
 // (the cleaner's .cleaned files).
-func createSegmentFiles(fsys vfs.FS, dir string, base, now int64, suffix string) (*segment, error) {
+func createSegmentFiles(fsys vfs.FS, files *fdCache, dir string, base, now int64, suffix string) (*segment, error) {
 	s := &segment{fsys: fsys, dir: dir, base: base, loaded: true, txnLoaded: true, nextOffset: base, fileSuffix: suffix,
 		maxTs: noTimestamp, maxTsOffset: base, created: now, rollTs: noTimestamp, rollTsKnown: true}
 	s.txn.Store(txnNone)
-	var err error
 	const flags = os.O_RDWR | os.O_CREATE | os.O_TRUNC
-	if s.log, err = fsys.OpenFile(s.path(logSuffix), flags, 0o644); err != nil {
-		return nil, fmt.Errorf("create segment %d: %w", base, err)
-	}
-	// The index files are created empty, as Kafka creates them, but not
-	// held open: an idle partition then costs one file descriptor, and
-	// persistIndexesLocked opens them when it has entries to write.
-	for _, ext := range []string{indexSuffix, timeIndexSuffix} {
+	// The files are created empty, as Kafka creates them, but not held
+	// open: an idle partition then costs no file descriptor. The .log
+	// opens on its first read or write (logFile), and
+	// persistIndexesLocked opens the indexes when it has entries to
+	// write.
+	for _, ext := range []string{logSuffix, indexSuffix, timeIndexSuffix} {
 		f, err := fsys.OpenFile(s.path(ext), flags, 0o644)
 		if err == nil {
 			err = f.Close()
 		}
 		if err != nil {
-			s.close()
 			// Out of space, the roll is tried again later; leave no
 			// half-made segment for a restart to load meanwhile.
 			for _, ext := range []string{logSuffix, indexSuffix, timeIndexSuffix} {
@@ -148,6 +145,7 @@ func createSegmentFiles(fsys vfs.FS, dir string, base, now int64, suffix string)
 			return nil, fmt.Errorf("create segment %d: %w", base, err)
 		}
 	}
+	s.log = newLogFile(fsys, files, s.path(logSuffix))
 	return s, nil
 }
 
@@ -167,7 +165,12 @@ func (s *segment) changeSuffix(suffix string) error {
 	for _, ext := range segmentExts {
 		from := s.path(ext)
 		to := segmentPath(s.dir, s.base, ext) + suffix
-		if err := s.fsys.Rename(from, to); err != nil {
+		rename := s.fsys.Rename
+		if ext == logSuffix {
+			// The .log may be closed and reopened by name meanwhile.
+			rename = func(_, to string) error { return s.log.rename(to) }
+		}
+		if err := rename(from, to); err != nil {
 			if ext != logSuffix && errors.Is(err, fs.ErrNotExist) {
 				continue
 			}
@@ -225,19 +228,15 @@ func (s *segment) unpinSend() {
 	}
 }
 
-// openSegment opens an existing segment's .log. Its indexes load on first
-// use.
-func openSegment(fsys vfs.FS, dir string, base, now int64) (*segment, error) {
-	f, err := fsys.OpenFile(segmentPath(dir, base, logSuffix), os.O_RDWR, 0)
+// openSegment loads an existing segment without opening its .log, which
+// opens on first use; its indexes load on first use too.
+func openSegment(fsys vfs.FS, files *fdCache, dir string, base, now int64) (*segment, error) {
+	name := segmentPath(dir, base, logSuffix)
+	st, err := fsys.Stat(name)
 	if err != nil {
 		return nil, fmt.Errorf("open segment %d: %w", base, err)
 	}
-	st, err := f.Stat()
-	if err != nil {
-		f.Close()
-		return nil, fmt.Errorf("open segment %d: %w", base, err)
-	}
-	s := &segment{fsys: fsys, dir: dir, base: base, log: f, maxTs: noTimestamp, maxTsOffset: base, created: now}
+	s := &segment{fsys: fsys, dir: dir, base: base, log: newLogFile(fsys, files, name), maxTs: noTimestamp, maxTsOffset: base, created: now}
 	s.size.Store(st.Size())
 	return s, nil
 }

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // openFilesUnder lists this process's open files under dir.
@@ -23,11 +24,12 @@ func openFilesUnder(t *testing.T, dir string) []string {
 	return out
 }
 
-// TestIdleSegmentHoldsOneFile: a new segment holds only its .log open (an
-// idle partition costs one file descriptor, as in Kafka, whose indexes
-// are mapped); its index files are open only while flushes write entries
-// to them, until the segment is rolled and flushed.
-func TestIdleSegmentHoldsOneFile(t *testing.T) {
+// TestIdleSegmentHoldsNoFile: a new segment holds no file open (an idle
+// partition costs no file descriptor); its .log opens on the first write,
+// its index files only while flushes write entries to them, until the
+// segment is rolled and flushed; and the Manager's cache closes an idle
+// .log, synced.
+func TestIdleSegmentHoldsNoFile(t *testing.T) {
 	m := openOSTestManager(t)
 	l := createTestLog(t, m, smallConfig(1<<20, 100))
 	want := func(n int, what string) {
@@ -36,7 +38,7 @@ func TestIdleSegmentHoldsOneFile(t *testing.T) {
 			t.Fatalf("%s: open files %v, want %d", what, got, n)
 		}
 	}
-	want(1, "new log")
+	want(0, "new log")
 	for range 10 {
 		mustAppend(t, l, batchOf(3, 1, 40), 0)
 	}
@@ -49,5 +51,11 @@ func TestIdleSegmentHoldsOneFile(t *testing.T) {
 	if err := l.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	want(2, "after a roll and a flush (two .log files)")
+	want(1, "after a roll and a flush (the old .log, the new one unused)")
+	m.files.sweep(time.Now().Add(time.Hour))
+	want(0, "after the idle .log was closed")
+	if got := len(parseAll(t, readAll(t, l))); got != 10 {
+		t.Fatalf("read back %d batches after the close, want 10", got)
+	}
+	want(1, "after a read reopened the old .log")
 }

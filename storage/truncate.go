@@ -205,7 +205,7 @@ func (l *Log) truncateFullyLocked(offset, now int64) error {
 		l.err = fmt.Errorf("truncate %s fully: %w", l.tp, err)
 		return l.err
 	}
-	seg, err := createSegment(l.fsys, l.dir, offset, now)
+	seg, err := createSegment(l.fsys, l.files, l.dir, offset, now)
 	if err != nil {
 		l.err = fmt.Errorf("truncate %s fully: %w", l.tp, err)
 		return l.err
