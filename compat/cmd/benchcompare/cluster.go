@@ -261,14 +261,18 @@ func clAdmin(seeds []string) (*kgo.Client, *kadm.Client, error) {
 }
 
 // createReplicated creates topic with partitions partitions of
-// replication factor rf (min.insync.replicas 2 when rf is 3) and waits
+// replication factor rf (min.insync.replicas 2 when rf is 3, else 1) and waits
 // until every partition has a leader answering and, for rf 3, all three
 // replicas in sync.
 func createReplicated(ctx context.Context, adm *kadm.Client, topic string, partitions int, rf int16) error {
-	var cfg map[string]*string
+	// Explicit for both: scripts/cluster.sh sets min.insync.replicas=2
+	// for the whole cluster, which an RF 1 topic can never meet (acks=all
+	// would be refused with NOT_ENOUGH_REPLICAS and retried for ever).
+	minISR := "1"
 	if rf == 3 {
-		cfg = map[string]*string{"min.insync.replicas": kadm.StringPtr("2")}
+		minISR = "2"
 	}
+	cfg := map[string]*string{"min.insync.replicas": kadm.StringPtr(minISR)}
 	if _, err := adm.CreateTopic(ctx, int32(partitions), rf, cfg, topic); err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
 		return fmt.Errorf("create topic %s: %w", topic, err)
 	}
