@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -95,6 +96,16 @@ func (s *Server) startHTTP() {
 	mux.HandleFunc("GET /healthz", s.serveHealthz)
 	mux.HandleFunc("GET /readyz", s.serveReadyz)
 	paths := "/metrics /healthz /readyz"
+	if s.cfg.HTTPPprofEnable {
+		// Off by default: a profile costs the node CPU while it runs and
+		// shows its internals to whoever reaches the listener.
+		mux.HandleFunc("GET /debug/pprof/", pprof.Index)
+		mux.HandleFunc("GET /debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
+		paths += " /debug/pprof/"
+	}
 	if s.ops.extra != nil {
 		mux.Handle("/", s.ops.extra)
 		paths += " /"

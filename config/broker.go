@@ -42,6 +42,7 @@ type Broker struct {
 	HTTPListener                              string // http.listener (Gregor only): HOST:PORT, "" when off
 	HTTPConsoleEnable                         bool   // http.console.enable (Gregor only)
 	HTTPConsoleReadOnly                       bool   // http.console.read.only (Gregor only)
+	HTTPPprofEnable                           bool   // http.pprof.enable (Gregor only): /debug/pprof/ on http.listener
 	LogLevel                                  string // log.level (Gregor only): debug, info, warn or error
 	LogFormat                                 string // log.format (Gregor only): text or json
 

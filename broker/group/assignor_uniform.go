@@ -147,14 +147,25 @@ func balance(topics []topicID, owner map[topicID][]int, count []int, leastLoaded
 	for i := range order {
 		order[i] = i
 	}
+	// The least loaded subscriber of each topic, found once per pass:
+	// counts change only by the one move that ends a pass, and without
+	// this the last pass, which moves nothing, asks every partition's
+	// topic for it anew, O(members × partitions) (52 ms for 1,000
+	// members over 10,000 partitions, once per member joining).
+	least := make(map[topicID]int, len(topics))
 	for {
 		slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(count[b], count[a]) })
+		clear(least)
 		moved := false
 		for _, a := range order {
 			refs := owned[a]
 			for k := len(refs) - 1; k >= 0; k-- {
 				r := refs[k]
-				b := leastLoaded(r.t)
+				b, ok := least[r.t]
+				if !ok {
+					b = leastLoaded(r.t)
+					least[r.t] = b
+				}
 				if count[b] >= count[a]-1 {
 					continue
 				}

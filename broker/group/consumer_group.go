@@ -218,17 +218,21 @@ func (g *consumerGroup) state() consumerGroupState {
 // snapshot copies everything a heartbeat may change, for undoing it when
 // its records fail to append. Offsets are not part of it: they change only
 // once their own appends succeed.
+//
+// A stored member and a stored target set are never changed in place:
+// every change clones the member (or builds a new set) and stores the
+// new one (updateMember, computeTargetAssignment, the load's member()).
+// So the snapshot shares them and copies only the maps that index them;
+// cloning each member and target here made the snapshot most of a
+// heartbeat's cost in a large group (18% of the broker's CPU with 100
+// members over 1,000 partitions joining, O(members + partitions) per
+// heartbeat that changes anything). The owners' inner maps are changed
+// in place, so they are still copied.
 func (g *consumerGroup) snapshot() *consumerGroup {
 	c := *g
-	c.members = make(map[string]*consumerMember, len(g.members))
-	for id, m := range g.members {
-		c.members[id] = m.clone()
-	}
+	c.members = maps.Clone(g.members)
 	c.static = maps.Clone(g.static)
-	c.target = make(map[string]tpSet, len(g.target))
-	for id, t := range g.target {
-		c.target[id] = t.clone()
-	}
+	c.target = maps.Clone(g.target)
 	c.subscription = maps.Clone(g.subscription)
 	c.regexes = maps.Clone(g.regexes)
 	c.owners = make(map[topicID]map[int32]int32, len(g.owners))

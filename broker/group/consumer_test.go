@@ -346,20 +346,79 @@ func TestRangeAssignor(t *testing.T) {
 	}
 }
 
-// BenchmarkUniformAssignor is a rebalance of 100 members over 1,000
-// partitions after one member joined.
-func BenchmarkUniformAssignor(b *testing.B) {
-	members := map[string][]string{}
-	for i := range 99 {
-		members[fmt.Sprintf("m%03d", i)] = []string{"t1", "t2"}
+// TestUniformAssignorJoinAtScale: issue 17's size, 1,000 members over ten
+// topics of 1,000 partitions, the last member joining a balanced group.
+// Every partition is assigned once, every member ends with 10, and the
+// 999 members only give partitions up (the assignor is sticky).
+func TestUniformAssignorJoinAtScale(t *testing.T) {
+	topics := map[string]int32{}
+	var names []string
+	for i := range 10 {
+		n := fmt.Sprintf("t%d", i)
+		topics[n] = 1000
+		names = append(names, n)
 	}
-	topics := map[string]int32{"t1": 500, "t2": 500}
-	current := uniformAssignor{}.assign(makeSpec(topics, members, nil))
-	members["m999"] = []string{"t1", "t2"}
-	spec := makeSpec(topics, members, current)
-	b.ReportAllocs()
-	for b.Loop() {
-		uniformAssignor{}.assign(spec)
+	members := map[string][]string{}
+	for i := range 999 {
+		members[fmt.Sprintf("m%04d", i)] = names
+	}
+	before := uniformAssignor{}.assign(makeSpec(topics, members, nil))
+	members["m9999"] = names
+	after := uniformAssignor{}.assign(makeSpec(topics, members, before))
+	if lo, hi := counts(after); lo != 10 || hi != 10 {
+		t.Fatalf("partition counts from %d to %d, want 10 each", lo, hi)
+	}
+	seen := map[topicID]map[int32]string{}
+	for id, s := range after {
+		for tid, ps := range s {
+			if seen[tid] == nil {
+				seen[tid] = map[int32]string{}
+			}
+			for _, p := range ps {
+				if other, dup := seen[tid][p]; dup {
+					t.Fatalf("partition %v/%d assigned to %s and %s", tid, p, other, id)
+				}
+				seen[tid][p] = id
+				if id != "m9999" && !before[id].has(tid, p) {
+					t.Errorf("%s was given partition %v/%d it did not have: not sticky", id, tid, p)
+				}
+			}
+		}
+	}
+	total := 0
+	for _, ps := range seen {
+		total += len(ps)
+	}
+	if total != 10000 {
+		t.Fatalf("%d partitions assigned, want 10000", total)
+	}
+}
+
+// BenchmarkUniformAssignor is a rebalance after one member joined: 100
+// members over 1,000 partitions (two topics of 500), and issue 17's 1,000
+// members over 10,000 (ten topics of 1,000).
+func BenchmarkUniformAssignor(b *testing.B) {
+	for _, size := range []struct{ members, topics, each int }{{100, 2, 500}, {1000, 10, 1000}} {
+		b.Run(fmt.Sprintf("%dx%d", size.members, size.topics*size.each), func(b *testing.B) {
+			topics := map[string]int32{}
+			var names []string
+			for i := range size.topics {
+				n := fmt.Sprintf("t%d", i)
+				topics[n] = int32(size.each)
+				names = append(names, n)
+			}
+			members := map[string][]string{}
+			for i := range size.members - 1 {
+				members[fmt.Sprintf("m%04d", i)] = names
+			}
+			current := uniformAssignor{}.assign(makeSpec(topics, members, nil))
+			members["m9999"] = names
+			spec := makeSpec(topics, members, current)
+			b.ReportAllocs()
+			for b.Loop() {
+				uniformAssignor{}.assign(spec)
+			}
+		})
 	}
 }
 

@@ -169,6 +169,8 @@ type options struct {
 	cases       []string
 	memory      bool
 	mem         memoryOptions
+	cluster     clusterOptions
+	brokersSet  bool // -brokers was given: -replicated measures Kafka only when asked
 }
 
 func main() {
@@ -192,6 +194,16 @@ func main() {
 	flag.IntVar(&o.mem.conns, "memory-conns", 10_000, "idle connections of -memory")
 	flag.IntVar(&o.mem.topics, "memory-topics", 500, "one-partition topics -memory creates for CreateTopics/s, per client count")
 	flag.DurationVar(&o.mem.idle, "memory-idle", 30*time.Second, "how long the broker idles before each -memory reading")
+	flag.BoolVar(&o.cluster.replicated, "replicated", false, "instead of the comparison, measure the cluster targets: produce acks=all to RF 3 against RF 1 on a three-node cluster (with -brokers kafka, on a three-node Kafka too)")
+	flag.Int64Var(&o.cluster.replRecords, "replicated-records", 1_000_000, "records of 1 KiB per -replicated run")
+	flag.IntVar(&o.cluster.replPartitions, "replicated-partitions", 3, "partitions of the -replicated topics")
+	flag.IntVar(&o.cluster.replRounds, "replicated-rounds", 3, "rounds of -replicated (RF 3 and RF 1 taking turns going first)")
+	flag.BoolVar(&o.cluster.failover, "failover", false, "instead of the comparison, measure leader failover on the three-node cluster of scripts/cluster.sh (SIGKILL of the leader to the next acknowledged write)")
+	flag.IntVar(&o.cluster.kills, "failover-kills", 6, "leader kills of -failover")
+	flag.BoolVar(&o.cluster.groups, "groups", false, "instead of the comparison, measure KIP-848 groups becoming stable (raw ConsumerGroupHeartbeat members) on a single gregor")
+	flag.StringVar(&o.cluster.groupSizes, "groups-sizes", "100x1000,1000x10000", "comma-separated MEMBERSxPARTITIONS of -groups (partitions in topics of 1,000)")
+	flag.DurationVar(&o.cluster.groupHeartbeat, "groups-heartbeat", 500*time.Millisecond, "group.consumer.heartbeat.interval.ms of -groups (the integration tests' 500 ms; Kafka's default is 5 s)")
+	flag.StringVar(&o.cluster.profile, "profile", "", "with -replicated or -groups, record perf(1) CPU profiles of the gregor processes into this `directory`")
 	verbose := flag.Bool("v", false, "log topic creation and deletion times too")
 	flag.Parse()
 	if *verbose {
@@ -199,6 +211,7 @@ func main() {
 	}
 	set := map[string]bool{}
 	flag.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	o.brokersSet = set["brokers"]
 	if o.short {
 		if !set["rounds"] {
 			o.rounds = 1
@@ -284,6 +297,25 @@ func run(ctx context.Context, o options, command string) error {
 	kfakeBin := filepath.Join(work, "kfakeserver")
 	if out, err := exec.CommandContext(ctx, "go", "build", "-o", kfakeBin, "./cmd/kfakeserver").CombinedOutput(); err != nil {
 		return fmt.Errorf("build kfakeserver: %w\n%s", err, out)
+	}
+
+	if o.cluster.any() {
+		o.cluster.kafka = slices.Contains(o.brokers, "kafka") && o.brokersSet
+		figs, err := runCluster(ctx, o.cluster, work, gregorBin, tick, &info.Machine)
+		if err != nil {
+			return fmt.Errorf("cluster figures: %w", err)
+		}
+		if s, err := os.ReadFile("/proc/loadavg"); err == nil {
+			info.Machine.LoadEnd, _ = loadAvg(string(s))
+		}
+		report := renderCluster(info.When, info.Machine, figs, command)
+		fmt.Print(report)
+		if o.out != "" {
+			if err := os.WriteFile(o.out, []byte(report), 0o644); err != nil {
+				return fmt.Errorf("bench-compare: %w", err)
+			}
+		}
+		return nil
 	}
 
 	if o.memory {
