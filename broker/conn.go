@@ -334,6 +334,9 @@ func (c *conn) handleFrame(frame []byte, read time.Time) (*slot, bool) {
 	case res.wait != nil:
 		c.s.goTracked(func() {
 			resp, ok := c.runWait(r, res.wait)
+			if hook := c.s.hookAnswered.Load(); hook != nil {
+				(*hook)()
+			}
 			sl.resp = resp
 			sl.closeConn = !ok
 			sl.ready = time.Since(sl.read)
@@ -457,9 +460,11 @@ func (c *conn) writeLoop() bool {
 			select {
 			case <-sl.done:
 			case <-c.ctx.Done():
-				c.abandon(sl)
-				c.drain()
-				return false
+				if !c.awaitOnClose(sl) {
+					c.abandon(sl)
+					c.drain()
+					return false
+				}
 			}
 		}
 		taken := time.Now()
@@ -531,6 +536,28 @@ func (c *conn) writeLoop() bool {
 				return false
 			}
 		}
+	}
+}
+
+// awaitOnClose decides what the writer does with a response not ready
+// when the connection's context ends. Normally that is the client gone or
+// the connection failed, and the response is abandoned (false). When the
+// server is closing, it ended because Server.Close shut the connection's
+// read side: every request read before that is still answered, written and
+// flushed before the socket closes, so an answer made in the last moment
+// (a waiting produce that Close itself released) is not lost. This waits
+// for the response until closeConns' deadline, and says whether it came.
+func (c *conn) awaitOnClose(sl *slot) bool {
+	select {
+	case <-c.s.closing:
+	default:
+		return false
+	}
+	select {
+	case <-sl.done:
+		return true
+	case <-c.s.connsExpired:
+		return false
 	}
 }
 

@@ -3,6 +3,7 @@ package broker
 import (
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"strconv"
 	"sync/atomic"
@@ -120,7 +121,19 @@ func (s *Server) reconcile(img *image.Image) error {
 			prev = nil
 		}
 		tcfg := s.cfg.TopicConfig(t.Configs)
-		tp := &topicPartitions{name: name, id: t.ID, parts: make([]*partition.Partition, len(t.Partitions))}
+		// The image is copy-on-write per topic: the same *TopicImage
+		// means the same partitions, assignments and overrides. With its
+		// effective config the same too (a broker-wide default may have
+		// changed under it) and every log made, the topic is as the last
+		// reconcile left it. Walking it again would cost every metadata
+		// change (each CreateTopics, twice) a pass over every hosted
+		// partition: 71% of the broker's CPU creating one-partition
+		// topics next to 10,000 partitions, 4 topics/s.
+		if prev != nil && prev.img == t && prev.failed == nil && reflect.DeepEqual(prev.cfg, tcfg) {
+			next[name] = prev
+			continue
+		}
+		tp := &topicPartitions{name: name, id: t.ID, parts: make([]*partition.Partition, len(t.Partitions)), img: t, cfg: tcfg}
 		for i, pi := range t.Partitions {
 			if !slices.Contains(pi.Replicas, s.cfg.NodeID) {
 				continue
@@ -206,6 +219,10 @@ type topicPartitions struct {
 	name  string
 	id    [16]byte
 	parts []*partition.Partition
+	// img and cfg are the topic's image and effective config this table
+	// was made from; reconcile skips the topic while both stay the same.
+	img *image.TopicImage
+	cfg config.Topic
 	// failed holds, for the partitions this node hosts whose log could
 	// not be created (out of file descriptors or space), the error of the
 	// last try; nil when there are none. The broker tries again with a

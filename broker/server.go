@@ -149,6 +149,16 @@ type Server struct {
 	// acls is the authorizer (authz.go), nil without authorizer.class.name.
 	acls *aclState
 
+	// closing is closed when Close begins (with closed set), and
+	// connsExpired when closeConns' deadline passes: between the two, a
+	// connection's writer sends every response its requests will have
+	// instead of abandoning those not ready yet (conn.go, writeLoop).
+	closing, connsExpired chan struct{}
+	// hookAnswered, when set (tests only), runs between a waiting
+	// request's answer and its hand-over to the connection's writer:
+	// the window Close must not lose an answer in.
+	hookAnswered atomic.Pointer[func()]
+
 	mu        sync.Mutex // guards listeners and conns
 	listeners []net.Listener
 	conns     map[net.Conn]struct{}
@@ -177,6 +187,9 @@ func New(cfg *config.Broker, opts Options) (*Server, error) {
 		stop:     stop,
 		versions: &supportedVersions,
 		conns:    make(map[net.Conn]struct{}),
+
+		closing:      make(chan struct{}),
+		connsExpired: make(chan struct{}),
 	}
 	s.auditLog = s.log.With("component", "authorizer")
 	s.copyFetch = opts.CopyFetch
@@ -565,6 +578,7 @@ func (s *Server) Close() error {
 		return nil
 	}
 	s.closed = true
+	close(s.closing)
 	for _, ln := range s.listeners {
 		ln.Close()
 	}

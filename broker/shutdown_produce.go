@@ -107,6 +107,10 @@ func (s *Server) closeConns(conns []net.Conn, timeout time.Duration) {
 		}
 		nc.Close()
 	}
+	// Each connection's writer waits for the responses of the requests
+	// already read (conn.awaitOnClose) and its serveConn returns once they
+	// are flushed; past the deadline the writers give those up and the
+	// sockets close.
 	deadline := time.Now().Add(timeout)
 	for time.Now().Before(deadline) {
 		s.mu.Lock()
@@ -117,6 +121,7 @@ func (s *Server) closeConns(conns []net.Conn, timeout time.Duration) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+	close(s.connsExpired)
 	s.mu.Lock()
 	for nc := range s.conns {
 		nc.Close()

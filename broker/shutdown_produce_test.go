@@ -17,6 +17,20 @@ import (
 // answer for a partition this broker no longer leads), instead of leaving
 // it to the closed connection.
 func TestCloseAnswersWaitingProduce(t *testing.T) {
+	closeAnswersWaitingProduce(t, 0)
+}
+
+// TestCloseAnswersProduceAnsweredLate: as TestCloseAnswersWaitingProduce,
+// with the produce's answer handed to its connection's writer 300 ms after
+// its wait ended (Server.hookAnswered): Close has by then stopped waiting
+// for the produce and shut the connection's read side, and the answer
+// must still be written before the connection closes. Before the writer
+// waited for it (conn.awaitOnClose), the connection closed unanswered.
+func TestCloseAnswersProduceAnsweredLate(t *testing.T) {
+	closeAnswersWaitingProduce(t, 300*time.Millisecond)
+}
+
+func closeAnswersWaitingProduce(t *testing.T, lateBy time.Duration) {
 	nodes := startTestCluster(t)
 	// The leader is not the active controller, so its Close does not
 	// wait for a new controller to be elected first.
@@ -80,6 +94,10 @@ func TestCloseAnswersWaitingProduce(t *testing.T) {
 	case <-time.After(300 * time.Millisecond):
 	}
 
+	if lateBy > 0 {
+		late := func() { time.Sleep(lateBy) }
+		leader.hookAnswered.Store(&late)
+	}
 	start := time.Now()
 	closed := make(chan struct{})
 	go func() {
