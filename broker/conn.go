@@ -142,6 +142,35 @@ func (c *conn) kickWriter() {
 	}
 }
 
+// answer sends the response of sl, just queued, from the reader's own
+// goroutine when it is the only one queued, already complete and small
+// (not records sent from files, which can take long to write): a Produce
+// or metadata answer then reaches the socket without waking a writer
+// goroutine, a hop that costs a thread wake-up on a busy machine. Any
+// other response goes to the writer goroutine, so the reader never waits
+// on a long poll. The reader reads no further request meanwhile, which a
+// client with one request in flight does not notice.
+func (c *conn) answer(sl *slot) {
+	if len(c.slots) == 1 && inlineAnswer(sl) && c.writing.CompareAndSwap(false, true) {
+		c.writers.Add(1)
+		c.runWriter()
+		return
+	}
+	c.kickWriter()
+}
+
+// inlineAnswer reports whether a queued slot's response is ready and
+// small enough for the reader to write it (see answer).
+func inlineAnswer(sl *slot) bool {
+	select {
+	case <-sl.done:
+	default:
+		return false
+	}
+	_, zeroCopy := sl.resp.(*fetch.ZeroCopyResponse)
+	return !zeroCopy && !sl.closeConn
+}
+
 // runWriter runs writeLoop until the connection ends, or until nothing is
 // queued and no reader has queued more since it looked.
 func (c *conn) runWriter() {
@@ -210,7 +239,7 @@ func (c *conn) readLoop() {
 			c.pending.Add(1)
 			select {
 			case c.slots <- sl:
-				c.kickWriter()
+				c.answer(sl)
 			case <-c.ctx.Done():
 				c.abandon(sl)
 				return

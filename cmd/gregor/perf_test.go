@@ -361,8 +361,9 @@ func BenchmarkLatenciesAdd(b *testing.B) {
 }
 
 // TestPerfE2E runs `gregor perf e2e` against a real gregor: every record
-// produced at the fixed rate is read back once, and the report's
-// latencies are from the records' due times.
+// produced at the fixed rate is read back once, with no linger unless
+// asked, and the report gives the latency from send with its stages
+// (send delay, acknowledgement, from the due time).
 func TestPerfE2E(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs a gregor process")
@@ -372,7 +373,7 @@ func TestPerfE2E(t *testing.T) {
 		t.Errorf("e2e without a rate: exit %d: %s", r.code, r.err)
 	}
 	out := mustCLI(t, "", "", "perf", "e2e", "--bootstrap", p.addr, "--topic", "e2e", "--partitions", "4",
-		"--records", "3000", "--throughput", "1000", "--record-size", "100", "--linger", "1ms", "--json")
+		"--records", "3000", "--throughput", "1000", "--record-size", "100", "--json")
 	var rep perfReport
 	if err := json.Unmarshal([]byte(out), &rep); err != nil {
 		t.Fatalf("report %q: %v", out, err)
@@ -386,6 +387,18 @@ func TestPerfE2E(t *testing.T) {
 	}
 	if l := rep.Latency; l.P50 <= 0 || l.P50 > l.P99 || l.P99 > l.Max {
 		t.Errorf("latencies %+v", l)
+	}
+	if rep.Produce == nil || rep.Produce.LingerMs != 0 {
+		t.Errorf("produce settings %+v: want linger 0 by default", rep.Produce)
+	}
+	e := rep.E2E
+	if e.SendDelay == nil || e.Ack == nil || e.FromDue == nil {
+		t.Fatalf("stages missing: %+v", e)
+	}
+	// A record is read back after it is sent, and it is sent at or after
+	// its due time: the latency from due covers the one from send.
+	if e.Ack.P50 <= 0 || e.SendDelay.P50 < 0 || e.FromDue.Max < rep.Latency.Max || e.FromDue.P50 < rep.Latency.P50 {
+		t.Errorf("stages %+v %+v %+v against latency %+v", e.SendDelay, e.Ack, e.FromDue, rep.Latency)
 	}
 }
 
