@@ -1,6 +1,7 @@
 package share
 
 import (
+	"encoding/binary"
 	"fmt"
 	"iter"
 	"log/slog"
@@ -8,17 +9,25 @@ import (
 
 // replay rebuilds the groups of a __share_group_state partition from its
 // records: the newest snapshot of each share partition wins and a
-// tombstone forgets it. Groups come back with the durable state of their
-// share partitions and no members: members rejoin (their next heartbeat
-// answers UNKNOWN_MEMBER_ID), and the leaders of the partitions read the
-// state again, where what was in flight is AVAILABLE.
+// tombstone forgets it, and the membership records (members.go) bring
+// back the group epoch and each member's epoch, subscriptions and
+// assignments, so that members heartbeating at their epoch continue. The
+// leaders of the partitions read the state again, where what was in
+// flight is AVAILABLE.
 func replay(partition int32, records iter.Seq2[Record, error], log *slog.Logger) (map[string]*groupState, error) {
 	groups := map[string]*groupState{}
+	membership := map[string]*loadedMembership{}
 	for r, err := range records {
 		if err != nil {
 			return nil, fmt.Errorf("replay %s-%d: %w", StateTopic, partition, err)
 		}
 		if r.Control || len(r.Key) < 2 {
+			continue
+		}
+		if version := int16(binary.BigEndian.Uint16(r.Key)); version >= recMemberMetadata && version <= recCurrentAssigment {
+			if err := replayMembership(membership, version, r.Key, r.Value); err != nil {
+				return nil, fmt.Errorf("replay %s-%d: %w", StateTopic, partition, err)
+			}
 			continue
 		}
 		group, k, version, err := parseKey(r.Key)
@@ -47,8 +56,19 @@ func replay(partition int32, records iter.Seq2[Record, error], log *slog.Logger)
 		}
 		g.durable[k] = &v
 	}
+	for id, l := range membership {
+		if !l.hasMeta && len(l.members) == 0 {
+			continue
+		}
+		g := groups[id]
+		if g == nil {
+			g = emptyGroup(id, partition)
+			groups[id] = g
+		}
+		restoreMembership(g, l)
+	}
 	for id, g := range groups {
-		if len(g.durable) == 0 {
+		if l := membership[id]; len(g.durable) == 0 && (l == nil || !l.hasMeta && len(l.members) == 0) {
 			delete(groups, id)
 		}
 	}
