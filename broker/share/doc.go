@@ -27,7 +27,8 @@
 //     group's share coordinator (ShareCoordinatorShard in Kafka) and read
 //     and written by the partitions' leaders, directly or through a
 //     Persister (the share-state requests 83-87 between brokers).
-//   - records.go: the ShareSnapshot records of __share_group_state;
+//   - records.go: the ShareSnapshot and ShareUpdate records of
+//     __share_group_state;
 //     members.go the membership records (Kafka's ShareGroup* records of
 //     the group coordinator); load.go the replay of both when the broker
 //     comes to lead a partition.

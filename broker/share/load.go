@@ -34,11 +34,17 @@ func replay(partition int32, records iter.Seq2[Record, error], log *slog.Logger)
 		if err != nil {
 			return nil, fmt.Errorf("replay %s-%d: key: %w", StateTopic, partition, err)
 		}
+		g := groups[group]
+		if version == updateKeyVersion {
+			if err := replayUpdate(g, k, r.Value); err != nil {
+				return nil, fmt.Errorf("replay %s-%d: update of %s: %w", StateTopic, partition, group, err)
+			}
+			continue
+		}
 		if version != snapshotKeyVersion {
 			log.Debug("skip share state record type", "partition", partition, "type", version)
 			continue
 		}
-		g := groups[group]
 		if r.Value == nil {
 			if g != nil {
 				delete(g.durable, k)
@@ -54,6 +60,7 @@ func replay(partition int32, records iter.Seq2[Record, error], log *slog.Logger)
 			g.exists = true
 			groups[group] = g
 		}
+		v.logged, v.loggedStateEpoch, v.snapshotBatches, v.loggedBatches = true, v.StateEpoch, v.Batches, v.Batches
 		g.durable[k] = &v
 	}
 	for id, l := range membership {
@@ -73,4 +80,37 @@ func replay(partition int32, records iter.Seq2[Record, error], log *slog.Logger)
 		}
 	}
 	return groups, nil
+}
+
+// replayUpdate lays a ShareUpdate record over the share partition's
+// snapshot and the updates before it, as Kafka's share coordinator
+// merges them. An update of another snapshot than the share partition's
+// last one (left in the log by compaction after the share partition was
+// deleted or written anew) is ignored, and so is an update tombstone,
+// which Kafka never writes.
+func replayUpdate(g *groupState, k partKey, value []byte) error {
+	if value == nil {
+		return nil
+	}
+	u, err := parseUpdateValue(value)
+	if err != nil {
+		return err
+	}
+	var v *snapshotValue
+	if g != nil {
+		v = g.durable[k]
+	}
+	if v == nil || u.SnapshotEpoch != v.SnapshotEpoch {
+		return nil
+	}
+	if u.StartOffset != -1 {
+		v.StartOffset = u.StartOffset
+	}
+	if u.LeaderEpoch != -1 {
+		v.LeaderEpoch = u.LeaderEpoch
+	}
+	v.Batches = mergeBatches(v.Batches, u.Batches, v.StartOffset)
+	v.loggedBatches = v.Batches
+	v.updates++
+	return nil
 }
