@@ -24,7 +24,7 @@ func replay(partition int32, records iter.Seq2[Record, error], log *slog.Logger)
 		if r.Control || len(r.Key) < 2 {
 			continue
 		}
-		if version := int16(binary.BigEndian.Uint16(r.Key)); version >= recMemberMetadata && version <= recCurrentAssigment {
+		if version := int16(binary.BigEndian.Uint16(r.Key)); version >= recMemberMetadata && version <= recCurrentAssignment {
 			if err := replayMembership(membership, version, r.Key, r.Value); err != nil {
 				return nil, fmt.Errorf("replay %s-%d: %w", StateTopic, partition, err)
 			}

@@ -18,11 +18,11 @@ import (
 // leader of its __share_group_state partition, so it writes them there,
 // next to the group's ShareSnapshot records, and replays both in one load.
 const (
-	recMemberMetadata   int16 = 10
-	recGroupMetadata    int16 = 11
-	recTargetMetadata   int16 = 12
-	recTargetMember     int16 = 13
-	recCurrentAssigment int16 = 14
+	recMemberMetadata    int16 = 10
+	recGroupMetadata     int16 = 11
+	recTargetMetadata    int16 = 12
+	recTargetMember      int16 = 13
+	recCurrentAssignment int16 = 14
 
 	// memberStateStable is MemberState.STABLE: share members have
 	// nothing to revoke, so they are always stable.
@@ -118,7 +118,7 @@ func currentAssignmentRecord(group string, mem *member, previousEpoch int32) Rec
 	v = binary.BigEndian.AppendUint32(v, uint32(previousEpoch))
 	v = append(v, byte(memberStateStable))
 	v = appendAssignment(v, mem.assigned)
-	return Record{Key: memberRecordKey(recCurrentAssigment, group, mem.id), Value: append(v, 0)}
+	return Record{Key: memberRecordKey(recCurrentAssignment, group, mem.id), Value: append(v, 0)}
 }
 
 // memberTombstones forget a member: its current assignment, its target
@@ -126,7 +126,7 @@ func currentAssignmentRecord(group string, mem *member, previousEpoch int32) Rec
 // member leaves or is fenced.
 func memberTombstones(group, memberID string) []Record {
 	return []Record{
-		{Key: memberRecordKey(recCurrentAssigment, group, memberID)},
+		{Key: memberRecordKey(recCurrentAssignment, group, memberID)},
 		{Key: memberRecordKey(recTargetMember, group, memberID)},
 		{Key: memberRecordKey(recMemberMetadata, group, memberID)},
 	}
@@ -300,7 +300,7 @@ func replayMembership(groups map[string]*loadedMembership, typ int16, key, value
 			delete(l.members, ks[1])
 		case recTargetMember:
 			delete(l.target, ks[1])
-		case recCurrentAssigment:
+		case recCurrentAssignment:
 			delete(l.current, ks[1])
 		case recGroupMetadata:
 			delete(groups, ks[0])
@@ -331,7 +331,7 @@ func replayMembership(groups map[string]*loadedMembership, typ int16, key, value
 		r.i32() // the assignment epoch: Gregor's is the group epoch
 	case recTargetMember:
 		l.target[ks[1]] = r.assignment()
-	case recCurrentAssigment:
+	case recCurrentAssignment:
 		cur := &member{id: ks[1], epoch: r.i32()}
 		r.i32() // previous epoch
 		r.i8()  // state: always stable
