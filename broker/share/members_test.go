@@ -147,7 +147,7 @@ func TestMembershipRecordEncoding(t *testing.T) {
 		k, v []byte
 	}{
 		{recMemberMetadata, memberMetadataRecord("g", mem).Key, memberMetadataRecord("g", mem).Value},
-		{recCurrentAssigment, currentAssignmentRecord("g", mem, 6).Key, currentAssignmentRecord("g", mem, 6).Value},
+		{recCurrentAssignment, currentAssignmentRecord("g", mem, 6).Key, currentAssignmentRecord("g", mem, 6).Value},
 		{recTargetMember, targetMemberRecord("g", "m", mem.assigned).Key, targetMemberRecord("g", "m", mem.assigned).Value},
 		{recGroupMetadata, groupMetadataRecord("g", 7).Key, groupMetadataRecord("g", 7).Value},
 	} {
