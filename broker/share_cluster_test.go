@@ -378,8 +378,8 @@ func TestShareGroupCluster(t *testing.T) {
 // partition and writes its next acknowledgements there (one sent while
 // the state partition moves waits for the new coordinator): nothing
 // accepted is delivered again, the released records are, and the state
-// the new coordinator answers is L's. The member rejoins at the new
-// coordinator (membership is not written, docs/share-groups.md).
+// the new coordinator answers is L's. The member continues at its epoch
+// on the new coordinator, which replayed the membership records too.
 func TestShareGroupClusterCoordinatorMoves(t *testing.T) {
 	nodes := startTestCluster(t)
 	byID := map[int32]*testNode{}
@@ -523,11 +523,13 @@ func TestShareGroupClusterCoordinatorMoves(t *testing.T) {
 	if sum := stateSummary(t, m, c2, tid); sum.StartOffset != 60 {
 		t.Fatalf("summary on the new coordinator: start %d, want 60", sum.StartOffset)
 	}
-	// Membership was not written: the member joins again.
+	// The membership records moved with the partition of
+	// __share_group_state: the member continues at its epoch on the new
+	// coordinator, without joining again.
 	hb := kmsg.NewPtrShareGroupHeartbeatRequest()
 	hb.GroupID, hb.MemberID, hb.MemberEpoch = group, m.id, 1
-	if r := m.send(c2, hb).(*kmsg.ShareGroupHeartbeatResponse); r.ErrorCode != kerr.UnknownMemberID.Code && r.ErrorCode != kerr.GroupIDNotFound.Code {
-		t.Fatalf("heartbeat at the new coordinator: %v", kerr.ErrorForCode(r.ErrorCode))
+	if r := m.send(c2, hb).(*kmsg.ShareGroupHeartbeatResponse); r.ErrorCode != 0 || r.MemberEpoch != 1 {
+		t.Fatalf("heartbeat at the new coordinator: %v, epoch %d", kerr.ErrorForCode(r.ErrorCode), r.MemberEpoch)
 	}
 	if r := join(c2); r.ErrorCode != 0 {
 		t.Fatalf("join at the new coordinator: %v", kerr.ErrorForCode(r.ErrorCode))

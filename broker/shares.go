@@ -90,6 +90,7 @@ func (s *Server) forwardShareGroup(r *request, group string, req kmsg.Request) (
 func (s *Server) startShareCoordinator() error {
 	cfg := share.DefaultConfig()
 	cfg.StatePartitions = s.cfg.ShareCoordinatorStateTopicNumPartitions
+	cfg.UpdatesPerSnapshot = int(s.cfg.ShareCoordinatorUpdatesPerSnapshot)
 	cfg.Shards = runtime.GOMAXPROCS(0)
 	cfg.SessionTimeoutMs = s.cfg.GroupShareSessionTimeoutMs
 	cfg.HeartbeatIntervalMs = s.cfg.GroupShareHeartbeatIntervalMs

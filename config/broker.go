@@ -191,6 +191,7 @@ type Broker struct {
 	GroupShareMaxSize                       int32
 	ShareCoordinatorStateTopicNumPartitions int32
 	ShareCoordinatorStateTopicRF            int16
+	ShareCoordinatorUpdatesPerSnapshot      int32
 	OffsetsTopicNumPartitions               int32
 	OffsetsTopicReplicationFactor           int16
 	OffsetsTopicSegmentBytes                int32

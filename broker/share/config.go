@@ -15,6 +15,11 @@ type Config struct {
 	StatePartitions int32
 	// Shards is how many coordinator goroutines serve the partitions.
 	Shards int
+	// UpdatesPerSnapshot is how many ShareUpdate records of a share
+	// partition follow its ShareSnapshot before the next snapshot
+	// (share.coordinator.snapshot.update.records.per.snapshot); 0 writes
+	// snapshots only.
+	UpdatesPerSnapshot int
 	// SessionTimeoutMs is group.share.session.timeout.ms: a member that
 	// sends no heartbeat for this long leaves the group.
 	SessionTimeoutMs int32
@@ -78,6 +83,7 @@ func DefaultConfig() Config {
 	return Config{
 		StatePartitions:         50,
 		Shards:                  1,
+		UpdatesPerSnapshot:      500,
 		SessionTimeoutMs:        45_000,
 		HeartbeatIntervalMs:     5_000,
 		RecordLockDurationMs:    30_000,

@@ -79,11 +79,19 @@ func (c *Coordinator) Load(ctx context.Context, partition int32, records iter.Se
 			for id, g := range loaded {
 				if cur := m.groups[id]; cur != nil {
 					// The share partitions this node leads stay as they
-					// are; the group's durable state comes from the log.
+					// are; the group's durable state and membership come
+					// from the log.
 					cur.durable, cur.exists = g.durable, true
-					continue
+					cur.epoch, cur.members, cur.target = g.epoch, g.members, g.target
+					g = cur
+				} else {
+					m.groups[id] = g
 				}
-				m.groups[id] = g
+				// Every member loaded gets a full session from now, as
+				// Kafka's coordinator schedules them when it loads.
+				for _, mem := range g.members {
+					m.scheduleSession(g, mem)
+				}
 			}
 			return true
 		},
@@ -117,7 +125,16 @@ func (c *Coordinator) Unload(partition int32) {
 // Heartbeat handles ShareGroupHeartbeat.
 func (c *Coordinator) Heartbeat(ctx context.Context, client ClientInfo, req *kmsg.ShareGroupHeartbeatRequest) coord.Pending[*kmsg.ShareGroupHeartbeatResponse] {
 	p := coord.Submit(c.rt, ctx, c.rt.ShardFor(req.GroupID), func(m *machine, reply func(*kmsg.ShareGroupHeartbeatResponse)) {
-		reply(m.heartbeat(client, req))
+		resp := m.heartbeat(client, req)
+		// The answer waits for the membership records, as Kafka's
+		// heartbeat waits for its records to be committed.
+		m.flushMembership(func(code int16) {
+			if code != 0 && resp.ErrorCode == 0 {
+				resp = kmsg.NewPtrShareGroupHeartbeatResponse()
+				resp.ErrorCode = code
+			}
+			reply(resp)
+		})
 	}, func(code int16) *kmsg.ShareGroupHeartbeatResponse {
 		r := kmsg.NewPtrShareGroupHeartbeatResponse()
 		r.ErrorCode = code

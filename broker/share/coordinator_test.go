@@ -27,7 +27,10 @@ type env struct {
 	tid   [16]byte
 }
 
-func newEnv(t *testing.T) *env {
+func newEnv(t *testing.T) *env { return newEnvWith(t, func(*Config) {}) }
+
+// newEnvWith is newEnv with changes to the configuration.
+func newEnvWith(t *testing.T, change func(*Config)) *env {
 	e := &env{t: t, clock: coordtest.NewFakeClock(), store: coordtest.NewMemStore(), tid: [16]byte{1}}
 	cfg := DefaultConfig()
 	cfg.StatePartitions = 1
@@ -37,6 +40,7 @@ func newEnv(t *testing.T) *env {
 	cfg.HeartbeatIntervalMs = 1000
 	cfg.Topics = fixedTopics{"t": {ID: e.tid, Partitions: 1}}
 	cfg.Offsets = func(string, int32) (int64, int64, bool) { return 0, 0, true }
+	change(&cfg)
 	c, err := New(cfg, e.store, e.clock)
 	if err != nil {
 		t.Fatal(err)

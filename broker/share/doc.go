@@ -27,10 +27,14 @@
 //     group's share coordinator (ShareCoordinatorShard in Kafka) and read
 //     and written by the partitions' leaders, directly or through a
 //     Persister (the share-state requests 83-87 between brokers).
-//   - records.go: the ShareSnapshot records of __share_group_state;
-//     load.go their replay when the broker comes to lead a partition.
+//   - records.go: the ShareSnapshot and ShareUpdate records of
+//     __share_group_state;
+//     members.go the membership records (Kafka's ShareGroup* records of
+//     the group coordinator); load.go the replay of both when the broker
+//     comes to lead a partition.
 //
-// Kafka keeps membership with the __consumer_offsets leader; Gregor with
-// the __share_group_state leader, and does not write it;
-// docs/share-groups.md says what that changes.
+// Kafka keeps membership with the __consumer_offsets leader and writes
+// it there; Gregor keeps it with the __share_group_state leader and
+// writes the same records to that partition; docs/share-groups.md says
+// what that changes.
 package share

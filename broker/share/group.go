@@ -40,6 +40,10 @@ type machine struct {
 	loading map[int32]uint64 // partition → load token
 	tokens  uint64
 	groups  map[string]*groupState
+	// pending are the membership records (members.go) of the operation
+	// under way, by __share_group_state partition, written before it
+	// answers.
+	pending map[int32][]Record
 }
 
 // groupState is one share group.
@@ -92,7 +96,8 @@ type ClientInfo struct {
 
 func newMachine(cfg Config, log *slog.Logger, clock coord.Clock, s *shard) *machine {
 	return &machine{cfg: cfg, log: log, s: s, clock: clock,
-		loaded: map[int32]bool{}, loading: map[int32]uint64{}, groups: map[string]*groupState{}}
+		loaded: map[int32]bool{}, loading: map[int32]uint64{}, groups: map[string]*groupState{},
+		pending: map[int32][]Record{}}
 }
 
 // owns answers 0 when the shard serves the group's partition, or the code
@@ -200,6 +205,8 @@ func (m *machine) heartbeat(client ClientInfo, req *kmsg.ShareGroupHeartbeatRequ
 	} else if req.MemberEpoch != 0 && req.MemberEpoch != mem.epoch {
 		return fail(errFencedMemberEpoch, "The share group member has an invalid epoch.")
 	}
+	metaChanged := changed || mem.clientID != client.ClientID || mem.clientHost != client.ClientHost ||
+		req.RackID != nil && (mem.rack == nil || *mem.rack != *req.RackID)
 	mem.clientID, mem.clientHost = client.ClientID, client.ClientHost
 	if req.RackID != nil {
 		mem.rack = req.RackID
@@ -210,14 +217,19 @@ func (m *machine) heartbeat(client ClientInfo, req *kmsg.ShareGroupHeartbeatRequ
 		subs = slices.Compact(subs)
 		if !slices.Equal(subs, mem.subscribed) {
 			mem.subscribed = subs
-			changed = true
+			changed, metaChanged = true, true
 		}
+	}
+	if metaChanged {
+		m.record(g, memberMetadataRecord(g.id, mem))
 	}
 	m.updateTarget(g, changed)
 	full := req.MemberEpoch == 0 || req.SubscribedTopicNames != nil
 	if mem.epoch != g.epoch {
+		previous := mem.epoch
 		mem.epoch = g.epoch
 		mem.assigned = g.target[mem.id]
+		m.record(g, currentAssignmentRecord(g.id, mem, previous))
 		full = true
 	}
 	m.scheduleSession(g, mem)
@@ -257,7 +269,9 @@ func (m *machine) updateTarget(g *groupState, changed bool) {
 		return
 	}
 	g.epoch++
+	old := g.target
 	g.target = target
+	m.recordTarget(g, old)
 	var init []partKey
 	names := map[[16]byte]string{}
 	for name, t := range topics {
@@ -399,6 +413,7 @@ func (m *machine) scheduleSession(g *groupState, mem *member) {
 		if cur := m.groups[g.id]; cur == g && g.members[mem.id] == mem {
 			m.log.Info("share group member session timed out", "group", g.id, "member", mem.id)
 			m.removeMember(g, mem)
+			m.flushMembership(func(int16) {})
 		}
 	})
 }
@@ -408,6 +423,7 @@ func (m *machine) scheduleSession(g *groupState, mem *member) {
 // and the others get a new assignment.
 func (m *machine) removeMember(g *groupState, mem *member) {
 	delete(g.members, mem.id)
+	m.record(g, memberTombstones(g.id, mem.id)...)
 	m.s.Cancel(timerKey{kind: timerMember, group: g.id, member: mem.id})
 	delete(g.sessions, mem.id)
 	m.releaseMember(g, mem.id)
@@ -538,10 +554,12 @@ func (m *machine) deleteGroup(id string, reply func(int16)) {
 	keys := slices.Collect(maps.Keys(g.durable))
 	delete(m.groups, id)
 	g.durable = map[partKey]*snapshotValue{}
+	m.record(g, groupTombstones(id)...)
 	if len(keys) == 0 {
-		reply(0)
+		m.flushMembership(reply)
 		return
 	}
+	m.flushMembership(func(int16) {})
 	// Kafka's group coordinator deletes the state with
 	// DeleteShareGroupState; here it is this node's own.
 	m.appendDurable(g, keys, reply)

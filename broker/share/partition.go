@@ -65,6 +65,20 @@ type partitionState struct {
 	// leaderEpoch is the data partition's leader epoch at the last
 	// snapshot (-1 when unknown).
 	leaderEpoch int32
+	// floor is the highest log start offset skipTo moved to: records
+	// below it are gone from the log and never come back in a rollback.
+	floor int64
+}
+
+// undoRec is one record an acknowledgement changed, kept until the
+// acknowledgement's write is done so that a failed write can be rolled
+// back (Kafka's SharePartition rolls back the state transitions of a
+// failed persister write).
+type undoRec struct {
+	off   int64
+	cur   *inflight // the record as the acknowledgement left it
+	after inflight  // its value then
+	prev  *inflight // a copy of the record before; nil when there was none
 }
 
 func newPartitionState(topic string, start int64, nowMs int64) *partitionState {
@@ -179,11 +193,21 @@ func ackType(types []int8, first, off int64) int8 {
 
 // acknowledge applies an acknowledgement ackCheck accepted. A released
 // record that reached the delivery limit is archived instead; a renewed
-// one keeps its lock for another lock duration from now.
-func (ps *partitionState) acknowledge(first, last int64, types []int8, limit int16, renewDeadline time.Time) {
+// one keeps its lock for another lock duration from now. It returns what
+// it changed, for rollback.
+func (ps *partitionState) acknowledge(first, last int64, types []int8, limit int16, renewDeadline time.Time) []undoRec {
+	var undo []undoRec
 	for i := first; i <= last; i++ {
 		t := ackType(types, first, i)
 		r := ps.recs[i]
+		if i >= ps.start && i < ps.end && (r != nil || t == ackGap) {
+			u := undoRec{off: i}
+			if r != nil {
+				c := *r
+				u.prev = &c
+			}
+			undo = append(undo, u)
+		}
 		switch {
 		case i < ps.start:
 		case t == ackGap:
@@ -201,7 +225,47 @@ func (ps *partitionState) acknowledge(first, last int64, types []int8, limit int
 			r.deadline = renewDeadline
 		}
 	}
+	for j := range undo {
+		if r := ps.recs[undo[j].off]; r != nil {
+			undo[j].cur, undo[j].after = r, *r
+		}
+	}
 	ps.advance()
+	return undo
+}
+
+// rollback undoes an acknowledgement whose write failed: each record it
+// changed gets its value from before, and the start offset moves back
+// below it if it had moved past. A record changed since by something
+// else (a released record acquired again meanwhile) keeps its new value,
+// and one below the log start offset stays gone. It reports whether
+// anything was rolled back.
+func (ps *partitionState) rollback(undo []undoRec) bool {
+	changed, start := false, ps.start
+	for _, u := range undo {
+		if u.off < ps.floor || u.cur == nil {
+			continue
+		}
+		now := ps.recs[u.off]
+		switch {
+		case now == nil && u.off < start: // the start offset moved past it
+		case now != nil && now == u.cur && *now == u.after:
+		default:
+			continue
+		}
+		if u.prev == nil {
+			delete(ps.recs, u.off)
+		} else {
+			c := *u.prev
+			ps.recs[u.off] = &c
+		}
+		ps.start = min(ps.start, u.off)
+		changed = true
+	}
+	if changed {
+		ps.advance()
+	}
+	return changed
 }
 
 // releaseOne makes an acquired record available again, or archives it once
@@ -278,6 +342,7 @@ func (ps *partitionState) advance() {
 // (Kafka moves the share-partition start offset the same way). It
 // reports whether anything changed.
 func (ps *partitionState) skipTo(logStart int64) bool {
+	ps.floor = max(ps.floor, logStart)
 	if logStart <= ps.start {
 		return false
 	}

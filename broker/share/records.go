@@ -1,22 +1,27 @@
 package share
 
 import (
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/gregorbroker/gregor/broker/coord"
 )
 
 // The records of __share_group_state, in Kafka's share coordinator
-// schemas (ShareSnapshotKey / ShareSnapshotValue, key type 0). Gregor
-// writes a whole snapshot of a share partition on every change it must
-// keep, so it needs no ShareUpdate records (key type 1): compaction keeps
-// the newest snapshot of each share partition.
+// schemas: ShareSnapshotKey / ShareSnapshotValue (key type 0), the whole
+// state of a share partition, and ShareUpdateKey / ShareUpdateValue (key
+// type 1), what changed since: as Kafka's share coordinator, Gregor
+// writes updates between snapshots, a snapshot again after
+// share.coordinator.snapshot.update.records.per.snapshot updates of a
+// share partition, and replays a snapshot and the updates after it.
 const (
 	snapshotKeyVersion   int16 = 0
 	updateKeyVersion     int16 = 1
 	snapshotValueVersion int16 = 0
+	updateValueVersion   int16 = 0
 )
 
 // Record is a record of __share_group_state.
@@ -37,7 +42,9 @@ type StateBatch struct {
 	Deliveries  int16
 }
 
-// snapshotValue is ShareSnapshotValue v0.
+// snapshotValue is ShareSnapshotValue v0, and, in its unexported fields,
+// what the share coordinator knows of the records it wrote of the share
+// partition: a share partition's durable state.
 type snapshotValue struct {
 	SnapshotEpoch   int32
 	StateEpoch      int32
@@ -46,13 +53,42 @@ type snapshotValue struct {
 	CreateTimestamp int64
 	WriteTimestamp  int64
 	Batches         []StateBatch
+
+	// logged says the log holds a snapshot of the share partition, with
+	// snapshotBatches, and the updates after it add up to loggedBatches
+	// at loggedStateEpoch; updates counts those updates.
+	logged           bool
+	snapshotBatches  []StateBatch
+	loggedBatches    []StateBatch
+	loggedStateEpoch int32
+	updates          int
+	// writes counts the appends issued (see durableUndo).
+	writes uint64
+}
+
+// updateValue is ShareUpdateValue v0: the batches that changed, and the
+// start offset (-1: unchanged) and leader epoch (-1: unchanged).
+type updateValue struct {
+	SnapshotEpoch int32
+	LeaderEpoch   int32
+	StartOffset   int64
+	Batches       []StateBatch
 }
 
 var errShortRecord = errors.New("share record too short")
 
 func snapshotKey(group string, k partKey) []byte {
+	return stateKey(snapshotKeyVersion, group, k)
+}
+
+func updateKey(group string, k partKey) []byte {
+	return stateKey(updateKeyVersion, group, k)
+}
+
+// stateKey is a ShareSnapshotKey or ShareUpdateKey: the same fields.
+func stateKey(version int16, group string, k partKey) []byte {
 	b := make([]byte, 0, 2+2+len(group)+16+4)
-	b = binary.BigEndian.AppendUint16(b, uint16(snapshotKeyVersion))
+	b = binary.BigEndian.AppendUint16(b, uint16(version))
 	b = binary.BigEndian.AppendUint16(b, uint16(len(group)))
 	b = append(b, group...)
 	b = append(b, k.topic[:]...)
@@ -86,15 +122,155 @@ func (v snapshotValue) encode() []byte {
 	b = binary.BigEndian.AppendUint64(b, uint64(v.StartOffset))
 	b = binary.BigEndian.AppendUint64(b, uint64(v.CreateTimestamp))
 	b = binary.BigEndian.AppendUint64(b, uint64(v.WriteTimestamp))
-	b = binary.AppendUvarint(b, uint64(len(v.Batches)+1))
-	for _, sb := range v.Batches {
+	b = appendBatches(b, v.Batches)
+	return append(b, 0) // no tagged fields
+}
+
+// encode writes ShareUpdateValue v0 in its flexible encoding.
+func (u updateValue) encode() []byte {
+	b := binary.BigEndian.AppendUint16(nil, uint16(updateValueVersion))
+	b = binary.BigEndian.AppendUint32(b, uint32(u.SnapshotEpoch))
+	b = binary.BigEndian.AppendUint32(b, uint32(u.LeaderEpoch))
+	b = binary.BigEndian.AppendUint64(b, uint64(u.StartOffset))
+	b = appendBatches(b, u.Batches)
+	return append(b, 0) // no tagged fields
+}
+
+// appendBatches writes the compact array of StateBatch.
+func appendBatches(b []byte, batches []StateBatch) []byte {
+	b = binary.AppendUvarint(b, uint64(len(batches)+1))
+	for _, sb := range batches {
 		b = binary.BigEndian.AppendUint64(b, uint64(sb.First))
 		b = binary.BigEndian.AppendUint64(b, uint64(sb.Last))
 		b = append(b, byte(sb.State))
 		b = binary.BigEndian.AppendUint16(b, uint16(sb.Deliveries))
 		b = append(b, 0) // no tagged fields
 	}
-	return append(b, 0) // no tagged fields
+	return b
+}
+
+func (r *reader) batches() []StateBatch {
+	n := r.uvarint()
+	if n == 0 || r.err != nil {
+		return nil
+	}
+	if n-1 > uint64(len(r.b)/20) {
+		r.err = errShortRecord
+		return nil
+	}
+	out := make([]StateBatch, 0, n-1)
+	for range n - 1 {
+		sb := StateBatch{First: r.i64(), Last: r.i64(), State: r.i8(), Deliveries: r.i16()}
+		r.skipTags()
+		out = append(out, sb)
+	}
+	return out
+}
+
+func parseUpdateValue(b []byte) (updateValue, error) {
+	r := &reader{b: b}
+	var u updateValue
+	if ver := r.i16(); r.err == nil && ver != updateValueVersion {
+		return u, fmt.Errorf("share update value version %d", ver)
+	}
+	u.SnapshotEpoch, u.LeaderEpoch, u.StartOffset = r.i32(), r.i32(), r.i64()
+	u.Batches = r.batches()
+	r.skipTags()
+	return u, r.err
+}
+
+// mergeBatches is the state of old with the batches of delta laid over
+// it (each offset delta covers takes delta's state and count), without
+// the offsets below start, in offset order with equal neighbours joined,
+// as Kafka's PersisterStateBatchCombiner combines them.
+func mergeBatches(old, delta []StateBatch, start int64) []StateBatch {
+	delta = slices.Clone(delta)
+	slices.SortFunc(delta, func(a, b StateBatch) int { return cmp.Compare(a.First, b.First) })
+	var out []StateBatch
+	for _, b := range old {
+		first := b.First
+		// delta's ranges overlapping b, in order, cut b into pieces.
+		k, _ := slices.BinarySearchFunc(delta, first, func(d StateBatch, off int64) int {
+			return cmp.Compare(d.Last, off)
+		})
+		for first <= b.Last {
+			if k >= len(delta) || delta[k].First > b.Last {
+				out = append(out, StateBatch{First: first, Last: b.Last, State: b.State, Deliveries: b.Deliveries})
+				break
+			}
+			if d := delta[k]; d.First > first {
+				out = append(out, StateBatch{First: first, Last: d.First - 1, State: b.State, Deliveries: b.Deliveries})
+			}
+			first = max(first, delta[k].Last+1)
+			k++
+		}
+	}
+	out = append(out, delta...)
+	slices.SortFunc(out, func(a, b StateBatch) int { return cmp.Compare(a.First, b.First) })
+	merged := out[:0]
+	for _, b := range out {
+		if b.Last < start {
+			continue
+		}
+		b.First = max(b.First, start)
+		if n := len(merged) - 1; n >= 0 && merged[n].Last+1 == b.First && merged[n].State == b.State && merged[n].Deliveries == b.Deliveries {
+			merged[n].Last = b.Last
+			continue
+		}
+		merged = append(merged, b)
+	}
+	return merged
+}
+
+// updateDelta is next as an update of both the last snapshot (snap) and
+// the state the records after it add up to (logged): the batches of
+// next, from start on, that snap and logged do not both hold as they are.
+// Laid over either it gives next, so the update stays right when
+// compaction of __share_group_state keeps only the newest update of a
+// share partition after its snapshot (records only move forward: an
+// offset changed since the snapshot differs from it in every later
+// state, so its batch is in every later update). False when next cannot
+// be an update: an offset from start on that snap or logged covers is
+// not in next (replaying would keep their state of it).
+func updateDelta(snap, logged, next []StateBatch, start int64) ([]StateBatch, bool) {
+	if !covers(next, snap, start) || !covers(next, logged, start) {
+		return nil, false
+	}
+	inSnap := make(map[StateBatch]bool, len(snap))
+	for _, b := range snap {
+		inSnap[b] = true
+	}
+	inLogged := make(map[StateBatch]bool, len(logged))
+	for _, b := range logged {
+		inLogged[b] = true
+	}
+	var delta []StateBatch
+	for _, b := range next {
+		if b.Last < start || inSnap[b] && inLogged[b] {
+			continue
+		}
+		b.First = max(b.First, start)
+		delta = append(delta, b)
+	}
+	return delta, true
+}
+
+// covers reports whether every offset from start on of the batches of
+// prev is in a batch of next (both in offset order).
+func covers(next, prev []StateBatch, start int64) bool {
+	j := 0
+	for _, b := range prev {
+		for off := max(b.First, start); off <= b.Last; {
+			for j < len(next) && next[j].Last < off {
+				j++
+			}
+			if j >= len(next) || next[j].First > off {
+				return false
+			}
+			off = next[j].Last + 1
+		}
+	}
+	return true
 }
 
 // reader reads a value's fields in order; the first short read sticks.
@@ -147,17 +323,7 @@ func parseSnapshotValue(b []byte) (snapshotValue, error) {
 	}
 	v.SnapshotEpoch, v.StateEpoch, v.LeaderEpoch = r.i32(), r.i32(), r.i32()
 	v.StartOffset, v.CreateTimestamp, v.WriteTimestamp = r.i64(), r.i64(), r.i64()
-	n := r.uvarint()
-	if n > 0 && r.err == nil {
-		if n-1 > uint64(len(r.b)/20) {
-			return v, errShortRecord
-		}
-		for range n - 1 {
-			sb := StateBatch{First: r.i64(), Last: r.i64(), State: r.i8(), Deliveries: r.i16()}
-			r.skipTags()
-			v.Batches = append(v.Batches, sb)
-		}
-	}
+	v.Batches = r.batches()
 	r.skipTags()
 	return v, r.err
 }

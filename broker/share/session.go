@@ -143,10 +143,10 @@ func (m *machine) startFetch(req FetchStart, reply func(FetchPlan)) {
 	default:
 		sess.epoch = nextEpoch(sess.epoch)
 	}
-	changed := m.applyAcks(g, req.Member, req.Acks, req.Renew, req.Readable, plan.AckErrors)
+	changed, undo := m.applyAcks(g, req.Member, req.Acks, req.Renew, req.Readable, plan.AckErrors)
 	if req.Epoch == -1 {
 		m.releaseMember(g, req.Member)
-		m.finishFetch(g, changed, plan, reply)
+		m.finishFetch(g, changed, undo, plan, reply)
 		return
 	}
 	for _, f := range req.Forget {
@@ -174,19 +174,21 @@ func (m *machine) startFetch(req FetchStart, reply func(FetchPlan)) {
 	m.ensureParts(g, load, func(codes map[partKey]int16) {
 		var moved []partKey
 		plan.Reads, moved = m.planReads(g, refs, req.Readable, codes)
-		m.finishFetch(g, append(changed, moved...), plan, reply)
+		m.finishFetch(g, append(changed, moved...), undo, plan, reply)
 	})
 }
 
 // finishFetch keeps the share partitions a ShareFetch changed and then
-// answers its plan; a failed write fails the acknowledgements.
-func (m *machine) finishFetch(g *groupState, changed []partKey, plan FetchPlan, reply func(FetchPlan)) {
+// answers its plan; a failed write fails the acknowledgements and rolls
+// them back.
+func (m *machine) finishFetch(g *groupState, changed []partKey, undo []ackUndo, plan FetchPlan, reply func(FetchPlan)) {
 	if len(changed) == 0 {
 		reply(plan)
 		return
 	}
 	m.persist(g, changed, func(code int16) {
 		if code != 0 {
+			m.rollback(g, undo)
 			for ref := range plan.AckErrors {
 				if plan.AckErrors[ref] == 0 {
 					plan.AckErrors[ref] = code
@@ -197,12 +199,36 @@ func (m *machine) finishFetch(g *groupState, changed []partKey, plan FetchPlan, 
 	})
 }
 
+// ackUndo is what acknowledgements changed in one share partition.
+type ackUndo struct {
+	k    partKey
+	ps   *partitionState
+	recs []undoRec
+}
+
+// rollback undoes acknowledgements whose write failed, as Kafka's
+// SharePartition does: their records are ACQUIRED by their member again
+// (with their lock), so that the member, told the acknowledgement failed,
+// may send it again. (The durable state, when this node is the group's
+// share coordinator, went back to what the log holds in persist.)
+func (m *machine) rollback(g *groupState, undo []ackUndo) {
+	for _, u := range undo {
+		if g.parts[u.k] != u.ps || !u.ps.rollback(u.recs) {
+			continue
+		}
+		m.log.Info("share acknowledgement rolled back after a failed write", "group", g.id, "topic", u.ps.topic, "partition", u.k.partition)
+		m.scheduleLocks(g, u.k)
+		m.wake(g, u.k)
+	}
+}
+
 // applyAcks applies acknowledgements, one result per partition in codes,
-// and returns the share partitions they changed. Those of topics readable
-// says the principal may not READ answer TOPIC_AUTHORIZATION_FAILED and
-// change nothing.
-func (m *machine) applyAcks(g *groupState, memberID string, acks []Ack, renew bool, readable func(string) bool, codes map[PartitionRef]int16) []partKey {
+// and returns the share partitions they changed and what to undo should
+// their write fail. Those of topics readable says the principal may not
+// READ answer TOPIC_AUTHORIZATION_FAILED and change nothing.
+func (m *machine) applyAcks(g *groupState, memberID string, acks []Ack, renew bool, readable func(string) bool, codes map[PartitionRef]int16) ([]partKey, []ackUndo) {
 	var changed []partKey
+	var undo []ackUndo
 	now := m.clock.Now()
 	limit := m.deliveryLimit(g)
 	renewed := now.Add(m.lockDuration(g))
@@ -231,16 +257,18 @@ func (m *machine) applyAcks(g *groupState, memberID string, acks []Ack, renew bo
 			}
 		}
 		if code == 0 {
+			u := ackUndo{k: k, ps: ps}
 			for _, b := range a.Batches {
-				ps.acknowledge(b.First, b.Last, b.Types, limit, renewed)
+				u.recs = append(u.recs, ps.acknowledge(b.First, b.Last, b.Types, limit, renewed)...)
 			}
+			undo = append(undo, u)
 			changed = append(changed, k)
 			m.scheduleLocks(g, k)
 			m.wake(g, k)
 		}
 		codes[a.Ref] = code
 	}
-	return changed
+	return changed, undo
 }
 
 // acquire hands the records the broker read to a ShareFetch's member:
@@ -365,7 +393,7 @@ func (m *machine) acknowledge(req AckStart, reply func(int16, map[PartitionRef]i
 	default:
 		sess.epoch = nextEpoch(sess.epoch)
 	}
-	changed := m.applyAcks(g, req.Member, req.Acks, req.Renew, req.Readable, codes)
+	changed, undo := m.applyAcks(g, req.Member, req.Acks, req.Renew, req.Readable, codes)
 	if req.Epoch == -1 {
 		m.releaseMember(g, req.Member)
 	}
@@ -375,6 +403,7 @@ func (m *machine) acknowledge(req AckStart, reply func(int16, map[PartitionRef]i
 	}
 	m.persist(g, changed, func(code int16) {
 		if code != 0 {
+			m.rollback(g, undo)
 			for ref := range codes {
 				if codes[ref] == 0 {
 					codes[ref] = code

@@ -182,7 +182,9 @@ func (m *machine) applyWrite(g *groupState, k partKey, w StateWrite) int16 {
 	case w.StateEpoch != -1 && v.StateEpoch > w.StateEpoch:
 		return errFencedStateEpoch
 	}
-	v.StartOffset, v.Batches = w.StartOffset, slices.Clone(w.Batches)
+	// In offset order, joined, from the start offset on: as updateDelta
+	// and the records' replay read them.
+	v.StartOffset, v.Batches = w.StartOffset, mergeBatches(nil, w.Batches, w.StartOffset)
 	v.LeaderEpoch = max(v.LeaderEpoch, w.LeaderEpoch)
 	return 0
 }
@@ -199,11 +201,43 @@ func (m *machine) writeState(key StateKey, w StateWrite, reply func(int16)) {
 		return
 	}
 	k := partKey{key.TopicID, key.Partition}
+	undo := m.durableUndo(g, []partKey{k})
 	if code := m.applyWrite(g, k, w); code != 0 {
 		reply(code)
 		return
 	}
-	m.appendDurable(g, []partKey{k}, reply)
+	m.appendDurable(g, []partKey{k}, func(code int16) {
+		if code != 0 {
+			undo()
+		}
+		reply(code)
+	})
+}
+
+// durableUndo saves the durable state of keys before a change and returns
+// what puts it back should the change's write fail, so that the state
+// served stays what the log holds (Kafka's coordinator runtime reverts
+// its in-memory state when an append fails). A share partition written
+// again since keeps the newer state.
+func (m *machine) durableUndo(g *groupState, keys []partKey) func() {
+	type saved struct {
+		v    *snapshotValue
+		prev snapshotValue
+	}
+	var all []saved
+	for _, k := range keys {
+		if v := g.durable[k]; v != nil {
+			all = append(all, saved{v, *v})
+		}
+	}
+	return func() {
+		for _, s := range all {
+			// appendDurable counted one write more.
+			if s.v.writes == s.prev.writes+1 {
+				*s.v = s.prev
+			}
+		}
+	}
 }
 
 // deleteState is DeleteShareGroupState of one share partition.
@@ -224,8 +258,12 @@ func (m *machine) deleteState(key StateKey, reply func(int16)) {
 }
 
 // appendDurable writes the durable state of keys to the group's partition
-// of __share_group_state: a ShareSnapshot record of each, or a tombstone
-// for one no longer kept; done gets the write's error code.
+// of __share_group_state: a ShareUpdate record of each with what changed
+// since its snapshot, or a new ShareSnapshot record once it has
+// share.coordinator.snapshot.update.records.per.snapshot updates (or
+// was reset, or was never written here), as Kafka's share coordinator
+// does; a tombstone for one no longer kept. done gets the write's error
+// code.
 func (m *machine) appendDurable(g *groupState, keys []partKey, done func(code int16)) {
 	now := m.clock.Now().UnixMilli()
 	recs := make([]Record, 0, len(keys))
@@ -235,9 +273,22 @@ func (m *machine) appendDurable(g *groupState, keys []partKey, done func(code in
 			recs = append(recs, Record{Key: snapshotKey(g.id, k)})
 			continue
 		}
-		v.SnapshotEpoch++
+		v.writes++
 		v.WriteTimestamp = now
+		if v.logged && v.updates < m.cfg.UpdatesPerSnapshot && v.loggedStateEpoch == v.StateEpoch {
+			if delta, ok := updateDelta(v.snapshotBatches, v.loggedBatches, v.Batches, v.StartOffset); ok {
+				u := updateValue{SnapshotEpoch: v.SnapshotEpoch, LeaderEpoch: v.LeaderEpoch, StartOffset: v.StartOffset, Batches: delta}
+				recs = append(recs, Record{Key: updateKey(g.id, k), Value: u.encode()})
+				v.updates++
+				v.loggedBatches = slices.Clone(v.Batches)
+				continue
+			}
+		}
+		v.SnapshotEpoch++
 		recs = append(recs, Record{Key: snapshotKey(g.id, k), Value: v.encode()})
+		v.logged, v.updates, v.loggedStateEpoch = true, 0, v.StateEpoch
+		v.snapshotBatches = slices.Clone(v.Batches)
+		v.loggedBatches = v.snapshotBatches
 	}
 	m.s.Append(g.partition, recs, func(err error) {
 		if err != nil {
@@ -433,6 +484,7 @@ func (m *machine) persist(g *groupState, keys []partKey, done func(code int16)) 
 	if m.owns(g.partition) == 0 || m.cfg.Persister == nil {
 		var ok []partKey
 		code := int16(0)
+		undo := m.durableUndo(g, keys)
 		for _, k := range keys {
 			ps := g.parts[k]
 			if ps == nil {
@@ -450,6 +502,9 @@ func (m *machine) persist(g *groupState, keys []partKey, done func(code int16)) 
 			return
 		}
 		m.appendDurable(g, ok, func(c int16) {
+			if c != 0 {
+				undo()
+			}
 			if c == 0 {
 				c = code
 			}
