@@ -272,7 +272,6 @@ var errLogFileStream = errors.New("segment file: stream access not supported")
 func (h *logFile) Read([]byte) (int, error)       { return 0, errLogFileStream }
 func (h *logFile) Write([]byte) (int, error)      { return 0, errLogFileStream }
 func (h *logFile) Seek(int64, int) (int64, error) { return 0, errLogFileStream }
-func (h *logFile) isOpen() bool                   { h.mu.RLock(); defer h.mu.RUnlock(); return h.f != nil }
 func (h *logFile) idleSince() int64               { return h.lastUse.Load() }
 
 // fdCache bounds the segment .log files a Manager holds open: a file idle
