@@ -182,7 +182,8 @@ bench-memory:
 # The performance checks of make test. Allocation budgets, which mean
 # nothing under the race detector, checked without it
 # (TestProduceAllocationBudget: at most 800 bytes and 2 allocations per
-# batch of a 1,000-partition produce request). Then the short form of
+# batch of a 1,000-partition produce request; TestAppendManyPartitionsAllocs:
+# no allocation per storage append to one of 1,000 partitions). Then the short form of
 # bench-compare against kfake only, produce acks=all to 16 and 1,000
 # partitions, 50,000 x 1 KiB records each: fails when gregor's broker CPU
 # seconds per GiB exceed PERF_CPU_RATIO times kfake's in the same run.
@@ -194,6 +195,7 @@ bench-memory:
 PERF_CPU_RATIO ?= 3
 perf-check:
 	$(GO) test -count=1 -timeout 5m -run 'AllocationBudget' ./broker
+	$(GO) test -count=1 -timeout 5m -run 'TestAppendManyPartitionsAllocs' ./storage
 	cd compat && mkdir -p out && $(GO) run ./cmd/benchcompare -short -brokers gregor,kfake -cases produce-16,produce-1000 \
 		-records 50000 -warmup 10000 -max-cpu-ratio $(PERF_CPU_RATIO) -out out/bench-compare-short.md
 

@@ -109,7 +109,7 @@ func (s *Server) serveConn(nc net.Conn, listener string) {
 		listener:  listener,
 		principal: principal,
 		sasl:      sess,
-		log:       s.log.With("remote", nc.RemoteAddr().String()),
+		log:       attrLogger(s.log, "remote", nc.RemoteAddr().String()),
 		slots:     make(chan *slot, maxInFlight),
 		ctx:       ctx,
 		cancel:    cancel,

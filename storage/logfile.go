@@ -50,6 +50,10 @@ func newLogFile(fsys vfs.FS, cache *fdCache, name string) *logFile {
 	return &logFile{fsys: fsys, cache: cache, name: name}
 }
 
+// errLogFileOpen marks a failure to reopen a closed .log: the operation
+// did not reach the file (an append that meets it wrote nothing to cut).
+var errLogFileOpen = errors.New("reopen segment file")
+
 // errLogFileClosed is what an operation on a closed-for-good .log returns,
 // as *os.File's use after Close.
 var errLogFileClosed = fs.ErrClosed
@@ -87,7 +91,7 @@ func (h *logFile) open() error {
 	}
 	f, err := h.fsys.OpenFile(h.name, os.O_RDWR, 0)
 	if err != nil {
-		return fmt.Errorf("open segment file: %w", err)
+		return fmt.Errorf("%w: %w", errLogFileOpen, err)
 	}
 	h.f = f
 	h.lastUse.Store(time.Now().UnixNano())
@@ -268,7 +272,6 @@ var errLogFileStream = errors.New("segment file: stream access not supported")
 func (h *logFile) Read([]byte) (int, error)       { return 0, errLogFileStream }
 func (h *logFile) Write([]byte) (int, error)      { return 0, errLogFileStream }
 func (h *logFile) Seek(int64, int) (int64, error) { return 0, errLogFileStream }
-func (h *logFile) isOpen() bool                   { h.mu.RLock(); defer h.mu.RUnlock(); return h.f != nil }
 func (h *logFile) idleSince() int64               { return h.lastUse.Load() }
 
 // fdCache bounds the segment .log files a Manager holds open: a file idle

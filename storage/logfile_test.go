@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -334,4 +335,39 @@ func TestPartitionLogger(t *testing.T) {
 			t.Errorf("log output %q lacks %q", out, want)
 		}
 	}
+}
+
+// TestReopenOutOfDescriptors: an append or read that finds its closed
+// .log cannot be reopened (EMFILE) fails without making the log's error
+// sticky, as running out of descriptors does elsewhere (nospace.go), and
+// both work once descriptors are back.
+func TestReopenOutOfDescriptors(t *testing.T) {
+	var exhausted atomic.Bool
+	fsys := vfs.NewFaulty(vfs.NewMem(), func(op vfs.Op, path string) error {
+		if op == vfs.OpOpenFile && exhausted.Load() && strings.HasSuffix(path, logSuffix) {
+			return &os.PathError{Op: "open", Path: path, Err: syscall.EMFILE}
+		}
+		return nil
+	})
+	m := openBoundedManager(t, fsys, testDir, 100, time.Hour)
+	defer m.Close()
+	l := createTestLog(t, m, smallConfig(1<<20, 4096))
+	first := mustAppend(t, l, batchOf(2, 1, 40), 0)
+	m.files.sweep(time.Now().Add(2 * time.Hour))
+	exhausted.Store(true)
+	if _, err := l.Append(batchOf(1, 1, 10), 0, 0); !IsExhausted(err) {
+		t.Fatalf("append without descriptors: %v, want EMFILE", err)
+	}
+	if _, err := l.Read(0, 1<<20, l.LogEndOffset(), true); !IsExhausted(err) {
+		t.Fatalf("read without descriptors: %v, want EMFILE", err)
+	}
+	if err := l.Err(); err != nil {
+		t.Fatalf("sticky error after EMFILE: %v", err)
+	}
+	exhausted.Store(false)
+	second := mustAppend(t, l, batchOf(1, 2, 10), 0)
+	if second.base != 2 {
+		t.Fatalf("append after EMFILE at %d, want 2", second.base)
+	}
+	checkBatches(t, "after EMFILE", readAll(t, l), first, second)
 }

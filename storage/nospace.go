@@ -62,6 +62,11 @@ func (l *Log) failedWriteLocked(seg *segment, pos int64, err error) error {
 		l.err = err
 		return err
 	}
+	if errors.Is(err, errLogFileOpen) {
+		// The closed .log could not be reopened (out of descriptors):
+		// nothing reached it.
+		return err
+	}
 	if terr := seg.log.Truncate(pos); terr != nil {
 		l.err = fmt.Errorf("%w; cutting the partial write: %v", err, terr)
 		return l.err
