@@ -63,6 +63,7 @@ image=localhost/gregor:image-test
 net=$tag
 containers=()
 volumes=()
+images=()
 cleanup() {
 	local rc=$?
 	if [ "${KEEP:-}" = 1 ]; then
@@ -72,6 +73,7 @@ cleanup() {
 	for c in "${containers[@]}"; do pm rm -f -t 0 "$c" >/dev/null 2>&1 || true; done
 	for v in "${volumes[@]}"; do pm volume rm -f "$v" >/dev/null 2>&1 || true; done
 	pm network rm -f "$net" >/dev/null 2>&1 || true
+	for i in "${images[@]}"; do pm rmi -f "$i" >/dev/null 2>&1 || true; done
 	rm -rf "$work"
 	exit $rc
 }
@@ -103,13 +105,17 @@ if [ -z "${GO_IMAGE:-}" ]; then
 	pm import --change 'ENV PATH=/go/bin:/usr/local/go/bin:/bin' --change 'ENV GOPATH=/go' \
 		--change 'ENV GOTOOLCHAIN=local' --change 'ENV GOPROXY=off' \
 		"$work/gobuild.tar" "$GO_IMAGE" >/dev/null 2>&1
+	images+=("$GO_IMAGE")
 	build_opts+=(-v "$goroot:/usr/local/go:ro" -v "$(go env GOMODCACHE):/go/pkg/mod"
 		-v "$(go env GOCACHE):/root/.cache/go-build")
 fi
 say "building $image from the Dockerfile (GO_IMAGE=$GO_IMAGE)"
 t0=$(date +%s)
-# --format docker: the OCI image format has no HEALTHCHECK.
-if ! pm build --format docker --isolation chroot --build-arg "GO_IMAGE=$GO_IMAGE" "${build_opts[@]}" -t "$image" . >"$work/build.log" 2>&1; then
+images+=("$image")
+# --format docker: the OCI image format has no HEALTHCHECK. --layers=false:
+# no intermediate images left behind (the Go build cache is what makes a
+# second build fast).
+if ! pm build --format docker --layers=false --isolation chroot --build-arg "GO_IMAGE=$GO_IMAGE" "${build_opts[@]}" -t "$image" . >"$work/build.log" 2>&1; then
 	tail -20 "$work/build.log"
 	fail "podman build"
 fi
@@ -117,7 +123,7 @@ say "built in $(($(date +%s) - t0)) s, $(pm image inspect --format '{{.Size}}' "
 [ "$(pm image inspect --format '{{.Config.User}}' "$image")" = 1000:1000 ] || fail "the image does not run as 1000:1000"
 
 if ! pm run --rm "${run_opts[@]}" "$image" version >"$work/probe" 2>&1; then
-	skip "podman cannot run a container here: $(tail -1 "$work/probe")"
+	skip "podman cannot run a container here (see docs/operations.md, The Docker image): $(tail -1 "$work/probe")"
 fi
 
 pm network create "$net" >/dev/null
