@@ -18,8 +18,8 @@ cluster: build
 
 # Builds the image from the Dockerfile with podman (no Docker engine, no
 # registry needed) and runs docker-compose.yml's single node and its
-# three-node cluster with one node killed (scripts/image-test.sh; about
-# 2.5 min once the build cache is warm). Prints "SKIP" and succeeds where
+# three-node cluster with one node killed (scripts/image-test.sh; 2.5 to
+# 4 min once the Go build cache is warm). Prints "SKIP" and succeeds where
 # podman cannot run.
 image-test:
 	scripts/image-test.sh

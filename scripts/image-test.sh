@@ -70,7 +70,7 @@ cleanup() {
 		say "kept: containers ${containers[*]:-}, volumes ${volumes[*]:-}, network $net, $work"
 		return
 	fi
-	for c in "${containers[@]}"; do pm rm -f -t 0 "$c" >/dev/null 2>&1 || true; done
+	for c in "${containers[@]}"; do pm rm -f -v -t 0 "$c" >/dev/null 2>&1 || true; done
 	for v in "${volumes[@]}"; do pm volume rm -f "$v" >/dev/null 2>&1 || true; done
 	pm network rm -f "$net" >/dev/null 2>&1 || true
 	for i in "${images[@]}"; do pm rmi -f "$i" >/dev/null 2>&1 || true; done
@@ -127,6 +127,10 @@ if ! pm run --rm "${run_opts[@]}" "$image" version >"$work/probe" 2>&1; then
 fi
 
 pm network create "$net" >/dev/null
+# The nodes find each other by name (gregor1:9093), as on a compose
+# network: podman's CNI backend needs the dnsname plugin for that.
+[ "$(pm network inspect --format '{{.DNSEnabled}}' "$net")" = true ] ||
+	skip "podman network $net has no DNS (Debian: apt-get install golang-github-containernetworking-plugin-dnsname)"
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
@@ -176,6 +180,14 @@ expect_records() { # expect_records WANT_FILE GOT_FILE WHAT
 	fi
 	say "ok: $3 ($(wc -l <"$2") records)"
 }
+
+# --- 0. no variables: the image's own single node (0.0.0.0:9092) ---
+containers+=("$tag-plain")
+pm run -d "${run_opts[@]}" --name "$tag-plain" "$image" >/dev/null 2>"$work/plain.run" ||
+	{ cat "$work/plain.run"; fail "podman run $tag-plain"; }
+healthy "$tag-plain"
+pm rm -f -t 5 "$tag-plain" >/dev/null 2>&1
+say "ok: the image without variables runs a healthy single node"
 
 # --- 1. single node ---
 t0=$(date +%s)
