@@ -186,7 +186,7 @@ containers+=("$tag-plain")
 pm run -d "${run_opts[@]}" --name "$tag-plain" "$image" >/dev/null 2>"$work/plain.run" ||
 	{ cat "$work/plain.run"; fail "podman run $tag-plain"; }
 healthy "$tag-plain"
-pm rm -f -t 5 "$tag-plain" >/dev/null 2>&1
+pm rm -f -v -t 5 "$tag-plain" >/dev/null 2>&1
 say "ok: the image without variables runs a healthy single node"
 
 # --- 1. single node ---
@@ -203,7 +203,7 @@ expect_records "$work/single.want" "$work/single.got" "host produce/consume thro
 pm run --rm "${run_opts[@]}" --network "$net" "$image" consume -b gregor:19092 --from-beginning -e image-test \
 	>"$work/single.inner" 2>/dev/null
 expect_records "$work/single.want" "$work/single.inner" "consume from another container through PLAINTEXT gregor:19092"
-pm rm -f -t 5 "$tag-single" >/dev/null
+pm rm -f -v -t 5 "$tag-single" >/dev/null
 say "single node: $(($(date +%s) - t0)) s"
 
 # --- 2. the cluster profile ---
