@@ -202,7 +202,9 @@ func TestComposeMatchesClusterTest(t *testing.T) {
 		ext := 9092 + 2*id
 		want := clusterProperties(id, "1@gregor1:9093,2@gregor2:9093,3@gregor3:9093",
 			fmt.Sprintf("PLAINTEXT://0.0.0.0:19092,EXTERNAL://0.0.0.0:%d,CONTROLLER://0.0.0.0:9093", ext),
-			fmt.Sprintf("PLAINTEXT://gregor%d:19092,EXTERNAL://localhost:%d", id, ext), "/var/lib/gregor/data")
+			// CONTROLLER is advertised: listeners binds it on 0.0.0.0,
+			// which Kafka (and gregor) refuse to advertise.
+			fmt.Sprintf("PLAINTEXT://gregor%d:19092,EXTERNAL://localhost:%d,CONTROLLER://gregor%d:9093", id, ext, id), "/var/lib/gregor/data")
 		start := strings.Index(compose, fmt.Sprintf("  gregor%d:\n", id))
 		if start < 0 {
 			t.Fatalf("docker-compose.yml has no service gregor%d", id)

@@ -168,9 +168,7 @@ func containerConfig(environ []string, paths containerPaths) (containerSetup, er
 	if base == nil && len(props) == 0 {
 		// Nothing configured: the single node a developer expects from
 		// `docker run -p 9092:9092`.
-		setup.serveArgs = []string{"--data-dir", paths.data, "--listen", "0.0.0.0:9092",
-			"--override", "advertised.listeners=PLAINTEXT://localhost:9092",
-			"--override", "http.listener=0.0.0.0:9644"}
+		setup.serveArgs = defaultContainerArgs(paths.data)
 		return setup, nil
 	}
 	if base == nil {
@@ -314,6 +312,14 @@ func escapeProperty(v string) string {
 	return strings.NewReplacer(`\`, `\\`, "\n", `\n`, "\r", `\r`).Replace(v)
 }
 
+// defaultContainerArgs are serve's arguments for the container's single
+// node when no variable or mounted file configures it.
+func defaultContainerArgs(data string) []string {
+	return []string{"--data-dir", data, "--listen", "0.0.0.0:9092",
+		"--override", "advertised.listeners=PLAINTEXT://localhost:9092",
+		"--override", "http.listener=0.0.0.0:9644"}
+}
+
 // containerHealthCommand is the image's HEALTHCHECK.
 func containerHealthCommand() *command {
 	return &command{name: "container-health", short: "the Docker image's health check: the node answers on its client listener",
@@ -343,7 +349,10 @@ func containerHealthCommand() *command {
 func containerHealth(paths containerPaths, timeout time.Duration) (string, error) {
 	args := []string{"--config", paths.final}
 	if _, err := os.Stat(paths.final); errors.Is(err, fs.ErrNotExist) {
-		args = []string{"--data-dir", paths.data, "--listen", "0.0.0.0:9092"} // containerConfig's default
+		// The node gregor container runs unconfigured (it writes no
+		// file then); its advertised listener is needed for the config
+		// to be valid at all.
+		args = defaultContainerArgs(paths.data)
 	}
 	cfg, _, err := serveConfigOut(args, io.Discard)
 	if err != nil {

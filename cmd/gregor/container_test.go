@@ -223,3 +223,21 @@ func TestContainerKafkaCompose(t *testing.T) {
 		t.Errorf("container-health of a killed node: exit 0: %s", r.out)
 	}
 }
+
+// TestContainerHealthUnconfigured: with no final config (the container
+// ran with no variables) the check reads the node gregor container runs
+// then; it used to build a config gregor refuses (0.0.0.0 advertised), so
+// the image's HEALTHCHECK failed for `docker run` without variables.
+// Whether a node answers on localhost:9092 here does not matter: what
+// must not fail is the configuration.
+func TestContainerHealthUnconfigured(t *testing.T) {
+	dir := t.TempDir()
+	paths := containerPaths{final: filepath.Join(dir, "server.properties"), data: filepath.Join(dir, "data")}
+	addr, err := containerHealth(paths, 200*time.Millisecond)
+	if addr != "127.0.0.1:9092" {
+		t.Errorf("container-health checked %q (err %v), want 127.0.0.1:9092", addr, err)
+	}
+	if err != nil && strings.Contains(err.Error(), "Invalid value") {
+		t.Errorf("container-health refused the unconfigured container's config: %v", err)
+	}
+}
