@@ -646,6 +646,15 @@ func groupStable(ctx context.Context, addr, group string, topics []string, size 
 		defer cl.Close()
 		cls = append(cls, cl)
 	}
+	// The group's coordinator ready first: the first group request of a
+	// fresh broker creates __consumer_offsets, which is not what this
+	// measures.
+	if err := waitFor(ctx, 5*time.Minute, func(ctx context.Context) error {
+		_, err := kadm.NewClient(cls[0]).FetchOffsets(ctx, group)
+		return err
+	}); err != nil {
+		return 0, 0, fmt.Errorf("coordinator of %s: %w", group, err)
+	}
 	members := make([]hbMember, size.members)
 	var mu sync.Mutex
 	for i := range members {
