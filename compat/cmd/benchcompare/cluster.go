@@ -898,12 +898,17 @@ func runCluster(ctx context.Context, o clusterOptions, work, bin string, tick fl
 
 func replFigures(name string, o clusterOptions, rf3, rf1 replRun) []clFigure {
 	r := rf3.MiBPS / rf1.MiBPS
+	ratio := clFigure{What: fmt.Sprintf("%s: RF 3 over RF 1", name), Figure: fmt.Sprintf("%.2f×", r)}
+	if name == "gregor" {
+		// The target is gregor's; Kafka's ratio is the reference.
+		ratio.Target, ratio.Met = "≥ 0.7×", met848(r >= 0.7)
+	}
 	return []clFigure{
 		{What: fmt.Sprintf("%s: produce acks=all, RF 3 (min ISR 2), %d partitions, %s x 1 KiB, median of %d", name, o.replPartitions, groupDigits(int(o.replRecords)), o.replRounds),
 			Figure: fmt.Sprintf("%.1f MiB/s, %.2f CPU s/GiB (3 brokers), p99 %.0f ms", rf3.MiBPS, rf3.CPUPerGiB, rf3.P99)},
 		{What: fmt.Sprintf("%s: the same, RF 1", name),
 			Figure: fmt.Sprintf("%.1f MiB/s, %.2f CPU s/GiB (3 brokers), p99 %.0f ms", rf1.MiBPS, rf1.CPUPerGiB, rf1.P99)},
-		{What: fmt.Sprintf("%s: RF 3 over RF 1", name), Figure: fmt.Sprintf("%.2f×", r), Target: "≥ 0.7×", Met: met848(r >= 0.7)},
+		ratio,
 	}
 }
 
