@@ -11,9 +11,16 @@
 // short form CI runs, which fails when gregor's CPU per GiB produced
 // exceeds -max-cpu-ratio times kfake's in the same run.
 //
+// With -replicated, -failover or -groups (cluster.go) it measures the
+// cluster targets of the performance issue instead: replicated produce
+// throughput on the three nodes of scripts/cluster.sh (beside a
+// three-node Kafka with -brokers gregor,kafka), leader failover after a
+// SIGKILL, and KIP-848 groups of many members becoming stable.
+//
 // Run from the compat directory:
 //
 //	go run ./cmd/benchcompare [-rounds 5] [-short] [-brokers gregor,kafka,kfake] [-doc ../docs/performance.md]
+//	go run ./cmd/benchcompare -replicated|-failover|-groups [-profile DIR]
 package main
 
 import (
