@@ -55,7 +55,8 @@ type clusterOptions struct {
 	groups         bool
 	groupSizes     string // "members x partitions", comma-separated
 	groupHeartbeat time.Duration
-	profile        string // directory for perf(1) profiles of the brokers; empty for none
+	groupTimeout   time.Duration // how long a group may take to become stable
+	profile        string        // directory for perf(1) profiles of the brokers; empty for none
 	kafka          bool
 }
 
@@ -544,7 +545,16 @@ func failover(ctx context.Context, o clusterOptions, c *clCluster) (res []failov
 			return res, 0, 0, 0, fmt.Errorf("kill %d of node %d: %w", k, leader, err)
 		}
 		r := failoverResult{node: int(leader), controller: ctrl == leader, took: next.Sub(killAt)}
-		res = append(res, r)
+		// An acknowledgement within 100 ms of the kill means the node
+		// was no longer the leader: the Metadata answer was older than
+		// a leadership move (the preferred leader coming back after its
+		// restart). Such a kill measures nothing and is not counted.
+		if r.took < 100*time.Millisecond {
+			slog.Warn("failover: the killed node was not the leader any more; not counted", "kill", k, "node", leader, "took", r.took)
+			k--
+		} else {
+			res = append(res, r)
+		}
 		slog.Info("failover", "kill", k, "node", leader, "active_controller", r.controller, "took", r.took.Round(time.Millisecond))
 		if err := c.start(n); err != nil {
 			return res, 0, 0, 0, err
@@ -636,7 +646,7 @@ type hbMember struct {
 // exactly once. Each member heartbeats again at once when its
 // assignment changed (acknowledging it, as the Java consumer does after
 // reconciling) and otherwise after the interval the coordinator gives.
-func groupStable(ctx context.Context, addr, group string, topics []string, size groupSize, clients int) (time.Duration, int64, error) {
+func groupStable(ctx context.Context, addr, group string, topics []string, size groupSize, clients int, timeout time.Duration) (time.Duration, int64, error) {
 	var cls []*kgo.Client
 	for i := 0; i < clients; i++ {
 		cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ClientID(fmt.Sprintf("bench-hb-%d", i)))
@@ -645,6 +655,15 @@ func groupStable(ctx context.Context, addr, group string, topics []string, size 
 		}
 		defer cl.Close()
 		cls = append(cls, cl)
+	}
+	// The group's coordinator ready first: the first group request of a
+	// fresh broker creates __consumer_offsets, which is not what this
+	// measures.
+	if err := waitFor(ctx, 5*time.Minute, func(ctx context.Context) error {
+		_, err := kadm.NewClient(cls[0]).FetchOffsets(ctx, group)
+		return err
+	}); err != nil {
+		return 0, 0, fmt.Errorf("coordinator of %s: %w", group, err)
 	}
 	members := make([]hbMember, size.members)
 	var mu sync.Mutex
@@ -734,8 +753,9 @@ func groupStable(ctx context.Context, addr, group string, topics []string, size 
 	}
 	defer func() { cancel(); wg.Wait() }()
 	for {
-		if time.Since(start) > 5*time.Minute {
-			return 0, errs.Load(), fmt.Errorf("group %s not stable after 5 min", group)
+		if time.Since(start) > timeout {
+			return 0, errs.Load(), fmt.Errorf("group %s of %d members over %d partitions not stable after %v (%d error answers)",
+				group, size.members, size.partitions, timeout, errs.Load())
 		}
 		mu.Lock()
 		stable := isStable(members, size.partitions)
@@ -878,12 +898,17 @@ func runCluster(ctx context.Context, o clusterOptions, work, bin string, tick fl
 
 func replFigures(name string, o clusterOptions, rf3, rf1 replRun) []clFigure {
 	r := rf3.MiBPS / rf1.MiBPS
+	ratio := clFigure{What: fmt.Sprintf("%s: RF 3 over RF 1", name), Figure: fmt.Sprintf("%.2f×", r)}
+	if name == "gregor" {
+		// The target is gregor's; Kafka's ratio is the reference.
+		ratio.Target, ratio.Met = "≥ 0.7×", met848(r >= 0.7)
+	}
 	return []clFigure{
 		{What: fmt.Sprintf("%s: produce acks=all, RF 3 (min ISR 2), %d partitions, %s x 1 KiB, median of %d", name, o.replPartitions, groupDigits(int(o.replRecords)), o.replRounds),
 			Figure: fmt.Sprintf("%.1f MiB/s, %.2f CPU s/GiB (3 brokers), p99 %.0f ms", rf3.MiBPS, rf3.CPUPerGiB, rf3.P99)},
 		{What: fmt.Sprintf("%s: the same, RF 1", name),
 			Figure: fmt.Sprintf("%.1f MiB/s, %.2f CPU s/GiB (3 brokers), p99 %.0f ms", rf1.MiBPS, rf1.CPUPerGiB, rf1.P99)},
-		{What: fmt.Sprintf("%s: RF 3 over RF 1", name), Figure: fmt.Sprintf("%.2f×", r), Target: "≥ 0.7×", Met: met848(r >= 0.7)},
+		ratio,
 	}
 }
 
@@ -997,7 +1022,7 @@ func groupsFigures(ctx context.Context, o clusterOptions, work, bin string) ([]c
 			return nil, fmt.Errorf("-groups-sizes: %d partitions is not a sum of whole topics of 1,000", s.partitions)
 		}
 		stop := profileBrokers(o.profile, fmt.Sprintf("groups-%dx%d", s.members, s.partitions), []int{g.Pid()})
-		took, errs, err := groupStable(ctx, g.Addr, fmt.Sprintf("bench-group-%d", i), use, s, 16)
+		took, errs, err := groupStable(ctx, g.Addr, fmt.Sprintf("bench-group-%d", i), use, s, 16, o.groupTimeout)
 		stop()
 		if err != nil {
 			return nil, err

@@ -11,9 +11,16 @@
 // short form CI runs, which fails when gregor's CPU per GiB produced
 // exceeds -max-cpu-ratio times kfake's in the same run.
 //
+// With -replicated, -failover or -groups (cluster.go) it measures the
+// cluster targets of the performance issue instead: replicated produce
+// throughput on the three nodes of scripts/cluster.sh (beside a
+// three-node Kafka with -brokers gregor,kafka), leader failover after a
+// SIGKILL, and KIP-848 groups of many members becoming stable.
+//
 // Run from the compat directory:
 //
 //	go run ./cmd/benchcompare [-rounds 5] [-short] [-brokers gregor,kafka,kfake] [-doc ../docs/performance.md]
+//	go run ./cmd/benchcompare -replicated|-failover|-groups [-profile DIR]
 package main
 
 import (
@@ -203,6 +210,7 @@ func main() {
 	flag.BoolVar(&o.cluster.groups, "groups", false, "instead of the comparison, measure KIP-848 groups becoming stable (raw ConsumerGroupHeartbeat members) on a single gregor")
 	flag.StringVar(&o.cluster.groupSizes, "groups-sizes", "100x1000,1000x10000", "comma-separated MEMBERSxPARTITIONS of -groups (partitions in topics of 1,000)")
 	flag.DurationVar(&o.cluster.groupHeartbeat, "groups-heartbeat", 500*time.Millisecond, "group.consumer.heartbeat.interval.ms of -groups (the integration tests' 500 ms; Kafka's default is 5 s)")
+	flag.DurationVar(&o.cluster.groupTimeout, "groups-timeout", 5*time.Minute, "how long a -groups group may take to become stable before the run fails")
 	flag.StringVar(&o.cluster.profile, "profile", "", "with -replicated or -groups, record perf(1) CPU profiles of the gregor processes into this `directory`")
 	verbose := flag.Bool("v", false, "log topic creation and deletion times too")
 	flag.Parse()
