@@ -64,7 +64,11 @@ func TestStreamsGroupScale(t *testing.T) {
 		dir := t.TempDir()
 		name := uniqueName("streams-scale")
 		in, out, app := name+"-in", name+"-out", name+"-app"
-		cl, adm := appAdmin(t, addr, kgo.RequiredAcks(kgo.AllISRAcks()))
+		// A Kafka reference on a loaded machine may answer the first
+		// produce to a topic it just created with UNKNOWN_TOPIC_OR_PARTITION
+		// for longer than kgo's default four tries; the batch, already
+		// counted as input, must still be written.
+		cl, adm := appAdmin(t, addr, kgo.RequiredAcks(kgo.AllISRAcks()), kgo.UnknownTopicRetries(-1))
 		ctx := appCtx(t, 8*time.Minute)
 		if _, err := adm.CreateTopic(ctx, 4, 1, nil, in); err != nil {
 			t.Fatal(err)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"iter"
 	"slices"
+	"strings"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -109,39 +110,45 @@ func (m *machine) streamsGroupDescribe(id string, version int16, includeDescript
 	if g.topology != nil {
 		t := kmsg.NewStreamsGroupDescribeResponseGroupTopology()
 		t.Epoch = g.topology.epoch
-		// The subtopologies as configured (partition counts decided),
-		// only once the topics fit the topology.
-		if g.configured != nil && g.configured.tasks != nil {
-			infos := func(ts []streamsTopicInfo) []kmsg.TopicInfo {
-				out := []kmsg.TopicInfo{}
-				for _, it := range ts {
-					ti := kmsg.NewTopicInfo()
-					ti.Topic = it.name
-					ti.NumPartitions = it.partitions
-					if ti.NumPartitions == 0 {
-						ti.NumPartitions = g.configured.partitions[it.name]
-					}
-					ti.ReplicationFactor = it.rf
-					ti.Configs = []kmsg.TopicInfoConfig{}
-					for _, kv := range it.configs {
-						c := kmsg.NewTopicInfoConfig()
-						c.Key, c.Value = kv[0], kv[1]
-						ti.Configs = append(ti.Configs, c)
-					}
-					out = append(out, ti)
+		// The subtopologies as configured (partition counts decided) once
+		// the topics fit the topology, else as the members declared them,
+		// as Kafka's asDescribedGroup; topics sorted by name.
+		ready := g.configured != nil && g.configured.ready()
+		infos := func(ts []streamsTopicInfo) []kmsg.TopicInfo {
+			out := []kmsg.TopicInfo{}
+			for _, it := range ts {
+				ti := kmsg.NewTopicInfo()
+				ti.Topic = it.name
+				ti.NumPartitions = it.partitions
+				if ti.NumPartitions == 0 && ready {
+					ti.NumPartitions = g.configured.partitions[it.name]
 				}
-				return out
+				ti.ReplicationFactor = it.rf
+				ti.Configs = []kmsg.TopicInfoConfig{}
+				for _, kv := range it.configs {
+					c := kmsg.NewTopicInfoConfig()
+					c.Key, c.Value = kv[0], kv[1]
+					ti.Configs = append(ti.Configs, c)
+				}
+				out = append(out, ti)
 			}
-			t.Subtopologies = []kmsg.StreamsGroupDescribeResponseGroupTopologySubtopology{}
-			for _, s := range g.topology.subtopologies {
-				ds := kmsg.NewStreamsGroupDescribeResponseGroupTopologySubtopology()
-				ds.SubtopologyID = s.id
-				ds.SourceTopics = slices.Clone(orEmpty(s.sourceTopics))
-				ds.RepartitionSinkTopics = slices.Clone(orEmpty(s.repartitionSinkTopics))
-				ds.StateChangelogTopics = infos(s.changelogTopics)
-				ds.RepartitionSourceTopics = infos(s.repartitionSourceTopics)
-				t.Subtopologies = append(t.Subtopologies, ds)
-			}
+			slices.SortFunc(out, func(a, b kmsg.TopicInfo) int { return strings.Compare(a.Topic, b.Topic) })
+			return out
+		}
+		sorted := func(ss []string) []string {
+			out := slices.Clone(orEmpty(ss))
+			slices.Sort(out)
+			return out
+		}
+		t.Subtopologies = []kmsg.StreamsGroupDescribeResponseGroupTopologySubtopology{}
+		for _, s := range g.topology.subtopologies {
+			ds := kmsg.NewStreamsGroupDescribeResponseGroupTopologySubtopology()
+			ds.SubtopologyID = s.id
+			ds.SourceTopics = sorted(s.sourceTopics)
+			ds.RepartitionSinkTopics = sorted(s.repartitionSinkTopics)
+			ds.StateChangelogTopics = infos(s.changelogTopics)
+			ds.RepartitionSourceTopics = infos(s.repartitionSourceTopics)
+			t.Subtopologies = append(t.Subtopologies, ds)
 		}
 		d.Topology = &t
 	}

@@ -767,3 +767,41 @@ func TestStreamsCommitAssignmentEpochs(t *testing.T) {
 	h.restart()
 	check("after a reload")
 }
+
+// TestStreamsDescribeTopologyBeforeReady: until the internal topics exist
+// StreamsGroupDescribe shows the topology as declared (partition counts
+// the topology does not fix are 0), as Kafka; once they do, the counts
+// decided for them.
+func TestStreamsDescribeTopologyBeforeReady(t *testing.T) {
+	h := newHarness(t, streamsConfig())
+	h.topics.set("in:4")
+	h.c.TopicsChanged()
+	a := newStreamsClient(h, "app", "a", "p1")
+	if r := a.heartbeat(t); r.ErrorCode != 0 || !slices.Equal(statusCodes(r), []int8{statusMissingInternalTopics}) {
+		t.Fatalf("join: error %d status %v", r.ErrorCode, r.Status)
+	}
+	show := func() string {
+		d := h.c.StreamsGroupDescribe(context.Background(), []string{"app"}, 1, false)()[0]
+		if d.ErrorCode != 0 || d.Topology == nil {
+			t.Fatalf("describe: %+v", d)
+		}
+		var parts []string
+		for _, s := range d.Topology.Subtopologies {
+			part := fmt.Sprintf("%s src=%v sink=%v", s.SubtopologyID, s.SourceTopics, s.RepartitionSinkTopics)
+			for _, ti := range append(s.RepartitionSourceTopics, s.StateChangelogTopics...) {
+				part += fmt.Sprintf(" %s:%d", ti.Topic, ti.NumPartitions)
+			}
+			parts = append(parts, part)
+		}
+		return strings.Join(parts, "; ")
+	}
+	if got, want := show(), "0 src=[in] sink=[app-rep]; 1 src=[app-rep] sink=[] app-rep:0 app-store-changelog:0"; got != want {
+		t.Errorf("before the internal topics: %q, want %q", got, want)
+	}
+	h.topics.set("in:4,app-rep:4,app-store-changelog:4")
+	h.c.TopicsChanged()
+	a.heartbeat(t)
+	if got, want := show(), "0 src=[in] sink=[app-rep]; 1 src=[app-rep] sink=[] app-rep:4 app-store-changelog:4"; got != want {
+		t.Errorf("once ready: %q, want %q", got, want)
+	}
+}

@@ -518,7 +518,52 @@ def topic_deleted(a):
     return "consumer stayed silent (no records, no error) and closed"
 
 
+def share_consume(a):
+    """A share group (KIP-932) through librdkafka's ShareConsumer, as the
+    Java client's share.consume: the group's share.auto.offset.reset set
+    to earliest (a GROUP config), every record delivered once,
+    acknowledged (explicit mode) and committed."""
+    try:
+        from confluent_kafka import AcknowledgeType, ShareConsumer
+        from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ResourceType
+    except ImportError:
+        raise NotApplicable("confluent-kafka %s has no ShareConsumer (KIP-932)" % version())
+    group = a.topic + "-share"
+    create(a.bootstrap, a.topic, 2)
+    produce_ok(a.bootstrap, [{"topic": a.topic, "partition": i % 2, "value": str(i).encode()} for i in range(20)])
+    res = ConfigResource(ResourceType.GROUP, group, incremental_configs=[
+        ConfigEntry("share.auto.offset.reset", "earliest", incremental_operation=AlterConfigOpType.SET)])
+    wait_futures(admin(a.bootstrap).incremental_alter_configs([res]), "IncrementalAlterConfigs of the group")
+    c = ShareConsumer({"bootstrap.servers": a.bootstrap, "group.id": group,
+                       "share.acknowledgement.mode": "explicit"})
+    seen = {}
+    try:
+        c.subscribe([a.topic])
+        deadline = time.time() + 60
+        while len(seen) < 20:
+            if time.time() > deadline:
+                raise Fail("the share consumer read %d of 20 records in 60s" % len(seen))
+            for m in c.poll(0.5):
+                if m.error():
+                    raise Fail("share consumer: %s" % m.error())
+                v = m.value().decode()
+                seen[v] = seen.get(v, 0) + 1
+                c.acknowledge(m, AcknowledgeType.ACCEPT)
+            for tp, err in c.commit_sync(TIMEOUT).items():
+                if err is not None:
+                    raise Fail("acknowledging %s: %s" % (tp, err))
+    finally:
+        c.close()
+    again = [v for v, n in seen.items() if n != 1]
+    if again:
+        raise Fail("records delivered more than once: %s" % sorted(again))
+    if sorted(seen, key=int) != [str(i) for i in range(20)]:
+        raise Fail("records read %s, want 0-19" % sorted(seen, key=int))
+    return "librdkafka %s" % libversion()[0]
+
+
 SCENARIOS = {
+    "share.consume": share_consume,
     "metadata": metadata,
     "topics.admin": topics_admin,
     "order.key": order_key,

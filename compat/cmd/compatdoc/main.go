@@ -170,6 +170,12 @@ func render(in inputs) string {
 	for _, c := range harness.Clients {
 		w("| %s | %s |\n", c.Name, c.What)
 	}
+	w("\n### Share groups and streams groups per client\n\n")
+	w("Whether each client has a share consumer (KIP-932) and a streams-group client (KIP-1071), and what tests it.\n\n")
+	w("| client | share consumer | streams group |\n| --- | --- | --- |\n")
+	for _, g := range harness.GroupSupports {
+		w("| %s | %s | %s |\n", g.Client, g.Share, g.Streams)
+	}
 	w("\n## Client × scenario\n\nEach client has two columns, Kafka | Gregor; a Gregor cell in bold differs from Kafka's.\n\n| scenario |")
 	for _, c := range harness.Clients {
 		w(" %s Kafka | %s Gregor |", c.Name, c.Name)
