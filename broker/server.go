@@ -119,6 +119,9 @@ type Server struct {
 	producerIDs *producerstate.IDAllocator
 
 	reconcileMu sync.Mutex
+	// swept is set, under reconcileMu, once a reconcile has checked every
+	// log for deletion without a failure (metadata_sync.go).
+	swept bool
 
 	// partEnv is what the hosted partitions need of the server.
 	partEnv *partition.Env
