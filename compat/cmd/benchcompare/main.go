@@ -193,6 +193,14 @@ func main() {
 	flag.IntVar(&o.mem.topics, "memory-topics", 500, "one-partition topics -memory creates for CreateTopics/s, per client count")
 	flag.DurationVar(&o.mem.idle, "memory-idle", 30*time.Second, "how long the broker idles before each -memory reading")
 	verbose := flag.Bool("v", false, "log topic creation and deletion times too")
+	flag.Func("set", "a broker config `key=value` for gregor and Kafka (kfake takes none), repeatable: log.flush.interval.messages=1 measures the durable mode", func(kv string) error {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return fmt.Errorf("-set %q: want key=value", kv)
+		}
+		brokerProps[k] = v
+		return nil
+	})
 	flag.Parse()
 	if *verbose {
 		slog.SetLogLoggerLevel(slog.LevelDebug)
@@ -529,11 +537,14 @@ func createTopic(ctx context.Context, adm *kadm.Client, topic string, partitions
 	}
 }
 
+// brokerProps are the -set broker configs, given to gregor and Kafka.
+var brokerProps = map[string]string{}
+
 // startBroker starts one broker with its data under work.
 func startBroker(ctx context.Context, name, work, gregorBin, kfakeBin string) (*broker, error) {
 	switch name {
 	case "gregor":
-		g, err := harness.Start(gregorBin, work, harness.Options{})
+		g, err := harness.Start(gregorBin, work, harness.Options{Props: brokerProps})
 		if err != nil {
 			return nil, err
 		}
@@ -543,7 +554,7 @@ func startBroker(ctx context.Context, name, work, gregorBin, kfakeBin string) (*
 		if err != nil {
 			return nil, err
 		}
-		k, err := harness.StartKafkaRef(ctx, script, filepath.Join(work, "kafka-ref"), 1, nil)
+		k, err := harness.StartKafkaRef(ctx, script, filepath.Join(work, "kafka-ref"), 1, brokerProps)
 		if err != nil {
 			return nil, err
 		}
