@@ -3,6 +3,8 @@ package broker
 import (
 	"errors"
 	"fmt"
+	"slices"
+	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -61,6 +63,11 @@ func handleProduce(s *Server, r *request) (result, error) {
 	}
 	now := s.now()
 	var waits []hwWait
+	n := 0
+	for i := range req.Topics {
+		n += len(req.Topics[i].Partitions)
+	}
+	flushes := make([]produceFlush, 0, n) // one allocation, not one per growth
 	for i := range req.Topics {
 		rt := &req.Topics[i]
 		st := kmsg.NewProduceResponseTopic()
@@ -70,15 +77,20 @@ func handleProduce(s *Server, r *request) (result, error) {
 			if chk.skip[i][j] {
 				continue
 			}
-			sp, w := s.producePartition(req, &chk, ver, i, j, now)
+			sp, w, fl := s.producePartition(req, &chk, ver, i, j, now)
 			if w != nil {
 				w.topicIdx, w.idx = len(resp.Topics), len(st.Partitions)
 				waits = append(waits, *w)
+			}
+			if fl.p != nil {
+				fl.topicIdx, fl.idx = len(resp.Topics), len(st.Partitions)
+				flushes = append(flushes, fl)
 			}
 			st.Partitions = append(st.Partitions, sp)
 		}
 		resp.Topics = append(resp.Topics, st)
 	}
+	waits = flushProduced(resp, flushes, waits)
 	if req.Acks == 0 {
 		return acksZeroResult(resp)
 	}
@@ -97,7 +109,7 @@ func handleProduce(s *Server, r *request) (result, error) {
 // request-level verdicts of checkProduce if there is one, else with its
 // append (appendPartition). For acks=all it also returns what the answer
 // waits for, without its place in the response.
-func (s *Server) producePartition(req *kmsg.ProduceRequest, chk *produceChecked, ver *produceVerification, i, j int, now time.Time) (kmsg.ProduceResponseTopicPartition, *hwWait) {
+func (s *Server) producePartition(req *kmsg.ProduceRequest, chk *produceChecked, ver *produceVerification, i, j int, now time.Time) (kmsg.ProduceResponseTopicPartition, *hwWait, produceFlush) {
 	rp := &req.Topics[i].Partitions[j]
 	sp := kmsg.NewProduceResponseTopicPartition()
 	sp.Partition = rp.Partition
@@ -118,29 +130,31 @@ func (s *Server) producePartition(req *kmsg.ProduceRequest, chk *produceChecked,
 	default:
 		return s.appendPartition(req, ver, chk.names[i], rp, sp, now)
 	}
-	return sp, nil
+	return sp, nil, produceFlush{}
 }
 
 // appendPartition appends a partition's batch that passed the request's
 // checks, once the transaction coordinator verified it (txn_verify.go),
-// and fills in its answer sp.
+// and fills in its answer sp. The append is made durable after every
+// partition of the request is appended (flushProduced, from what the
+// returned produceFlush names; none when its p is nil).
 func (s *Server) appendPartition(req *kmsg.ProduceRequest, ver *produceVerification, name string, rp *kmsg.ProduceRequestTopicPartition,
-	sp kmsg.ProduceResponseTopicPartition, now time.Time) (kmsg.ProduceResponseTopicPartition, *hwWait) {
+	sp kmsg.ProduceResponseTopicPartition, now time.Time) (kmsg.ProduceResponseTopicPartition, *hwWait, produceFlush) {
 	if code, msg := ver.failure(name, rp.Partition); code != 0 {
 		sp.ErrorCode = code
 		if msg != "" {
 			sp.ErrorMessage = &msg
 		}
-		return sp, nil
+		return sp, nil, produceFlush{}
 	}
 	p := s.leaderPartition(name, rp.Partition)
 	if p == nil {
 		sp.ErrorCode = s.partitionMissingCode(name, rp.Partition)
-		return sp, nil
+		return sp, nil, produceFlush{}
 	}
 	if req.Acks == -1 && p.InSyncReplicas() < int(p.Cfg.Load().MinInsyncReplicas) {
 		sp.ErrorCode = kerr.NotEnoughReplicas.Code
-		return sp, nil
+		return sp, nil, produceFlush{}
 	}
 	demotions := p.Demotions.Load()
 	res, err := s.appendProduced(p, rp.Records, now, ver.guard(name, rp.Partition))
@@ -151,16 +165,17 @@ func (s *Server) appendPartition(req *kmsg.ProduceRequest, ver *produceVerificat
 		if sp.ErrorCode == kerr.UnknownServerError.Code || sp.ErrorCode == kerr.KafkaStorageError.Code {
 			s.log.Error("produce", "topic", name, "partition", rp.Partition, "err", err)
 		}
-		return sp, nil
+		return sp, nil, produceFlush{}
 	}
 	p.Metrics.Produced(res.lastOffset-res.firstOffset+1, len(rp.Records))
 	sp.BaseOffset = res.firstOffset
 	sp.LogAppendTime = res.logAppendTime
 	sp.LogStartOffset = p.Log.LogStartOffset()
+	fl := produceFlush{p: p, last: res.lastOffset} // by value: no allocation per partition
 	if req.Acks != -1 {
-		return sp, nil
+		return sp, nil, fl
 	}
-	return sp, &hwWait{p: p, offset: res.lastOffset + 1, demotions: demotions}
+	return sp, &hwWait{p: p, offset: res.lastOffset + 1, demotions: demotions}, fl
 }
 
 // acksZeroResult ends an acks=0 produce, which writes no response. With
@@ -389,6 +404,8 @@ type appendResult struct {
 
 // appendProduced validates one partition's records as Kafka's LogValidator
 // does and appends them. guard is the partition's KIP-890 verification.
+// The append is not yet durable: the caller calls p.Durable on its last
+// offset (flushProduced) before answering.
 func (s *Server) appendProduced(p *partition.Partition, records []byte, now time.Time, guard producerstate.Guard) (appendResult, error) {
 	res := appendResult{firstOffset: -1, logAppendTime: -1}
 	cfg := p.Cfg.Load()
@@ -426,7 +443,9 @@ func (s *Server) appendProduced(p *partition.Partition, records []byte, now time
 		return res, err
 	}
 	if info.Header.ProducerID < 0 {
-		last, err := p.AppendLocal(batch, nowMs)
+		p.Mu.Lock()
+		last, err := p.AppendLocked(batch, nowMs)
+		p.Mu.Unlock()
 		if err != nil {
 			return res, err
 		}
@@ -490,10 +509,7 @@ func (s *Server) appendIdempotent(p *partition.Partition, batch []byte, h *proto
 		return res, err
 	}
 	res.firstOffset, res.lastOffset = last-int64(h.LastOffsetDelta), last
-	p.Mu.Unlock()
-	err = p.Durable(last)
-	p.Mu.Lock() // for the deferred unlock
-	return res, err
+	return res, nil
 }
 
 // topicCodecs maps a topic's compression.type to the codec the broker
@@ -548,6 +564,61 @@ func batchError(err error) error {
 		return fmt.Errorf("%w: %v", kerr.MessageTooLarge, err)
 	}
 	return fmt.Errorf("%w: %v", kerr.CorruptMessage, err)
+}
+
+// produceFlush is one partition appended by a produce, to be made
+// durable (partition.Durable) before the answer.
+type produceFlush struct {
+	p        *partition.Partition
+	last     int64 // the batch's last offset
+	topicIdx int   // where the partition's answer is in the response
+	idx      int
+	err      error
+}
+
+// flushProduced makes a produce's appends durable as the flush policy
+// (flush.messages, flush.ms) asks, the partitions' fsyncs side by side
+// rather than one after another, since each waits on the disk: with
+// log.flush.interval.messages=1 a request for 16 partitions waits for
+// one fsync's time, not 16. A partition whose flush failed answers its
+// error and leaves waits; the waits left are returned.
+func flushProduced(resp *kmsg.ProduceResponse, fls []produceFlush, waits []hwWait) []hwWait {
+	var need []int
+	for i := range fls {
+		if fls[i].p.FlushTarget.Load() > fls[i].last {
+			need = append(need, i)
+		}
+	}
+	switch len(need) {
+	case 0:
+		return waits
+	case 1:
+		fls[need[0]].err = fls[need[0]].p.Durable(fls[need[0]].last)
+	default:
+		var wg sync.WaitGroup
+		for _, i := range need[1:] {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				fls[i].err = fls[i].p.Durable(fls[i].last)
+			}()
+		}
+		fls[need[0]].err = fls[need[0]].p.Durable(fls[need[0]].last)
+		wg.Wait()
+	}
+	for _, i := range need {
+		fl := &fls[i]
+		if fl.err == nil {
+			continue
+		}
+		sp := &resp.Topics[fl.topicIdx].Partitions[fl.idx]
+		sp.ErrorCode = errCode(fl.err)
+		msg := fl.err.Error()
+		sp.ErrorMessage = &msg
+		sp.BaseOffset, sp.LogAppendTime, sp.LogStartOffset = -1, -1, -1
+		waits = slices.DeleteFunc(waits, func(w hwWait) bool { return w.topicIdx == fl.topicIdx && w.idx == fl.idx })
+	}
+	return waits
 }
 
 // hwWait is one acks=all partition waiting for the high watermark.

@@ -213,6 +213,14 @@ func main() {
 	flag.DurationVar(&o.cluster.groupTimeout, "groups-timeout", 5*time.Minute, "how long a -groups group may take to become stable before the run fails")
 	flag.StringVar(&o.cluster.profile, "profile", "", "with -replicated or -groups, record perf(1) CPU profiles of the gregor processes into this `directory`")
 	verbose := flag.Bool("v", false, "log topic creation and deletion times too")
+	flag.Func("set", "a broker config `key=value` for gregor and Kafka (kfake takes none), repeatable: log.flush.interval.messages=1 measures the durable mode", func(kv string) error {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return fmt.Errorf("-set %q: want key=value", kv)
+		}
+		brokerProps[k] = v
+		return nil
+	})
 	flag.Parse()
 	if *verbose {
 		slog.SetLogLoggerLevel(slog.LevelDebug)
@@ -569,11 +577,14 @@ func createTopic(ctx context.Context, adm *kadm.Client, topic string, partitions
 	}
 }
 
+// brokerProps are the -set broker configs, given to gregor and Kafka.
+var brokerProps = map[string]string{}
+
 // startBroker starts one broker with its data under work.
 func startBroker(ctx context.Context, name, work, gregorBin, kfakeBin string) (*broker, error) {
 	switch name {
 	case "gregor":
-		g, err := harness.Start(gregorBin, work, harness.Options{})
+		g, err := harness.Start(gregorBin, work, harness.Options{Props: brokerProps})
 		if err != nil {
 			return nil, err
 		}
@@ -583,7 +594,7 @@ func startBroker(ctx context.Context, name, work, gregorBin, kfakeBin string) (*
 		if err != nil {
 			return nil, err
 		}
-		k, err := harness.StartKafkaRef(ctx, script, filepath.Join(work, "kafka-ref"), 1, nil)
+		k, err := harness.StartKafkaRef(ctx, script, filepath.Join(work, "kafka-ref"), 1, brokerProps)
 		if err != nil {
 			return nil, err
 		}
