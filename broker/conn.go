@@ -53,6 +53,9 @@ type conn struct {
 	// writers waits for it at the connection's end.
 	writing atomic.Bool
 	writers sync.WaitGroup
+	// inlineWriter is true while the reader itself runs the writer
+	// (answer); only the reader's goroutine sets or reads it.
+	inlineWriter bool
 	// principal is who the connection authenticated as (security.go):
 	// User:ANONYMOUS on PLAINTEXT.
 	principal security.Principal
@@ -153,7 +156,15 @@ func (c *conn) kickWriter() {
 func (c *conn) answer(sl *slot) {
 	if len(c.slots) == 1 && inlineAnswer(sl) && c.writing.CompareAndSwap(false, true) {
 		c.writers.Add(1)
+		c.inlineWriter = true
 		c.runWriter()
+		c.inlineWriter = false
+		if c.ctx.Err() != nil {
+			// The write failed and the writer ended holding the flag: hand
+			// it back so that the kick at the reader's end starts a writer
+			// that abandons whatever is queued until the queue closes.
+			c.writing.Store(false)
+		}
 		return
 	}
 	c.kickWriter()
@@ -612,8 +623,26 @@ func putEncodeBuf(b *[]byte) {
 
 // drain empties the slot queue after the connection failed so the reader
 // is never blocked on a full queue, releasing what unsent responses hold.
+//
+// A writer running on the reader's goroutine (answer) must not wait for
+// the queue to close, which only the reader does: it abandons what is
+// queued now and returns, and the reader, seeing the cancel, ends and
+// kicks a writer that waits for the close.
 func (c *conn) drain() {
 	c.cancel()
+	if c.inlineWriter {
+		for {
+			select {
+			case sl, ok := <-c.slots:
+				if !ok {
+					return
+				}
+				c.abandon(sl)
+			default:
+				return
+			}
+		}
+	}
 	for sl := range c.slots {
 		c.abandon(sl)
 	}
