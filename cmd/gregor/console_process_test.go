@@ -96,7 +96,7 @@ func TestConsoleSeed(t *testing.T) {
 	seed, name, err := consoleSeed([]broker.ClientListener{
 		{Name: "SECURE", Protocol: "SASL_SSL", Addr: tcp("127.0.0.1", 9094)},
 		{Name: "INTERNAL", Protocol: "PLAINTEXT", Addr: tcp("::", 9092)},
-	})
+	}, "")
 	if err != nil || seed != "127.0.0.1:9092" || name != "INTERNAL" {
 		t.Fatalf("got %q %q %v", seed, name, err)
 	}
@@ -104,7 +104,7 @@ func TestConsoleSeed(t *testing.T) {
 		{Name: "SECURE", Protocol: "SASL_SSL", Addr: tcp("127.0.0.1", 9094)},
 		{Name: "TLS", Protocol: "SSL", Addr: tcp("127.0.0.1", 9093)},
 		{Name: "SASL", Protocol: "SASL_PLAINTEXT", Addr: tcp("127.0.0.1", 9095)},
-	})
+	}, "")
 	if err == nil || !strings.Contains(err.Error(), "no PLAINTEXT client listener") {
 		t.Fatalf("secured listeners only: %v", err)
 	}
@@ -210,5 +210,84 @@ func TestConsoleContainerEnv(t *testing.T) {
 	got := envProperties(map[string]string{"KAFKA_HTTP_CONSOLE_ENABLE": "false", "KAFKA_HTTP_CONSOLE_READ_ONLY": "true"})
 	if got["http.console.enable"] != "false" || got["http.console.read.only"] != "true" || len(got) != 2 {
 		t.Fatalf("got %v", got)
+	}
+}
+
+// TestConsoleSASLCredentials: on a node whose only client listener is
+// SASL_PLAINTEXT, the console connects with http.console.sasl.* and is
+// authorized as that user: it lists the topic ACLs let User:console
+// describe and not the other. Without the password, gregor serve refuses
+// to start, naming the key.
+func TestConsoleSASLCredentials(t *testing.T) {
+	dir := t.TempDir()
+	ports := freePorts(t, 3)
+	saslPort, ctrlPort, webPort := ports[0], ports[1], ports[2]
+	props := fmt.Sprintf(`process.roles=broker,controller
+node.id=1
+controller.quorum.voters=1@127.0.0.1:%[2]d
+listeners=SASL_PLAINTEXT://127.0.0.1:%[1]d,CONTROLLER://127.0.0.1:%[2]d
+listener.security.protocol.map=SASL_PLAINTEXT:SASL_PLAINTEXT,CONTROLLER:PLAINTEXT
+inter.broker.listener.name=SASL_PLAINTEXT
+sasl.mechanism.inter.broker.protocol=PLAIN
+log.dirs=%[3]s
+offsets.topic.replication.factor=1
+transaction.state.log.replication.factor=1
+transaction.state.log.min.isr=1
+http.listener=127.0.0.1:%[4]d
+authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer
+super.users=User:admin
+allow.everyone.if.no.acl.found=false
+sasl.enabled.mechanisms=PLAIN
+listener.name.sasl_plaintext.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required \
+    username="admin" password="admin-secret" user_admin="admin-secret" user_console="console-secret";
+http.console.listener=SASL_PLAINTEXT
+http.console.sasl.mechanism=PLAIN
+http.console.sasl.username=console
+`, saslPort, ctrlPort, filepath.Join(dir, "data"), webPort)
+	propsFile := filepath.Join(dir, "server.properties")
+	if err := os.WriteFile(propsFile, []byte(props), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, out := launchServe(t, "--config", propsFile).waitExit(20 * time.Second)
+	if code == 0 || !strings.Contains(out, "http.console.sasl.password") {
+		t.Fatalf("serve without the console's password: exit %d\n%s", code, out)
+	}
+	if err := os.WriteFile(propsFile, []byte(props+"http.console.sasl.password=console-secret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p := startServe(t, "--config", propsFile)
+	web := fmt.Sprintf("127.0.0.1:%d", webPort)
+	if !strings.Contains(p.log(), `msg="web console on" listener=SASL_PLAINTEXT`) {
+		t.Fatalf("console not on through SASL_PLAINTEXT:\n%s", p.log())
+	}
+
+	admin, err := kgo.NewClient(kgo.SeedBrokers(fmt.Sprintf("127.0.0.1:%d", saslPort)),
+		kgo.SASL(plain.Auth{User: "admin", Pass: "admin-secret"}.AsMechanism()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	adm := kadm.NewClient(admin)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, topic := range []string{"console-visible", "hidden"} {
+		if r, err := adm.CreateTopic(ctx, 1, 1, nil, topic); err != nil || r.Err != nil {
+			t.Fatalf("create %s: %v %v", topic, err, r.Err)
+		}
+	}
+	acl := kadm.NewACLs().Allow("User:console").Topics("console-visible").Operations(kadm.OpDescribe, kadm.OpRead).ResourcePatternType(kadm.ACLPatternLiteral)
+	if res, err := adm.CreateACLs(ctx, acl); err != nil || res[0].Err != nil {
+		t.Fatalf("create ACL: %v %+v", err, res)
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		_, body := httpGet(t, web, "/api/topics")
+		if strings.Contains(body, `"name":"console-visible"`) && !strings.Contains(body, `"name":"hidden"`) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/api/topics as User:console: %s", body)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }
