@@ -291,3 +291,147 @@ http.console.sasl.username=console
 		time.Sleep(100 * time.Millisecond)
 	}
 }
+
+// TestConsoleThreeNodes: the console of one node of three shows the whole
+// cluster: the three brokers and the three voters of the quorum, a
+// topic's partitions led by the other nodes with their end offsets, and
+// groups whose coordinators are elsewhere.
+func TestConsoleThreeNodes(t *testing.T) {
+	nodes := startThreeNodes(t, "http.listener=127.0.0.1:0")
+	web := httpAddr(t, nodes[0])
+	getJSON := func(path string, into any) {
+		t.Helper()
+		code, body := httpGet(t, web, path)
+		if code != 200 {
+			t.Fatalf("GET %s: %d %s", path, code, body)
+		}
+		if err := json.Unmarshal([]byte(body), into); err != nil {
+			t.Fatalf("GET %s: %v: %s", path, err, body)
+		}
+	}
+	poll := func(what string, ok func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(60 * time.Second)
+		for !ok() {
+			if time.Now().After(deadline) {
+				t.Fatalf("console never showed %s", what)
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+
+	var cluster struct {
+		Brokers []struct {
+			NodeID int32 `json:"node_id"`
+		} `json:"brokers"`
+		Quorum struct {
+			LeaderID int32 `json:"leader_id"`
+			Replicas []struct {
+				NodeID int32  `json:"node_id"`
+				Role   string `json:"role"`
+			} `json:"replicas"`
+		} `json:"quorum"`
+	}
+	poll("three brokers and three voters", func() bool {
+		getJSON("/api/cluster", &cluster)
+		voters := 0
+		for _, r := range cluster.Quorum.Replicas {
+			if r.Role == "Leader" || r.Role == "Follower" {
+				voters++
+			}
+		}
+		return len(cluster.Brokers) == 3 && voters == 3 && cluster.Quorum.LeaderID >= 1
+	})
+
+	cl, err := kgo.NewClient(kgo.SeedBrokers(nodes[0].addr, nodes[1].addr, nodes[2].addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if r, err := adm.CreateTopic(ctx, 6, 3, nil, "spread"); err != nil || r.Err != nil {
+		t.Fatalf("create: %v %v", err, r.Err)
+	}
+	// p+1 records in partition p.
+	var recs []*kgo.Record
+	for p := range int32(6) {
+		for range p + 1 {
+			recs = append(recs, &kgo.Record{Topic: "spread", Partition: p, Value: []byte("v")})
+		}
+	}
+	pcl, err := kgo.NewClient(kgo.SeedBrokers(nodes[0].addr), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pcl.Close()
+	if err := pcl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	var topic struct {
+		Partitions []struct {
+			Partition int32   `json:"partition"`
+			Leader    int32   `json:"leader"`
+			ISR       []int32 `json:"isr"`
+			EndOffset int64   `json:"end_offset"`
+		} `json:"partition_list"`
+	}
+	poll("the partitions' leaders and end offsets", func() bool {
+		getJSON("/api/topics/spread", &topic)
+		if len(topic.Partitions) != 6 {
+			return false
+		}
+		for _, p := range topic.Partitions {
+			if p.EndOffset != int64(p.Partition+1) || len(p.ISR) != 3 {
+				return false
+			}
+		}
+		return true
+	})
+	elsewhere := 0
+	for _, p := range topic.Partitions {
+		if p.Leader != 1 {
+			elsewhere++
+		}
+	}
+	if elsewhere == 0 {
+		t.Fatalf("every partition led by node 1: %+v", topic.Partitions)
+	}
+
+	// Groups whose offsets land on __consumer_offsets partitions led by
+	// every node.
+	var names []string
+	for i := range 12 {
+		g := fmt.Sprintf("spread-group-%d", i)
+		names = append(names, g)
+		off := kadm.Offsets{}
+		off.Add(kadm.Offset{Topic: "spread", Partition: 0, At: 1, LeaderEpoch: -1})
+		if _, err := adm.CommitOffsets(ctx, g, off); err != nil {
+			t.Fatalf("commit %s: %v", g, err)
+		}
+	}
+	var groups struct {
+		Groups []struct {
+			Group       string `json:"group"`
+			Coordinator int32  `json:"coordinator"`
+		} `json:"groups"`
+	}
+	coordinators := map[int32]bool{}
+	poll("the groups and their coordinators", func() bool {
+		getJSON("/api/groups", &groups)
+		found := 0
+		clear(coordinators)
+		for _, g := range groups.Groups {
+			if strings.HasPrefix(g.Group, "spread-group-") {
+				found++
+				coordinators[g.Coordinator] = true
+			}
+		}
+		return found == len(names)
+	})
+	if len(coordinators) < 2 {
+		t.Fatalf("12 groups all coordinated by %v", coordinators)
+	}
+	t.Logf("partitions led elsewhere: %d of 6; group coordinators %v", elsewhere, coordinators)
+}
