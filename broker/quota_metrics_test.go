@@ -67,6 +67,8 @@ func TestQuotaMetricsScraped(t *testing.T) {
 	const quota = 5 << 10
 	setQuota(t, adm, "producer_byte_rate", quota, "client-id", "metered-producer")
 	setQuota(t, adm, "consumer_byte_rate", quota, "client-id", "metered-consumer")
+	// Far above what one client takes: measured, never throttled.
+	setQuota(t, adm, "request_percentage", 1000, "client-id", "metered-producer")
 
 	// 40 KiB in one go is 10 KiB/s over the 4 s span: twice the quota.
 	prod := ts.client(t, kgo.ClientID("metered-producer"), kgo.DefaultProduceTopic("metered"),
@@ -81,7 +83,7 @@ func TestQuotaMetricsScraped(t *testing.T) {
 	m := scrapeMetrics(t, ts)
 	const producer = `{client_id="metered-producer",user=""}`
 	rate, throttle := m["kafka_server_produce_byte_rate"+producer], m["kafka_server_produce_throttle_time"+producer]
-	t.Logf("produce: byte_rate %.0f B/s, throttle_time %.0f ms", rate, throttle)
+	t.Logf("produce: byte_rate %.0f B/s, throttle_time %.0f ms, request_time %.4f%%", rate, throttle, m["kafka_server_request_request_time"+producer])
 	if rate < quota || rate > 20*quota {
 		t.Errorf("kafka_server_produce_byte_rate %v, want above the quota %d B/s and sane", rate, quota)
 	}
@@ -91,6 +93,10 @@ func TestQuotaMetricsScraped(t *testing.T) {
 	n, sum := m[`kafka_network_requestmetrics_throttletimems_count{request="Produce"}`], m[`kafka_network_requestmetrics_throttletimems_sum{request="Produce"}`]
 	if n < 1 || sum < 100 {
 		t.Errorf("Produce throttletimems count %v sum %v ms, want a throttled response", n, sum)
+	}
+	rt, rok := m["kafka_server_request_request_time"+producer]
+	if tt, tok := m["kafka_server_request_throttle_time"+producer]; !rok || !tok || rt <= 0 || rt > 1000 || tt != 0 {
+		t.Errorf("request sensor: request_time %v%% (present %v), throttle_time %v (present %v); want some time, no throttle", rt, rok, tt, tok)
 	}
 	if s := m[`kafka_network_requestmetrics_throttletimems_sum{request="Metadata"}`]; s != 0 {
 		t.Errorf("Metadata requests throttled for %v ms without a request quota", s)

@@ -246,6 +246,7 @@ func New(cfg *config.Broker, opts Options) (*Server, error) {
 		DirOffline: s.dirOffline, StorageFailed: s.storageFailed,
 		Checkpoint: func() error { return s.logs.Checkpoint() },
 		Secure:     s.interBroker.kgoOpts(),
+		Replicated: s.ops.metrics.Replicated,
 	})
 	s.addSender = interbroker.NewAddSender(interbroker.AddDeps{
 		Self: cfg.NodeID, Listener: cfg.InterBrokerListenerName,

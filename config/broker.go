@@ -43,8 +43,16 @@ type Broker struct {
 	HTTPConsoleEnable                         bool   // http.console.enable (Gregor only)
 	HTTPConsoleReadOnly                       bool   // http.console.read.only (Gregor only)
 	HTTPPprofEnable                           bool   // http.pprof.enable (Gregor only): /debug/pprof/ on http.listener
-	LogLevel                                  string // log.level (Gregor only): debug, info, warn or error
-	LogFormat                                 string // log.format (Gregor only): text or json
+	// The web console's own client security (http.console.*, Gregor
+	// only): the listener it connects through and its credentials there.
+	HTTPConsoleListener      string // upper-cased; "" for the first PLAINTEXT client listener
+	HTTPConsoleSASLMechanism string // upper-cased; "" without SASL
+	HTTPConsoleSASLUsername  string
+	HTTPConsoleSASLPassword  string
+	HTTPConsoleSSLTruststore string // PEM CA file; "" for the system's
+	HTTPConsoleSSLKeystore   string // PEM certificate and key file, for mutual TLS
+	LogLevel                 string // log.level (Gregor only): debug, info, warn or error
+	LogFormat                string // log.format (Gregor only): text or json
 
 	// Network.
 	Listeners []Listener
@@ -339,7 +347,44 @@ func (b *Broker) derive(vals map[string]value, props map[string]string) error {
 	if err := b.deriveSecurity(props); err != nil {
 		return err
 	}
-	return b.derivePeerSecurity(props)
+	if err := b.derivePeerSecurity(props); err != nil {
+		return err
+	}
+	return b.checkConsole(props)
+}
+
+// checkConsole refuses http.console.* settings the console could not
+// connect with, at start rather than with a console that stays off: a
+// listener that is no client listener, a SASL_* listener without a
+// complete mechanism, user and password, SASL credentials for a listener
+// that takes none, or TLS files for one without TLS.
+func (b *Broker) checkConsole(props map[string]string) error {
+	saslSet := b.HTTPConsoleSASLMechanism != "" || b.HTTPConsoleSASLUsername != "" || b.HTTPConsoleSASLPassword != ""
+	tlsSet := b.HTTPConsoleSSLTruststore != "" || b.HTTPConsoleSSLKeystore != ""
+	name := b.HTTPConsoleListener
+	if name == "" {
+		if saslSet || tlsSet {
+			return invalid("http.console.listener", "", "the console's credentials (http.console.sasl.*, http.console.ssl.*) need the listener they are for")
+		}
+		return nil
+	}
+	proto, ok := b.ListenerSecurityProtocolMap[name]
+	client := ok && !slices.Contains(b.ControllerListenerNames, name) && slices.ContainsFunc(b.Listeners, func(l Listener) bool { return l.Name == name })
+	if !client {
+		return invalid("http.console.listener", props["http.console.listener"], "no client listener of this node has that name")
+	}
+	if strings.HasPrefix(proto, "SASL_") {
+		if b.HTTPConsoleSASLMechanism == "" || b.HTTPConsoleSASLUsername == "" || b.HTTPConsoleSASLPassword == "" {
+			return invalid("http.console.listener", props["http.console.listener"],
+				"listener %s is %s: the console needs http.console.sasl.mechanism, http.console.sasl.username and http.console.sasl.password", name, proto)
+		}
+	} else if saslSet {
+		return invalid("http.console.sasl.mechanism", props["http.console.sasl.mechanism"], "listener %s is %s, which takes no SASL", name, proto)
+	}
+	if tlsSet && proto != "SSL" && proto != "SASL_SSL" {
+		return invalid("http.console.ssl.truststore.location", props["http.console.ssl.truststore.location"], "listener %s is %s, which has no TLS", name, proto)
+	}
+	return nil
 }
 
 func (b *Broker) deriveIdentity(vals map[string]value, props map[string]string) error {

@@ -49,7 +49,12 @@ type Config struct {
 	// 127.0.0.1 (DNS rebinding) can neither read through the console nor
 	// produce.
 	LoopbackOnly bool
-	Logger       *slog.Logger
+	// Security are the client options (kgo.SASL, kgo.DialTLSConfig) every
+	// client of the console connects with, for a listener that asks for
+	// SASL or TLS (http.console.sasl.*, http.console.ssl.*): the broker
+	// then authenticates and authorizes the console as that user.
+	Security []kgo.Opt
+	Logger   *slog.Logger
 }
 
 // Console serves the pages and the API. Its zero state (before Start or
@@ -89,16 +94,16 @@ func New(cfg Config) *Console {
 	return &Console{cfg: cfg, log: cfg.Logger, off: "starting", lag: newLagHistory(cfg.Samples, cfg.MaxGroups)}
 }
 
-// Start connects the console to seeds (host:port of a client listener
-// that needs neither TLS nor SASL) and starts sampling group lag.
+// Start connects the console to seeds (host:port of a client listener,
+// which Config.Security must satisfy) and starts sampling group lag.
 func (c *Console) Start(seeds ...string) error {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.ClientID("gregor-console"))
+	cl, err := kgo.NewClient(c.clientOpts(seeds)...)
 	if err != nil {
 		return fmt.Errorf("console: connect to %v: %w", seeds, err)
 	}
-	prod, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.ClientID("gregor-console"),
+	prod, err := kgo.NewClient(c.clientOpts(seeds,
 		kgo.RecordPartitioner(formPartitioner{kgo.StickyKeyPartitioner(nil)}),
-		kgo.ProduceRequestTimeout(10*time.Second), kgo.RecordDeliveryTimeout(15*time.Second))
+		kgo.ProduceRequestTimeout(10*time.Second), kgo.RecordDeliveryTimeout(15*time.Second))...)
 	if err != nil {
 		cl.Close()
 		return fmt.Errorf("console: connect to %v: %w", seeds, err)
@@ -110,6 +115,13 @@ func (c *Console) Start(seeds ...string) error {
 	c.mu.Unlock()
 	go c.sampleLoop(ctx)
 	return nil
+}
+
+// clientOpts are the options of a console client of seeds: its id, its
+// security, then more.
+func (c *Console) clientOpts(seeds []string, more ...kgo.Opt) []kgo.Opt {
+	opts := append([]kgo.Opt{kgo.SeedBrokers(seeds...), kgo.ClientID("gregor-console")}, c.cfg.Security...)
+	return append(opts, more...)
 }
 
 // Off makes the console answer every API call with reason (the pages

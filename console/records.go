@@ -159,7 +159,7 @@ func (c *Console) records(r *http.Request, _ *kgo.Client, adm *kadm.Client, seed
 	if from >= e.Offset && waitMs == 0 {
 		return out, nil
 	}
-	recs, next, err := readPartition(ctx, seeds, topic, p, from, e.Offset, int(limit), time.Duration(waitMs)*time.Millisecond)
+	recs, next, err := c.readPartition(ctx, seeds, topic, p, from, e.Offset, int(limit), time.Duration(waitMs)*time.Millisecond)
 	if err != nil {
 		return nil, err
 	}
@@ -171,14 +171,14 @@ func (c *Console) records(r *http.Request, _ *kgo.Client, adm *kadm.Client, seed
 // end when wait is 0, else until the first records past from arrive or
 // wait runs out. It keeps control records (transaction markers) only to
 // know how far it has read: they are not shown.
-func readPartition(ctx context.Context, seeds []string, topic string, p int32, from, end int64, limit int, wait time.Duration) ([]recordJSON, int64, error) {
+func (c *Console) readPartition(ctx context.Context, seeds []string, topic string, p int32, from, end int64, limit int, wait time.Duration) ([]recordJSON, int64, error) {
 	maxWaitMs := int32(500)
 	if wait > 0 {
 		maxWaitMs = int32(min(wait, maxWait).Milliseconds())
 	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.ClientID("gregor-console"),
+	cl, err := kgo.NewClient(c.clientOpts(seeds,
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {p: kgo.NewOffset().At(from)}}),
-		kgo.KeepControlRecords(), kgo.FetchMaxWait(time.Duration(maxWaitMs)*time.Millisecond))
+		kgo.KeepControlRecords(), kgo.FetchMaxWait(time.Duration(maxWaitMs)*time.Millisecond))...)
 	if err != nil {
 		return nil, from, fmt.Errorf("read %s-%d: %w", topic, p, err)
 	}

@@ -76,8 +76,9 @@ func waitHealth(t *testing.T, addr, what string, ok func(clusterHealthReport, in
 }
 
 // startThreeNodes starts a three-node cluster of `gregor serve`
-// processes, each broker and controller, and waits for all three.
-func startThreeNodes(t *testing.T) []*serveProcess {
+// processes, each broker and controller, with the extra properties on
+// each, and waits for all three.
+func startThreeNodes(t *testing.T, extra ...string) []*serveProcess {
 	t.Helper()
 	client, ctrl := freePorts(t, 3), freePorts(t, 3)
 	var voters []string
@@ -96,6 +97,7 @@ func startThreeNodes(t *testing.T) []*serveProcess {
 			"offsets.topic.replication.factor=3",
 			"transaction.state.log.replication.factor=3",
 		}
+		props = append(props, extra...)
 		args := []string{"--data-dir", t.TempDir()}
 		for _, p := range props {
 			args = append(args, "--override", p)

@@ -96,7 +96,7 @@ func TestConsoleSeed(t *testing.T) {
 	seed, name, err := consoleSeed([]broker.ClientListener{
 		{Name: "SECURE", Protocol: "SASL_SSL", Addr: tcp("127.0.0.1", 9094)},
 		{Name: "INTERNAL", Protocol: "PLAINTEXT", Addr: tcp("::", 9092)},
-	})
+	}, "")
 	if err != nil || seed != "127.0.0.1:9092" || name != "INTERNAL" {
 		t.Fatalf("got %q %q %v", seed, name, err)
 	}
@@ -104,7 +104,7 @@ func TestConsoleSeed(t *testing.T) {
 		{Name: "SECURE", Protocol: "SASL_SSL", Addr: tcp("127.0.0.1", 9094)},
 		{Name: "TLS", Protocol: "SSL", Addr: tcp("127.0.0.1", 9093)},
 		{Name: "SASL", Protocol: "SASL_PLAINTEXT", Addr: tcp("127.0.0.1", 9095)},
-	})
+	}, "")
 	if err == nil || !strings.Contains(err.Error(), "no PLAINTEXT client listener") {
 		t.Fatalf("secured listeners only: %v", err)
 	}
@@ -211,4 +211,227 @@ func TestConsoleContainerEnv(t *testing.T) {
 	if got["http.console.enable"] != "false" || got["http.console.read.only"] != "true" || len(got) != 2 {
 		t.Fatalf("got %v", got)
 	}
+}
+
+// TestConsoleSASLCredentials: on a node whose only client listener is
+// SASL_PLAINTEXT, the console connects with http.console.sasl.* and is
+// authorized as that user: it lists the topic ACLs let User:console
+// describe and not the other. Without the password, gregor serve refuses
+// to start, naming the key.
+func TestConsoleSASLCredentials(t *testing.T) {
+	dir := t.TempDir()
+	ports := freePorts(t, 3)
+	saslPort, ctrlPort, webPort := ports[0], ports[1], ports[2]
+	props := fmt.Sprintf(`process.roles=broker,controller
+node.id=1
+controller.quorum.voters=1@127.0.0.1:%[2]d
+listeners=SASL_PLAINTEXT://127.0.0.1:%[1]d,CONTROLLER://127.0.0.1:%[2]d
+listener.security.protocol.map=SASL_PLAINTEXT:SASL_PLAINTEXT,CONTROLLER:PLAINTEXT
+inter.broker.listener.name=SASL_PLAINTEXT
+sasl.mechanism.inter.broker.protocol=PLAIN
+log.dirs=%[3]s
+offsets.topic.replication.factor=1
+transaction.state.log.replication.factor=1
+transaction.state.log.min.isr=1
+http.listener=127.0.0.1:%[4]d
+authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer
+super.users=User:admin
+allow.everyone.if.no.acl.found=false
+sasl.enabled.mechanisms=PLAIN
+listener.name.sasl_plaintext.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required \
+    username="admin" password="admin-secret" user_admin="admin-secret" user_console="console-secret";
+http.console.listener=SASL_PLAINTEXT
+http.console.sasl.mechanism=PLAIN
+http.console.sasl.username=console
+`, saslPort, ctrlPort, filepath.Join(dir, "data"), webPort)
+	propsFile := filepath.Join(dir, "server.properties")
+	if err := os.WriteFile(propsFile, []byte(props), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, out := launchServe(t, "--config", propsFile).waitExit(20 * time.Second)
+	if code == 0 || !strings.Contains(out, "http.console.sasl.password") {
+		t.Fatalf("serve without the console's password: exit %d\n%s", code, out)
+	}
+	if err := os.WriteFile(propsFile, []byte(props+"http.console.sasl.password=console-secret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p := startServe(t, "--config", propsFile)
+	web := fmt.Sprintf("127.0.0.1:%d", webPort)
+	if !strings.Contains(p.log(), `msg="web console on" listener=SASL_PLAINTEXT`) {
+		t.Fatalf("console not on through SASL_PLAINTEXT:\n%s", p.log())
+	}
+
+	admin, err := kgo.NewClient(kgo.SeedBrokers(fmt.Sprintf("127.0.0.1:%d", saslPort)),
+		kgo.SASL(plain.Auth{User: "admin", Pass: "admin-secret"}.AsMechanism()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	adm := kadm.NewClient(admin)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, topic := range []string{"console-visible", "hidden"} {
+		if r, err := adm.CreateTopic(ctx, 1, 1, nil, topic); err != nil || r.Err != nil {
+			t.Fatalf("create %s: %v %v", topic, err, r.Err)
+		}
+	}
+	acl := kadm.NewACLs().Allow("User:console").Topics("console-visible").Operations(kadm.OpDescribe, kadm.OpRead).ResourcePatternType(kadm.ACLPatternLiteral)
+	if res, err := adm.CreateACLs(ctx, acl); err != nil || res[0].Err != nil {
+		t.Fatalf("create ACL: %v %+v", err, res)
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		_, body := httpGet(t, web, "/api/topics")
+		if strings.Contains(body, `"name":"console-visible"`) && !strings.Contains(body, `"name":"hidden"`) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/api/topics as User:console: %s", body)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// TestConsoleThreeNodes: the console of one node of three shows the whole
+// cluster: the three brokers and the three voters of the quorum, a
+// topic's partitions led by the other nodes with their end offsets, and
+// groups whose coordinators are elsewhere.
+func TestConsoleThreeNodes(t *testing.T) {
+	nodes := startThreeNodes(t, "http.listener=127.0.0.1:0")
+	web := httpAddr(t, nodes[0])
+	getJSON := func(path string, into any) {
+		t.Helper()
+		code, body := httpGet(t, web, path)
+		if code != 200 {
+			t.Fatalf("GET %s: %d %s", path, code, body)
+		}
+		if err := json.Unmarshal([]byte(body), into); err != nil {
+			t.Fatalf("GET %s: %v: %s", path, err, body)
+		}
+	}
+	poll := func(what string, ok func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(60 * time.Second)
+		for !ok() {
+			if time.Now().After(deadline) {
+				t.Fatalf("console never showed %s", what)
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+
+	var cluster struct {
+		Brokers []struct {
+			NodeID int32 `json:"node_id"`
+		} `json:"brokers"`
+		Quorum struct {
+			LeaderID int32 `json:"leader_id"`
+			Replicas []struct {
+				NodeID int32  `json:"node_id"`
+				Role   string `json:"role"`
+			} `json:"replicas"`
+		} `json:"quorum"`
+	}
+	poll("three brokers and three voters", func() bool {
+		getJSON("/api/cluster", &cluster)
+		voters := 0
+		for _, r := range cluster.Quorum.Replicas {
+			if r.Role == "Leader" || r.Role == "Follower" {
+				voters++
+			}
+		}
+		return len(cluster.Brokers) == 3 && voters == 3 && cluster.Quorum.LeaderID >= 1
+	})
+
+	cl, err := kgo.NewClient(kgo.SeedBrokers(nodes[0].addr, nodes[1].addr, nodes[2].addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if r, err := adm.CreateTopic(ctx, 6, 3, nil, "spread"); err != nil || r.Err != nil {
+		t.Fatalf("create: %v %v", err, r.Err)
+	}
+	// p+1 records in partition p.
+	var recs []*kgo.Record
+	for p := range int32(6) {
+		for range p + 1 {
+			recs = append(recs, &kgo.Record{Topic: "spread", Partition: p, Value: []byte("v")})
+		}
+	}
+	pcl, err := kgo.NewClient(kgo.SeedBrokers(nodes[0].addr), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pcl.Close()
+	if err := pcl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	var topic struct {
+		Partitions []struct {
+			Partition int32   `json:"partition"`
+			Leader    int32   `json:"leader"`
+			ISR       []int32 `json:"isr"`
+			EndOffset int64   `json:"end_offset"`
+		} `json:"partition_list"`
+	}
+	poll("the partitions' leaders and end offsets", func() bool {
+		getJSON("/api/topics/spread", &topic)
+		if len(topic.Partitions) != 6 {
+			return false
+		}
+		for _, p := range topic.Partitions {
+			if p.EndOffset != int64(p.Partition+1) || len(p.ISR) != 3 {
+				return false
+			}
+		}
+		return true
+	})
+	elsewhere := 0
+	for _, p := range topic.Partitions {
+		if p.Leader != 1 {
+			elsewhere++
+		}
+	}
+	if elsewhere == 0 {
+		t.Fatalf("every partition led by node 1: %+v", topic.Partitions)
+	}
+
+	// Groups whose offsets land on __consumer_offsets partitions led by
+	// every node.
+	var names []string
+	for i := range 12 {
+		g := fmt.Sprintf("spread-group-%d", i)
+		names = append(names, g)
+		off := kadm.Offsets{}
+		off.Add(kadm.Offset{Topic: "spread", Partition: 0, At: 1, LeaderEpoch: -1})
+		if _, err := adm.CommitOffsets(ctx, g, off); err != nil {
+			t.Fatalf("commit %s: %v", g, err)
+		}
+	}
+	var groups struct {
+		Groups []struct {
+			Group       string `json:"group"`
+			Coordinator int32  `json:"coordinator"`
+		} `json:"groups"`
+	}
+	coordinators := map[int32]bool{}
+	poll("the groups and their coordinators", func() bool {
+		getJSON("/api/groups", &groups)
+		found := 0
+		clear(coordinators)
+		for _, g := range groups.Groups {
+			if strings.HasPrefix(g.Group, "spread-group-") {
+				found++
+				coordinators[g.Coordinator] = true
+			}
+		}
+		return found == len(names)
+	})
+	if len(coordinators) < 2 {
+		t.Fatalf("12 groups all coordinated by %v", coordinators)
+	}
+	t.Logf("partitions led elsewhere: %d of 6; group coordinators %v", elsewhere, coordinators)
 }

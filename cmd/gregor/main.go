@@ -20,7 +20,10 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kgo"
+
 	"github.com/gregorbroker/gregor/broker"
+	"github.com/gregorbroker/gregor/config"
 	"github.com/gregorbroker/gregor/console"
 )
 
@@ -71,8 +74,12 @@ func runServe(args []string, logOut io.Writer) error {
 	opts := broker.Options{Logger: log}
 	var con *console.Console
 	if cfg.HTTPListener != "" && cfg.HTTPConsoleEnable {
+		sec, err := consoleSecurity(cfg)
+		if err != nil {
+			return fmt.Errorf("serve: %w", err)
+		}
 		con = console.New(console.Config{ReadOnly: cfg.HTTPConsoleReadOnly, LoopbackOnly: loopbackListener(cfg.HTTPListener),
-			Logger: log.With("component", "console")})
+			Security: sec, Logger: log.With("component", "console")})
 		opts.HTTPHandler = con.Handler()
 	}
 	srv, err := broker.New(cfg, opts)
@@ -84,7 +91,7 @@ func runServe(args []string, logOut io.Writer) error {
 		return err
 	}
 	if con != nil {
-		startConsole(con, srv, log)
+		startConsole(con, srv, cfg.HTTPConsoleListener, log)
 		defer con.Close()
 	}
 	// Caught from before "gregor started" is logged: whoever waits for
@@ -115,9 +122,9 @@ func runServe(args []string, logOut io.Writer) error {
 // client listener. The console holds no credentials: where every
 // listener asks for TLS or SASL it stays off and says so, rather than
 // find a way around them (docs/operations.md).
-func startConsole(con *console.Console, srv *broker.Server, log *slog.Logger) {
+func startConsole(con *console.Console, srv *broker.Server, listener string, log *slog.Logger) {
 	log = log.With("component", "console")
-	seed, name, err := consoleSeed(srv.ClientListeners())
+	seed, name, err := consoleSeed(srv.ClientListeners(), listener)
 	if err == nil {
 		err = con.Start(seed)
 	}
@@ -143,12 +150,35 @@ func loopbackListener(hostport string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
-// consoleSeed picks the address the console connects to: the first
-// PLAINTEXT client listener, on loopback when it is bound to every
-// interface.
-func consoleSeed(listeners []broker.ClientListener) (seed, name string, err error) {
+// consoleSecurity turns http.console.sasl.* and http.console.ssl.* into
+// the console's client options, as the CLI's flags of the same meaning
+// (config.checkConsole has refused incomplete settings).
+func consoleSecurity(cfg *config.Broker) ([]kgo.Opt, error) {
+	proto := cfg.ListenerSecurityProtocolMap[cfg.HTTPConsoleListener]
+	sec := clientSecurity{
+		mechanism: cfg.HTTPConsoleSASLMechanism,
+		user:      cfg.HTTPConsoleSASLUsername,
+		password:  cfg.HTTPConsoleSASLPassword,
+		tls:       proto == "SSL" || proto == "SASL_SSL",
+		tlsCA:     cfg.HTTPConsoleSSLTruststore,
+		// Kafka's PEM keystore file holds the certificate chain and the
+		// key together.
+		tlsCert: cfg.HTTPConsoleSSLKeystore,
+		tlsKey:  cfg.HTTPConsoleSSLKeystore,
+	}
+	opts, err := sec.opts(flag.NewFlagSet("console", flag.ContinueOnError), "http.console")
+	if err != nil {
+		return nil, err
+	}
+	return opts, nil
+}
+
+// consoleSeed picks the address the console connects to: the client
+// listener named by http.console.listener (want), else the first
+// PLAINTEXT one; on loopback when it is bound to every interface.
+func consoleSeed(listeners []broker.ClientListener, want string) (seed, name string, err error) {
 	for _, l := range listeners {
-		if l.Protocol != "PLAINTEXT" {
+		if want != "" && l.Name != want || want == "" && l.Protocol != "PLAINTEXT" {
 			continue
 		}
 		addr, ok := l.Addr.(*net.TCPAddr)
@@ -162,5 +192,8 @@ func consoleSeed(listeners []broker.ClientListener) (seed, name string, err erro
 		}
 		return net.JoinHostPort(host.String(), strconv.Itoa(addr.Port)), l.Name, nil
 	}
-	return "", "", errors.New("this node has no PLAINTEXT client listener, and the console has no TLS or SASL credentials of its own")
+	if want != "" {
+		return "", "", fmt.Errorf("http.console.listener %s is not bound", want)
+	}
+	return "", "", errors.New("this node has no PLAINTEXT client listener, and the console has no TLS or SASL credentials of its own (http.console.listener, http.console.sasl.*, http.console.ssl.*)")
 }

@@ -304,6 +304,17 @@ func TestMetricsCluster(t *testing.T) {
 		t.Errorf("leader: %v acks=all Produce requests with %v ms remote time, want %d with some", produces, remote, n)
 	}
 	t.Logf("%v acks=all produces: %.3f ms remote time on average", produces, remote/produces)
+	// The records reached the followers: the leader counts them out, a
+	// follower in, and the follower has applied the metadata log.
+	fm := waitScrape(t, c.web[leader%3], 20*time.Second, "a follower's replication bytes in", func(m map[string]float64) bool {
+		return m["kafka_server_brokertopicmetrics_replicationbytesin_total"] > 0
+	})
+	if out := m["kafka_server_brokertopicmetrics_replicationbytesout_total"]; out <= 0 {
+		t.Errorf("leader's replication bytes out %v", out)
+	}
+	if hw := fm["kafka_server_raft_metrics_high_watermark"]; hw <= 0 {
+		t.Errorf("follower's metadata high watermark %v", hw)
+	}
 	shrinks := m["kafka_server_replicamanager_isrshrinks_total"]
 	expands := m["kafka_server_replicamanager_isrexpands_total"]
 

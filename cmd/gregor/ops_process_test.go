@@ -149,6 +149,13 @@ func TestMetricsAfterWorkload(t *testing.T) {
 	if m[`kafka_network_requestmetrics_totaltimems_bucket{request="Produce",le="+Inf"}`] != produces {
 		t.Errorf("Produce latency +Inf bucket is not the request count")
 	}
+	// One node leads every partition it hosts, the internal topics' too.
+	if lc, pc := m["kafka_server_replicamanager_leadercount"], m["kafka_server_replicamanager_partitioncount"]; lc < 1 || lc != pc {
+		t.Errorf("leader count %v, partition count %v, want equal on a single node", lc, pc)
+	}
+	if m["kafka_server_raft_metrics_high_watermark"] < 1 {
+		t.Errorf("metadata high watermark %v", m["kafka_server_raft_metrics_high_watermark"])
+	}
 	if m["kafka_server_socket_server_metrics_connection_count"] < 1 {
 		t.Errorf("no connection counted while a client is connected")
 	}

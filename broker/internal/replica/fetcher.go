@@ -50,6 +50,9 @@ type Deps struct {
 	// Secure are the client options of the inter-broker listener's
 	// security protocol (TLS, SASL).
 	Secure []kgo.Opt
+	// Replicated counts the record bytes appended as a follower
+	// (ReplicationBytesInPerSec); nil counts nothing.
+	Replicated func(bytes int)
 }
 
 // NewManager is a Manager with no fetcher yet.
@@ -444,6 +447,9 @@ func (m *Manager) ApplyFetched(p *partition.Partition, st *FollowState, rp *kmsg
 			if err != nil {
 				return fmt.Errorf("append %s-%d as follower: %w", p.Topic, p.Index, err)
 			}
+		}
+		if m.d.Replicated != nil {
+			m.d.Replicated(len(rp.RecordBatches))
 		}
 		if err := noteFetchedEpochsLocked(p, rp.RecordBatches); err != nil {
 			return err
