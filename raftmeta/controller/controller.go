@@ -56,8 +56,13 @@ type Controller struct {
 	// when, or be fenced: those whose connection closed, and on
 	// activation every broker (heartbeat.go). A heartbeat removes the
 	// broker; the others keep the full session.
-	graceEnds   map[int32]time.Time
-	nextBalance time.Time // next preferred-leader and unclean check
+	graceEnds map[int32]time.Time
+	// activeSince is when this node became the active controller, on the
+	// controller's clock; quorumChecked says the brokers silent in the
+	// quorum since then have been looked for (heartbeat.go).
+	activeSince   time.Time
+	quorumChecked bool
+	nextBalance   time.Time // next preferred-leader and unclean check
 
 	// offline are the partitions each broker reported on offline log
 	// dirs (offline_dirs.go); kept across terms, made when first needed.

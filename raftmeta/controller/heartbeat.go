@@ -86,6 +86,7 @@ func (c *Controller) activate() {
 	clear(c.lastContact)
 	clear(c.shuttingDown)
 	clear(c.graceEnds)
+	c.activeSince, c.quorumChecked = now, false
 	grace, short := c.activationGrace()
 	for _, b := range c.node.Image().Brokers() {
 		c.lastContact[b.ID] = now
@@ -150,6 +151,7 @@ func (c *Controller) periodic() {
 	c.activate()
 	now := c.cfg.Now()
 	if c.livenessOn() {
+		c.fenceQuorumSilent(now)
 		c.fenceStale(now)
 	}
 	if !now.Before(c.nextBalance) {
@@ -158,6 +160,34 @@ func (c *Controller) periodic() {
 			c.rebalance()
 		}
 		c.electUncleanLeaders()
+	}
+}
+
+// fenceQuorumSilent shortens, once per term, the activation grace of the
+// brokers whose nodes are members of the metadata quorum but have not
+// answered this leader's raft messages at all since it took over: raft
+// heartbeats go every tick, so a live node answers within a few ticks,
+// whether or not its broker has found the new controller yet. Such a
+// node is down (most often the old controller, killed); it is fenced
+// twice the disconnect grace after the activation instead of a heartbeat
+// interval later. A broker that is no quorum member keeps its grace.
+func (c *Controller) fenceQuorumSilent(now time.Time) {
+	if c.quorumChecked || len(c.graceEnds) == 0 || c.cfg.BrokerDisconnectGrace <= 0 {
+		return
+	}
+	if now.Sub(c.activeSince) < 2*c.cfg.BrokerDisconnectGrace {
+		return
+	}
+	c.quorumChecked = true
+	q := c.node.QuorumInfo()
+	for _, r := range append(q.Voters, q.Observers...) {
+		if r.LastFetchTimestamp >= 0 || r.ID == int32(c.node.NodeID()) {
+			continue
+		}
+		if end, ok := c.graceEnds[r.ID]; ok && now.Before(end) {
+			c.log.Info("broker's node has not answered the new leader; shortening its grace", "broker", r.ID)
+			c.graceEnds[r.ID] = now
+		}
 	}
 }
 
