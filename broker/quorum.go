@@ -44,6 +44,13 @@ func (s *Server) startMetadata(clusterID string) error {
 			NodeID: uint64(s.cfg.NodeID), ClusterID: clusterID, Peers: peers,
 			Bootstrap: s.cfg.ControllerQuorumBootstrapServers, Logger: s.log.With("component", "quorum"),
 		}
+		s.heartbeatNow = make(chan struct{}, 1)
+		tcfg.RPCConnLost = func(uint64) {
+			select {
+			case s.heartbeatNow <- struct{}{}:
+			default: // one is already asked for
+			}
+		}
 		// The quorum speaks the controller listener's security protocol:
 		// this node dials with the first controller listener's client
 		// settings and secures what it accepts as that listener serves.
@@ -66,6 +73,8 @@ func (s *Server) startMetadata(clusterID string) error {
 		cfg.Transport = tr
 		cfg.Controller = controller.Config{
 			BrokerSessionTimeout:               time.Duration(s.cfg.BrokerSessionTimeoutMs) * time.Millisecond,
+			BrokerDisconnectGrace:              time.Duration(s.cfg.BrokerDisconnectGraceMs) * time.Millisecond,
+			BrokerHeartbeatInterval:            time.Duration(s.cfg.BrokerHeartbeatIntervalMs) * time.Millisecond,
 			UncleanLeaderElection:              s.cfg.UncleanLeaderElectionEnable,
 			AutoLeaderRebalance:                s.cfg.AutoLeaderRebalanceEnable,
 			LeaderImbalanceCheckInterval:       time.Duration(s.cfg.LeaderImbalanceCheckIntervalSeconds) * time.Second,
@@ -114,7 +123,9 @@ func (s *Server) listenController() error {
 // heartbeatLoop keeps this broker registered and unfenced: every
 // broker.heartbeat.interval.ms it tells the active controller how far it
 // has applied the metadata log, and registers again when the controller
-// no longer knows its epoch. A log dir going offline sends one at once.
+// no longer knows its epoch. A log dir going offline sends one at once,
+// and so does a closed connection to the controller, which fences a
+// broker that stays away longer than broker.disconnect.grace.ms.
 func (s *Server) heartbeatLoop() {
 	interval := time.Duration(s.cfg.BrokerHeartbeatIntervalMs) * time.Millisecond
 	if interval <= 0 {
@@ -131,6 +142,7 @@ func (s *Server) heartbeatLoop() {
 			return
 		case <-t.C:
 		case <-s.offlineDirs.changed():
+		case <-s.heartbeatNow:
 		}
 	}
 }

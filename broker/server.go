@@ -104,6 +104,12 @@ type Server struct {
 
 	offlineDirs logDirHealth // log dirs a disk error took offline (produce_helpers.go)
 
+	// heartbeatNow asks heartbeatLoop for a heartbeat at once: the
+	// connection to the active controller closed, and the controller
+	// fences a broker that does not come back within
+	// broker.disconnect.grace.ms. Made with the quorum transport.
+	heartbeatNow chan struct{}
+
 	// produceWaits are the acks=all produces waiting for followers,
 	// answered when the server closes (shutdown_produce.go).
 	produceWaits produceWaits

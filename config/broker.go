@@ -36,13 +36,18 @@ type Broker struct {
 	MetadataMaxIdleIntervalMs                 int32
 	BrokerHeartbeatIntervalMs                 int32
 	BrokerSessionTimeoutMs                    int32
-	InitialBrokerRegistrationTimeoutMs        int32
-	BrokerRack                                string // broker.rack; "" when not set
-	ClusterID                                 string // cluster.id (Gregor only); "" when not set
-	HTTPListener                              string // http.listener (Gregor only): HOST:PORT, "" when off
-	HTTPConsoleEnable                         bool   // http.console.enable (Gregor only)
-	HTTPConsoleReadOnly                       bool   // http.console.read.only (Gregor only)
-	HTTPPprofEnable                           bool   // http.pprof.enable (Gregor only): /debug/pprof/ on http.listener
+	// BrokerDisconnectGraceMs is broker.disconnect.grace.ms (Gregor's):
+	// how long the active controller waits for a heartbeat from a broker
+	// whose connection to it closed before fencing it; 0 leaves only the
+	// session timeout.
+	BrokerDisconnectGraceMs            int32
+	InitialBrokerRegistrationTimeoutMs int32
+	BrokerRack                         string // broker.rack; "" when not set
+	ClusterID                          string // cluster.id (Gregor only); "" when not set
+	HTTPListener                       string // http.listener (Gregor only): HOST:PORT, "" when off
+	HTTPConsoleEnable                  bool   // http.console.enable (Gregor only)
+	HTTPConsoleReadOnly                bool   // http.console.read.only (Gregor only)
+	HTTPPprofEnable                    bool   // http.pprof.enable (Gregor only): /debug/pprof/ on http.listener
 	// The web console's own client security (http.console.*, Gregor
 	// only): the listener it connects through and its credentials there.
 	HTTPConsoleListener      string // upper-cased; "" for the first PLAINTEXT client listener

@@ -87,6 +87,11 @@ func Start(cfg Config) (*Node, error) {
 		Ticks:          cfg.Ticks,
 		SnapshotMargin: cfg.SnapshotMargin,
 		Handlers:       controller.Handlers(n.serving.Load),
+		RPCPeerGone: func(from uint64) {
+			if c := n.serving.Load(); c != nil {
+				c.PeerGone(from)
+			}
+		},
 	})
 	if err != nil {
 		return nil, err

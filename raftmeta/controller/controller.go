@@ -52,11 +52,25 @@ type Controller struct {
 	term         uint64              // raft term the state below belongs to
 	lastContact  map[int32]time.Time // last heartbeat (or registration) per broker
 	shuttingDown map[int32]bool      // brokers in controlled shutdown
-	nextBalance  time.Time           // next preferred-leader and unclean check
+	// graceEnds holds the brokers that must heartbeat again soon, and by
+	// when, or be fenced: those whose connection closed, and on
+	// activation every broker (heartbeat.go). A heartbeat removes the
+	// broker; the others keep the full session.
+	graceEnds map[int32]time.Time
+	// activeSince is when this node became the active controller, on the
+	// controller's clock; quorumChecked says the brokers silent in the
+	// quorum since then have been looked for (heartbeat.go).
+	activeSince   time.Time
+	quorumChecked bool
+	nextBalance   time.Time // next preferred-leader and unclean check
 
 	// offline are the partitions each broker reported on offline log
 	// dirs (offline_dirs.go); kept across terms, made when first needed.
 	offline map[int32]*offlineReplicas
+
+	// gone carries the brokers whose connections to this node closed
+	// (PeerGone) to the controller goroutine.
+	gone chan int32
 }
 
 // Config holds the settings of the active controller.
@@ -66,6 +80,18 @@ type Config struct {
 	// liveness off: brokers register unfenced and are never fenced, for a
 	// process whose broker does not send heartbeats.
 	BrokerSessionTimeout time.Duration
+	// BrokerDisconnectGrace is broker.disconnect.grace.ms: a broker whose
+	// last connection to the active controller closed (PeerGone) is
+	// fenced unless it heartbeats again within this grace, rather than
+	// after a whole session. A broker whose process died closes its
+	// connections at once, a live one reconnects and heartbeats at once.
+	// Zero turns this off: only the session timeout fences.
+	BrokerDisconnectGrace time.Duration
+	// BrokerHeartbeatInterval is broker.heartbeat.interval.ms. With a
+	// disconnect grace, a newly active controller fences the brokers
+	// that do not heartbeat to it within one interval and the grace
+	// (every live broker does), instead of a whole session.
+	BrokerHeartbeatInterval time.Duration
 	// UncleanLeaderElection is the static default of
 	// unclean.leader.election.enable, which a topic config or a cluster-wide
 	// dynamic broker config overrides.
@@ -114,6 +140,8 @@ func New(node *raftnode.Node, logger *slog.Logger, cfg Config) *Controller {
 		donec:        make(chan struct{}),
 		lastContact:  map[int32]time.Time{},
 		shuttingDown: map[int32]bool{},
+		graceEnds:    map[int32]time.Time{},
+		gone:         make(chan int32, 64),
 	}
 	go c.run()
 	return c
@@ -132,6 +160,8 @@ func (c *Controller) run() {
 				req.ran = true
 			}
 			close(req.done)
+		case id := <-c.gone:
+			c.peerGone(id)
 		case <-tick.C:
 			c.periodic()
 		case <-c.ctx.Done():

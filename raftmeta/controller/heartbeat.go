@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"math"
 	"slices"
 	"time"
 
@@ -52,6 +53,10 @@ func (c *Controller) periodicInterval() time.Duration {
 	d := 500 * time.Millisecond
 	if c.livenessOn() {
 		d = min(d, c.cfg.BrokerSessionTimeout/8)
+		if c.cfg.BrokerDisconnectGrace > 0 {
+			// A grace ends at most half a grace late.
+			d = min(d, c.cfg.BrokerDisconnectGrace/2)
+		}
 	}
 	if c.cfg.AutoLeaderRebalance {
 		d = min(d, c.cfg.LeaderImbalanceCheckInterval)
@@ -62,7 +67,12 @@ func (c *Controller) periodicInterval() time.Duration {
 // activate resets the controller's soft state when its node has become the
 // active controller in a new term: every broker gets a full session from
 // now, as Kafka's BrokerHeartbeatManager gives on activation, and
-// controlled shutdowns are learnt again from the next heartbeats. The
+// controlled shutdowns are learnt again from the next heartbeats. With a
+// disconnect grace, every broker must also heartbeat within one heartbeat
+// interval and the grace (activationGrace): a live broker does, by its
+// own timer or at once when its connection to the old controller closed,
+// and the one that does not is most likely the old controller's node,
+// dead, whose partitions then move seconds earlier than a session. The
 // offline log dirs brokers reported are kept: they belong to broker
 // epochs, which a new term does not change, and the next heartbeats
 // repeat them anyway.
@@ -75,10 +85,62 @@ func (c *Controller) activate() {
 	now := c.cfg.Now()
 	clear(c.lastContact)
 	clear(c.shuttingDown)
+	clear(c.graceEnds)
+	c.activeSince, c.quorumChecked = now, false
+	grace, short := c.activationGrace()
 	for _, b := range c.node.Image().Brokers() {
 		c.lastContact[b.ID] = now
+		if short && !b.Fenced {
+			c.graceEnds[b.ID] = now.Add(grace)
+		}
 	}
 	c.nextBalance = now.Add(c.cfg.LeaderImbalanceCheckInterval)
+}
+
+// activationGrace is how long a newly active controller waits for a
+// broker's first heartbeat before fencing it, and whether that is shorter
+// than a session.
+func (c *Controller) activationGrace() (time.Duration, bool) {
+	if !c.livenessOn() || c.cfg.BrokerDisconnectGrace <= 0 || c.cfg.BrokerHeartbeatInterval <= 0 {
+		return 0, false
+	}
+	g := c.cfg.BrokerHeartbeatInterval + c.cfg.BrokerDisconnectGrace
+	return g, g < c.cfg.BrokerSessionTimeout
+}
+
+// PeerGone tells the controller that the last connection node id had
+// open to this node closed (raftnode.Config.RPCPeerGone): if this is the
+// active controller and the node is an unfenced broker, it is fenced
+// unless it heartbeats again within BrokerDisconnectGrace. It does not
+// block; the notice is dropped if the controller is far behind, leaving
+// the session timeout to fence.
+func (c *Controller) PeerGone(id uint64) {
+	if id > math.MaxInt32 {
+		return
+	}
+	select {
+	case c.gone <- int32(id):
+	default:
+		c.log.Warn("dropped a closed-connection notice; the session timeout applies", "broker", id)
+	}
+}
+
+// peerGone runs PeerGone's notice on the controller goroutine.
+func (c *Controller) peerGone(id int32) {
+	if !c.livenessOn() || c.cfg.BrokerDisconnectGrace <= 0 || !c.node.IsLeader() {
+		return
+	}
+	c.activate()
+	b, ok := c.node.Image().Broker(id)
+	if !ok || b.Fenced {
+		return
+	}
+	end := c.cfg.Now().Add(c.cfg.BrokerDisconnectGrace)
+	if prev, ok := c.graceEnds[id]; ok && prev.Before(end) {
+		end = prev
+	}
+	c.graceEnds[id] = end
+	c.log.Info("broker's connection closed; fencing it unless it heartbeats within the grace", "broker", id, "grace", c.cfg.BrokerDisconnectGrace)
 }
 
 // periodic runs on the controller goroutine at periodicInterval.
@@ -89,6 +151,7 @@ func (c *Controller) periodic() {
 	c.activate()
 	now := c.cfg.Now()
 	if c.livenessOn() {
+		c.fenceQuorumSilent(now)
 		c.fenceStale(now)
 	}
 	if !now.Before(c.nextBalance) {
@@ -97,6 +160,34 @@ func (c *Controller) periodic() {
 			c.rebalance()
 		}
 		c.electUncleanLeaders()
+	}
+}
+
+// fenceQuorumSilent shortens, once per term, the activation grace of the
+// brokers whose nodes are members of the metadata quorum but have not
+// answered this leader's raft messages at all since it took over: raft
+// heartbeats go every tick, so a live node answers within a few ticks,
+// whether or not its broker has found the new controller yet. Such a
+// node is down (most often the old controller, killed); it is fenced
+// twice the disconnect grace after the activation instead of a heartbeat
+// interval later. A broker that is no quorum member keeps its grace.
+func (c *Controller) fenceQuorumSilent(now time.Time) {
+	if c.quorumChecked || len(c.graceEnds) == 0 || c.cfg.BrokerDisconnectGrace <= 0 {
+		return
+	}
+	if now.Sub(c.activeSince) < 2*c.cfg.BrokerDisconnectGrace {
+		return
+	}
+	c.quorumChecked = true
+	q := c.node.QuorumInfo()
+	for _, r := range append(q.Voters, q.Observers...) {
+		if r.LastFetchTimestamp >= 0 || r.ID == int32(c.node.NodeID()) {
+			continue
+		}
+		if end, ok := c.graceEnds[r.ID]; ok && now.Before(end) {
+			c.log.Info("broker's node has not answered the new leader; shortening its grace", "broker", r.ID)
+			c.graceEnds[r.ID] = now
+		}
 	}
 }
 
@@ -113,10 +204,16 @@ func (c *Controller) fenceStale(now time.Time) {
 			c.lastContact[b.ID] = now
 			continue
 		}
-		if now.Sub(last) <= c.cfg.BrokerSessionTimeout {
+		end, short := c.graceEnds[b.ID]
+		switch {
+		case short && now.After(end):
+			c.log.Info("fencing broker that did not heartbeat within its grace", "broker", b.ID, "epoch", b.Epoch, "silent_for", now.Sub(last))
+		case now.Sub(last) > c.cfg.BrokerSessionTimeout:
+			c.log.Info("fencing broker whose session timed out", "broker", b.ID, "epoch", b.Epoch, "silent_for", now.Sub(last))
+		default:
 			continue
 		}
-		c.log.Info("fencing broker whose session timed out", "broker", b.ID, "epoch", b.Epoch, "silent_for", now.Sub(last))
+		delete(c.graceEnds, b.ID)
 		if err := c.fence(b.ID); err != nil {
 			c.log.Warn("fencing broker failed", "broker", b.ID, "err", err)
 			return
@@ -165,6 +262,7 @@ func (c *Controller) brokerHeartbeat(hb BrokerHeartbeat) (BrokerHeartbeatResult,
 		return BrokerHeartbeatResult{}, apiError(kerr.StaleBrokerEpoch, "Expected broker epoch %d, but got broker epoch %d", b.Epoch, hb.BrokerEpoch)
 	}
 	c.lastContact[hb.BrokerID] = c.cfg.Now()
+	delete(c.graceEnds, hb.BrokerID)
 	// Partitions on offline log dirs move first, so that an unfencing
 	// below elects no leader on them. Repeated lists change nothing.
 	if offline := c.noteOffline(img, b, hb.OfflinePartitions); len(offline) > 0 {

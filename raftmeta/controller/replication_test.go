@@ -35,7 +35,7 @@ const testSession = 9 * time.Second
 // livenessController starts a single node whose controller fences brokers
 // after testSession without heartbeats, on a fake clock, and registers
 // and unfences brokers 1 to n.
-func livenessController(t *testing.T, brokers int32) (*testNode, *Controller, *fakeClock, map[int32]int64) {
+func livenessController(t *testing.T, brokers int32, mods ...func(*Config)) (*testNode, *Controller, *fakeClock, map[int32]int64) {
 	t.Helper()
 	clk := &fakeClock{now: time.Unix(1_700_000_000, 0)}
 	n := startNode(t, t.TempDir(), func(c *nodeConfig) {
@@ -45,6 +45,9 @@ func livenessController(t *testing.T, brokers int32) (*testNode, *Controller, *f
 			LeaderImbalanceCheckInterval:       300 * time.Second,
 			LeaderImbalancePerBrokerPercentage: 10,
 			Now:                                clk.Now,
+		}
+		for _, m := range mods {
+			m(&c.Controller)
 		}
 	})
 	c := n.Controller()

@@ -93,6 +93,12 @@ type Config struct {
 	// node runs. The controller's calls come this way (package
 	// controller); the node answers its own (AddLearner) itself.
 	Handlers map[byte]RPCHandler
+	// RPCPeerGone, if set, is called when the last rpc connection node
+	// from had open to this node closes. A node whose process died has
+	// its connections closed by its kernel at once, so this is the first
+	// sign of a crash; the controller uses it to fence the node's broker
+	// long before its session would time out. It must not block.
+	RPCPeerGone func(from uint64)
 }
 
 // Node is one member of the metadata quorum. One goroutine, the Ready

@@ -152,7 +152,11 @@ func (t *TCPTransport) readRPCAnswers(rc *rpcClientConn, to uint64) {
 		if t.rpcs[to] == rc {
 			delete(t.rpcs, to)
 		}
+		closed := t.closed
 		t.mu.Unlock()
+		if !closed && t.cfg.RPCConnLost != nil {
+			t.cfg.RPCConnLost(to)
+		}
 	}()
 	for {
 		b, err := readFrame(rc.wc.r, t.cfg.MaxFrameBytes)
@@ -179,6 +183,10 @@ func (t *TCPTransport) readRPCAnswers(rc *rpcClientConn, to uint64) {
 
 // serveRPC answers requests on an accepted rpc connection from node from.
 func (t *TCPTransport) serveRPC(wc *wireConn, from uint64) {
+	t.mu.Lock()
+	t.rpcServing[from]++
+	t.mu.Unlock()
+	defer t.rpcServed(from)
 	ctx, cancel := context.WithCancel(t.ctx)
 	var handlers sync.WaitGroup
 	defer handlers.Wait()
@@ -230,6 +238,25 @@ func (t *TCPTransport) serveRPC(wc *wireConn, from uint64) {
 				wc.close()
 			}
 		}()
+	}
+}
+
+// rpcServed notes that an rpc connection from node from has ended, and
+// tells the node when it was that node's last one.
+func (t *TCPTransport) rpcServed(from uint64) {
+	t.mu.Lock()
+	t.rpcServing[from]--
+	last := t.rpcServing[from] == 0
+	if last {
+		delete(t.rpcServing, from)
+	}
+	closed := t.closed
+	t.mu.Unlock()
+	if !last || closed {
+		return
+	}
+	if n := t.node.Load(); n != nil && n.cfg.RPCPeerGone != nil {
+		n.cfg.RPCPeerGone(from)
 	}
 }
 

@@ -72,6 +72,13 @@ type TransportConfig struct {
 	// to talk over, or an error that closes it. nil: plaintext.
 	SecureDial   func(ctx context.Context, c net.Conn, addr string) (net.Conn, error)
 	SecureAccept func(ctx context.Context, c net.Conn) (net.Conn, error)
+	// RPCConnLost, if set, is called when an rpc connection this node
+	// opened to node to ends other than by Close: the peer died, or
+	// closed it. A broker heartbeats again at once, so the controller,
+	// which treats a closed connection as a crash (Config.RPCPeerGone),
+	// hears from it over a new connection within its grace. It must not
+	// block.
+	RPCConnLost func(to uint64)
 }
 
 // TCPTransport carries raft messages and controller requests between
@@ -96,6 +103,9 @@ type TCPTransport struct {
 	listeners map[net.Listener]struct{}
 	conns     map[*wireConn]struct{}
 	rpcs      map[uint64]*rpcClientConn
+	// rpcServing counts the rpc connections each node has open to this
+	// one, so that RPCPeerGone fires when its last one closes.
+	rpcServing map[uint64]int
 	// wrongCluster maps the peers that refused this node, or that it
 	// refused, for belonging to another cluster to that cluster's id.
 	wrongCluster map[uint64]string
@@ -189,6 +199,8 @@ func NewTCPTransport(cfg TransportConfig) (*TCPTransport, error) {
 		listeners: map[net.Listener]struct{}{},
 		conns:     map[*wireConn]struct{}{},
 		rpcs:      map[uint64]*rpcClientConn{},
+
+		rpcServing: map[uint64]int{},
 	}
 	for id, addr := range cfg.Peers {
 		if id == 0 || id == cfg.NodeID {

@@ -299,3 +299,50 @@ func TestTransportAttachChecks(t *testing.T) {
 		t.Fatalf("observer leads %v, voters %v", obs.IsLeader(), obs.Voters())
 	}
 }
+
+// The closed-connection callbacks: the server hears when a node's last
+// rpc connection to it closes (RPCPeerGone), the caller when its
+// connection to a node ends other than by its own Close (RPCConnLost).
+func TestRPCConnClosedCallbacks(t *testing.T) {
+	echo := func(ctx context.Context, from uint64, body []byte) []byte { return AppendCallError(nil, 0, nil) }
+	gone := make(chan uint64, 8)
+	_, server, addr := serveOne(t, func(c *Config) {
+		c.Handlers = map[byte]RPCHandler{1: echo}
+		c.RPCPeerGone = func(from uint64) { gone <- from }
+	})
+	lost := make(chan uint64, 8)
+	newPeer := func(id uint64) *TCPTransport {
+		p, err := NewTCPTransport(TransportConfig{NodeID: id, ClusterID: "a", Logger: discardLogger(), Peers: map[uint64]string{1: addr},
+			RPCConnLost: func(to uint64) { lost <- to }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := p.Call(ctxT(t), 1, 1, nil); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	wait := func(ch chan uint64, want uint64, what string) {
+		t.Helper()
+		select {
+		case got := <-ch:
+			if got != want {
+				t.Fatalf("%s: node %d, want %d", what, got, want)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s: no callback", what)
+		}
+	}
+	p2 := newPeer(2)
+	p3 := newPeer(3)
+	p2.Close()
+	wait(gone, 2, "RPCPeerGone after node 2 closed")
+	select {
+	case to := <-lost:
+		t.Fatalf("RPCConnLost(%d) after the caller's own Close", to)
+	case <-time.After(100 * time.Millisecond):
+	}
+	server.Close()
+	wait(lost, 1, "RPCConnLost after node 1 closed")
+	p3.Close()
+}
