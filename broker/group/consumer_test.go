@@ -627,3 +627,31 @@ func TestConsumerAssignmentInterval(t *testing.T) {
 		}
 	}
 }
+
+// TestUniformAssignorAllocs holds the assignor to its allocation budget
+// for issue 17's 1,000 members over 10,000 partitions, a member having
+// joined: allocations per member and per topic (the result's maps and
+// the index slices), none per partition. 10,129 when written.
+func TestUniformAssignorAllocs(t *testing.T) {
+	if testing.Short() {
+		t.Skip("assigns 10,000 partitions")
+	}
+	topics := map[string]int32{}
+	var names []string
+	for i := range 10 {
+		n := fmt.Sprintf("t%d", i)
+		topics[n] = 1000
+		names = append(names, n)
+	}
+	members := map[string][]string{}
+	for i := range 999 {
+		members[fmt.Sprintf("m%04d", i)] = names
+	}
+	current := uniformAssignor{}.assign(makeSpec(topics, members, nil))
+	members["m9999"] = names
+	spec := makeSpec(topics, members, current)
+	const budget = 12 * 1000 // 12 per member
+	if allocs := testing.AllocsPerRun(3, func() { uniformAssignor{}.assign(spec) }); allocs > budget {
+		t.Errorf("%.0f allocations per assignment, budget %d", allocs, budget)
+	}
+}
