@@ -29,58 +29,72 @@ func (uniformAssignor) name() string { return uniformAssignorName }
 func (uniformAssignor) assign(spec assignSpec) map[string]tpSet {
 	n := len(spec.members)
 	out := make(map[string]tpSet, n)
-	for _, m := range spec.members {
-		out[m.id] = make(tpSet)
-	}
 	if n == 0 {
 		return out
 	}
+	// Everything below is indexed: topic i is topics[i], member i is
+	// spec.members[i], and a partition is its topic's base plus its number
+	// in the flat owner and kept slices. The assignor runs once per target
+	// assignment, over up to 10,000 partitions and 1,000 members (issue
+	// 17), so it allocates per topic and per member, never per partition.
 	topics := spec.sortedTopics()
-	subscribers := make(map[topicID][]int, len(topics)) // member indexes, in id order
-	subscribed := make([]map[topicID]bool, n)
+	index := make(map[topicID]int32, len(topics))
+	base := make([]int, len(topics)+1)
+	for i, t := range topics {
+		index[t] = int32(i)
+		base[i+1] = base[i] + int(spec.topics[t])
+	}
+	total := base[len(topics)]
+	owner := make([]int32, total)
+	for p := range owner {
+		owner[p] = -1
+	}
+	kept := make([]bool, total)
+	count := make([]int, n)
+
+	// memberTopics[i] is member i's subscribed topics that exist, as sorted
+	// topic indexes; subscribers[t] is topic t's members, in id order.
+	memberTopics := make([][]int32, n)
+	subscribers := make([][]int32, len(topics))
 	for i, m := range spec.members {
-		subscribed[i] = make(map[topicID]bool, len(m.topics))
+		ts := make([]int32, 0, len(m.topics))
 		for _, t := range m.topics {
-			if _, ok := spec.topics[t]; ok && !subscribed[i][t] {
-				subscribed[i][t] = true
-				subscribers[t] = append(subscribers[t], i)
+			if k, ok := index[t]; ok {
+				ts = append(ts, k)
 			}
 		}
-	}
-	owner := make(map[topicID][]int, len(topics))
-	for _, t := range topics {
-		o := make([]int, spec.topics[t])
-		for p := range o {
-			o[p] = -1
+		slices.Sort(ts)
+		ts = slices.Compact(ts)
+		memberTopics[i] = ts
+		for _, k := range ts {
+			subscribers[k] = append(subscribers[k], int32(i))
 		}
-		owner[t] = o
-	}
-	count := make([]int, n)
-	kept := make(map[topicID][]bool, len(topics))
-	for _, t := range topics {
-		kept[t] = make([]bool, spec.topics[t])
 	}
 
 	// 1. Stickiness: keep what is still valid.
 	for i, m := range spec.members {
 		for t, ps := range m.current {
-			o, ok := owner[t]
-			if !ok || !subscribed[i][t] {
+			k, ok := index[t]
+			if !ok {
 				continue
 			}
+			if _, sub := slices.BinarySearch(memberTopics[i], k); !sub {
+				continue
+			}
+			size := int32(base[k+1] - base[k])
 			for _, p := range ps {
-				if p >= 0 && int(p) < len(o) && o[p] == -1 {
-					o[p] = i
-					kept[t][p] = true
+				if p >= 0 && p < size && owner[base[k]+int(p)] == -1 {
+					owner[base[k]+int(p)] = int32(i)
+					kept[base[k]+int(p)] = true
 					count[i]++
 				}
 			}
 		}
 	}
 
-	leastLoaded := func(t topicID) int {
-		best := -1
-		for _, i := range subscribers[t] {
+	leastLoaded := func(k int) int32 {
+		best := int32(-1)
+		for _, i := range subscribers[k] {
 			if best == -1 || count[i] < count[best] {
 				best = i
 			}
@@ -89,15 +103,14 @@ func (uniformAssignor) assign(spec assignSpec) map[string]tpSet {
 	}
 
 	// 2. Hand out the partitions nobody kept.
-	for _, t := range topics {
-		if len(subscribers[t]) == 0 {
+	for k := range topics {
+		if len(subscribers[k]) == 0 {
 			continue
 		}
-		o := owner[t]
-		for p := range o {
-			if o[p] == -1 {
-				i := leastLoaded(t)
-				o[p] = i
+		for p := base[k]; p < base[k+1]; p++ {
+			if owner[p] == -1 {
+				i := leastLoaded(k)
+				owner[p] = i
 				count[i]++
 			}
 		}
@@ -105,74 +118,102 @@ func (uniformAssignor) assign(spec assignSpec) map[string]tpSet {
 
 	// 3. Balance by single moves from the most loaded members: first the
 	// partitions handed out in step 2, then kept ones.
-	for _, movable := range []func(t topicID, p int32) bool{
-		func(t topicID, p int32) bool { return !kept[t][p] },
-		func(topicID, int32) bool { return true },
-	} {
-		balance(topics, owner, count, leastLoaded, movable)
-	}
+	b := balancer{base: base, owner: owner, count: count, leastLoaded: leastLoaded}
+	b.run(func(p int) bool { return !kept[p] })
+	b.run(func(int) bool { return true })
 
-	for _, t := range topics {
-		for p, i := range owner[t] {
-			if i < 0 {
-				continue
+	// The result: every member's partitions, topic by topic, carved out of
+	// one backing array by a counting sort. Partitions are visited in
+	// order, so each list is sorted.
+	backing := make([]int32, total)
+	next := make([]int, n) // where member i's next partition of the topic goes
+	for i, m := range spec.members {
+		out[m.id] = make(tpSet, len(memberTopics[i]))
+	}
+	for k, t := range topics {
+		clear(next)
+		for p := base[k]; p < base[k+1]; p++ {
+			if i := owner[p]; i >= 0 {
+				next[i]++
 			}
-			s := out[spec.members[i].id]
-			// Partitions are visited in order, so appending keeps the
-			// list sorted.
-			s[t] = append(s[t], int32(p))
+		}
+		at := base[k]
+		for i, c := range next {
+			if c > 0 {
+				out[spec.members[i].id][t] = backing[at : at+c : at+c]
+			}
+			next[i] = at
+			at += c
+		}
+		for p := base[k]; p < base[k+1]; p++ {
+			if i := owner[p]; i >= 0 {
+				backing[next[i]] = int32(p - base[k])
+				next[i]++
+			}
 		}
 	}
 	return out
 }
 
-// balance moves movable partitions from the most loaded members to the
-// least loaded member subscribed to their topic, while that lowers the
-// owner's count by at least two. A member gives up its last partitions
-// (highest topic, highest partition) first, so it keeps the lowest ones.
-func balance(topics []topicID, owner map[topicID][]int, count []int, leastLoaded func(topicID) int, movable func(topicID, int32) bool) {
+// balancer moves partitions between members; partitions are indexes into
+// the flat owner slice, topic k holding [base[k], base[k+1]).
+type balancer struct {
+	base        []int
+	owner       []int32
+	count       []int
+	leastLoaded func(k int) int32
+}
+
+// run moves movable partitions from the most loaded members to the least
+// loaded member subscribed to their topic, while that lowers the owner's
+// count by at least two. A member gives up its last partitions (highest
+// topic, highest partition) first, so it keeps the lowest ones.
+func (b *balancer) run(movable func(p int) bool) {
 	type ref struct {
-		t topicID
-		p int32
+		k int32 // topic index
+		p int32 // index into owner
 	}
-	owned := make([][]ref, len(count))
-	for _, t := range topics {
-		for p, i := range owner[t] {
-			if i >= 0 && movable(t, int32(p)) {
-				owned[i] = append(owned[i], ref{t, int32(p)})
-			}
+	owned := make([][]ref, len(b.count))
+	k := 0
+	for p, i := range b.owner {
+		for b.base[k+1] <= p {
+			k++
+		}
+		if i >= 0 && movable(p) {
+			owned[i] = append(owned[i], ref{int32(k), int32(p)})
 		}
 	}
-	order := make([]int, len(count))
+	order := make([]int, len(b.count))
 	for i := range order {
 		order[i] = i
 	}
 	// The least loaded subscriber of each topic, found once per pass:
 	// counts change only by the one move that ends a pass, and without
 	// this the last pass, which moves nothing, asks every partition's
-	// topic for it anew, O(members × partitions) (52 ms for 1,000
-	// members over 10,000 partitions, once per member joining).
-	least := make(map[topicID]int, len(topics))
+	// topic for it anew, O(members × partitions).
+	least := make([]int32, len(b.base)-1)
 	for {
-		slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(count[b], count[a]) })
-		clear(least)
+		slices.SortStableFunc(order, func(x, y int) int { return cmp.Compare(b.count[y], b.count[x]) })
+		for t := range least {
+			least[t] = -2 // not looked up in this pass
+		}
 		moved := false
 		for _, a := range order {
 			refs := owned[a]
-			for k := len(refs) - 1; k >= 0; k-- {
-				r := refs[k]
-				b, ok := least[r.t]
-				if !ok {
-					b = leastLoaded(r.t)
-					least[r.t] = b
+			for j := len(refs) - 1; j >= 0; j-- {
+				r := refs[j]
+				to := least[r.k]
+				if to == -2 {
+					to = b.leastLoaded(int(r.k))
+					least[r.k] = to
 				}
-				if count[b] >= count[a]-1 {
+				if b.count[to] >= b.count[a]-1 {
 					continue
 				}
-				owner[r.t][r.p] = b
-				count[a]--
-				count[b]++
-				owned[a] = slices.Delete(refs, k, k+1)
+				b.owner[r.p] = to
+				b.count[a]--
+				b.count[to]++
+				owned[a] = slices.Delete(refs, j, j+1)
 				moved = true
 				break
 			}

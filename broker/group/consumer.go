@@ -448,8 +448,13 @@ func (m *machine) updateConsumerMember(op *consumerOp, old, updated *consumerMem
 	}
 	g.updateMember(updated)
 
-	// 2. The target assignment.
-	if g.epoch > g.assignmentEpoch {
+	// 2. The target assignment, at most once per interval: the heartbeats
+	// of a burst of joins bump the epoch, and the first heartbeat after the
+	// interval computes one target for all of them. Until then members
+	// reconcile towards the previous target, whose epoch they take, so
+	// revocation still comes before assignment. A classic member's join
+	// needs its assignment in this round's SyncGroup, so it does not wait.
+	if g.epoch > g.assignmentEpoch && m.targetAssignmentDue(g, updated) {
 		op.begin()
 		m.computeTargetAssignment(op)
 	}
@@ -631,6 +636,20 @@ func (m *machine) resolveRegex(op *consumerOp, expr string) bool {
 	return true
 }
 
+// targetAssignmentDue reports whether a heartbeat of mem that finds the
+// group epoch past the target's computes a new target now.
+func (m *machine) targetAssignmentDue(g *consumerGroup, mem *consumerMember) bool {
+	interval := int64(m.cfg.ConsumerGroupMinAssignmentIntervalMs)
+	if interval == 0 || mem.classic != nil || g.assignedAtMs == 0 || m.nowMs()-g.assignedAtMs >= interval {
+		return true
+	}
+	partitions := 0
+	for _, t := range g.subscription {
+		partitions += int(t.partitions)
+	}
+	return len(g.members)*partitions < m.cfg.pacedAssignmentWork
+}
+
 // computeTargetAssignment runs the group's assignor over its members and
 // subscribed topics and records the members whose target changed, then the
 // new assignment epoch, as Kafka's TargetAssignmentBuilder.
@@ -678,6 +697,7 @@ func (m *machine) computeTargetAssignment(op *consumerOp) {
 		}
 	}
 	g.assignmentEpoch = g.epoch
+	g.assignedAtMs = m.nowMs()
 	op.recs = append(op.recs, cgTargetEpochRecord(g.id, g.epoch))
 	m.log.Info("computed a new target assignment for the consumer group", "group", g.id, "epoch", g.epoch, "assignor", name, "members", len(spec.members))
 }

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -460,6 +461,8 @@ func TestConsumerLongIDs(t *testing.T) {
 func BenchmarkConsumerHeartbeat(b *testing.B) {
 	cfg := DefaultConfig()
 	cfg.Logger = slog.New(slog.DiscardHandler)
+	// The reconciling rounds below run within one assignment interval.
+	cfg.ConsumerGroupMinAssignmentIntervalMs = 0
 	ft := newFakeTopics()
 	ft.set("t1:1000")
 	cfg.Topics = ft
@@ -526,5 +529,129 @@ func BenchmarkConsumerHeartbeat(b *testing.B) {
 		id := ids[i%len(ids)]
 		hb(id, members[id].epoch, nil, false)
 		i++
+	}
+}
+
+// TestConsumerAssignmentInterval: with a minimum assignment interval, the
+// joins of a burst bump the group epoch but share one target assignment,
+// computed by the first heartbeat after the interval; members joining in
+// between take the previous target's epoch and nothing that another member
+// still owns.
+func TestConsumerAssignmentInterval(t *testing.T) {
+	cfg := testConfig()
+	cfg.ConsumerGroupMinAssignmentIntervalMs = 1000
+	cfg.pacedAssignmentWork = 0 // pace this small group too
+	h := newHarness(t, cfg)
+	h.topics.set("t1:6")
+	h.c.TopicsChanged()
+	ctx := context.Background()
+	hb := func(id string, epoch int32, owned []int32) *kmsg.ConsumerGroupHeartbeatResponse {
+		t.Helper()
+		req := kmsg.NewPtrConsumerGroupHeartbeatRequest()
+		req.Version = 1
+		req.Group = "g"
+		req.MemberID = id
+		req.MemberEpoch = epoch
+		req.RebalanceTimeoutMillis = 30000
+		req.SubscribedTopicNames = []string{"t1"}
+		req.Topics = []kmsg.ConsumerGroupHeartbeatRequestTopic{}
+		if len(owned) > 0 {
+			req.Topics = []kmsg.ConsumerGroupHeartbeatRequestTopic{{TopicID: testTopicID("t1"), Partitions: owned}}
+		}
+		r := h.c.ConsumerGroupHeartbeat(ctx, ClientInfo{ClientID: "c"}, req)()
+		if r.ErrorCode != 0 {
+			t.Fatalf("%s: %s", id, coordtest.ErrName(r.ErrorCode))
+		}
+		return r
+	}
+	partitions := func(r *kmsg.ConsumerGroupHeartbeatResponse) []int32 {
+		var ps []int32
+		if r.Assignment != nil {
+			for _, tp := range r.Assignment.Topics {
+				ps = append(ps, tp.Partitions...)
+			}
+		}
+		return ps
+	}
+	epochs := func() (group, assignment int32) {
+		t.Helper()
+		d := h.c.ConsumerGroupDescribe(ctx, &kmsg.ConsumerGroupDescribeRequest{Groups: []string{"g"}})()
+		return d.Groups[0].Epoch, d.Groups[0].AssignmentEpoch
+	}
+
+	r1 := hb("m1", 0, nil)
+	if r1.MemberEpoch != 1 || len(partitions(r1)) != 6 {
+		t.Fatalf("first member: epoch %d, partitions %v; want the whole topic at epoch 1", r1.MemberEpoch, partitions(r1))
+	}
+	for _, id := range []string{"m2", "m3"} {
+		r := hb(id, 0, nil)
+		if r.MemberEpoch != 1 || len(partitions(r)) != 0 {
+			t.Errorf("%s within the interval: epoch %d, partitions %v; want epoch 1 and nothing", id, r.MemberEpoch, partitions(r))
+		}
+	}
+	if g, a := epochs(); g != 3 || a != 1 {
+		t.Fatalf("after the burst: group epoch %d, assignment epoch %d; want 3 and 1", g, a)
+	}
+	// Still within the interval: a heartbeat keeps the old target.
+	h.advance(999 * time.Millisecond)
+	if r := hb("m1", 1, partitions(r1)); r.MemberEpoch != 1 {
+		t.Errorf("m1 before the interval ended: epoch %d, want 1", r.MemberEpoch)
+	}
+	if _, a := epochs(); a != 1 {
+		t.Fatalf("assignment epoch %d before the interval ended, want 1", a)
+	}
+	// The first heartbeat after it computes one target for the burst: m1
+	// keeps two partitions and revokes the rest before anyone gets them.
+	h.advance(time.Millisecond)
+	r := hb("m1", 1, partitions(r1))
+	if kept := partitions(r); len(kept) != 2 || r.MemberEpoch != 1 {
+		t.Fatalf("m1 after the interval: epoch %d, partitions %v; want 2 partitions, still epoch 1 while revoking", r.MemberEpoch, kept)
+	}
+	if g, a := epochs(); g != 3 || a != 3 {
+		t.Fatalf("after the interval: group epoch %d, assignment epoch %d; want 3 and 3", g, a)
+	}
+	r2 := hb("m2", 1, nil)
+	if len(partitions(r2)) != 0 {
+		t.Errorf("m2 got %v before m1 revoked them", partitions(r2))
+	}
+	kept := partitions(r)
+	if r := hb("m1", 1, kept); r.MemberEpoch != 3 {
+		t.Errorf("m1 after revoking: epoch %d, want 3", r.MemberEpoch)
+	}
+	for _, m := range []struct {
+		id    string
+		epoch int32
+	}{{"m2", r2.MemberEpoch}, {"m3", 1}} {
+		if r := hb(m.id, m.epoch, nil); r.MemberEpoch != 3 || len(partitions(r)) != 2 {
+			t.Errorf("%s after m1 revoked: epoch %d, partitions %v; want 2 partitions at epoch 3", m.id, r.MemberEpoch, partitions(r))
+		}
+	}
+}
+
+// TestUniformAssignorAllocs holds the assignor to its allocation budget
+// for issue 17's 1,000 members over 10,000 partitions, a member having
+// joined: allocations per member and per topic (the result's maps and
+// the index slices), none per partition. 10,129 when written.
+func TestUniformAssignorAllocs(t *testing.T) {
+	if testing.Short() {
+		t.Skip("assigns 10,000 partitions")
+	}
+	topics := map[string]int32{}
+	var names []string
+	for i := range 10 {
+		n := fmt.Sprintf("t%d", i)
+		topics[n] = 1000
+		names = append(names, n)
+	}
+	members := map[string][]string{}
+	for i := range 999 {
+		members[fmt.Sprintf("m%04d", i)] = names
+	}
+	current := uniformAssignor{}.assign(makeSpec(topics, members, nil))
+	members["m9999"] = names
+	spec := makeSpec(topics, members, current)
+	const budget = 12 * 1000 // 12 per member
+	if allocs := testing.AllocsPerRun(3, func() { uniformAssignor{}.assign(spec) }); allocs > budget {
+		t.Errorf("%.0f allocations per assignment, budget %d", allocs, budget)
 	}
 }

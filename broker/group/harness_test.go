@@ -62,6 +62,9 @@ func testConfig() Config {
 	cfg.OffsetsTopicPartitions = 4
 	cfg.Shards = 2
 	cfg.Logger = slog.New(slog.DiscardHandler)
+	// The scripts show one target assignment per epoch bump;
+	// TestConsumerAssignmentInterval covers the batching.
+	cfg.ConsumerGroupMinAssignmentIntervalMs = 0
 	return cfg
 }
 
