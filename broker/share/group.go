@@ -430,6 +430,9 @@ func (m *machine) scheduleSessionAt(g *groupState, mem *member, deadline time.Ti
 		if cur := m.groups[g.id]; cur == g && g.members[mem.id] == mem {
 			m.log.Info("share group member session timed out", "group", g.id, "member", mem.id)
 			u := m.capture(g.id, mem.id)
+			// The timer has fired; put back, it fires again after
+			// sessionRetryBackoff to retry the expiry.
+			u.hadTimer = true
 			m.removeMember(g, mem)
 			m.commit(u, func(int16) {})
 		}
