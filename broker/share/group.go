@@ -557,6 +557,9 @@ func (m *machine) list() []GroupListing {
 // deleted with its share-partition state (tombstones).
 func (m *machine) deleteGroup(id string, reply func(int16)) {
 	u := m.capture(id, "")
+	if g := m.groups[id]; g != nil {
+		u.durable, u.parts = maps.Clone(g.durable), maps.Clone(g.parts)
+	}
 	if code := m.deleteGroupRecords(id); code != 0 {
 		reply(code)
 		return

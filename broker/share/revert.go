@@ -38,7 +38,8 @@ type membershipUndo struct {
 	values        map[string]member
 	target        map[string]assignment
 	sessions      map[string]*session
-	// durable and parts are put back for a deletion only.
+	// durable and parts are put back for a deletion only (deleteGroup
+	// takes them; a heartbeat does not change them).
 	durable map[partKey]*snapshotValue
 	parts   map[partKey]*partitionState
 	// memberID is the member the operation was about; hadTimer and
@@ -65,7 +66,6 @@ func (m *machine) capture(group, memberID string) *membershipUndo {
 		u.values[id] = v
 	}
 	u.target, u.sessions = maps.Clone(g.target), maps.Clone(g.sessions)
-	u.durable, u.parts = maps.Clone(g.durable), maps.Clone(g.parts)
 	if mem := g.members[memberID]; mem != nil {
 		u.hadTimer = m.s.Scheduled(timerKey{kind: timerMember, group: group, member: memberID})
 		u.deadline = mem.sessionDeadline
@@ -108,6 +108,9 @@ func (m *machine) revert(u *membershipUndo, g *groupState) {
 	if g == nil {
 		return
 	}
+	if !m.loaded[g.partition] {
+		return // unloaded meanwhile: the next leader replays the log
+	}
 	if g.version != u.after || (u.g == nil && m.groups[u.groupID] != g) || (u.g != nil && m.groups[u.groupID] != nil && m.groups[u.groupID] != g) {
 		m.log.Warn("share group membership changed again after a failed write; not reverted", "group", u.groupID)
 		return
@@ -141,7 +144,13 @@ func (m *machine) revert(u *membershipUndo, g *groupState) {
 	}
 	g.members = u.members
 	for id, mem := range g.members {
+		// A heartbeat that wrote nothing may have moved another
+		// member's session meanwhile: its timer stays as it is.
+		deadline := mem.sessionDeadline
 		*mem = u.values[id]
+		if id != u.memberID {
+			mem.sessionDeadline = deadline
+		}
 	}
 	g.target, g.sessions = u.target, u.sessions
 	g.version = u.before
