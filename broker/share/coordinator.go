@@ -115,6 +115,7 @@ func (c *Coordinator) Unload(partition int32) {
 			}
 			g.members, g.target, g.epoch = map[string]*member{}, map[string]assignment{}, 0
 			g.durable, g.exists = map[partKey]*snapshotValue{}, false
+			g.unloads, g.deferred = g.unloads+1, nil
 			if len(g.parts) == 0 && len(g.sessions) == 0 {
 				delete(m.groups, id)
 			}

@@ -75,6 +75,13 @@ type groupState struct {
 	// version counts the membership changes queued (machine.record): a
 	// failed write is reverted only when nothing changed since (revert.go).
 	version uint64
+	// deferred are failed operations waiting for the outcome of later
+	// ones built on them (machine.revertOne).
+	deferred []*membershipUndo
+	// unloads counts the unloads of the group's partition while the
+	// group stayed in memory (it has share partitions led here): a write
+	// failing across one is not reverted.
+	unloads uint64
 	// exists says the group was created on its coordinator (a member
 	// joined, its offsets were altered, its state was loaded), as
 	// opposed to known here only from fetches of partitions this node

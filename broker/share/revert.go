@@ -32,6 +32,7 @@ type membershipUndo struct {
 	g       *groupState // nil when the group did not exist before
 	// before and after are g.version before and after the operation.
 	before, after uint64
+	unloads       uint64 // g.unloads at the capture
 	epoch         int32
 	exists        bool
 	members       map[string]*member
@@ -57,7 +58,7 @@ func (m *machine) capture(group, memberID string) *membershipUndo {
 	if g == nil {
 		return u
 	}
-	u.g, u.before = g, g.version
+	u.g, u.before, u.unloads = g, g.version, g.unloads
 	u.epoch, u.exists = g.epoch, g.exists
 	u.members, u.values = maps.Clone(g.members), make(map[string]member, len(g.members))
 	for id, mem := range g.members {
@@ -91,6 +92,10 @@ func (m *machine) commit(u *membershipUndo, done func(code int16)) {
 		if code != 0 {
 			m.revert(u, g)
 		} else {
+			if g != nil && len(g.deferred) > 0 {
+				m.log.Warn("share group membership of a failed write kept: a later write built on it succeeded", "group", g.id)
+				g.deferred = nil
+			}
 			m.initialize(inits)
 		}
 		done(code)
@@ -98,22 +103,36 @@ func (m *machine) commit(u *membershipUndo, done func(code int16)) {
 }
 
 // revert puts g (the group after the operation, nil when there was none)
-// back as u captured it. Appends to a partition complete in order, so a
-// later operation on the group whose records were queued behind the
-// failed ones has not answered yet; but its records were built on the
-// reverted state and may still be written, so the group is only reverted
-// when no later operation changed its membership (a warning says when it
-// is not).
+// back as u captured it, and then the earlier failed operations that
+// waited for this one (revertOne).
 func (m *machine) revert(u *membershipUndo, g *groupState) {
-	if g == nil {
+	if g == nil || !m.revertOne(u, g) {
 		return
 	}
-	if !m.loaded[g.partition] {
-		return // unloaded meanwhile: the next leader replays the log
+	for n := len(g.deferred); n > 0 && g.deferred[n-1].after == g.version; n = len(g.deferred) {
+		d := g.deferred[n-1]
+		g.deferred = g.deferred[:n-1]
+		m.revertOne(d, g)
 	}
-	if g.version != u.after || (u.g == nil && m.groups[u.groupID] != g) || (u.g != nil && m.groups[u.groupID] != nil && m.groups[u.groupID] != g) {
-		m.log.Warn("share group membership changed again after a failed write; not reverted", "group", u.groupID)
-		return
+}
+
+// revertOne reverts one operation. Appends to a partition complete in
+// order, so a later operation on the group whose records were queued
+// behind the failed ones has not answered yet, and its state is built on
+// the failed one's: the failed operation then waits in g.deferred, to be
+// reverted after the later one if its write fails too (Kafka reverts
+// every uncommitted change past the failed write); if the later write
+// succeeds, what it was built on stays.
+func (m *machine) revertOne(u *membershipUndo, g *groupState) bool {
+	if !m.loaded[g.partition] || g.unloads != u.unloads {
+		return false // unloaded meanwhile: the log is replayed at a load
+	}
+	if (u.g == nil && m.groups[u.groupID] != g) || (u.g != nil && m.groups[u.groupID] != nil && m.groups[u.groupID] != g) {
+		return false // the group was deleted and created again meanwhile
+	}
+	if g.version != u.after {
+		g.deferred = append(g.deferred, u)
+		return false
 	}
 	if u.g == nil {
 		// The operation created the group: it is gone again, unless it
@@ -122,11 +141,11 @@ func (m *machine) revert(u *membershipUndo, g *groupState) {
 		for id := range g.members {
 			m.s.Cancel(timerKey{kind: timerMember, group: g.id, member: id})
 		}
-		g.members, g.target = map[string]*member{}, map[string]assignment{}
+		g.members, g.target, g.version = map[string]*member{}, map[string]assignment{}, 0
 		if len(g.parts) == 0 && len(g.sessions) == 0 && len(g.durable) == 0 && len(g.waiters) == 0 {
 			delete(m.groups, u.groupID)
 		}
-		return
+		return true
 	}
 	if m.groups[u.groupID] == nil {
 		// A deletion: the group and its share partitions come back.
@@ -161,6 +180,7 @@ func (m *machine) revert(u *membershipUndo, g *groupState) {
 			m.s.Cancel(timerKey{kind: timerMember, group: g.id, member: mem.id})
 		}
 	}
+	return true
 }
 
 // initialize sets the start of share partitions assigned for the first

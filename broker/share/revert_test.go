@@ -218,3 +218,40 @@ func TestMembershipRevertDelete(t *testing.T) {
 		t.Fatalf("durable state after the delete and a reload: %+v", sum)
 	}
 }
+
+// TestMembershipRevertChained: a join queued behind another join whose
+// write is in flight is built on it; when both writes fail, both are
+// reverted (the later first, then the earlier it waited for), as Kafka
+// reverts every uncommitted change past a failed write.
+func TestMembershipRevertChained(t *testing.T) {
+	e := newEnvWith(t, twoTopics)
+	e.subscribe("a", 0, "t")
+	before := e.membership()
+	e.store.Gate.Set(true)
+	codes := make(chan int16, 2)
+	go func() { codes <- e.subscribe("b", 0, "t").ErrorCode }()
+	for e.store.Held() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	go func() { codes <- e.subscribe("c", 0, "t").ErrorCode }()
+	for !strings.Contains(e.membership(), "c@") {
+		time.Sleep(time.Millisecond)
+	}
+	e.store.SetFail(kerr.NotLeaderForPartition)
+	e.store.Gate.Set(false)
+	for range 2 {
+		if code := <-codes; code != kerr.NotCoordinator.Code {
+			t.Fatalf("join with a failing log: %v", kerr.ErrorForCode(code))
+		}
+	}
+	if got := e.membership(); got != before {
+		t.Fatalf("after both joins failed:\n got %s\nwant %s", got, before)
+	}
+	e.store.SetFail(nil)
+	if r := e.subscribe("b", 0, "t"); r.ErrorCode != 0 || r.MemberEpoch != 2 {
+		t.Fatalf("b joins again: %+v", r)
+	}
+	if r := e.subscribe("c", 0, "t"); r.ErrorCode != 0 || r.MemberEpoch != 3 {
+		t.Fatalf("c joins again: %+v", r)
+	}
+}
