@@ -115,6 +115,7 @@ func (c *Coordinator) Unload(partition int32) {
 			}
 			g.members, g.target, g.epoch = map[string]*member{}, map[string]assignment{}, 0
 			g.durable, g.exists = map[partKey]*snapshotValue{}, false
+			g.unloads, g.deferred = g.unloads+1, nil
 			if len(g.parts) == 0 && len(g.sessions) == 0 {
 				delete(m.groups, id)
 			}
@@ -125,10 +126,12 @@ func (c *Coordinator) Unload(partition int32) {
 // Heartbeat handles ShareGroupHeartbeat.
 func (c *Coordinator) Heartbeat(ctx context.Context, client ClientInfo, req *kmsg.ShareGroupHeartbeatRequest) coord.Pending[*kmsg.ShareGroupHeartbeatResponse] {
 	p := coord.Submit(c.rt, ctx, c.rt.ShardFor(req.GroupID), func(m *machine, reply func(*kmsg.ShareGroupHeartbeatResponse)) {
+		u := m.capture(req.GroupID, req.MemberID)
 		resp := m.heartbeat(client, req)
 		// The answer waits for the membership records, as Kafka's
-		// heartbeat waits for its records to be committed.
-		m.flushMembership(func(code int16) {
+		// heartbeat waits for its records to be committed; when they
+		// cannot be written the group is as it was before.
+		m.commit(u, func(code int16) {
 			if code != 0 && resp.ErrorCode == 0 {
 				resp = kmsg.NewPtrShareGroupHeartbeatResponse()
 				resp.ErrorCode = code

@@ -32,6 +32,8 @@
 //     members.go the membership records (Kafka's ShareGroup* records of
 //     the group coordinator); load.go the replay of both when the broker
 //     comes to lead a partition.
+//   - revert.go: a membership operation whose records cannot be written
+//     puts the group back as it was (Kafka reverts its timeline).
 //
 // Kafka keeps membership with the __consumer_offsets leader and writes
 // it there; Gregor keeps it with the __share_group_state leader and

@@ -44,6 +44,11 @@ type machine struct {
 	// under way, by __share_group_state partition, written before it
 	// answers.
 	pending map[int32][]Record
+	// inits are the share partitions the operation under way assigned
+	// for the first time; their state is initialized once its membership
+	// records are written (revert.go), as Kafka initializes them after
+	// the heartbeat's records are committed.
+	inits []pendingInit
 }
 
 // groupState is one share group.
@@ -67,6 +72,16 @@ type groupState struct {
 	// round of them is in flight (see machine.flushWrites).
 	writeQ  map[partKey][]func(int16)
 	writing bool
+	// version counts the membership changes queued (machine.record): a
+	// failed write is reverted only when nothing changed since (revert.go).
+	version uint64
+	// deferred are failed operations waiting for the outcome of later
+	// ones built on them (machine.revertOne).
+	deferred []*membershipUndo
+	// unloads counts the unloads of the group's partition while the
+	// group stayed in memory (it has share partitions led here): a write
+	// failing across one is not reverted.
+	unloads uint64
 	// exists says the group was created on its coordinator (a member
 	// joined, its offsets were altered, its state was loaded), as
 	// opposed to known here only from fetches of partitions this node
@@ -86,6 +101,9 @@ type member struct {
 	clientHost string
 	subscribed []string
 	assigned   assignment
+	// sessionDeadline is when the member's session timer fires, kept so
+	// that a reverted heartbeat can put the timer back (revert.go).
+	sessionDeadline time.Time
 }
 
 // ClientInfo describes the connection a request came on.
@@ -272,7 +290,6 @@ func (m *machine) updateTarget(g *groupState, changed bool) {
 	old := g.target
 	g.target = target
 	m.recordTarget(g, old)
-	var init []partKey
 	names := map[[16]byte]string{}
 	for name, t := range topics {
 		names[t.ID] = name
@@ -284,15 +301,9 @@ func (m *machine) updateTarget(g *groupState, changed bool) {
 				if g.durable[k] != nil || names[id] == "" {
 					continue
 				}
-				if start, ok := m.startOffset(g, names[id], p); ok {
-					g.durable[k] = &snapshotValue{LeaderEpoch: -1, StartOffset: start, CreateTimestamp: m.clock.Now().UnixMilli()}
-					init = append(init, k)
-				}
+				m.inits = append(m.inits, pendingInit{g: g, key: k, topic: names[id]})
 			}
 		}
-	}
-	if len(init) > 0 {
-		m.appendDurable(g, init, func(int16) {})
 	}
 }
 
@@ -407,13 +418,30 @@ func assignSimple(members map[string]*member, topics map[string]TopicInfo) map[s
 
 // scheduleSession restarts a member's session timeout.
 func (m *machine) scheduleSession(g *groupState, mem *member) {
-	k := timerKey{kind: timerMember, group: g.id, member: mem.id}
 	timeout := time.Duration(m.groupInt(g, "share.session.timeout.ms", m.cfg.SessionTimeoutMs)) * time.Millisecond
-	m.s.Schedule(k, timeout, func() {
+	m.scheduleSessionAt(g, mem, m.clock.Now().Add(timeout))
+}
+
+// scheduleSessionAt sets a member's session to end at deadline; one
+// already past (a reverted expiry) is tried again after
+// sessionRetryBackoff rather than at once, so that a log refusing writes
+// is not retried in a loop.
+func (m *machine) scheduleSessionAt(g *groupState, mem *member, deadline time.Time) {
+	k := timerKey{kind: timerMember, group: g.id, member: mem.id}
+	mem.sessionDeadline = deadline
+	d := deadline.Sub(m.clock.Now())
+	if d <= 0 {
+		d = sessionRetryBackoff
+	}
+	m.s.Schedule(k, d, func() {
 		if cur := m.groups[g.id]; cur == g && g.members[mem.id] == mem {
 			m.log.Info("share group member session timed out", "group", g.id, "member", mem.id)
+			u := m.capture(g.id, mem.id)
+			// The timer has fired; put back, it fires again after
+			// sessionRetryBackoff to retry the expiry.
+			u.hadTimer = true
 			m.removeMember(g, mem)
-			m.flushMembership(func(int16) {})
+			m.commit(u, func(int16) {})
 		}
 	})
 }
@@ -535,32 +563,42 @@ func (m *machine) list() []GroupListing {
 // deleteGroup is one group of DeleteGroups: an empty share group is
 // deleted with its share-partition state (tombstones).
 func (m *machine) deleteGroup(id string, reply func(int16)) {
-	if code := m.owns(m.partitionOf(id)); code != 0 {
+	u := m.capture(id, "")
+	if g := m.groups[id]; g != nil {
+		u.durable, u.parts = maps.Clone(g.durable), maps.Clone(g.parts)
+	}
+	if code := m.deleteGroupRecords(id); code != 0 {
 		reply(code)
 		return
 	}
+	m.commit(u, reply)
+}
+
+// deleteGroupRecords deletes the group in memory and queues its
+// tombstones; a non-zero code says why it cannot be deleted.
+func (m *machine) deleteGroupRecords(id string) int16 {
+	if code := m.owns(m.partitionOf(id)); code != 0 {
+		return code
+	}
 	g := m.groups[id]
 	if g == nil || !g.known() {
-		reply(errGroupIDNotFound)
-		return
+		return errGroupIDNotFound
 	}
 	if len(g.members) > 0 {
-		reply(errNonEmptyGroup)
-		return
+		return errNonEmptyGroup
 	}
 	for k := range g.parts {
 		m.dropLocal(g, k)
 	}
-	keys := slices.Collect(maps.Keys(g.durable))
 	delete(m.groups, id)
+	// The share-partition state goes in the same append as the
+	// membership tombstones, so the deletion is written whole or not at
+	// all. Kafka's group coordinator deletes the state with
+	// DeleteShareGroupState; here it is this node's own.
+	for _, k := range slices.SortedFunc(maps.Keys(g.durable), comparePartKeys) {
+		m.record(g, Record{Key: snapshotKey(id, k)})
+	}
 	g.durable = map[partKey]*snapshotValue{}
 	m.record(g, groupTombstones(id)...)
-	if len(keys) == 0 {
-		m.flushMembership(reply)
-		return
-	}
-	m.flushMembership(func(int16) {})
-	// Kafka's group coordinator deletes the state with
-	// DeleteShareGroupState; here it is this node's own.
-	m.appendDurable(g, keys, reply)
+	return 0
 }

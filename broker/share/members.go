@@ -141,9 +141,10 @@ func groupTombstones(group string) []Record {
 }
 
 // record queues a membership record of g; the operation under way writes
-// the queued records with flushMembership before it answers.
+// the queued records with commit (revert.go) before it answers.
 func (m *machine) record(g *groupState, recs ...Record) {
 	m.pending[g.partition] = append(m.pending[g.partition], recs...)
+	g.version++
 }
 
 // flushMembership appends the queued membership records and calls done

@@ -30,6 +30,12 @@ type inflight struct {
 	deliveries int16
 	member     string    // the holder while ACQUIRED
 	deadline   time.Time // when an ACQUIRED record's lock expires
+	// writing marks a record an acknowledgement released while its
+	// write is in flight: no one acquires it until the write is done,
+	// so that a failed write can give it back to its member (Kafka's
+	// SharePartition does not acquire a record with a state transition
+	// in progress).
+	writing bool
 }
 
 // Batch describes one record batch read from the partition's log, in
@@ -127,7 +133,7 @@ func (ps *partitionState) acquire(batches []Batch, member string, maxRecords int
 			}
 			if off < ps.end {
 				r := ps.recs[off]
-				if r == nil || r.state != stateAvailable {
+				if r == nil || r.state != stateAvailable || r.writing {
 					continue
 				}
 				if r.deliveries >= limit {
@@ -219,6 +225,7 @@ func (ps *partitionState) acknowledge(first, last int64, types []int8, limit int
 			r.state, r.member = stateAcknowledged, ""
 		case t == ackRelease:
 			ps.releaseOne(r, limit)
+			r.writing = r.state == stateAvailable
 		case t == ackReject:
 			r.state, r.member = stateArchived, ""
 		case t == ackRenew:
@@ -251,6 +258,9 @@ func (ps *partitionState) rollback(undo []undoRec) bool {
 		case now == nil && u.off < start: // the start offset moved past it
 		case now != nil && now == u.cur && *now == u.after:
 		default:
+			if now != nil && now == u.cur {
+				now.writing = false
+			}
 			continue
 		}
 		if u.prev == nil {
@@ -266,6 +276,19 @@ func (ps *partitionState) rollback(undo []undoRec) bool {
 		ps.advance()
 	}
 	return changed
+}
+
+// written ends the hold on the records an acknowledgement released, its
+// write done; it reports whether any was held.
+func (ps *partitionState) written(undo []undoRec) bool {
+	released := false
+	for _, u := range undo {
+		if r := ps.recs[u.off]; r != nil && r == u.cur && r.writing {
+			r.writing = false
+			released = true
+		}
+	}
+	return released
 }
 
 // releaseOne makes an acquired record available again, or archives it once

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
@@ -124,9 +125,10 @@ func TestAckRollbackPersister(t *testing.T) {
 	}
 }
 
-// TestRollbackKeepsNewerChanges: a rollback does not take back a released
-// record another member acquired meanwhile, nor bring back records below
-// a log start offset that moved past them.
+// TestRollbackKeepsNewerChanges: records an acknowledgement released are
+// not acquired by another member while its write is in flight, and a
+// rollback does not bring back records below a log start offset that
+// moved past them.
 func TestRollbackKeepsNewerChanges(t *testing.T) {
 	ps := newPartitionState("t", 0, 0)
 	now := coordtest.NewFakeClock().Now()
@@ -135,14 +137,62 @@ func TestRollbackKeepsNewerChanges(t *testing.T) {
 		t.Fatalf("acquire: %v", got)
 	}
 	undo := ps.acknowledge(0, 5, []int8{ackRelease}, 5, now)
-	if got, _ := ps.acquire([]Batch{{First: 4, Last: 5}}, "b", 2, true, 100, 5, now); !slices.Equal(got, []Acquired{{4, 5, 2}}) {
-		t.Fatalf("b: %v", got)
+	if got, _ := ps.acquire([]Batch{{First: 4, Last: 5}}, "b", 2, true, 100, 5, now); len(got) != 0 {
+		t.Fatalf("b acquired %v of records whose release is being written", got)
 	}
 	ps.skipTo(2) // records 0-1 deleted from the log
 	if !ps.rollback(undo) {
 		t.Fatal("nothing rolled back")
 	}
-	if ps.start != 2 || ps.recs[2].member != "a" || ps.recs[3].member != "a" || ps.recs[4].member != "b" || ps.recs[5].member != "b" || ps.recs[0] != nil {
-		t.Fatalf("after rollback: start %d, %+v %+v %+v %+v", ps.start, ps.recs[2], ps.recs[3], ps.recs[4], ps.recs[5])
+	if ps.start != 2 || ps.recs[0] != nil {
+		t.Fatalf("after rollback: start %d, %+v", ps.start, ps.recs[0])
+	}
+	for off := int64(2); off <= 5; off++ {
+		if r := ps.recs[off]; r.member != "a" || r.state != stateAcquired || r.writing {
+			t.Fatalf("after rollback, offset %d: %+v", off, r)
+		}
+	}
+	// Released again and written, they go to b.
+	undo = ps.acknowledge(2, 5, []int8{ackRelease}, 5, now)
+	if !ps.written(undo) {
+		t.Fatal("nothing held")
+	}
+	if got, _ := ps.acquire([]Batch{{First: 2, Last: 5}}, "b", 4, true, 100, 5, now); !slices.Equal(got, []Acquired{{2, 5, 2}}) {
+		t.Fatalf("b after the write: %v", got)
+	}
+}
+
+// TestReleaseHeldUntilWritten: records a member released are handed to
+// another member only once the release is written (Kafka's
+// SharePartition acquires no record whose state transition is in
+// progress), and a fetch waiting for them is woken then.
+func TestReleaseHeldUntilWritten(t *testing.T) {
+	e := newEnv(t)
+	e.join("a")
+	e.join("b")
+	if _, got := e.fetch("a", 0, 4, 4); !slices.Equal(got, []Acquired{{0, 3, 1}}) {
+		t.Fatalf("a: %v", got)
+	}
+	e.store.Gate.Set(true)
+	done := make(chan int16, 1)
+	go func() {
+		_, code := e.ackNow("a", 1, e.ack(0, 3, ackRelease))
+		done <- code
+	}()
+	for e.store.Held() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	if _, got := e.fetch("b", 0, 4, 4); len(got) != 0 {
+		t.Fatalf("b acquired %v while the release was being written", got)
+	}
+	if st := e.state(); st.InFlight["AVAILABLE"] != 4 {
+		t.Fatalf("while the release is written: %+v", st)
+	}
+	e.store.Gate.Set(false)
+	if code := <-done; code != 0 {
+		t.Fatalf("release: %v", kerr.ErrorForCode(code))
+	}
+	if _, got := e.fetch("b", 0, 4, 4); !slices.Equal(got, []Acquired{{0, 3, 2}}) {
+		t.Fatalf("b after the write: %v", got)
 	}
 }

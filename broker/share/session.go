@@ -187,7 +187,9 @@ func (m *machine) finishFetch(g *groupState, changed []partKey, undo []ackUndo, 
 		return
 	}
 	m.persist(g, changed, func(code int16) {
-		if code != 0 {
+		if code == 0 {
+			m.written(g, undo)
+		} else {
 			m.rollback(g, undo)
 			for ref := range plan.AckErrors {
 				if plan.AckErrors[ref] == 0 {
@@ -219,6 +221,17 @@ func (m *machine) rollback(g *groupState, undo []ackUndo) {
 		m.log.Info("share acknowledgement rolled back after a failed write", "group", g.id, "topic", u.ps.topic, "partition", u.k.partition)
 		m.scheduleLocks(g, u.k)
 		m.wake(g, u.k)
+	}
+}
+
+// written makes the records acknowledgements released available to
+// other members once their write is done, and wakes the fetches waiting
+// for them.
+func (m *machine) written(g *groupState, undo []ackUndo) {
+	for _, u := range undo {
+		if g.parts[u.k] == u.ps && u.ps.written(u.recs) {
+			m.wake(g, u.k)
+		}
 	}
 }
 
@@ -402,7 +415,9 @@ func (m *machine) acknowledge(req AckStart, reply func(int16, map[PartitionRef]i
 		return
 	}
 	m.persist(g, changed, func(code int16) {
-		if code != 0 {
+		if code == 0 {
+			m.written(g, undo)
+		} else {
 			m.rollback(g, undo)
 			for ref := range codes {
 				if codes[ref] == 0 {
