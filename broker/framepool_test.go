@@ -148,3 +148,52 @@ func TestFramePoolEmptiesWhenIdle(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 }
+
+// TestFramePoolHoldsManyPartitionWorkingSet replays the produce frame
+// sizes measured at 1,000 partitions (gregor perf produce --partitions
+// 1000, idempotent, acks=all: frames of 3 to 17 MB) through the pool, each buffer grown as readBody grows it and
+// given back a few frames later, as the answers are written. Once the
+// first round has filled it, the pool must serve every frame: with the
+// earlier 32 MiB bound half of these frames missed, and each miss cost
+// its zeroing, the copies of doubling and fresh pages (15% of the
+// broker's CPU per GiB at 1,000 partitions, docs/performance.md).
+func TestFramePoolHoldsManyPartitionWorkingSet(t *testing.T) {
+	framePool.mu.Lock()
+	for i := range framePool.free {
+		framePool.free[i] = nil
+	}
+	framePool.bytes = 0
+	framePool.mu.Unlock()
+
+	sizesKiB := []int{14660, 17330, 3325, 3327, 7468, 6446, 12596, 6768, 5936, 11279}
+	const inFlight = 1 // the next frame is read while one is answered
+	var held [][]byte
+	misses := 0
+	for round := range 4 {
+		for _, kib := range sizesKiB {
+			n := kib << 10
+			b := getFrameBuf(n)
+			if b == nil {
+				if round > 0 {
+					misses++
+				}
+				c := firstFrameCap
+				for c < n {
+					c = growFrameCap(c, n)
+				}
+				b = make([]byte, 0, c)
+			}
+			held = append(held, b[:n])
+			if len(held) > inFlight {
+				putFrameBuf(held[0])
+				held = held[1:]
+			}
+		}
+	}
+	for _, b := range held {
+		putFrameBuf(b)
+	}
+	if misses > 0 {
+		t.Errorf("%d of %d frames missed the pool after the first round", misses, 3*len(sizesKiB))
+	}
+}
