@@ -76,6 +76,9 @@ var groupConfigDefs = []groupConfigDef{
 	{"streams.initial.rebalance.delay.ms", config.TypeInt, intIn(0, 1<<31-1),
 		func(c *config.Broker) string { return strconv.Itoa(int(c.GroupStreamsInitialRebalanceDelay)) },
 		"How long the first assignment of the streams group waits for more members."},
+	{"streams.assignment.interval.ms", config.TypeInt, intIn(0, 1<<31-1),
+		func(c *config.Broker) string { return strconv.Itoa(int(c.GroupStreamsAssignmentIntervalMs)) },
+		"The least time between two target assignments of the streams group."},
 }
 
 // groupConfigBounds are the group configs whose bounds are broker configs,
@@ -89,6 +92,9 @@ var groupConfigBounds = map[string]func(c *config.Broker) (lo, hi int64){
 	},
 	"streams.num.standby.replicas": func(c *config.Broker) (int64, int64) {
 		return 0, int64(c.GroupStreamsMaxStandbyReplicas)
+	},
+	"streams.assignment.interval.ms": func(c *config.Broker) (int64, int64) {
+		return int64(c.GroupStreamsMinAssignmentIntervalMs), int64(c.GroupStreamsMaxAssignmentIntervalMs)
 	},
 }
 
@@ -164,7 +170,7 @@ func (s *Server) groupConfigLookup(group, name string) (string, bool) {
 // streamsGroupOverrides are a streams group's group configs, for the group
 // coordinator; it calls this on its shards, so it only reads the image.
 func (s *Server) streamsGroupOverrides(id string) group.StreamsGroupOverrides {
-	o := group.StreamsGroupOverrides{NumStandbyReplicas: -1, InitialRebalanceDelayMs: -1}
+	o := group.StreamsGroupOverrides{NumStandbyReplicas: -1, InitialRebalanceDelayMs: -1, AssignmentIntervalMs: -1}
 	over := s.meta.Image().GroupConfigs(id)
 	if len(over) == 0 {
 		return o
@@ -188,6 +194,9 @@ func (s *Server) streamsGroupOverrides(id string) group.StreamsGroupOverrides {
 	}
 	if n, ok := num("streams.initial.rebalance.delay.ms"); ok {
 		o.InitialRebalanceDelayMs = n
+	}
+	if n, ok := num("streams.assignment.interval.ms"); ok {
+		o.AssignmentIntervalMs = n
 	}
 	return o
 }

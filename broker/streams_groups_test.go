@@ -91,7 +91,12 @@ func streamsHeartbeat(t *testing.T, cl *kgo.Broker, member string, epoch int32, 
 // "streams" and survives a restart of the broker.
 func TestStreamsGroupWire(t *testing.T) {
 	dir := t.TempDir()
-	noDelay := func(c *config.Broker) { c.GroupStreamsInitialRebalanceDelay = 0 }
+	// The first heartbeat computes an (empty) target assignment; without
+	// an assignment interval the second one assigns at once.
+	noDelay := func(c *config.Broker) {
+		c.GroupStreamsInitialRebalanceDelay = 0
+		c.GroupStreamsAssignmentIntervalMs = 0
+	}
 	ts := startServer(t, dir, noDelay)
 	createTopic(t, ts.admin(t), "sw-in", 3, nil)
 	cl := ts.client(t)

@@ -182,6 +182,11 @@ type Broker struct {
 	GroupStreamsTaskOffsetIntervalMs   int32
 	GroupStreamsAcceptableRecoveryLag  int64
 	GroupStreamsInitialRebalanceDelay  int32
+	// group.streams.assignment.interval.ms and its bounds for the
+	// group-level streams.assignment.interval.ms.
+	GroupStreamsAssignmentIntervalMs    int32
+	GroupStreamsMinAssignmentIntervalMs int32
+	GroupStreamsMaxAssignmentIntervalMs int32
 	// Share groups (KIP-932), broker/share.
 	GroupShareSessionTimeoutMs              int32
 	GroupShareHeartbeatIntervalMs           int32
@@ -482,6 +487,8 @@ func (b *Broker) checkRelations(props map[string]string) error {
 			b.GroupStreamsHeartbeatIntervalMs, b.GroupStreamsMinHeartbeatIntervalMs, b.GroupStreamsMaxHeartbeatIntervalMs},
 		{"group.streams.num.standby.replicas", "", "group.streams.max.standby.replicas",
 			b.GroupStreamsNumStandbyReplicas, 0, b.GroupStreamsMaxStandbyReplicas},
+		{"group.streams.assignment.interval.ms", "group.streams.min.assignment.interval.ms", "group.streams.max.assignment.interval.ms",
+			b.GroupStreamsAssignmentIntervalMs, b.GroupStreamsMinAssignmentIntervalMs, b.GroupStreamsMaxAssignmentIntervalMs},
 	} {
 		if c.lo > c.hi {
 			return invalid(c.minName, props[c.minName], "must not exceed %s (%d)", c.maxName, c.hi)

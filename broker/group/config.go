@@ -76,6 +76,10 @@ type Config struct {
 	// group.streams.initial.rebalance.delay.ms: how long the first target
 	// assignment of an empty group waits for more members.
 	StreamsGroupInitialRebalanceDelayMs int32
+	// StreamsGroupAssignmentIntervalMs is
+	// group.streams.assignment.interval.ms: the least time between two
+	// target assignments of a streams group.
+	StreamsGroupAssignmentIntervalMs int32
 	// StreamsGroupConfig returns a streams group's group-level overrides
 	// (streams.session.timeout.ms, streams.heartbeat.interval.ms,
 	// streams.num.standby.replicas); nil means none. It is called on the
@@ -134,17 +138,21 @@ func DefaultConfig() Config {
 		StreamsGroupAcceptableRecoveryLag: 10000,
 
 		StreamsGroupInitialRebalanceDelayMs: 3000,
+		StreamsGroupAssignmentIntervalMs:    1000,
 	}
 }
 
 // StreamsGroupOverrides are a streams group's group configs; a zero or
-// negative field (-1 for standby replicas and the initial delay) means the
-// broker's value.
+// negative field (-1 for standby replicas, the initial delay and the
+// assignment interval) means the broker's value.
 type StreamsGroupOverrides struct {
 	SessionTimeoutMs        int32
 	HeartbeatIntervalMs     int32
 	NumStandbyReplicas      int32
 	InitialRebalanceDelayMs int32
+	// AssignmentIntervalMs is streams.assignment.interval.ms; -1 means
+	// the broker's.
+	AssignmentIntervalMs int32
 }
 
 func (c Config) validate() error {
@@ -183,6 +191,8 @@ func (c Config) validate() error {
 		return fmt.Errorf("group.streams.max.size %d must be positive", c.StreamsGroupMaxSize)
 	case c.StreamsGroupInitialRebalanceDelayMs < 0:
 		return fmt.Errorf("group.streams.initial.rebalance.delay.ms %d must not be negative", c.StreamsGroupInitialRebalanceDelayMs)
+	case c.StreamsGroupAssignmentIntervalMs < 0:
+		return fmt.Errorf("group.streams.assignment.interval.ms %d must not be negative", c.StreamsGroupAssignmentIntervalMs)
 	case c.StreamsGroupNumStandbyReplicas < 0:
 		return fmt.Errorf("group.streams.num.standby.replicas %d must not be negative", c.StreamsGroupNumStandbyReplicas)
 	}

@@ -269,10 +269,13 @@ func ownedTasksOf(req *kmsg.StreamsGroupHeartbeatRequest) *tasksTuple {
 // group's overrides.
 type streamsSettings struct {
 	sessionTimeoutMs, heartbeatIntervalMs, standbys, initialDelayMs int32
+	// assignmentIntervalMs is group.streams.assignment.interval.ms: the
+	// least time between two target assignments.
+	assignmentIntervalMs int32
 }
 
 func (m *machine) streamsSettings(group string) streamsSettings {
-	s := streamsSettings{m.cfg.StreamsGroupSessionTimeoutMs, m.cfg.StreamsGroupHeartbeatIntervalMs, m.cfg.StreamsGroupNumStandbyReplicas, m.cfg.StreamsGroupInitialRebalanceDelayMs}
+	s := streamsSettings{m.cfg.StreamsGroupSessionTimeoutMs, m.cfg.StreamsGroupHeartbeatIntervalMs, m.cfg.StreamsGroupNumStandbyReplicas, m.cfg.StreamsGroupInitialRebalanceDelayMs, m.cfg.StreamsGroupAssignmentIntervalMs}
 	if m.cfg.StreamsGroupConfig == nil {
 		return s
 	}
@@ -289,7 +292,17 @@ func (m *machine) streamsSettings(group string) streamsSettings {
 	if o.InitialRebalanceDelayMs >= 0 {
 		s.initialDelayMs = o.InitialRebalanceDelayMs
 	}
+	if o.AssignmentIntervalMs >= 0 {
+		s.assignmentIntervalMs = o.AssignmentIntervalMs
+	}
 	return s
+}
+
+// canComputeStreamsTarget is Kafka 4.4's canComputeNextTargetAssignment:
+// a group that never had a target assignment, or has no interval, gets
+// one at once; else once the interval since the last one has passed.
+func canComputeStreamsTarget(lastMs int64, intervalMs int32, nowMs int64) bool {
+	return lastMs == 0 || intervalMs == 0 || nowMs >= lastMs+int64(intervalMs)
 }
 
 // streamsHeartbeat is a heartbeat of a member joining (epoch 0) or in the
@@ -497,10 +510,15 @@ func (m *machine) streamsHeartbeat(p *partitionState, ci ClientInfo, req *kmsg.S
 	g.members[updated.id] = updated
 
 	// 2. The target assignment, unless it is delayed.
-	delayed := false
+	delayed, batched := false, false
 	if g.epoch > g.assignmentEpoch {
 		if g.assignDelayUntil > m.nowMs() {
 			delayed = true
+		} else if !canComputeStreamsTarget(g.assignmentTimestampMs, settings.assignmentIntervalMs, m.nowMs()) {
+			// Kafka 4.4 spaces target assignments apart: members
+			// reconcile to the last one (joiners get nothing yet) and the
+			// first heartbeat after the interval computes the next.
+			batched = true
 		} else {
 			op.begin()
 			g.assignDelayUntil = 0
@@ -576,6 +594,9 @@ func (m *machine) streamsHeartbeat(p *partitionState, ci ClientInfo, req *kmsg.S
 	}
 	if delayed {
 		addStatus(statusAssignmentDelayed, "Assignment delayed due to the configured initial rebalance delay.")
+	}
+	if batched {
+		addStatus(statusAssignmentDelayed, "Assignment delayed due to the configured assignment interval.")
 	}
 	if g.shutdownRequester != "" {
 		addStatus(statusShutdownApplication, fmt.Sprintf("Streams group member %s encountered a fatal error and requested a shutdown for the entire application.", g.shutdownRequester))
@@ -653,7 +674,8 @@ func (m *machine) computeStreamsTarget(op *streamsOp) {
 	}
 	g.target = target
 	g.assignmentEpoch = g.epoch
-	op.recs = append(op.recs, sgTargetEpochRecord(g, m.nowMs()))
+	g.assignmentTimestampMs = m.nowMs()
+	op.recs = append(op.recs, sgTargetEpochRecord(g, g.assignmentTimestampMs))
 	m.log.Debug("computed streams group target assignment", "group", g.id, "epoch", g.epoch, "members", len(target))
 }
 
@@ -968,6 +990,14 @@ func (m *machine) scheduleStreamsAssign(g *streamsGroup, delayMs int32) {
 		}
 		g.assignDelayUntil = 0
 		if len(g.members) == 0 || g.configured == nil || g.epoch <= g.assignmentEpoch {
+			return
+		}
+		// A group that emptied and refilled within the assignment
+		// interval waits for the rest of it.
+		interval := m.streamsSettings(g.id).assignmentIntervalMs
+		if now := m.nowMs(); !canComputeStreamsTarget(g.assignmentTimestampMs, interval, now) {
+			g.assignDelayUntil = g.assignmentTimestampMs + int64(interval)
+			m.scheduleStreamsAssign(g, int32(g.assignDelayUntil-now))
 			return
 		}
 		// The members already moved to the group epoch without tasks: a

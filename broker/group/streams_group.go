@@ -343,6 +343,10 @@ type streamsGroup struct {
 	// group is due (group.streams.initial.rebalance.delay.ms); 0 when
 	// none is pending. Kept in memory only, as Kafka's timer.
 	assignDelayUntil int64
+	// assignmentTimestampMs is when the target assignment was last
+	// computed (0 never): the next waits for
+	// group.streams.assignment.interval.ms after it, as Kafka 4.4.
+	assignmentTimestampMs int64
 
 	seq uint64
 	offsetStore

@@ -92,11 +92,11 @@ func replayStreams(lp *loadedPartition, partition int32, version int16, r Record
 			return fail(err)
 		}
 	case sgTargetMetadataKeyVersion:
-		epoch, err := decodeSGTargetEpoch(r.Value)
+		epoch, ts, err := decodeSGTargetEpoch(r.Value)
 		if err != nil {
 			return fail(err)
 		}
-		g.assignmentEpoch = epoch
+		g.assignmentEpoch, g.assignmentTimestampMs = epoch, ts
 	case sgTargetMemberKeyVersion:
 		t, err := decodeSGTargetMember(r.Value)
 		if err != nil {

@@ -3,6 +3,7 @@ package group
 import (
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 	"strconv"
 )
@@ -364,11 +365,30 @@ func sgTargetEpochRecord(g *streamsGroup, nowMs int64) Record {
 	return Record{Key: key(sgTargetMetadataKeyVersion, g.id), Value: e.b}
 }
 
-func decodeSGTargetEpoch(b []byte) (int32, error) {
+// decodeSGTargetEpoch reads the assignment epoch and the time the target
+// assignment was computed (tagged field 0, 0 when absent), which spaces
+// the next one (group.streams.assignment.interval.ms).
+func decodeSGTargetEpoch(b []byte) (epoch int32, timestampMs int64, err error) {
 	d := valueDecoder(b)
-	epoch := d.i32()
-	d.tags()
-	return epoch, d.done()
+	epoch = d.i32()
+	n := d.uvarint()
+	for i := uint64(0); i < n && d.err == nil; i++ {
+		tag := d.uvarint()
+		size := d.uvarint()
+		if size > math.MaxInt32 {
+			d.fail(errShortRecord)
+			break
+		}
+		field := d.take(int(size))
+		if tag == 0 && d.err == nil {
+			f := &decoder{b: field}
+			timestampMs = f.i64()
+			if f.err != nil {
+				d.fail(f.err)
+			}
+		}
+	}
+	return epoch, timestampMs, d.done()
 }
 
 func sgTargetMemberRecord(group, member string, t tasksTuple) Record {

@@ -37,11 +37,13 @@ func streamsTestTopology() *kmsg.StreamsGroupHeartbeatRequestTopology {
 	return &t
 }
 
-// streamsConfig is the test config without the initial rebalance delay,
-// so that tasks come on the first heartbeats.
+// streamsConfig is the test config without the initial rebalance delay
+// and the assignment interval, so that tasks come on the first
+// heartbeats.
 func streamsConfig() Config {
 	cfg := testConfig()
 	cfg.StreamsGroupInitialRebalanceDelayMs = 0
+	cfg.StreamsGroupAssignmentIntervalMs = 0
 	return cfg
 }
 
@@ -583,6 +585,52 @@ func TestStreamsInitialRebalanceDelay(t *testing.T) {
 	b.heartbeat(t)
 	if a.owned.active.size() != 4 || b.owned.active.size() != 4 || len(a.last.Status) != 0 {
 		t.Fatalf("after the delay: a %s b %s status %v", showTasks(a.owned.active), showTasks(b.owned.active), a.last.Status)
+	}
+}
+
+// TestStreamsAssignmentInterval: after a target assignment the next waits
+// group.streams.assignment.interval.ms, as Kafka 4.4: a member joining
+// meanwhile gets no tasks and the ASSIGNMENT_DELAYED status, the others
+// keep theirs, and the first heartbeat after the interval reassigns.
+func TestStreamsAssignmentInterval(t *testing.T) {
+	cfg := streamsConfig()
+	cfg.StreamsGroupAssignmentIntervalMs = 1000
+	h := newHarness(t, cfg)
+	h.topics.set("in:4,app-rep:4,app-store-changelog:4")
+	h.c.TopicsChanged()
+	a := newStreamsClient(h, "app", "a", "p1")
+	if r := a.heartbeat(t); r.ErrorCode != 0 || len(r.Status) != 0 || a.owned.active.size() != 8 {
+		t.Fatalf("first member: error %d status %v tasks %s", r.ErrorCode, r.Status, showTasks(a.owned.active))
+	}
+	first := a.epoch
+	h.advance(400 * time.Millisecond)
+	b := newStreamsClient(h, "app", "b", "p2")
+	delayed := []int8{statusAssignmentDelayed}
+	r := b.heartbeat(t)
+	if r.ErrorCode != 0 || !slices.Equal(statusCodes(r), delayed) || b.owned.size() != 0 || r.MemberEpoch != first {
+		t.Fatalf("b within the interval: error %d epoch %d status %v tasks %v", r.ErrorCode, r.MemberEpoch, r.Status, b.owned)
+	}
+	if r.Status[0].StatusDetail != "Assignment delayed due to the configured assignment interval." {
+		t.Errorf("status detail %q", r.Status[0].StatusDetail)
+	}
+	h.advance(599 * time.Millisecond)
+	r = a.heartbeat(t)
+	if !slices.Equal(statusCodes(r), delayed) || a.owned.active.size() != 8 || a.epoch != first {
+		t.Fatalf("a 999 ms after the assignment: epoch %d status %v tasks %s", a.epoch, r.Status, showTasks(a.owned.active))
+	}
+	d := h.c.StreamsGroupDescribe(context.Background(), []string{"app"}, 0, false)()[0]
+	if d.AssignmentEpoch != first || d.Epoch <= first {
+		t.Fatalf("describe within the interval: group epoch %d assignment epoch %d", d.Epoch, d.AssignmentEpoch)
+	}
+	h.advance(time.Millisecond)
+	r = a.heartbeat(t) // the interval has passed: a new target, a revokes half
+	if len(r.Status) != 0 || a.owned.active.size() != 4 {
+		t.Fatalf("a after the interval: status %v tasks %s", r.Status, showTasks(a.owned.active))
+	}
+	a.heartbeat(t)
+	b.heartbeat(t)
+	if b.owned.active.size() != 4 || a.owned.active.containsAny(b.owned.active) || len(b.last.Status) != 0 {
+		t.Fatalf("b after the interval: a %s b %s status %v", showTasks(a.owned.active), showTasks(b.owned.active), b.last.Status)
 	}
 }
 
