@@ -31,6 +31,34 @@ type groupConfigDef struct {
 	doc   string
 }
 
+// groupConfigList splits a list config as Kafka's ConfigDef: comma separated,
+// blanks around items trimmed, empty for a blank value.
+func groupConfigList(v string) []string {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return []string{}
+	}
+	out := strings.Split(v, ",")
+	for i := range out {
+		out[i] = strings.TrimSpace(out[i])
+	}
+	return out
+}
+
+// distinctList is Kafka's ValidList.anyNonDuplicateValues(true, false):
+// any items, none twice.
+func distinctList(v string) bool {
+	items := groupConfigList(v)
+	seen := make(map[string]bool, len(items))
+	for _, s := range items {
+		if seen[s] {
+			return false
+		}
+		seen[s] = true
+	}
+	return true
+}
+
 func intIn(lo, hi int64) func(string) bool {
 	return func(v string) bool {
 		n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 32)
@@ -79,6 +107,9 @@ var groupConfigDefs = []groupConfigDef{
 	{"streams.assignment.interval.ms", config.TypeInt, intIn(0, 1<<31-1),
 		func(c *config.Broker) string { return strconv.Itoa(int(c.GroupStreamsAssignmentIntervalMs)) },
 		"The least time between two target assignments of the streams group."},
+	{"streams.rack.aware.assignment.tags", config.TypeList, distinctList,
+		func(c *config.Broker) string { return strings.Join(c.GroupStreamsRackAwareAssignmentTags, ",") },
+		"Client tag keys every member of the streams group must set."},
 }
 
 // groupConfigBounds are the group configs whose bounds are broker configs,
@@ -131,7 +162,11 @@ func (s *Server) alterGroupConfigs(name string, ops []configOp, validateOnly boo
 					return kerrMsg(kerr.InvalidConfig, fmt.Sprintf("%s must be between %d and %d", o.name, lo, hi))
 				}
 			}
-			v := strings.ToLower(strings.TrimSpace(*o.value))
+			// List items (client tag keys) keep their case.
+			v := strings.TrimSpace(*o.value)
+			if d.typ != config.TypeList {
+				v = strings.ToLower(v)
+			}
 			set[o.name] = &v
 		case opDelete:
 			set[o.name] = nil
@@ -197,6 +232,9 @@ func (s *Server) streamsGroupOverrides(id string) group.StreamsGroupOverrides {
 	}
 	if n, ok := num("streams.assignment.interval.ms"); ok {
 		o.AssignmentIntervalMs = n
+	}
+	if v, ok := over["streams.rack.aware.assignment.tags"]; ok {
+		o.RackAwareAssignmentTags = groupConfigList(v)
 	}
 	return o
 }

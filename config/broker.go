@@ -187,6 +187,9 @@ type Broker struct {
 	GroupStreamsAssignmentIntervalMs    int32
 	GroupStreamsMinAssignmentIntervalMs int32
 	GroupStreamsMaxAssignmentIntervalMs int32
+	// group.streams.rack.aware.assignment.tags: client tag keys streams
+	// members must set.
+	GroupStreamsRackAwareAssignmentTags []string
 	// Share groups (KIP-932), broker/share.
 	GroupShareSessionTimeoutMs              int32
 	GroupShareHeartbeatIntervalMs           int32

@@ -80,6 +80,11 @@ type Config struct {
 	// group.streams.assignment.interval.ms: the least time between two
 	// target assignments of a streams group.
 	StreamsGroupAssignmentIntervalMs int32
+	// StreamsGroupRackAwareAssignmentTags is
+	// group.streams.rack.aware.assignment.tags: client tag keys every
+	// member is told to set (MISSING_CLIENT_TAGS); the assignor does not
+	// use them, as Kafka 4.4's.
+	StreamsGroupRackAwareAssignmentTags []string
 	// StreamsGroupConfig returns a streams group's group-level overrides
 	// (streams.session.timeout.ms, streams.heartbeat.interval.ms,
 	// streams.num.standby.replicas); nil means none. It is called on the
@@ -153,6 +158,9 @@ type StreamsGroupOverrides struct {
 	// AssignmentIntervalMs is streams.assignment.interval.ms; -1 means
 	// the broker's.
 	AssignmentIntervalMs int32
+	// RackAwareAssignmentTags is streams.rack.aware.assignment.tags; nil
+	// means the broker's, an empty slice none.
+	RackAwareAssignmentTags []string
 }
 
 func (c Config) validate() error {

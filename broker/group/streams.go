@@ -272,10 +272,13 @@ type streamsSettings struct {
 	// assignmentIntervalMs is group.streams.assignment.interval.ms: the
 	// least time between two target assignments.
 	assignmentIntervalMs int32
+	// rackTags are group.streams.rack.aware.assignment.tags: client tags
+	// every member must have (MISSING_CLIENT_TAGS otherwise).
+	rackTags []string
 }
 
 func (m *machine) streamsSettings(group string) streamsSettings {
-	s := streamsSettings{m.cfg.StreamsGroupSessionTimeoutMs, m.cfg.StreamsGroupHeartbeatIntervalMs, m.cfg.StreamsGroupNumStandbyReplicas, m.cfg.StreamsGroupInitialRebalanceDelayMs, m.cfg.StreamsGroupAssignmentIntervalMs}
+	s := streamsSettings{m.cfg.StreamsGroupSessionTimeoutMs, m.cfg.StreamsGroupHeartbeatIntervalMs, m.cfg.StreamsGroupNumStandbyReplicas, m.cfg.StreamsGroupInitialRebalanceDelayMs, m.cfg.StreamsGroupAssignmentIntervalMs, m.cfg.StreamsGroupRackAwareAssignmentTags}
 	if m.cfg.StreamsGroupConfig == nil {
 		return s
 	}
@@ -294,6 +297,9 @@ func (m *machine) streamsSettings(group string) streamsSettings {
 	}
 	if o.AssignmentIntervalMs >= 0 {
 		s.assignmentIntervalMs = o.AssignmentIntervalMs
+	}
+	if o.RackAwareAssignmentTags != nil {
+		s.rackTags = o.RackAwareAssignmentTags
 	}
 	return s
 }
@@ -491,13 +497,17 @@ func (m *machine) streamsHeartbeat(p *partitionState, ci ClientInfo, req *kmsg.S
 		op.recs = append(op.recs, sgMemberRecord(g.id, updated))
 		bump = true
 	}
-	if configured.hash != g.metadataHash || validated != g.validatedTopologyEpoch || settings.standbys != g.standbyReplicas {
+	// The assignment configs (standbys, rack tags) are kept with the
+	// epoch; a change recomputes the assignment, as Kafka's
+	// lastAssignmentConfigs.
+	rackTags := strings.Join(settings.rackTags, ",")
+	if configured.hash != g.metadataHash || validated != g.validatedTopologyEpoch || settings.standbys != g.standbyReplicas || rackTags != g.rackAwareTags {
 		bump = true
 	}
 	if bump {
 		op.begin()
 		g.epoch++
-		g.metadataHash, g.validatedTopologyEpoch, g.standbyReplicas = configured.hash, validated, settings.standbys
+		g.metadataHash, g.validatedTopologyEpoch, g.standbyReplicas, g.rackAwareTags = configured.hash, validated, settings.standbys, rackTags
 		op.recs = append(op.recs, sgEpochRecord(g))
 		m.log.Debug("bumped streams group epoch", "group", g.id, "epoch", g.epoch)
 		// The first member of an empty group: the first assignment waits
@@ -600,6 +610,19 @@ func (m *machine) streamsHeartbeat(p *partitionState, ci ClientInfo, req *kmsg.S
 	}
 	if g.shutdownRequester != "" {
 		addStatus(statusShutdownApplication, fmt.Sprintf("Streams group member %s encountered a fatal error and requested a shutdown for the entire application.", g.shutdownRequester))
+	}
+	// Kafka 4.4's assignor does not use the tags; it only tells members
+	// (v1+ heartbeats) which listed ones they lack.
+	if req.Version >= 1 {
+		var missing []string
+		for _, tag := range settings.rackTags {
+			if _, ok := next.clientTags[tag]; !ok {
+				missing = append(missing, tag)
+			}
+		}
+		if len(missing) > 0 {
+			addStatus(statusMissingClientTags, fmt.Sprintf("Missing required client tags for rack-aware standby assignment: [%s]. Configure them via 'client.tag.<tagKey>' in your Streams config.", strings.Join(missing, ", ")))
+		}
 	}
 	r.Status = status
 	return op, out, nil

@@ -323,7 +323,10 @@ type streamsGroup struct {
 	// standbyReplicas is the num.standby.replicas the target assignment
 	// was computed with (the record's LastAssignmentConfigs).
 	standbyReplicas int32
-	topology        *streamsTopology
+	// rackAwareTags is the rack.aware.assignment.tags the target
+	// assignment was computed with, joined by commas ("" for none).
+	rackAwareTags string
+	topology      *streamsTopology
 	// configured is the topology resolved against the topics (derived,
 	// not persisted); nil until the first heartbeat after a load or a
 	// topic change.

@@ -81,6 +81,7 @@ func replayStreams(lp *loadedPartition, partition int32, version int16, r Record
 			return fail(err)
 		}
 		g.epoch, g.metadataHash, g.validatedTopologyEpoch, g.standbyReplicas = v.epoch, v.hash, v.validated, v.standbys
+		g.rackAwareTags = v.rackTags
 	case sgTopologyKeyVersion:
 		t, err := decodeSGTopology(r.Value)
 		if err != nil {

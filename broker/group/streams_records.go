@@ -28,6 +28,10 @@ const (
 // record's LastAssignmentConfigs, as Kafka writes it.
 const standbyConfigKey = "num.standby.replicas"
 
+// rackTagsConfigKey is the key of the rack-aware assignment tags in
+// LastAssignmentConfigs, written only when some are set, as Kafka 4.4.
+const rackTagsConfigKey = "rack.aware.assignment.tags"
+
 // tag writes one tagged field: its tag, size and body.
 func (e *encoder) tag(tag uint64, body []byte) {
 	e.uvarint(tag)
@@ -46,11 +50,21 @@ func sgEpochRecord(g *streamsGroup) Record {
 		b.i32(g.validatedTopologyEpoch)
 		tags = append(tags, [2]any{uint64(0), b.b})
 	}
+	// Kafka keeps the assignment configs in a sorted map.
 	cfg := &encoder{}
-	cfg.carray(1)
+	if g.rackAwareTags == "" {
+		cfg.carray(1)
+	} else {
+		cfg.carray(2)
+	}
 	cfg.cstr(standbyConfigKey)
 	cfg.cstr(strconv.Itoa(int(g.standbyReplicas)))
 	cfg.noTags()
+	if g.rackAwareTags != "" {
+		cfg.cstr(rackTagsConfigKey)
+		cfg.cstr(g.rackAwareTags)
+		cfg.noTags()
+	}
 	tags = append(tags, [2]any{uint64(1), cfg.b})
 	e.uvarint(uint64(len(tags)))
 	for _, t := range tags {
@@ -63,6 +77,7 @@ type sgEpochValue struct {
 	epoch, validated int32
 	hash             int64
 	standbys         int32
+	rackTags         string
 }
 
 func decodeSGEpoch(b []byte) (sgEpochValue, error) {
@@ -85,10 +100,13 @@ func decodeSGEpoch(b []byte) (sgEpochValue, error) {
 				for range c - 1 {
 					k, val := bd.cstr(), bd.cstr()
 					bd.tags()
-					if k == standbyConfigKey {
+					switch k {
+					case standbyConfigKey:
 						if n, err := strconv.Atoi(val); err == nil {
 							v.standbys = int32(n)
 						}
+					case rackTagsConfigKey:
+						v.rackTags = val
 					}
 				}
 			}
