@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -59,6 +60,13 @@ func distinctList(v string) bool {
 	return true
 }
 
+func intIn64(lo, hi int64) func(string) bool {
+	return func(v string) bool {
+		n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+		return err == nil && n >= lo && n <= hi
+	}
+}
+
 func intIn(lo, hi int64) func(string) bool {
 	return func(v string) bool {
 		n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 32)
@@ -110,6 +118,12 @@ var groupConfigDefs = []groupConfigDef{
 	{"streams.rack.aware.assignment.tags", config.TypeList, distinctList,
 		func(c *config.Broker) string { return strings.Join(c.GroupStreamsRackAwareAssignmentTags, ",") },
 		"Client tag keys every member of the streams group must set."},
+	{"streams.task.offset.interval.ms", config.TypeInt, intIn(1, 1<<31-1),
+		func(c *config.Broker) string { return strconv.Itoa(int(c.GroupStreamsTaskOffsetIntervalMs)) },
+		"How often the streams group's members report their tasks' changelog offsets."},
+	{"streams.acceptable.recovery.lag", config.TypeLong, intIn64(0, math.MaxInt64),
+		func(c *config.Broker) string { return strconv.FormatInt(c.GroupStreamsAcceptableRecoveryLag, 10) },
+		"The changelog lag up to which a member counts as caught up for a task; passed on to the streams group's members."},
 }
 
 // groupConfigBounds are the group configs whose bounds are broker configs,
@@ -123,6 +137,9 @@ var groupConfigBounds = map[string]func(c *config.Broker) (lo, hi int64){
 	},
 	"streams.num.standby.replicas": func(c *config.Broker) (int64, int64) {
 		return 0, int64(c.GroupStreamsMaxStandbyReplicas)
+	},
+	"streams.task.offset.interval.ms": func(c *config.Broker) (int64, int64) {
+		return int64(c.GroupStreamsMinTaskOffsetIntervalMs), 1<<31 - 1
 	},
 	"streams.assignment.interval.ms": func(c *config.Broker) (int64, int64) {
 		return int64(c.GroupStreamsMinAssignmentIntervalMs), int64(c.GroupStreamsMaxAssignmentIntervalMs)
@@ -205,7 +222,7 @@ func (s *Server) groupConfigLookup(group, name string) (string, bool) {
 // streamsGroupOverrides are a streams group's group configs, for the group
 // coordinator; it calls this on its shards, so it only reads the image.
 func (s *Server) streamsGroupOverrides(id string) group.StreamsGroupOverrides {
-	o := group.StreamsGroupOverrides{NumStandbyReplicas: -1, InitialRebalanceDelayMs: -1, AssignmentIntervalMs: -1}
+	o := group.StreamsGroupOverrides{NumStandbyReplicas: -1, InitialRebalanceDelayMs: -1, AssignmentIntervalMs: -1, TaskOffsetIntervalMs: -1, AcceptableRecoveryLag: -1}
 	over := s.meta.Image().GroupConfigs(id)
 	if len(over) == 0 {
 		return o
@@ -232,6 +249,14 @@ func (s *Server) streamsGroupOverrides(id string) group.StreamsGroupOverrides {
 	}
 	if n, ok := num("streams.assignment.interval.ms"); ok {
 		o.AssignmentIntervalMs = n
+	}
+	if n, ok := num("streams.task.offset.interval.ms"); ok {
+		o.TaskOffsetIntervalMs = n
+	}
+	if v, ok := over["streams.acceptable.recovery.lag"]; ok {
+		if n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64); err == nil {
+			o.AcceptableRecoveryLag = n
+		}
 	}
 	if v, ok := over["streams.rack.aware.assignment.tags"]; ok {
 		o.RackAwareAssignmentTags = groupConfigList(v)

@@ -290,6 +290,10 @@ func TestStreamsGroupConfigsWire(t *testing.T) {
 		{"streams.assignment.interval.ms", "5000", 0},
 		{"streams.rack.aware.assignment.tags", "zone,zone", kerr.InvalidConfig.Code},
 		{"streams.rack.aware.assignment.tags", "Zone, rack", 0},
+		{"streams.task.offset.interval.ms", "14999", kerr.InvalidConfig.Code},
+		{"streams.task.offset.interval.ms", "20000", 0},
+		{"streams.acceptable.recovery.lag", "-1", kerr.InvalidConfig.Code},
+		{"streams.acceptable.recovery.lag", "500", 0},
 	} {
 		resp, err := groupConfigRequest("sw-app", c.name, c.value).RequestWith(testContext(t), cl)
 		if err != nil || resp.Resources[0].ErrorCode != c.code {
@@ -323,5 +327,8 @@ func TestStreamsGroupConfigsWire(t *testing.T) {
 	}
 	if r.ErrorCode != 0 || !found {
 		t.Fatalf("join without tags: error %d status %+v", r.ErrorCode, r.Status)
+	}
+	if r.TaskOffsetIntervalMillis != 20000 || r.AcceptableRecoveryLag != 500 {
+		t.Errorf("task offset interval %d, acceptable recovery lag %d: want the group's 20000 and 500", r.TaskOffsetIntervalMillis, r.AcceptableRecoveryLag)
 	}
 }

@@ -180,8 +180,11 @@ type Broker struct {
 	GroupStreamsNumStandbyReplicas     int32
 	GroupStreamsMaxStandbyReplicas     int32
 	GroupStreamsTaskOffsetIntervalMs   int32
-	GroupStreamsAcceptableRecoveryLag  int64
-	GroupStreamsInitialRebalanceDelay  int32
+	// GroupStreamsMinTaskOffsetIntervalMs bounds the broker's and the
+	// groups' task offset interval from below.
+	GroupStreamsMinTaskOffsetIntervalMs int32
+	GroupStreamsAcceptableRecoveryLag   int64
+	GroupStreamsInitialRebalanceDelay   int32
 	// group.streams.assignment.interval.ms and its bounds for the
 	// group-level streams.assignment.interval.ms.
 	GroupStreamsAssignmentIntervalMs    int32
@@ -499,6 +502,10 @@ func (b *Broker) checkRelations(props map[string]string) error {
 		if c.v < c.lo || c.v > c.hi {
 			return invalid(c.name, props[c.name], "must be between %s (%d) and %s (%d)", c.minName, c.lo, c.maxName, c.hi)
 		}
+	}
+	if b.GroupStreamsTaskOffsetIntervalMs < b.GroupStreamsMinTaskOffsetIntervalMs {
+		return invalid("group.streams.task.offset.interval.ms", b.rawOrDefault(props, "group.streams.task.offset.interval.ms"),
+			"must be greater than or equal to group.streams.min.task.offset.interval.ms (%d)", b.GroupStreamsMinTaskOffsetIntervalMs)
 	}
 	if b.GroupStreamsHeartbeatIntervalMs >= b.GroupStreamsSessionTimeoutMs {
 		return invalid("group.streams.heartbeat.interval.ms", b.rawOrDefault(props, "group.streams.heartbeat.interval.ms"),

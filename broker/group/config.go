@@ -161,6 +161,11 @@ type StreamsGroupOverrides struct {
 	// RackAwareAssignmentTags is streams.rack.aware.assignment.tags; nil
 	// means the broker's, an empty slice none.
 	RackAwareAssignmentTags []string
+	// TaskOffsetIntervalMs is streams.task.offset.interval.ms and
+	// AcceptableRecoveryLag streams.acceptable.recovery.lag, passed on to
+	// members; -1 means the broker's.
+	TaskOffsetIntervalMs  int32
+	AcceptableRecoveryLag int64
 }
 
 func (c Config) validate() error {

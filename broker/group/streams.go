@@ -275,10 +275,14 @@ type streamsSettings struct {
 	// rackTags are group.streams.rack.aware.assignment.tags: client tags
 	// every member must have (MISSING_CLIENT_TAGS otherwise).
 	rackTags []string
+	// taskOffsetIntervalMs and recoveryLag are passed on to members.
+	taskOffsetIntervalMs int32
+	recoveryLag          int64
 }
 
 func (m *machine) streamsSettings(group string) streamsSettings {
-	s := streamsSettings{m.cfg.StreamsGroupSessionTimeoutMs, m.cfg.StreamsGroupHeartbeatIntervalMs, m.cfg.StreamsGroupNumStandbyReplicas, m.cfg.StreamsGroupInitialRebalanceDelayMs, m.cfg.StreamsGroupAssignmentIntervalMs, m.cfg.StreamsGroupRackAwareAssignmentTags}
+	s := streamsSettings{m.cfg.StreamsGroupSessionTimeoutMs, m.cfg.StreamsGroupHeartbeatIntervalMs, m.cfg.StreamsGroupNumStandbyReplicas, m.cfg.StreamsGroupInitialRebalanceDelayMs, m.cfg.StreamsGroupAssignmentIntervalMs, m.cfg.StreamsGroupRackAwareAssignmentTags,
+		m.cfg.StreamsGroupTaskOffsetIntervalMs, m.cfg.StreamsGroupAcceptableRecoveryLag}
 	if m.cfg.StreamsGroupConfig == nil {
 		return s
 	}
@@ -300,6 +304,12 @@ func (m *machine) streamsSettings(group string) streamsSettings {
 	}
 	if o.RackAwareAssignmentTags != nil {
 		s.rackTags = o.RackAwareAssignmentTags
+	}
+	if o.TaskOffsetIntervalMs > 0 {
+		s.taskOffsetIntervalMs = o.TaskOffsetIntervalMs
+	}
+	if o.AcceptableRecoveryLag >= 0 {
+		s.recoveryLag = o.AcceptableRecoveryLag
 	}
 	return s
 }
@@ -568,11 +578,11 @@ func (m *machine) streamsHeartbeat(p *partitionState, ci ClientInfo, req *kmsg.S
 	r.MemberID = next.id
 	r.MemberEpoch = next.epoch
 	r.HeartbeatIntervalMillis = settings.heartbeatIntervalMs
-	r.TaskOffsetIntervalMillis = m.cfg.StreamsGroupTaskOffsetIntervalMs
+	r.TaskOffsetIntervalMillis = settings.taskOffsetIntervalMs
 	if req.Version >= 1 {
-		r.AcceptableRecoveryLag = m.cfg.StreamsGroupAcceptableRecoveryLag
+		r.AcceptableRecoveryLag = settings.recoveryLag
 	} else {
-		r.AcceptableRecoveryLagLegacy = int32(min(m.cfg.StreamsGroupAcceptableRecoveryLag, math.MaxInt32))
+		r.AcceptableRecoveryLagLegacy = int32(min(settings.recoveryLag, math.MaxInt32))
 	}
 	if joining || old == nil || !next.assigned.equal(old.assigned) {
 		r.ActiveTasks = responseTasks(next.assigned.active)

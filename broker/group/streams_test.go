@@ -661,7 +661,8 @@ func TestStreamsMissingClientTags(t *testing.T) {
 	cfg.StreamsGroupRackAwareAssignmentTags = []string{"zone", "rack", "host"}
 	var override []string
 	cfg.StreamsGroupConfig = func(string) StreamsGroupOverrides {
-		return StreamsGroupOverrides{NumStandbyReplicas: -1, InitialRebalanceDelayMs: -1, AssignmentIntervalMs: -1, RackAwareAssignmentTags: override}
+		return StreamsGroupOverrides{NumStandbyReplicas: -1, InitialRebalanceDelayMs: -1, AssignmentIntervalMs: -1, RackAwareAssignmentTags: override,
+			TaskOffsetIntervalMs: -1, AcceptableRecoveryLag: -1}
 	}
 	h := newHarness(t, cfg)
 	h.topics.set("in:4,app-rep:4,app-store-changelog:4")
