@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -29,6 +30,41 @@ type groupConfigDef struct {
 	check func(v string) bool
 	dflt  func(c *config.Broker) string
 	doc   string
+}
+
+// groupConfigList splits a list config as Kafka's ConfigDef: comma separated,
+// blanks around items trimmed, empty for a blank value.
+func groupConfigList(v string) []string {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return []string{}
+	}
+	out := strings.Split(v, ",")
+	for i := range out {
+		out[i] = strings.TrimSpace(out[i])
+	}
+	return out
+}
+
+// distinctList is Kafka's ValidList.anyNonDuplicateValues(true, false):
+// any items, none twice.
+func distinctList(v string) bool {
+	items := groupConfigList(v)
+	seen := make(map[string]bool, len(items))
+	for _, s := range items {
+		if seen[s] {
+			return false
+		}
+		seen[s] = true
+	}
+	return true
+}
+
+func intIn64(lo, hi int64) func(string) bool {
+	return func(v string) bool {
+		n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+		return err == nil && n >= lo && n <= hi
+	}
 }
 
 func intIn(lo, hi int64) func(string) bool {
@@ -76,6 +112,18 @@ var groupConfigDefs = []groupConfigDef{
 	{"streams.initial.rebalance.delay.ms", config.TypeInt, intIn(0, 1<<31-1),
 		func(c *config.Broker) string { return strconv.Itoa(int(c.GroupStreamsInitialRebalanceDelay)) },
 		"How long the first assignment of the streams group waits for more members."},
+	{"streams.assignment.interval.ms", config.TypeInt, intIn(0, 1<<31-1),
+		func(c *config.Broker) string { return strconv.Itoa(int(c.GroupStreamsAssignmentIntervalMs)) },
+		"The least time between two target assignments of the streams group."},
+	{"streams.rack.aware.assignment.tags", config.TypeList, distinctList,
+		func(c *config.Broker) string { return strings.Join(c.GroupStreamsRackAwareAssignmentTags, ",") },
+		"Client tag keys every member of the streams group must set."},
+	{"streams.task.offset.interval.ms", config.TypeInt, intIn(1, 1<<31-1),
+		func(c *config.Broker) string { return strconv.Itoa(int(c.GroupStreamsTaskOffsetIntervalMs)) },
+		"How often the streams group's members report their tasks' changelog offsets."},
+	{"streams.acceptable.recovery.lag", config.TypeLong, intIn64(0, math.MaxInt64),
+		func(c *config.Broker) string { return strconv.FormatInt(c.GroupStreamsAcceptableRecoveryLag, 10) },
+		"The changelog lag up to which a member counts as caught up for a task; passed on to the streams group's members."},
 }
 
 // groupConfigBounds are the group configs whose bounds are broker configs,
@@ -89,6 +137,12 @@ var groupConfigBounds = map[string]func(c *config.Broker) (lo, hi int64){
 	},
 	"streams.num.standby.replicas": func(c *config.Broker) (int64, int64) {
 		return 0, int64(c.GroupStreamsMaxStandbyReplicas)
+	},
+	"streams.task.offset.interval.ms": func(c *config.Broker) (int64, int64) {
+		return int64(c.GroupStreamsMinTaskOffsetIntervalMs), 1<<31 - 1
+	},
+	"streams.assignment.interval.ms": func(c *config.Broker) (int64, int64) {
+		return int64(c.GroupStreamsMinAssignmentIntervalMs), int64(c.GroupStreamsMaxAssignmentIntervalMs)
 	},
 }
 
@@ -125,7 +179,11 @@ func (s *Server) alterGroupConfigs(name string, ops []configOp, validateOnly boo
 					return kerrMsg(kerr.InvalidConfig, fmt.Sprintf("%s must be between %d and %d", o.name, lo, hi))
 				}
 			}
-			v := strings.ToLower(strings.TrimSpace(*o.value))
+			// List items (client tag keys) keep their case.
+			v := strings.TrimSpace(*o.value)
+			if d.typ != config.TypeList {
+				v = strings.ToLower(v)
+			}
 			set[o.name] = &v
 		case opDelete:
 			set[o.name] = nil
@@ -164,7 +222,7 @@ func (s *Server) groupConfigLookup(group, name string) (string, bool) {
 // streamsGroupOverrides are a streams group's group configs, for the group
 // coordinator; it calls this on its shards, so it only reads the image.
 func (s *Server) streamsGroupOverrides(id string) group.StreamsGroupOverrides {
-	o := group.StreamsGroupOverrides{NumStandbyReplicas: -1, InitialRebalanceDelayMs: -1}
+	o := group.StreamsGroupOverrides{NumStandbyReplicas: -1, InitialRebalanceDelayMs: -1, AssignmentIntervalMs: -1, TaskOffsetIntervalMs: -1, AcceptableRecoveryLag: -1}
 	over := s.meta.Image().GroupConfigs(id)
 	if len(over) == 0 {
 		return o
@@ -188,6 +246,20 @@ func (s *Server) streamsGroupOverrides(id string) group.StreamsGroupOverrides {
 	}
 	if n, ok := num("streams.initial.rebalance.delay.ms"); ok {
 		o.InitialRebalanceDelayMs = n
+	}
+	if n, ok := num("streams.assignment.interval.ms"); ok {
+		o.AssignmentIntervalMs = n
+	}
+	if n, ok := num("streams.task.offset.interval.ms"); ok {
+		o.TaskOffsetIntervalMs = n
+	}
+	if v, ok := over["streams.acceptable.recovery.lag"]; ok {
+		if n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64); err == nil {
+			o.AcceptableRecoveryLag = n
+		}
+	}
+	if v, ok := over["streams.rack.aware.assignment.tags"]; ok {
+		o.RackAwareAssignmentTags = groupConfigList(v)
 	}
 	return o
 }

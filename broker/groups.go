@@ -59,6 +59,8 @@ func (s *Server) startGroupCoordinator() error {
 	cfg.StreamsGroupTaskOffsetIntervalMs = s.cfg.GroupStreamsTaskOffsetIntervalMs
 	cfg.StreamsGroupAcceptableRecoveryLag = s.cfg.GroupStreamsAcceptableRecoveryLag
 	cfg.StreamsGroupInitialRebalanceDelayMs = s.cfg.GroupStreamsInitialRebalanceDelay
+	cfg.StreamsGroupAssignmentIntervalMs = s.cfg.GroupStreamsAssignmentIntervalMs
+	cfg.StreamsGroupRackAwareAssignmentTags = s.cfg.GroupStreamsRackAwareAssignmentTags
 	cfg.StreamsGroupConfig = s.streamsGroupOverrides
 	coord, err := group.New(cfg, internalStore{s, offsetsTopic}, group.SystemClock{})
 	if err != nil {

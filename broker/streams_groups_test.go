@@ -91,7 +91,12 @@ func streamsHeartbeat(t *testing.T, cl *kgo.Broker, member string, epoch int32, 
 // "streams" and survives a restart of the broker.
 func TestStreamsGroupWire(t *testing.T) {
 	dir := t.TempDir()
-	noDelay := func(c *config.Broker) { c.GroupStreamsInitialRebalanceDelay = 0 }
+	// The first heartbeat computes an (empty) target assignment; without
+	// an assignment interval the second one assigns at once.
+	noDelay := func(c *config.Broker) {
+		c.GroupStreamsInitialRebalanceDelay = 0
+		c.GroupStreamsAssignmentIntervalMs = 0
+	}
 	ts := startServer(t, dir, noDelay)
 	createTopic(t, ts.admin(t), "sw-in", 3, nil)
 	cl := ts.client(t)
@@ -265,5 +270,65 @@ func TestStreamsGroupProtocolDisabled(t *testing.T) {
 	dr, err := d.RequestWith(testContext(t), co)
 	if err != nil || len(dr.Groups) != 1 || dr.Groups[0].ErrorCode != kerr.UnsupportedVersion.Code {
 		t.Fatalf("describe: %v %+v", err, dr)
+	}
+}
+
+// TestStreamsGroupConfigsWire: the group forms of the assignment interval
+// and the rack-aware assignment tags are checked as Kafka 4.4's
+// GroupConfig (the interval within group.streams.min/max.assignment.interval.ms,
+// tags without duplicates), described as set, and a member lacking a
+// listed tag gets MISSING_CLIENT_TAGS over the wire.
+func TestStreamsGroupConfigsWire(t *testing.T) {
+	ts := startServer(t, "", func(c *config.Broker) { c.GroupStreamsInitialRebalanceDelay = 0 })
+	cl := ts.client(t)
+	for _, c := range []struct {
+		name, value string
+		code        int16
+	}{
+		{"streams.assignment.interval.ms", "15001", kerr.InvalidConfig.Code},
+		{"streams.assignment.interval.ms", "-1", kerr.InvalidConfig.Code},
+		{"streams.assignment.interval.ms", "5000", 0},
+		{"streams.rack.aware.assignment.tags", "zone,zone", kerr.InvalidConfig.Code},
+		{"streams.rack.aware.assignment.tags", "Zone, rack", 0},
+		{"streams.task.offset.interval.ms", "14999", kerr.InvalidConfig.Code},
+		{"streams.task.offset.interval.ms", "20000", 0},
+		{"streams.acceptable.recovery.lag", "-1", kerr.InvalidConfig.Code},
+		{"streams.acceptable.recovery.lag", "500", 0},
+	} {
+		resp, err := groupConfigRequest("sw-app", c.name, c.value).RequestWith(testContext(t), cl)
+		if err != nil || resp.Resources[0].ErrorCode != c.code {
+			t.Fatalf("set %s=%s: %v %+v, want error %d", c.name, c.value, err, resp, c.code)
+		}
+	}
+	d := kmsg.NewPtrDescribeConfigsRequest()
+	dr := kmsg.NewDescribeConfigsRequestResource()
+	dr.ResourceType, dr.ResourceName = kmsg.ConfigResourceTypeGroupConfig, "sw-app"
+	dr.ConfigNames = []string{"streams.assignment.interval.ms", "streams.rack.aware.assignment.tags"}
+	d.Resources = append(d.Resources, dr)
+	resp, err := d.RequestWith(testContext(t), cl)
+	if err != nil || len(resp.Resources[0].Configs) != 2 {
+		t.Fatalf("describe: %v %+v", err, resp)
+	}
+	got := map[string]string{}
+	for _, c := range resp.Resources[0].Configs {
+		got[c.Name] = *c.Value
+	}
+	if got["streams.assignment.interval.ms"] != "5000" || got["streams.rack.aware.assignment.tags"] != "Zone, rack" {
+		t.Errorf("described %v", got)
+	}
+
+	createTopic(t, ts.admin(t), "sw-in", 3, nil)
+	co := streamsCoordinator(t, cl, "sw-app")
+	r := streamsHeartbeat(t, co, "m1", 0, nil)
+	want := "Missing required client tags for rack-aware standby assignment: [Zone, rack]. Configure them via 'client.tag.<tagKey>' in your Streams config."
+	found := false
+	for _, s := range r.Status {
+		found = found || s.StatusCode == 6 && s.StatusDetail == want
+	}
+	if r.ErrorCode != 0 || !found {
+		t.Fatalf("join without tags: error %d status %+v", r.ErrorCode, r.Status)
+	}
+	if r.TaskOffsetIntervalMillis != 20000 || r.AcceptableRecoveryLag != 500 {
+		t.Errorf("task offset interval %d, acceptable recovery lag %d: want the group's 20000 and 500", r.TaskOffsetIntervalMillis, r.AcceptableRecoveryLag)
 	}
 }

@@ -193,8 +193,19 @@ type Broker struct {
 	GroupStreamsNumStandbyReplicas     int32
 	GroupStreamsMaxStandbyReplicas     int32
 	GroupStreamsTaskOffsetIntervalMs   int32
-	GroupStreamsAcceptableRecoveryLag  int64
-	GroupStreamsInitialRebalanceDelay  int32
+	// GroupStreamsMinTaskOffsetIntervalMs bounds the broker's and the
+	// groups' task offset interval from below.
+	GroupStreamsMinTaskOffsetIntervalMs int32
+	GroupStreamsAcceptableRecoveryLag   int64
+	GroupStreamsInitialRebalanceDelay   int32
+	// group.streams.assignment.interval.ms and its bounds for the
+	// group-level streams.assignment.interval.ms.
+	GroupStreamsAssignmentIntervalMs    int32
+	GroupStreamsMinAssignmentIntervalMs int32
+	GroupStreamsMaxAssignmentIntervalMs int32
+	// group.streams.rack.aware.assignment.tags: client tag keys streams
+	// members must set.
+	GroupStreamsRackAwareAssignmentTags []string
 	// Share groups (KIP-932), broker/share.
 	GroupShareSessionTimeoutMs              int32
 	GroupShareHeartbeatIntervalMs           int32
@@ -532,6 +543,8 @@ func (b *Broker) checkRelations(props map[string]string) error {
 			b.GroupStreamsHeartbeatIntervalMs, b.GroupStreamsMinHeartbeatIntervalMs, b.GroupStreamsMaxHeartbeatIntervalMs},
 		{"group.streams.num.standby.replicas", "", "group.streams.max.standby.replicas",
 			b.GroupStreamsNumStandbyReplicas, 0, b.GroupStreamsMaxStandbyReplicas},
+		{"group.streams.assignment.interval.ms", "group.streams.min.assignment.interval.ms", "group.streams.max.assignment.interval.ms",
+			b.GroupStreamsAssignmentIntervalMs, b.GroupStreamsMinAssignmentIntervalMs, b.GroupStreamsMaxAssignmentIntervalMs},
 	} {
 		if c.lo > c.hi {
 			return invalid(c.minName, props[c.minName], "must not exceed %s (%d)", c.maxName, c.hi)
@@ -539,6 +552,10 @@ func (b *Broker) checkRelations(props map[string]string) error {
 		if c.v < c.lo || c.v > c.hi {
 			return invalid(c.name, props[c.name], "must be between %s (%d) and %s (%d)", c.minName, c.lo, c.maxName, c.hi)
 		}
+	}
+	if b.GroupStreamsTaskOffsetIntervalMs < b.GroupStreamsMinTaskOffsetIntervalMs {
+		return invalid("group.streams.task.offset.interval.ms", b.rawOrDefault(props, "group.streams.task.offset.interval.ms"),
+			"must be greater than or equal to group.streams.min.task.offset.interval.ms (%d)", b.GroupStreamsMinTaskOffsetIntervalMs)
 	}
 	if b.GroupStreamsHeartbeatIntervalMs >= b.GroupStreamsSessionTimeoutMs {
 		return invalid("group.streams.heartbeat.interval.ms", b.rawOrDefault(props, "group.streams.heartbeat.interval.ms"),

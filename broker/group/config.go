@@ -89,6 +89,15 @@ type Config struct {
 	// group.streams.initial.rebalance.delay.ms: how long the first target
 	// assignment of an empty group waits for more members.
 	StreamsGroupInitialRebalanceDelayMs int32
+	// StreamsGroupAssignmentIntervalMs is
+	// group.streams.assignment.interval.ms: the least time between two
+	// target assignments of a streams group.
+	StreamsGroupAssignmentIntervalMs int32
+	// StreamsGroupRackAwareAssignmentTags is
+	// group.streams.rack.aware.assignment.tags: client tag keys every
+	// member is told to set (MISSING_CLIENT_TAGS); the assignor does not
+	// use them, as Kafka 4.4's.
+	StreamsGroupRackAwareAssignmentTags []string
 	// StreamsGroupConfig returns a streams group's group-level overrides
 	// (streams.session.timeout.ms, streams.heartbeat.interval.ms,
 	// streams.num.standby.replicas); nil means none. It is called on the
@@ -151,17 +160,29 @@ func DefaultConfig() Config {
 		StreamsGroupAcceptableRecoveryLag: 10000,
 
 		StreamsGroupInitialRebalanceDelayMs: 3000,
+		StreamsGroupAssignmentIntervalMs:    1000,
 	}
 }
 
 // StreamsGroupOverrides are a streams group's group configs; a zero or
-// negative field (-1 for standby replicas and the initial delay) means the
-// broker's value.
+// negative field (-1 for standby replicas, the initial delay and the
+// assignment interval) means the broker's value.
 type StreamsGroupOverrides struct {
 	SessionTimeoutMs        int32
 	HeartbeatIntervalMs     int32
 	NumStandbyReplicas      int32
 	InitialRebalanceDelayMs int32
+	// AssignmentIntervalMs is streams.assignment.interval.ms; -1 means
+	// the broker's.
+	AssignmentIntervalMs int32
+	// RackAwareAssignmentTags is streams.rack.aware.assignment.tags; nil
+	// means the broker's, an empty slice none.
+	RackAwareAssignmentTags []string
+	// TaskOffsetIntervalMs is streams.task.offset.interval.ms and
+	// AcceptableRecoveryLag streams.acceptable.recovery.lag, passed on to
+	// members; -1 means the broker's.
+	TaskOffsetIntervalMs  int32
+	AcceptableRecoveryLag int64
 }
 
 func (c Config) validate() error {
@@ -202,6 +223,8 @@ func (c Config) validate() error {
 		return fmt.Errorf("group.streams.max.size %d must be positive", c.StreamsGroupMaxSize)
 	case c.StreamsGroupInitialRebalanceDelayMs < 0:
 		return fmt.Errorf("group.streams.initial.rebalance.delay.ms %d must not be negative", c.StreamsGroupInitialRebalanceDelayMs)
+	case c.StreamsGroupAssignmentIntervalMs < 0:
+		return fmt.Errorf("group.streams.assignment.interval.ms %d must not be negative", c.StreamsGroupAssignmentIntervalMs)
 	case c.StreamsGroupNumStandbyReplicas < 0:
 		return fmt.Errorf("group.streams.num.standby.replicas %d must not be negative", c.StreamsGroupNumStandbyReplicas)
 	}

@@ -269,10 +269,20 @@ func ownedTasksOf(req *kmsg.StreamsGroupHeartbeatRequest) *tasksTuple {
 // group's overrides.
 type streamsSettings struct {
 	sessionTimeoutMs, heartbeatIntervalMs, standbys, initialDelayMs int32
+	// assignmentIntervalMs is group.streams.assignment.interval.ms: the
+	// least time between two target assignments.
+	assignmentIntervalMs int32
+	// rackTags are group.streams.rack.aware.assignment.tags: client tags
+	// every member must have (MISSING_CLIENT_TAGS otherwise).
+	rackTags []string
+	// taskOffsetIntervalMs and recoveryLag are passed on to members.
+	taskOffsetIntervalMs int32
+	recoveryLag          int64
 }
 
 func (m *machine) streamsSettings(group string) streamsSettings {
-	s := streamsSettings{m.cfg.StreamsGroupSessionTimeoutMs, m.cfg.StreamsGroupHeartbeatIntervalMs, m.cfg.StreamsGroupNumStandbyReplicas, m.cfg.StreamsGroupInitialRebalanceDelayMs}
+	s := streamsSettings{m.cfg.StreamsGroupSessionTimeoutMs, m.cfg.StreamsGroupHeartbeatIntervalMs, m.cfg.StreamsGroupNumStandbyReplicas, m.cfg.StreamsGroupInitialRebalanceDelayMs, m.cfg.StreamsGroupAssignmentIntervalMs, m.cfg.StreamsGroupRackAwareAssignmentTags,
+		m.cfg.StreamsGroupTaskOffsetIntervalMs, m.cfg.StreamsGroupAcceptableRecoveryLag}
 	if m.cfg.StreamsGroupConfig == nil {
 		return s
 	}
@@ -289,7 +299,26 @@ func (m *machine) streamsSettings(group string) streamsSettings {
 	if o.InitialRebalanceDelayMs >= 0 {
 		s.initialDelayMs = o.InitialRebalanceDelayMs
 	}
+	if o.AssignmentIntervalMs >= 0 {
+		s.assignmentIntervalMs = o.AssignmentIntervalMs
+	}
+	if o.RackAwareAssignmentTags != nil {
+		s.rackTags = o.RackAwareAssignmentTags
+	}
+	if o.TaskOffsetIntervalMs > 0 {
+		s.taskOffsetIntervalMs = o.TaskOffsetIntervalMs
+	}
+	if o.AcceptableRecoveryLag >= 0 {
+		s.recoveryLag = o.AcceptableRecoveryLag
+	}
 	return s
+}
+
+// canComputeStreamsTarget is Kafka 4.4's canComputeNextTargetAssignment:
+// a group that never had a target assignment, or has no interval, gets
+// one at once; else once the interval since the last one has passed.
+func canComputeStreamsTarget(lastMs int64, intervalMs int32, nowMs int64) bool {
+	return lastMs == 0 || intervalMs == 0 || nowMs >= lastMs+int64(intervalMs)
 }
 
 // streamsHeartbeat is a heartbeat of a member joining (epoch 0) or in the
@@ -478,13 +507,17 @@ func (m *machine) streamsHeartbeat(p *partitionState, ci ClientInfo, req *kmsg.S
 		op.recs = append(op.recs, sgMemberRecord(g.id, updated))
 		bump = true
 	}
-	if configured.hash != g.metadataHash || validated != g.validatedTopologyEpoch || settings.standbys != g.standbyReplicas {
+	// The assignment configs (standbys, rack tags) are kept with the
+	// epoch; a change recomputes the assignment, as Kafka's
+	// lastAssignmentConfigs.
+	rackTags := strings.Join(settings.rackTags, ",")
+	if configured.hash != g.metadataHash || validated != g.validatedTopologyEpoch || settings.standbys != g.standbyReplicas || rackTags != g.rackAwareTags {
 		bump = true
 	}
 	if bump {
 		op.begin()
 		g.epoch++
-		g.metadataHash, g.validatedTopologyEpoch, g.standbyReplicas = configured.hash, validated, settings.standbys
+		g.metadataHash, g.validatedTopologyEpoch, g.standbyReplicas, g.rackAwareTags = configured.hash, validated, settings.standbys, rackTags
 		op.recs = append(op.recs, sgEpochRecord(g))
 		m.log.Debug("bumped streams group epoch", "group", g.id, "epoch", g.epoch)
 		// The first member of an empty group: the first assignment waits
@@ -497,10 +530,15 @@ func (m *machine) streamsHeartbeat(p *partitionState, ci ClientInfo, req *kmsg.S
 	g.members[updated.id] = updated
 
 	// 2. The target assignment, unless it is delayed.
-	delayed := false
+	delayed, batched := false, false
 	if g.epoch > g.assignmentEpoch {
 		if g.assignDelayUntil > m.nowMs() {
 			delayed = true
+		} else if !canComputeStreamsTarget(g.assignmentTimestampMs, settings.assignmentIntervalMs, m.nowMs()) {
+			// Kafka 4.4 spaces target assignments apart: members
+			// reconcile to the last one (joiners get nothing yet) and the
+			// first heartbeat after the interval computes the next.
+			batched = true
 		} else {
 			op.begin()
 			g.assignDelayUntil = 0
@@ -540,11 +578,11 @@ func (m *machine) streamsHeartbeat(p *partitionState, ci ClientInfo, req *kmsg.S
 	r.MemberID = next.id
 	r.MemberEpoch = next.epoch
 	r.HeartbeatIntervalMillis = settings.heartbeatIntervalMs
-	r.TaskOffsetIntervalMillis = m.cfg.StreamsGroupTaskOffsetIntervalMs
+	r.TaskOffsetIntervalMillis = settings.taskOffsetIntervalMs
 	if req.Version >= 1 {
-		r.AcceptableRecoveryLag = m.cfg.StreamsGroupAcceptableRecoveryLag
+		r.AcceptableRecoveryLag = settings.recoveryLag
 	} else {
-		r.AcceptableRecoveryLagLegacy = int32(min(m.cfg.StreamsGroupAcceptableRecoveryLag, math.MaxInt32))
+		r.AcceptableRecoveryLagLegacy = int32(min(settings.recoveryLag, math.MaxInt32))
 	}
 	if joining || old == nil || !next.assigned.equal(old.assigned) {
 		r.ActiveTasks = responseTasks(next.assigned.active)
@@ -577,8 +615,24 @@ func (m *machine) streamsHeartbeat(p *partitionState, ci ClientInfo, req *kmsg.S
 	if delayed {
 		addStatus(statusAssignmentDelayed, "Assignment delayed due to the configured initial rebalance delay.")
 	}
+	if batched {
+		addStatus(statusAssignmentDelayed, "Assignment delayed due to the configured assignment interval.")
+	}
 	if g.shutdownRequester != "" {
 		addStatus(statusShutdownApplication, fmt.Sprintf("Streams group member %s encountered a fatal error and requested a shutdown for the entire application.", g.shutdownRequester))
+	}
+	// Kafka 4.4's assignor does not use the tags; it only tells members
+	// (v1+ heartbeats) which listed ones they lack.
+	if req.Version >= 1 {
+		var missing []string
+		for _, tag := range settings.rackTags {
+			if _, ok := next.clientTags[tag]; !ok {
+				missing = append(missing, tag)
+			}
+		}
+		if len(missing) > 0 {
+			addStatus(statusMissingClientTags, fmt.Sprintf("Missing required client tags for rack-aware standby assignment: [%s]. Configure them via 'client.tag.<tagKey>' in your Streams config.", strings.Join(missing, ", ")))
+		}
 	}
 	r.Status = status
 	return op, out, nil
@@ -653,7 +707,8 @@ func (m *machine) computeStreamsTarget(op *streamsOp) {
 	}
 	g.target = target
 	g.assignmentEpoch = g.epoch
-	op.recs = append(op.recs, sgTargetEpochRecord(g, m.nowMs()))
+	g.assignmentTimestampMs = m.nowMs()
+	op.recs = append(op.recs, sgTargetEpochRecord(g, g.assignmentTimestampMs))
 	m.log.Debug("computed streams group target assignment", "group", g.id, "epoch", g.epoch, "members", len(target))
 }
 
@@ -968,6 +1023,14 @@ func (m *machine) scheduleStreamsAssign(g *streamsGroup, delayMs int32) {
 		}
 		g.assignDelayUntil = 0
 		if len(g.members) == 0 || g.configured == nil || g.epoch <= g.assignmentEpoch {
+			return
+		}
+		// A group that emptied and refilled within the assignment
+		// interval waits for the rest of it.
+		interval := m.streamsSettings(g.id).assignmentIntervalMs
+		if now := m.nowMs(); !canComputeStreamsTarget(g.assignmentTimestampMs, interval, now) {
+			g.assignDelayUntil = g.assignmentTimestampMs + int64(interval)
+			m.scheduleStreamsAssign(g, int32(g.assignDelayUntil-now))
 			return
 		}
 		// The members already moved to the group epoch without tasks: a

@@ -323,7 +323,10 @@ type streamsGroup struct {
 	// standbyReplicas is the num.standby.replicas the target assignment
 	// was computed with (the record's LastAssignmentConfigs).
 	standbyReplicas int32
-	topology        *streamsTopology
+	// rackAwareTags is the rack.aware.assignment.tags the target
+	// assignment was computed with, joined by commas ("" for none).
+	rackAwareTags string
+	topology      *streamsTopology
 	// configured is the topology resolved against the topics (derived,
 	// not persisted); nil until the first heartbeat after a load or a
 	// topic change.
@@ -343,6 +346,10 @@ type streamsGroup struct {
 	// group is due (group.streams.initial.rebalance.delay.ms); 0 when
 	// none is pending. Kept in memory only, as Kafka's timer.
 	assignDelayUntil int64
+	// assignmentTimestampMs is when the target assignment was last
+	// computed (0 never): the next waits for
+	// group.streams.assignment.interval.ms after it, as Kafka 4.4.
+	assignmentTimestampMs int64
 
 	seq uint64
 	offsetStore

@@ -81,6 +81,7 @@ func replayStreams(lp *loadedPartition, partition int32, version int16, r Record
 			return fail(err)
 		}
 		g.epoch, g.metadataHash, g.validatedTopologyEpoch, g.standbyReplicas = v.epoch, v.hash, v.validated, v.standbys
+		g.rackAwareTags = v.rackTags
 	case sgTopologyKeyVersion:
 		t, err := decodeSGTopology(r.Value)
 		if err != nil {
@@ -92,11 +93,11 @@ func replayStreams(lp *loadedPartition, partition int32, version int16, r Record
 			return fail(err)
 		}
 	case sgTargetMetadataKeyVersion:
-		epoch, err := decodeSGTargetEpoch(r.Value)
+		epoch, ts, err := decodeSGTargetEpoch(r.Value)
 		if err != nil {
 			return fail(err)
 		}
-		g.assignmentEpoch = epoch
+		g.assignmentEpoch, g.assignmentTimestampMs = epoch, ts
 	case sgTargetMemberKeyVersion:
 		t, err := decodeSGTargetMember(r.Value)
 		if err != nil {

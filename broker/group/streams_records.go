@@ -3,6 +3,7 @@ package group
 import (
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 	"strconv"
 )
@@ -27,6 +28,10 @@ const (
 // record's LastAssignmentConfigs, as Kafka writes it.
 const standbyConfigKey = "num.standby.replicas"
 
+// rackTagsConfigKey is the key of the rack-aware assignment tags in
+// LastAssignmentConfigs, written only when some are set, as Kafka 4.4.
+const rackTagsConfigKey = "rack.aware.assignment.tags"
+
 // tag writes one tagged field: its tag, size and body.
 func (e *encoder) tag(tag uint64, body []byte) {
 	e.uvarint(tag)
@@ -45,11 +50,21 @@ func sgEpochRecord(g *streamsGroup) Record {
 		b.i32(g.validatedTopologyEpoch)
 		tags = append(tags, [2]any{uint64(0), b.b})
 	}
+	// Kafka keeps the assignment configs in a sorted map.
 	cfg := &encoder{}
-	cfg.carray(1)
+	if g.rackAwareTags == "" {
+		cfg.carray(1)
+	} else {
+		cfg.carray(2)
+	}
 	cfg.cstr(standbyConfigKey)
 	cfg.cstr(strconv.Itoa(int(g.standbyReplicas)))
 	cfg.noTags()
+	if g.rackAwareTags != "" {
+		cfg.cstr(rackTagsConfigKey)
+		cfg.cstr(g.rackAwareTags)
+		cfg.noTags()
+	}
 	tags = append(tags, [2]any{uint64(1), cfg.b})
 	e.uvarint(uint64(len(tags)))
 	for _, t := range tags {
@@ -62,6 +77,7 @@ type sgEpochValue struct {
 	epoch, validated int32
 	hash             int64
 	standbys         int32
+	rackTags         string
 }
 
 func decodeSGEpoch(b []byte) (sgEpochValue, error) {
@@ -84,10 +100,13 @@ func decodeSGEpoch(b []byte) (sgEpochValue, error) {
 				for range c - 1 {
 					k, val := bd.cstr(), bd.cstr()
 					bd.tags()
-					if k == standbyConfigKey {
+					switch k {
+					case standbyConfigKey:
 						if n, err := strconv.Atoi(val); err == nil {
 							v.standbys = int32(n)
 						}
+					case rackTagsConfigKey:
+						v.rackTags = val
 					}
 				}
 			}
@@ -364,11 +383,30 @@ func sgTargetEpochRecord(g *streamsGroup, nowMs int64) Record {
 	return Record{Key: key(sgTargetMetadataKeyVersion, g.id), Value: e.b}
 }
 
-func decodeSGTargetEpoch(b []byte) (int32, error) {
+// decodeSGTargetEpoch reads the assignment epoch and the time the target
+// assignment was computed (tagged field 0, 0 when absent), which spaces
+// the next one (group.streams.assignment.interval.ms).
+func decodeSGTargetEpoch(b []byte) (epoch int32, timestampMs int64, err error) {
 	d := valueDecoder(b)
-	epoch := d.i32()
-	d.tags()
-	return epoch, d.done()
+	epoch = d.i32()
+	n := d.uvarint()
+	for i := uint64(0); i < n && d.err == nil; i++ {
+		tag := d.uvarint()
+		size := d.uvarint()
+		if size > math.MaxInt32 {
+			d.fail(errShortRecord)
+			break
+		}
+		field := d.take(int(size))
+		if tag == 0 && d.err == nil {
+			f := &decoder{b: field}
+			timestampMs = f.i64()
+			if f.err != nil {
+				d.fail(f.err)
+			}
+		}
+	}
+	return epoch, timestampMs, d.done()
 }
 
 func sgTargetMemberRecord(group, member string, t tasksTuple) Record {

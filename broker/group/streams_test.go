@@ -37,11 +37,13 @@ func streamsTestTopology() *kmsg.StreamsGroupHeartbeatRequestTopology {
 	return &t
 }
 
-// streamsConfig is the test config without the initial rebalance delay,
-// so that tasks come on the first heartbeats.
+// streamsConfig is the test config without the initial rebalance delay
+// and the assignment interval, so that tasks come on the first
+// heartbeats.
 func streamsConfig() Config {
 	cfg := testConfig()
 	cfg.StreamsGroupInitialRebalanceDelayMs = 0
+	cfg.StreamsGroupAssignmentIntervalMs = 0
 	return cfg
 }
 
@@ -53,10 +55,12 @@ type streamsClient struct {
 	// instance is the group.instance.id of a static member; nil when
 	// dynamic.
 	instance *string
-	epoch    int32
-	owned    tasksTuple
-	last     *kmsg.StreamsGroupHeartbeatResponse
-	create   []InternalTopic
+	// tags are the client tags sent when joining.
+	tags   map[string]string
+	epoch  int32
+	owned  tasksTuple
+	last   *kmsg.StreamsGroupHeartbeatResponse
+	create []InternalTopic
 }
 
 func newStreamsClient(h *harness, group, id, process string) *streamsClient {
@@ -87,6 +91,11 @@ func (c *streamsClient) heartbeat(t *testing.T) *kmsg.StreamsGroupHeartbeatRespo
 		pid := c.process
 		req.ProcessID = &pid
 		req.ActiveTasks, req.StandbyTasks, req.WarmupTasks = []kmsg.TaskIDs{}, []kmsg.TaskIDs{}, []kmsg.TaskIDs{}
+		for _, k := range sortedKeys(c.tags) {
+			tag := kmsg.NewStreamsGroupHeartbeatRequestClientTag()
+			tag.Key, tag.Value = k, c.tags[k]
+			req.ClientTags = append(req.ClientTags, tag)
+		}
 	} else {
 		req.ActiveTasks = fromTaskSet(c.owned.active)
 		req.StandbyTasks = fromTaskSet(c.owned.standby)
@@ -506,6 +515,16 @@ func TestStreamsRecordsRoundTrip(t *testing.T) {
 	if err != nil || v != (sgEpochValue{epoch: 7, validated: 3, hash: -99, standbys: 1}) {
 		t.Errorf("epoch round trip: %v %+v", err, v)
 	}
+	g.rackAwareTags = "zone,rack"
+	v, err = decodeSGEpoch(sgEpochRecord(g).Value)
+	if err != nil || v != (sgEpochValue{epoch: 7, validated: 3, hash: -99, standbys: 1, rackTags: "zone,rack"}) {
+		t.Errorf("epoch round trip with rack tags: %v %+v", err, v)
+	}
+	g.assignmentEpoch = 6
+	epoch, ts, err := decodeSGTargetEpoch(sgTargetEpochRecord(g, 1234567).Value)
+	if err != nil || epoch != 6 || ts != 1234567 {
+		t.Errorf("target assignment metadata round trip: %v epoch %d timestamp %d", err, epoch, ts)
+	}
 }
 
 // TestStreamsRebalanceTimeout: a member that keeps its tasks past its
@@ -583,6 +602,95 @@ func TestStreamsInitialRebalanceDelay(t *testing.T) {
 	b.heartbeat(t)
 	if a.owned.active.size() != 4 || b.owned.active.size() != 4 || len(a.last.Status) != 0 {
 		t.Fatalf("after the delay: a %s b %s status %v", showTasks(a.owned.active), showTasks(b.owned.active), a.last.Status)
+	}
+}
+
+// TestStreamsAssignmentInterval: after a target assignment the next waits
+// group.streams.assignment.interval.ms, as Kafka 4.4: a member joining
+// meanwhile gets no tasks and the ASSIGNMENT_DELAYED status, the others
+// keep theirs, and the first heartbeat after the interval reassigns.
+func TestStreamsAssignmentInterval(t *testing.T) {
+	cfg := streamsConfig()
+	cfg.StreamsGroupAssignmentIntervalMs = 1000
+	h := newHarness(t, cfg)
+	h.topics.set("in:4,app-rep:4,app-store-changelog:4")
+	h.c.TopicsChanged()
+	a := newStreamsClient(h, "app", "a", "p1")
+	if r := a.heartbeat(t); r.ErrorCode != 0 || len(r.Status) != 0 || a.owned.active.size() != 8 {
+		t.Fatalf("first member: error %d status %v tasks %s", r.ErrorCode, r.Status, showTasks(a.owned.active))
+	}
+	first := a.epoch
+	h.advance(400 * time.Millisecond)
+	b := newStreamsClient(h, "app", "b", "p2")
+	delayed := []int8{statusAssignmentDelayed}
+	r := b.heartbeat(t)
+	if r.ErrorCode != 0 || !slices.Equal(statusCodes(r), delayed) || b.owned.size() != 0 || r.MemberEpoch != first {
+		t.Fatalf("b within the interval: error %d epoch %d status %v tasks %v", r.ErrorCode, r.MemberEpoch, r.Status, b.owned)
+	}
+	if r.Status[0].StatusDetail != "Assignment delayed due to the configured assignment interval." {
+		t.Errorf("status detail %q", r.Status[0].StatusDetail)
+	}
+	h.advance(599 * time.Millisecond)
+	r = a.heartbeat(t)
+	if !slices.Equal(statusCodes(r), delayed) || a.owned.active.size() != 8 || a.epoch != first {
+		t.Fatalf("a 999 ms after the assignment: epoch %d status %v tasks %s", a.epoch, r.Status, showTasks(a.owned.active))
+	}
+	d := h.c.StreamsGroupDescribe(context.Background(), []string{"app"}, 0, false)()[0]
+	if d.AssignmentEpoch != first || d.Epoch <= first {
+		t.Fatalf("describe within the interval: group epoch %d assignment epoch %d", d.Epoch, d.AssignmentEpoch)
+	}
+	h.advance(time.Millisecond)
+	r = a.heartbeat(t) // the interval has passed: a new target, a revokes half
+	if len(r.Status) != 0 || a.owned.active.size() != 4 {
+		t.Fatalf("a after the interval: status %v tasks %s", r.Status, showTasks(a.owned.active))
+	}
+	a.heartbeat(t)
+	b.heartbeat(t)
+	if b.owned.active.size() != 4 || a.owned.active.containsAny(b.owned.active) || len(b.last.Status) != 0 {
+		t.Fatalf("b after the interval: a %s b %s status %v", showTasks(a.owned.active), showTasks(b.owned.active), b.last.Status)
+	}
+}
+
+// TestStreamsMissingClientTags: with group.streams.rack.aware.assignment.tags
+// set, a member lacking some of the tags gets MISSING_CLIENT_TAGS naming
+// them, in the configured order, on every heartbeat, as Kafka 4.4; its
+// tasks are assigned all the same. A group override replaces the broker's
+// list, and changing it moves the group epoch.
+func TestStreamsMissingClientTags(t *testing.T) {
+	cfg := streamsConfig()
+	cfg.StreamsGroupRackAwareAssignmentTags = []string{"zone", "rack", "host"}
+	var override []string
+	cfg.StreamsGroupConfig = func(string) StreamsGroupOverrides {
+		return StreamsGroupOverrides{NumStandbyReplicas: -1, InitialRebalanceDelayMs: -1, AssignmentIntervalMs: -1, RackAwareAssignmentTags: override,
+			TaskOffsetIntervalMs: -1, AcceptableRecoveryLag: -1}
+	}
+	h := newHarness(t, cfg)
+	h.topics.set("in:4,app-rep:4,app-store-changelog:4")
+	h.c.TopicsChanged()
+	a := newStreamsClient(h, "app", "a", "p1")
+	a.tags = map[string]string{"rack": "r1"}
+	want := "Missing required client tags for rack-aware standby assignment: [zone, host]. Configure them via 'client.tag.<tagKey>' in your Streams config."
+	for i := range 2 {
+		r := a.heartbeat(t)
+		if r.ErrorCode != 0 || !slices.Equal(statusCodes(r), []int8{statusMissingClientTags}) || r.Status[0].StatusDetail != want {
+			t.Fatalf("heartbeat %d: error %d status %+v", i, r.ErrorCode, r.Status)
+		}
+	}
+	if a.owned.active.size() != 8 {
+		t.Fatalf("tasks %s", showTasks(a.owned.active))
+	}
+	b := newStreamsClient(h, "app", "b", "p2")
+	b.tags = map[string]string{"zone": "z1", "rack": "r2", "host": "h2"}
+	if r := b.heartbeat(t); r.ErrorCode != 0 || len(r.Status) != 0 {
+		t.Fatalf("b with every tag: error %d status %+v", r.ErrorCode, r.Status)
+	}
+	before := h.c.StreamsGroupDescribe(context.Background(), []string{"app"}, 0, false)()[0].Epoch
+	override = []string{"rack"}
+	if r := a.heartbeat(t); len(r.Status) != 0 {
+		t.Fatalf("a under the group's tags: status %+v", r.Status)
+	}
+	if after := h.c.StreamsGroupDescribe(context.Background(), []string{"app"}, 0, false)()[0].Epoch; after != before+1 {
+		t.Errorf("group epoch %d after the tags changed, want %d", after, before+1)
 	}
 }
 

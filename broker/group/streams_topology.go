@@ -23,6 +23,7 @@ const (
 	statusMissingInternalTopics  int8 = 3
 	statusShutdownApplication    int8 = 4
 	statusAssignmentDelayed      int8 = 5
+	statusMissingClientTags      int8 = 6
 )
 
 // InternalTopic is a repartition or changelog topic a streams group needs
