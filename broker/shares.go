@@ -148,7 +148,7 @@ func (s *Server) ensureShareStateTopic(ctx context.Context) (*image.Image, error
 	configs := map[string]string{
 		"cleanup.policy":      "compact",
 		"compression.type":    "producer",
-		"min.insync.replicas": strconv.Itoa(min(2, int(s.cfg.ShareCoordinatorStateTopicRF))),
+		"min.insync.replicas": strconv.Itoa(int(min(s.cfg.ShareCoordinatorStateTopicMinISR, s.cfg.ShareCoordinatorStateTopicRF))),
 		"segment.bytes":       strconv.Itoa(100 << 20),
 	}
 	partitions, rf := s.cfg.ShareCoordinatorStateTopicNumPartitions, s.cfg.ShareCoordinatorStateTopicRF

@@ -215,6 +215,7 @@ type Broker struct {
 	GroupShareMaxSize                       int32
 	ShareCoordinatorStateTopicNumPartitions int32
 	ShareCoordinatorStateTopicRF            int16
+	ShareCoordinatorStateTopicMinISR        int16 // share.coordinator.state.topic.min.isr
 	ShareCoordinatorUpdatesPerSnapshot      int32
 	OffsetsTopicNumPartitions               int32
 	OffsetsTopicReplicationFactor           int16
@@ -774,7 +775,8 @@ func DevProperties() map[string]string {
 		"transaction.state.log.replication.factor":         "1",
 		"transaction.state.log.min.isr":                    "1",
 		"share.coordinator.state.topic.replication.factor": "1",
-		"http.listener": "localhost:9644",
+		"share.coordinator.state.topic.min.isr":            "1",
+		"http.listener":                                    "localhost:9644",
 	}
 }
 

@@ -460,6 +460,24 @@ func TestDevProperties(t *testing.T) {
 	if b.OffsetsTopicReplicationFactor != 1 || b.TransactionStateLogReplicationFactor != 1 || b.TransactionStateLogMinISR != 1 {
 		t.Errorf("dev: offsets RF %d, txn RF %d, txn min ISR %d", b.OffsetsTopicReplicationFactor, b.TransactionStateLogReplicationFactor, b.TransactionStateLogMinISR)
 	}
+	if b.ShareCoordinatorStateTopicRF != 1 || b.ShareCoordinatorStateTopicMinISR != 1 {
+		t.Errorf("dev: share state RF %d, min ISR %d", b.ShareCoordinatorStateTopicRF, b.ShareCoordinatorStateTopicMinISR)
+	}
+}
+
+// TestShareStateMinISR: Kafka's sample server.properties sets
+// share.coordinator.state.topic.min.isr, which Gregor used to warn about
+// as unknown and ignore.
+func TestShareStateMinISR(t *testing.T) {
+	if b := mustParse(t, map[string]string{}); b.ShareCoordinatorStateTopicMinISR != 2 {
+		t.Errorf("default share.coordinator.state.topic.min.isr = %d, want Kafka's 2", b.ShareCoordinatorStateTopicMinISR)
+	}
+	if b := mustParse(t, map[string]string{"share.coordinator.state.topic.min.isr": "3"}); b.ShareCoordinatorStateTopicMinISR != 3 {
+		t.Errorf("share.coordinator.state.topic.min.isr=3 parsed as %d", b.ShareCoordinatorStateTopicMinISR)
+	}
+	if _, _, err := Parse(map[string]string{"share.coordinator.state.topic.min.isr": "0"}); err == nil {
+		t.Error("share.coordinator.state.topic.min.isr=0 accepted")
+	}
 }
 
 func TestJavaDouble(t *testing.T) {
