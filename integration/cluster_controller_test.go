@@ -23,7 +23,9 @@ import (
 // the IDs and configs they had, and rejoins the ISRs; records written
 // before the kill read back.
 func TestClusterControllerKill(t *testing.T) {
-	c := cuStartCluster(t, 3, 0)
+	// The session path: a closed connection's fast fence
+	// (broker.disconnect.grace.ms) is TestClusterDisconnectControllerFailover's.
+	c := cuStartCluster(t, 3, 0, "broker.disconnect.grace.ms=0")
 	cl := c.client(nil, kgo.RecordRetries(20), kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	adm := kadm.NewClient(cl)
 

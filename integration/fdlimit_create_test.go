@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os/exec"
 	"strconv"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -33,13 +32,13 @@ func startGregorNofile(t *testing.T, hard uint64, dir string, port int) *process
 
 // TestFDLimitCreateTopics: a broker limited to 256 file descriptors (the
 // soft RLIMIT_NOFILE of the running process, set with prlimit) is
-// asked for a topic of 600 partitions, one descriptor each. CreateTopics
-// answers KAFKA_STORAGE_ERROR (not success); produce to a partition left
-// without a log answers KAFKA_STORAGE_ERROR (not NOT_LEADER_OR_FOLLOWER);
-// no log dir is taken offline. When the limit is raised (prlimit on the
-// running process) the broker creates the missing logs on its own, with
-// no restart and no metadata change, and every partition takes produce
-// and reads back.
+// asked for a topic of 600 partitions. Segment files are opened lazily and
+// closed after creation, so the topic is created; appends to all 600 then
+// need more descriptors than there are, and each either succeeds or
+// answers KAFKA_STORAGE_ERROR (never another error, never a log dir taken
+// offline). When the limit is raised (prlimit on the running process)
+// every partition takes produce, and each holds exactly the records that
+// were acknowledged.
 func TestFDLimitCreateTopics(t *testing.T) {
 	const partitions = 600
 	var lim syscall.Rlimit
@@ -80,37 +79,35 @@ func TestFDLimitCreateTopics(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := resp.Topics[0]
-	if got.ErrorCode != kerr.KafkaStorageError.Code {
-		t.Fatalf("CreateTopics of %d partitions with 256 descriptors answered %v, want KAFKA_STORAGE_ERROR",
+	if got := resp.Topics[0]; got.ErrorCode != 0 {
+		t.Fatalf("CreateTopics of %d partitions with 256 descriptors answered %v; segment files are opened lazily, so it should succeed",
 			partitions, kerr.ErrorForCode(got.ErrorCode))
-	}
-	msg := ""
-	if got.ErrorMessage != nil {
-		msg = *got.ErrorMessage
-	}
-	t.Logf("CreateTopics: %s", msg)
-	if !strings.Contains(msg, "too many open files") {
-		t.Errorf("message %q does not name the cause", msg)
 	}
 
 	produce := func(part int32) error {
 		return cl.ProduceSync(ctx, &kgo.Record{Topic: "wide", Partition: part, Value: []byte(strconv.Itoa(int(part)))}).FirstErr()
 	}
-	// A partition that was created may still fail a produce with
-	// KAFKA_STORAGE_ERROR while no descriptor is free (its first append
-	// writes the leader epoch checkpoint), but not otherwise, and its dir
-	// must not go offline: it takes produce once the limit is raised.
-	if err := produce(0); err != nil && !errors.Is(err, kerr.KafkaStorageError) {
-		t.Fatalf("produce to partition 0, created: %v", err)
+	acked := make([]bool, partitions)
+	failed := 0
+	for part := int32(0); part < partitions; part++ {
+		err := produce(part)
+		switch {
+		case err == nil:
+			acked[part] = true
+		case errors.Is(err, kerr.KafkaStorageError):
+			failed++
+		default:
+			t.Fatalf("produce to partition %d with 256 descriptors: %v, want success or KAFKA_STORAGE_ERROR", part, err)
+		}
 	}
-	if err := produce(partitions - 1); !errors.Is(err, kerr.KafkaStorageError) {
-		t.Fatalf("produce to partition %d, not created: %v, want KAFKA_STORAGE_ERROR", partitions-1, err)
-	}
+	t.Logf("with 256 descriptors: %d of %d partitions took produce, %d answered KAFKA_STORAGE_ERROR", partitions-failed, partitions, failed)
 
 	setNofile(lim.Max)
 	start := time.Now()
 	for part := int32(0); part < partitions; part++ {
+		if acked[part] {
+			continue
+		}
 		for {
 			err := produce(part)
 			if err == nil {
