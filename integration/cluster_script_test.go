@@ -217,7 +217,41 @@ func TestClusterScript(t *testing.T) {
 		})
 	}
 
-	// SIGTERM stops all three nodes cleanly, and the script with them.
+	// kill -9 of one node (as people try failover) leaves the script and
+	// the other two running: acks=all records still go in (min ISR 2) and
+	// read back from the survivors.
+	victim := nodePID(t, out.Name(), 3)
+	if err := syscall.Kill(victim, syscall.SIGKILL); err != nil {
+		t.Fatalf("kill node 3 (pid %d): %v", victim, err)
+	}
+	for i := n; i < n+50; i++ {
+		r := &kgo.Record{Topic: topic, Partition: 0, Value: fmt.Appendf(nil, "v%d", i)}
+		if err := cl.ProduceSync(ctx, r).FirstErr(); err != nil {
+			t.Fatalf("produce %d after node 3 was killed: %v", i, err)
+		}
+	}
+	for got < n+50 {
+		fs := consumer.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			t.Fatalf("read %d of %d records back after node 3 was killed", got, n+50)
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			if want := fmt.Sprintf("v%d", got); string(r.Value) != want || r.Offset != int64(got) {
+				t.Fatalf("record at %d: %q at offset %d, want %q", got, r.Value, r.Offset, want)
+			}
+			got++
+		})
+	}
+	select {
+	case <-exited:
+		t.Fatalf("cluster.sh exited when one node was killed: %v", waitErr)
+	default:
+	}
+	if so, _ := os.ReadFile(out.Name()); !strings.Contains(string(so), "node 3 exited") {
+		t.Errorf("the script did not report node 3's exit:\n%s", so)
+	}
+
+	// SIGTERM stops the other nodes cleanly, and the script with them.
 	script.Process.Signal(syscall.SIGTERM)
 	select {
 	case <-exited:
@@ -239,4 +273,21 @@ func TestClusterScript(t *testing.T) {
 			t.Errorf("node %d has no replica of %s-0: %v", n, topic, err)
 		}
 	}
+}
+
+// nodePID reads node n's pid from the script's "node N: pid P," line.
+func nodePID(t *testing.T, scriptOut string, n int) int {
+	t.Helper()
+	so, err := os.ReadFile(scriptOut)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(so), "\n") {
+		var node, pid int
+		if _, err := fmt.Sscanf(line, "node %d: pid %d,", &node, &pid); err == nil && node == n {
+			return pid
+		}
+	}
+	t.Fatalf("no pid for node %d in the script's output:\n%s", n, so)
+	return 0
 }

@@ -4,7 +4,8 @@
 # :9096, replication on :19092/:19094/:19096, the metadata quorum on
 # :19093/:19095/:19097, the HTTP listeners (/metrics, /healthz, /readyz)
 # on :9644/:9645/:9646, data in ./data/cluster/nodeN, logs beside it.
-# Ctrl-C (or SIGTERM) stops the three nodes cleanly.
+# Ctrl-C (or SIGTERM) stops the three nodes cleanly; a node that exits or
+# is killed (kill -9 its pid to try failover) leaves the other two running.
 #
 #   scripts/cluster.sh             run the cluster (make cluster)
 #   scripts/cluster.sh --print N   print node N's serve arguments, one per line
@@ -94,8 +95,23 @@ for n in 1 2 3; do
 done
 echo "bootstrap servers: $host:$(client_port 1),$host:$(client_port 2),$host:$(client_port 3) (Ctrl-C stops the cluster)"
 
-# Any node exiting on its own stops the others: a half cluster that looks
-# alive would mislead whoever runs this.
-wait -n "${pids[@]}" || true
-echo "a node exited; see its log in $dir" >&2
+# A node that exits (or is killed, which is how people try failover)
+# leaves the others running: the script says so, with the command that
+# restarts it, and ends once every node has exited or on Ctrl-C.
+running=("${pids[@]}")
+while ((${#running[@]})); do
+	status=0
+	wait -n -p done_pid "${running[@]}" || status=$?
+	left=()
+	for i in "${!running[@]}"; do
+		[[ ${running[$i]} == "$done_pid" ]] || left+=("${running[$i]}")
+	done
+	running=("${left[@]}")
+	for n in 1 2 3; do
+		if [[ ${pids[$((n - 1))]} == "$done_pid" ]]; then
+			echo "node $n exited with status $status; the other nodes keep running (restart it with: $0 --print $n | xargs -d '\n' $bin); see $dir/node$n.log" >&2
+		fi
+	done
+done
+echo "every node has exited" >&2
 exit 1
