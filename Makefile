@@ -113,7 +113,7 @@ COMPAT_PARALLEL ?= 8
 compat: compat-deps
 	@mkdir -p compat/out
 	@cd compat && status=0; rm -f out/kafka-versions.tsv; \
-	$(GO) test -count=1 -timeout $(COMPAT_TIMEOUT) -parallel $(COMPAT_PARALLEL) -run '^(TestClients|TestAPIVersions|TestJava|TestKafkaTools?.*|TestConnectStandalone|TestConnectDistributed|TestStreamsEOSKill|TestStreamsGroupScale|TestSecuredClients)$$' . \
+	$(GO) test -count=1 -timeout $(COMPAT_TIMEOUT) -parallel $(COMPAT_PARALLEL) -run '^(TestClients|TestAPIVersions|TestJava|TestKafkaTools?.*|TestConnectStandalone|TestConnectDistributed|TestStreamsEOSKill|TestStreamsGroupScale|TestSecuredClients|TestConfluentShareConsumer)$$' . \
 		-args -compat.results=out/results.tsv -compat.versions=out/gregor-versions.tsv \
 		-compat.kafka-versions=out/kafka-versions.tsv $(if $(UPDATE),-compat.update) || status=$$?; \
 	if [ -f out/results.tsv ]; then column -t -s "$$(printf '\t')" out/results.tsv | cut -c1-220; \
