@@ -62,11 +62,6 @@ type clusterOptions struct {
 
 func (c clusterOptions) any() bool { return c.replicated || c.failover || c.groups }
 
-// clFigure is one line of the cluster report.
-type clFigure struct {
-	What, Figure, Target, Met string
-}
-
 // clNode is one `gregor serve` of the three-node cluster.
 type clNode struct {
 	id   int
@@ -842,8 +837,8 @@ func profileBrokers(dir, name string, pids []int) (stop func()) {
 
 // runCluster runs the cluster cases o asks for and returns the report's
 // lines.
-func runCluster(ctx context.Context, o clusterOptions, work, bin string, tick float64, m *machine) ([]clFigure, error) {
-	var figs []clFigure
+func runCluster(ctx context.Context, o clusterOptions, work, bin string, tick float64, m *machine) ([]figure, error) {
+	var figs []figure
 	sample := func() {
 		if s, err := os.ReadFile("/proc/loadavg"); err == nil {
 			if l, err := loadAvg(string(s)); err == nil {
@@ -896,25 +891,25 @@ func runCluster(ctx context.Context, o clusterOptions, work, bin string, tick fl
 	return figs, nil
 }
 
-func replFigures(name string, o clusterOptions, rf3, rf1 replRun) []clFigure {
+func replFigures(name string, o clusterOptions, rf3, rf1 replRun) []figure {
 	r := rf3.MiBPS / rf1.MiBPS
-	ratio := clFigure{What: fmt.Sprintf("%s: RF 3 over RF 1", name), Figure: fmt.Sprintf("%.2f×", r)}
+	ratio := figure{What: fmt.Sprintf("%s: RF 3 over RF 1", name), Value: fmt.Sprintf("%.2f×", r)}
 	if name == "gregor" {
 		// The target is gregor's; Kafka's ratio is the reference.
 		ratio.Target, ratio.Met = "≥ 0.7×", met848(r >= 0.7)
 	}
-	return []clFigure{
+	return []figure{
 		{What: fmt.Sprintf("%s: produce acks=all, RF 3 (min ISR 2), %d partitions, %s x 1 KiB, median of %d", name, o.replPartitions, groupDigits(int(o.replRecords)), o.replRounds),
-			Figure: fmt.Sprintf("%.1f MiB/s, %.2f CPU s/GiB (3 brokers), p99 %.0f ms", rf3.MiBPS, rf3.CPUPerGiB, rf3.P99)},
+			Value: fmt.Sprintf("%.1f MiB/s, %.2f CPU s/GiB (3 brokers), p99 %.0f ms", rf3.MiBPS, rf3.CPUPerGiB, rf3.P99)},
 		{What: fmt.Sprintf("%s: the same, RF 1", name),
-			Figure: fmt.Sprintf("%.1f MiB/s, %.2f CPU s/GiB (3 brokers), p99 %.0f ms", rf1.MiBPS, rf1.CPUPerGiB, rf1.P99)},
+			Value: fmt.Sprintf("%.1f MiB/s, %.2f CPU s/GiB (3 brokers), p99 %.0f ms", rf1.MiBPS, rf1.CPUPerGiB, rf1.P99)},
 		ratio,
 	}
 }
 
 // kafkaReplicated runs the replicated case on a three-node Kafka
 // reference (KRaft combined nodes), started and stopped here.
-func kafkaReplicated(ctx context.Context, o clusterOptions, work, bin string, tick float64) ([]clFigure, error) {
+func kafkaReplicated(ctx context.Context, o clusterOptions, work, bin string, tick float64) ([]figure, error) {
 	script, err := filepath.Abs("kafka-ref/kafka-ref.sh")
 	if err != nil {
 		return nil, err
@@ -939,7 +934,7 @@ func kafkaReplicated(ctx context.Context, o clusterOptions, work, bin string, ti
 	return replFigures("Kafka 3 nodes", o, rf3, rf1), nil
 }
 
-func failoverFigures(res []failoverResult, acked, lost, dups int64) []clFigure {
+func failoverFigures(res []failoverResult, acked, lost, dups int64) []figure {
 	var all, plain, ctrl []float64
 	for _, r := range res {
 		s := r.took.Seconds()
@@ -956,12 +951,12 @@ func failoverFigures(res []failoverResult, acked, lost, dups int64) []clFigure {
 		}
 		return fmt.Sprintf("median %.2f s, max %.2f s", median(xs), slices.Max(xs))
 	}
-	return []clFigure{
+	return []figure{
 		{What: fmt.Sprintf("leader failover, SIGKILL of the leader to the next acknowledged write (%d kills)", len(all)),
-			Figure: line(all), Target: "≤ 1 s", Met: met848(len(all) > 0 && slices.Max(all) <= 1)},
-		{What: fmt.Sprintf("— the killed node led the partition only (%d kills)", len(plain)), Figure: line(plain)},
-		{What: fmt.Sprintf("— the killed node was also the active controller (%d kills)", len(ctrl)), Figure: line(ctrl)},
-		{What: "acknowledged records read back after the kills", Figure: fmt.Sprintf("%d of %d (%d lost, %d duplicated)", acked-lost, acked, lost, dups),
+			Value: line(all), Target: "≤ 1 s", Met: met848(len(all) > 0 && slices.Max(all) <= 1)},
+		{What: fmt.Sprintf("— the killed node led the partition only (%d kills)", len(plain)), Value: line(plain)},
+		{What: fmt.Sprintf("— the killed node was also the active controller (%d kills)", len(ctrl)), Value: line(ctrl)},
+		{What: "acknowledged records read back after the kills", Value: fmt.Sprintf("%d of %d (%d lost, %d duplicated)", acked-lost, acked, lost, dups),
 			Target: "none lost", Met: met848(lost == 0)},
 	}
 }
@@ -969,7 +964,7 @@ func failoverFigures(res []failoverResult, acked, lost, dups int64) []clFigure {
 // groupsFigures starts a single gregor with the KIP-848 heartbeat
 // interval o.groupHeartbeat, creates topics of 1,000 partitions up to the
 // largest size, and measures each size on a group of its own.
-func groupsFigures(ctx context.Context, o clusterOptions, work, bin string) ([]clFigure, error) {
+func groupsFigures(ctx context.Context, o clusterOptions, work, bin string) ([]figure, error) {
 	sizes, err := parseGroupSizes(o.groupSizes)
 	if err != nil {
 		return nil, err
@@ -1007,7 +1002,7 @@ func groupsFigures(ctx context.Context, o clusterOptions, work, bin string) ([]c
 		topics, counts = append(topics, t), append(counts, n)
 	}
 	slog.Info("created the groups' topics", "partitions", most, "took", time.Since(start).Round(time.Millisecond))
-	var figs []clFigure
+	var figs []figure
 	for i, s := range sizes {
 		var use []string
 		sum := 0
@@ -1028,9 +1023,9 @@ func groupsFigures(ctx context.Context, o clusterOptions, work, bin string) ([]c
 			return nil, err
 		}
 		slog.Info("group stable", "members", s.members, "partitions", s.partitions, "took", took.Round(time.Millisecond), "errors", errs)
-		f := clFigure{What: fmt.Sprintf("KIP-848 group, %s members over %s partitions, first heartbeat to stable (heartbeat interval %v)",
+		f := figure{What: fmt.Sprintf("KIP-848 group, %s members over %s partitions, first heartbeat to stable (heartbeat interval %v)",
 			groupDigits(s.members), groupDigits(s.partitions), o.groupHeartbeat),
-			Figure: fmt.Sprintf("%.2f s (%d error answers)", took.Seconds(), errs)}
+			Value: fmt.Sprintf("%.2f s (%d error answers)", took.Seconds(), errs)}
 		if s.members == 1000 && s.partitions == 10000 {
 			f.Target, f.Met = "≤ 2 s", met848(took <= 2*time.Second)
 		}
@@ -1047,19 +1042,4 @@ func met848(ok bool) string {
 		return "yes"
 	}
 	return "no"
-}
-
-// renderCluster writes the cluster report.
-func renderCluster(when string, m machine, figs []clFigure, command string) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "Run of %s on %d cores, %s; load average %.2f at the start, %.2f at the end.\n\n", when, m.CPUs, m.Model, m.LoadStart, m.LoadEnd)
-	if w := m.loadWarning(); w != "" {
-		fmt.Fprintf(&b, "**%s**\n\n", w)
-	}
-	b.WriteString("| what | figure | target | met |\n|---|---|---|---|\n")
-	for _, f := range figs {
-		fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", f.What, f.Figure, f.Target, f.Met)
-	}
-	fmt.Fprintf(&b, "\n```\n%s\n```\n", command)
-	return b.String()
 }

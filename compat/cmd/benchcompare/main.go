@@ -324,7 +324,7 @@ func run(ctx context.Context, o options, command string) error {
 		if s, err := os.ReadFile("/proc/loadavg"); err == nil {
 			info.Machine.LoadEnd, _ = loadAvg(string(s))
 		}
-		report := renderCluster(info.When, info.Machine, figs, command)
+		report := renderTargets(info.When, info.Machine, figs, command)
 		fmt.Print(report)
 		if o.out != "" {
 			if err := os.WriteFile(o.out, []byte(report), 0o644); err != nil {
@@ -342,7 +342,7 @@ func run(ctx context.Context, o options, command string) error {
 		if s, err := os.ReadFile("/proc/loadavg"); err == nil {
 			info.Machine.LoadEnd, _ = loadAvg(string(s))
 		}
-		report := renderMemory(info.When, info.Machine, figs, command)
+		report := renderTargets(info.When, info.Machine, figs, command)
 		fmt.Print(report)
 		if o.out != "" {
 			if err := os.WriteFile(o.out, []byte(report), 0o644); err != nil {

@@ -368,8 +368,9 @@ func openIdleConns(ctx context.Context, addr string, n int) ([]net.Conn, error) 
 	return conns, nil
 }
 
-// renderMemory writes the -memory figures as a markdown table.
-func renderMemory(when string, m machine, figs []figure, command string) string {
+// renderTargets writes figures against their targets (-memory and the
+// cluster cases) as a markdown table.
+func renderTargets(when string, m machine, figs []figure, command string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "Run of %s on %d cores, %s; load average %.2f at the start, %.2f at the end.\n\n", when, m.CPUs, m.Model, m.LoadStart, m.LoadEnd)
 	if w := m.loadWarning(); w != "" {

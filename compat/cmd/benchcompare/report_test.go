@@ -223,7 +223,7 @@ func TestRenderMemory(t *testing.T) {
 		{"idle RSS after start (empty data dir)", "14.2 MiB, 12 fds", "≤ 30 MiB", met(14.2 <= targetIdleRSSMiB)},
 		{"10000 idle partitions", "70.0 MiB, 10011 fds", "≤ 64 MiB, ≤ 1000 fds", met(false)},
 	}
-	md := renderMemory("2026-12-02 01:00 UTC", machine{CPUs: 2, Model: "test CPU", LoadStart: 9, LoadEnd: 9}, figs, "go run ./cmd/benchcompare -memory")
+	md := renderTargets("2026-12-02 01:00 UTC", machine{CPUs: 2, Model: "test CPU", LoadStart: 9, LoadEnd: 9}, figs, "go run ./cmd/benchcompare -memory")
 	for _, want := range []string{
 		"| idle RSS after start (empty data dir) | 14.2 MiB, 12 fds | ≤ 30 MiB | yes |",
 		"| 10000 idle partitions | 70.0 MiB, 10011 fds | ≤ 64 MiB, ≤ 1000 fds | no |",
