@@ -272,11 +272,7 @@ func (d *decoder) tps() tpSet {
 	out := make(tpSet, n)
 	for range n {
 		id := d.uuid()
-		m := d.carray(4)
-		ps := make([]int32, 0, m)
-		for range m {
-			ps = append(ps, d.i32())
-		}
+		ps := d.int32s()
 		d.tags()
 		out.add(id, ps...)
 	}

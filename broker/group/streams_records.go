@@ -157,6 +157,16 @@ func (e *encoder) int16s(v []int16) {
 	}
 }
 
+// int32s reads a compact array of int32 (partitions, epochs).
+func (d *decoder) int32s() []int32 {
+	n := d.carray(4)
+	out := make([]int32, 0, n)
+	for range n {
+		out = append(out, d.i32())
+	}
+	return out
+}
+
 func (d *decoder) int16s() []int16 {
 	n := d.carray(2)
 	out := make([]int16, 0, n)
@@ -316,11 +326,7 @@ func (d *decoder) activeTaskIDs(epochs map[streamsTask]int32, fallback int32) ta
 	out := make(taskSet, n)
 	for range n {
 		sub := d.cstr()
-		c := d.carray(4)
-		ps := make([]int32, 0, c)
-		for range c {
-			ps = append(ps, d.i32())
-		}
+		ps := d.int32s()
 		var eps []int32
 		tags := d.uvarint()
 		for i := uint64(0); i < tags && d.err == nil; i++ {
@@ -337,10 +343,7 @@ func (d *decoder) activeTaskIDs(epochs map[streamsTask]int32, fallback int32) ta
 				continue // null: no epochs
 			}
 			bd := &decoder{b: body}
-			k := bd.carray(4)
-			for range k {
-				eps = append(eps, bd.i32())
-			}
+			eps = bd.int32s()
 			if bd.err != nil {
 				d.fail(fmt.Errorf("assignment epochs of subtopology %s: %w", sub, bd.err))
 			}
@@ -362,11 +365,7 @@ func (d *decoder) taskIDs() taskSet {
 	out := make(taskSet, n)
 	for range n {
 		sub := d.cstr()
-		c := d.carray(4)
-		ps := make([]int32, 0, c)
-		for range c {
-			ps = append(ps, d.i32())
-		}
+		ps := d.int32s()
 		d.tags() // AssignmentEpochs (tag 0), which Gregor does not use
 		out.add(sub, ps...)
 	}
