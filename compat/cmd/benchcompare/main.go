@@ -55,6 +55,16 @@ type benchCase struct {
 	Records    int64
 	Rate       float64 // e2e: records/s
 	From       string  // consume: the produce case whose topic it reads
+	// Durable creates the topic with flush.messages=1 (the topic's form
+	// of log.flush.interval.messages=1, so the same broker processes
+	// serve every case): each batch is fsynced before it is acknowledged
+	// or readable. kfake takes no such config and never fsyncs.
+	Durable bool
+	// TargetP99 and TargetP999 are the issue's latency targets of an e2e
+	// case in ms (0: none), with BelowKafka when gregor's p99 and p99.9
+	// must also be below Kafka's in the same run.
+	TargetP99, TargetP999 float64
+	BelowKafka            bool
 }
 
 // Title names the case in the tables.
@@ -65,8 +75,23 @@ func (c benchCase) Title() string {
 	case "consume":
 		return fmt.Sprintf("consume, %s partitions", groupDigits(c.Partitions))
 	default:
-		return fmt.Sprintf("e2e at %s msg/s, %s partitions", groupDigits(int(c.Rate)), groupDigits(c.Partitions))
+		t := fmt.Sprintf("e2e at %s msg/s, %s partitions", groupDigits(int(c.Rate)), groupDigits(c.Partitions))
+		if c.Durable {
+			t += ", durable (flush.messages=1; kfake does not fsync)"
+		}
+		return t
 	}
+}
+
+// topicConfigs are the configs the case's topic is created with on
+// broker b: flush.messages=1 for a durable case, except on kfake, which
+// has no fsync to ask for (and refuses the config).
+func (c benchCase) topicConfigs(b string) map[string]*string {
+	if !c.Durable || b == "kfake" {
+		return nil
+	}
+	one := "1"
+	return map[string]*string{"flush.messages": &one}
 }
 
 func groupDigits(n int) string {
@@ -94,10 +119,33 @@ func (c benchCase) perfArgs(bootstrap, topic, bin string) []string {
 	}
 }
 
+// The issue's end-to-end latency targets, in ms: acks=all to the consumer
+// at 10,000 and 50,000 msg/s p99 <= 3 and p99.9 <= 6, below Kafka's; in
+// the durable mode p99 <= 5.
+const (
+	targetP99, targetP999 = 3, 6
+	targetDurableP99      = 5
+)
+
+// e2eCaseName is the name of the end-to-end case at rate records/s:
+// e2e-16 at 10,000 msg/s (its name before the matrix had more than one),
+// e2e-16-<rate> at another, with -durable for the durable mode.
+func e2eCaseName(rate float64, durable bool) string {
+	n := "e2e-16"
+	if durable {
+		n += "-durable"
+	}
+	if rate != 10_000 || durable {
+		n += "-" + strconv.FormatFloat(rate, 'f', -1, 64)
+	}
+	return n
+}
+
 // matrix is the list of cases: produce to 16 and 1,000 partitions (and
 // 10,000 with many), consume of the 16-partition topic, and end-to-end
-// latency at a fixed rate over 16 partitions.
-func matrix(records int64, many bool, e2eRate float64, e2eSeconds float64) []benchCase {
+// latency over 16 partitions at each of e2eRates and, durable, at
+// durableRate (0: no durable case), each for e2eSeconds.
+func matrix(records int64, many bool, e2eRates []float64, durableRate, e2eSeconds float64) []benchCase {
 	cs := []benchCase{
 		{Name: "produce-16", Kind: "produce", Partitions: 16, Records: records},
 		{Name: "produce-1000", Kind: "produce", Partitions: 1000, Records: records},
@@ -105,10 +153,32 @@ func matrix(records int64, many bool, e2eRate float64, e2eSeconds float64) []ben
 	if many {
 		cs = append(cs, benchCase{Name: "produce-10000", Kind: "produce", Partitions: 10000, Records: records})
 	}
-	cs = append(cs,
-		benchCase{Name: "consume-16", Kind: "consume", Partitions: 16, Records: records, From: "produce-16"},
-		benchCase{Name: "e2e-16", Kind: "e2e", Partitions: 16, Records: int64(e2eRate * e2eSeconds), Rate: e2eRate})
+	cs = append(cs, benchCase{Name: "consume-16", Kind: "consume", Partitions: 16, Records: records, From: "produce-16"})
+	for _, r := range e2eRates {
+		cs = append(cs, benchCase{Name: e2eCaseName(r, false), Kind: "e2e", Partitions: 16, Records: int64(r * e2eSeconds), Rate: r,
+			TargetP99: targetP99, TargetP999: targetP999, BelowKafka: true})
+	}
+	if durableRate > 0 {
+		cs = append(cs, benchCase{Name: e2eCaseName(durableRate, true), Kind: "e2e", Partitions: 16, Records: int64(durableRate * e2eSeconds),
+			Rate: durableRate, Durable: true, TargetP99: targetDurableP99})
+	}
 	return cs
+}
+
+// parseRates reads -e2e-rates: comma-separated positive records/s.
+func parseRates(s string) ([]float64, error) {
+	var out []float64
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		r, err := strconv.ParseFloat(f, 64)
+		if err != nil || r <= 0 {
+			return nil, fmt.Errorf("-e2e-rates: %q is not a positive rate", f)
+		}
+		out = append(out, r)
+	}
+	return out, nil
 }
 
 // selectCases keeps the cases named in names (all for none), in the
@@ -165,7 +235,8 @@ type options struct {
 	short       bool
 	records     int64
 	many        bool
-	e2eRate     float64
+	e2eRates    []float64
+	durableRate float64
 	e2eSeconds  float64
 	brokers     []string
 	doc         string
@@ -187,10 +258,11 @@ func main() {
 	flag.BoolVar(&o.short, "short", false, "the short form: one round, small sizes (unless -rounds, -records or -e2e-seconds are given)")
 	flag.Int64Var(&o.records, "records", 1_000_000, "records of 1 KiB per produce and consume case")
 	flag.BoolVar(&o.many, "many", false, "also produce to 10,000 partitions")
-	flag.Float64Var(&o.e2eRate, "e2e-rate", 10_000, "records/s of the end-to-end case")
-	flag.Float64Var(&o.e2eSeconds, "e2e-seconds", 10, "length of the end-to-end case in seconds")
+	rates := flag.String("e2e-rates", "10000,50000", "comma-separated records/s of the end-to-end cases (e2e-16 at 10,000, e2e-16-<rate> at others)")
+	flag.Float64Var(&o.durableRate, "e2e-durable-rate", 10_000, "records/s of the durable end-to-end case, e2e-16-durable-<rate>, its topic created with flush.messages=1 (0: none)")
+	flag.Float64Var(&o.e2eSeconds, "e2e-seconds", 5, "length of each end-to-end case in seconds")
 	flag.StringVar(&brokers, "brokers", "gregor,kafka,kfake", "comma-separated brokers to measure: gregor, kafka, kfake")
-	cases := flag.String("cases", "", "comma-separated case names to run (produce-16, produce-1000, produce-10000, consume-16, e2e-16); empty for all")
+	cases := flag.String("cases", "", "comma-separated case names to run (produce-16, produce-1000, produce-10000, consume-16, e2e-16, e2e-16-50000, e2e-16-durable-10000); empty for all")
 	flag.StringVar(&o.doc, "doc", "", "regenerate the side-by-side section of this markdown `file` (docs/performance.md)")
 	flag.StringVar(&o.out, "out", "", "also write the report to this `file`")
 	flag.StringVar(&o.work, "work", "", "working `directory` for binaries and data; empty for a temporary one, removed after")
@@ -250,6 +322,11 @@ func main() {
 	if *cases != "" {
 		o.cases = strings.Split(*cases, ",")
 	}
+	var err error
+	if o.e2eRates, err = parseRates(*rates); err != nil {
+		slog.Error("bench-compare", "err", err)
+		os.Exit(2)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := run(ctx, o, "go run ./cmd/benchcompare "+strings.Join(os.Args[1:], " ")); err != nil {
@@ -259,8 +336,8 @@ func main() {
 }
 
 func run(ctx context.Context, o options, command string) error {
-	if o.rounds < 1 || o.records < 1 || o.e2eRate <= 0 || o.e2eSeconds <= 0 {
-		return errors.New("-rounds, -records, -e2e-rate and -e2e-seconds must be positive")
+	if o.rounds < 1 || o.records < 1 || o.e2eSeconds <= 0 || o.durableRate < 0 {
+		return errors.New("-rounds, -records and -e2e-seconds must be positive, -e2e-durable-rate not negative")
 	}
 	for _, b := range o.brokers {
 		if _, ok := brokerLabels[b]; !ok {
@@ -275,8 +352,8 @@ func run(ctx context.Context, o options, command string) error {
 	}
 	info := runInfo{When: time.Now().UTC().Format("2006-01-02 15:04 UTC"), Rounds: o.rounds, Command: command,
 		KafkaHeap: "-Xmx512m", KfakeVersion: moduleVersion("github.com/twmb/franz-go/pkg/kfake")}
-	info.Form = fmt.Sprintf("%d round(s) of %s records per produce/consume case, e2e %s records", o.rounds,
-		groupDigits(int(o.records)), groupDigits(int(o.e2eRate*o.e2eSeconds)))
+	info.Form = fmt.Sprintf("%d round(s) of %s records per produce/consume case, %s s per e2e case", o.rounds,
+		groupDigits(int(o.records)), strconv.FormatFloat(o.e2eSeconds, 'f', -1, 64))
 	if h := os.Getenv("KAFKA_HEAP_OPTS"); h != "" {
 		info.KafkaHeap = h
 	}
@@ -369,7 +446,7 @@ func run(ctx context.Context, o options, command string) error {
 		slog.Info("broker up", "broker", name, "addr", b.addr, "pid", b.pid)
 	}
 
-	cases, err := selectCases(matrix(o.records, o.many, o.e2eRate, o.e2eSeconds), o.cases)
+	cases, err := selectCases(matrix(o.records, o.many, o.e2eRates, o.durableRate, o.e2eSeconds), o.cases)
 	if err != nil {
 		return err
 	}
@@ -478,7 +555,7 @@ func runRound(ctx context.Context, b *broker, cases []benchCase, round int, bin 
 			}
 		} else {
 			start := time.Now()
-			if err := createTopic(ctx, adm, topic, c.Partitions); err != nil {
+			if err := createTopicWith(ctx, adm, topic, c.Partitions, c.topicConfigs(b.name)); err != nil {
 				return nil, err
 			}
 			slog.Debug("created topic", "broker", b.name, "topic", topic, "partitions", c.Partitions, "took", time.Since(start))
@@ -556,9 +633,14 @@ func adminClient(addr string) (*kgo.Client, *kadm.Client, error) {
 // factor 1) and waits until every partition has a leader that answers
 // ListOffsets, so the measured run starts on a ready topic.
 func createTopic(ctx context.Context, adm *kadm.Client, topic string, partitions int) error {
+	return createTopicWith(ctx, adm, topic, partitions, nil)
+}
+
+// createTopicWith is createTopic with the topic's configs.
+func createTopicWith(ctx context.Context, adm *kadm.Client, topic string, partitions int, configs map[string]*string) error {
 	cctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
-	if _, err := adm.CreateTopic(cctx, int32(partitions), 1, nil, topic); err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
+	if _, err := adm.CreateTopic(cctx, int32(partitions), 1, configs, topic); err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
 		return fmt.Errorf("create topic %s: %w", topic, err)
 	}
 	for {

@@ -305,14 +305,92 @@ func renderMarkdown(r runInfo, cases []benchCase, brokers []string, sum map[stri
 			fmtRatio(ratio(g.CPUPerGiB, k.CPUPerGiB)), fmtRatio(ratio(g.CPUPerGiB, f.CPUPerGiB)),
 			lat(g.P99, k.P99), lat(g.P99, f.P99), lat(g.P999, k.P999), lat(g.P999, f.P999))
 	}
+	b.WriteString(renderLatencyTargets(cases, sum))
 	b.WriteString("\nCommands (the topic is created beforehand, outside the measured interval; `<broker>` is each broker's bootstrap address):\n\n```\n")
 	b.WriteString(r.Command + "\n")
 	for _, c := range cases {
-		fmt.Fprintf(&b, "# %s: a topic of %d partitions\n", c.Title(), c.Partitions)
+		with := ""
+		if c.Durable {
+			with = " with flush.messages=1 (on kfake without)"
+		}
+		fmt.Fprintf(&b, "# %s: a topic of %d partitions%s\n", c.Title(), c.Partitions, with)
 		b.WriteString(strings.Join(c.perfArgs("<broker>", "<topic>", "gregor"), " ") + "\n")
 	}
 	b.WriteString("```\n")
 	return b.String()
+}
+
+// renderLatencyTargets is the table of the e2e cases that have targets:
+// each broker's median p50 / p99 / p99.9 and whether gregor's meet the
+// target ("" when no case has one).
+func renderLatencyTargets(cases []benchCase, sum map[string]map[string]summary) string {
+	var b strings.Builder
+	for _, c := range cases {
+		g, ok := sum[c.Name]["gregor"]
+		if c.Kind != "e2e" || c.TargetP99 <= 0 || !ok {
+			continue
+		}
+		if b.Len() == 0 {
+			b.WriteString("\nEnd-to-end latency targets (issue 17), p50 / p99 / p99.9 in ms, medians over the rounds; a case is met only if gregor kept the offered rate (at least 95% of its MiB/s):\n\n")
+			b.WriteString("| case | gregor | Kafka | kfake | target | met |\n")
+			b.WriteString("|---|---:|---:|---:|---|---|\n")
+		}
+		lat := func(br string) string {
+			s, ok := sum[c.Name][br]
+			if !ok {
+				return "—"
+			}
+			return fmt.Sprintf("%s / %s / %s", fmtNum(s.P50, 2), fmtNum(s.P99, 2), fmtNum(s.P999, 2))
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s |\n", c.Title(), lat("gregor"), lat("kafka"), lat("kfake"),
+			c.targetText(), latencyVerdict(c, g, sum[c.Name]))
+	}
+	return b.String()
+}
+
+// targetText states the case's latency target.
+func (c benchCase) targetText() string {
+	t := "p99 ≤ " + fmtNum(c.TargetP99, 0) + " ms"
+	if c.TargetP999 > 0 {
+		t += ", p99.9 ≤ " + fmtNum(c.TargetP999, 0) + " ms"
+	}
+	if c.BelowKafka {
+		t += ", below Kafka's"
+	}
+	return t
+}
+
+// latencyVerdict is "yes" when gregor's medians g meet the case's target,
+// else "no: " and every reason; of is the case's summaries by broker.
+func latencyVerdict(c benchCase, g summary, of map[string]summary) string {
+	var why []string
+	if offered := c.Rate * 1024 / (1 << 20); !(g.MiBPS >= 0.95*offered) {
+		why = append(why, fmt.Sprintf("kept %s of %s MiB/s", fmtNum(g.MiBPS, 1), fmtNum(offered, 1)))
+	}
+	if !(g.P99 <= c.TargetP99) {
+		why = append(why, fmt.Sprintf("p99 %s > %s", fmtNum(g.P99, 2), fmtNum(c.TargetP99, 0)))
+	}
+	if c.TargetP999 > 0 && !(g.P999 <= c.TargetP999) {
+		why = append(why, fmt.Sprintf("p99.9 %s > %s", fmtNum(g.P999, 2), fmtNum(c.TargetP999, 0)))
+	}
+	if c.BelowKafka {
+		k, ok := of["kafka"]
+		switch {
+		case !ok:
+			why = append(why, "no Kafka figure to compare")
+		default:
+			if !(g.P99 < k.P99) {
+				why = append(why, fmt.Sprintf("p99 not below Kafka's %s", fmtNum(k.P99, 2)))
+			}
+			if !(g.P999 < k.P999) {
+				why = append(why, fmt.Sprintf("p99.9 not below Kafka's %s", fmtNum(k.P999, 2)))
+			}
+		}
+	}
+	if len(why) == 0 {
+		return "yes"
+	}
+	return "no: " + strings.Join(why, "; ")
 }
 
 // Markers delimit the generated section of docs/performance.md.

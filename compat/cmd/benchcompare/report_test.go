@@ -185,27 +185,51 @@ func TestSplice(t *testing.T) {
 }
 
 func TestMatrix(t *testing.T) {
-	cs := matrix(1000, false, 10000, 2)
+	cs := matrix(1000, false, []float64{10000, 50000}, 10000, 2)
 	var names []string
 	for _, c := range cs {
 		names = append(names, c.Name)
 	}
-	if got := strings.Join(names, " "); got != "produce-16 produce-1000 consume-16 e2e-16" {
+	if got := strings.Join(names, " "); got != "produce-16 produce-1000 consume-16 e2e-16 e2e-16-50000 e2e-16-durable-10000" {
 		t.Errorf("matrix = %s", got)
 	}
-	if cs[3].Records != 20000 || cs[2].From != "produce-16" {
-		t.Errorf("e2e records %d, consume from %q", cs[3].Records, cs[2].From)
+	if cs[3].Records != 20000 || cs[4].Records != 100000 || cs[5].Records != 20000 || cs[2].From != "produce-16" {
+		t.Errorf("e2e records %d, %d, %d, consume from %q", cs[3].Records, cs[4].Records, cs[5].Records, cs[2].From)
 	}
-	if len(matrix(1000, true, 10000, 2)) != 5 {
-		t.Error("-many does not add the 10,000-partition case")
+	if len(matrix(1000, true, []float64{10000}, 0, 2)) != 5 {
+		t.Error("-many does not add the 10,000-partition case, or a durable rate of 0 adds one")
 	}
 	args := strings.Join(cs[3].perfArgs("b:1", "t", "gregor"), " ")
 	if args != "gregor perf e2e --bootstrap b:1 --topic t --records 20000 --record-size 1024 --acks all --throughput 10000 --json" {
 		t.Errorf("e2e args: %s", args)
 	}
+	if cs[4].Title() != "e2e at 50,000 msg/s, 16 partitions" || cs[4].TargetP99 != 3 || cs[4].TargetP999 != 6 || !cs[4].BelowKafka {
+		t.Errorf("50,000 msg/s case: %+v (%s)", cs[4], cs[4].Title())
+	}
+	d := cs[5]
+	if !d.Durable || d.TargetP99 != 5 || d.TargetP999 != 0 || d.BelowKafka ||
+		d.Title() != "e2e at 10,000 msg/s, 16 partitions, durable (flush.messages=1; kfake does not fsync)" {
+		t.Errorf("durable case: %+v (%s)", d, d.Title())
+	}
+	for _, b := range []string{"gregor", "kafka"} {
+		if v := d.topicConfigs(b)["flush.messages"]; v == nil || *v != "1" {
+			t.Errorf("durable topic on %s: configs %v", b, d.topicConfigs(b))
+		}
+	}
+	if d.topicConfigs("kfake") != nil || cs[3].topicConfigs("gregor") != nil {
+		t.Error("kfake or a non-durable case gets topic configs")
+	}
 	sel, err := selectCases(cs, []string{"e2e-16", "produce-16"})
 	if err != nil || len(sel) != 2 || sel[0].Name != "produce-16" || sel[1].Name != "e2e-16" {
 		t.Errorf("selectCases = %v, %v", sel, err)
+	}
+	if rs, err := parseRates("10000, 50000,"); err != nil || len(rs) != 2 || rs[1] != 50000 {
+		t.Errorf("parseRates = %v, %v", rs, err)
+	}
+	for _, bad := range []string{"0", "x", "-5"} {
+		if _, err := parseRates(bad); err == nil {
+			t.Errorf("parseRates(%q) accepted", bad)
+		}
 	}
 	if _, err := selectCases(cs, []string{"consume-16"}); err == nil {
 		t.Error("consume without the produce case it reads accepted")
@@ -215,6 +239,37 @@ func TestMatrix(t *testing.T) {
 	}
 	if groupDigits(10000) != "10,000" || groupDigits(16) != "16" || groupDigits(1000000) != "1,000,000" {
 		t.Error("groupDigits")
+	}
+}
+
+// TestRenderLatencyTargets: the generated section gives every e2e case's
+// p50 / p99 / p99.9 per broker and says whether gregor meets the case's
+// target, and why not.
+func TestRenderLatencyTargets(t *testing.T) {
+	cases := matrix(1000, false, []float64{10000, 50000}, 10000, 2)[3:]
+	lat := func(br, c string, mibps, p50, p99, p999 float64) sample {
+		return sample{Broker: br, Case: c, Round: 1, MiBPS: mibps, CPUSec: 1, GiB: 1, P50: p50, P99: p99, P999: p999}
+	}
+	ss := []sample{
+		lat("gregor", "e2e-16", 9.8, 1, 2.5, 5.5), lat("kafka", "e2e-16", 9.8, 2, 4, 8), lat("kfake", "e2e-16", 9.8, 1, 2, 3),
+		lat("gregor", "e2e-16-50000", 40, 1.5, 3.5, 7), lat("kafka", "e2e-16-50000", 48.8, 2, 3, 9), lat("kfake", "e2e-16-50000", 48.8, 1, 2, 3),
+		lat("gregor", "e2e-16-durable-10000", 9.8, 2, 4.5, 9), lat("kafka", "e2e-16-durable-10000", 9.8, 3, 6, 12),
+	}
+	info := runInfo{Rounds: 1, Machine: machine{CPUs: 2, Model: "test CPU"}}
+	md := renderMarkdown(info, cases, []string{"gregor", "kafka", "kfake"}, summarize(ss))
+	for _, want := range []string{
+		"| e2e at 10,000 msg/s, 16 partitions | 1.00 / 2.50 / 5.50 | 2.00 / 4.00 / 8.00 | 1.00 / 2.00 / 3.00 | p99 ≤ 3 ms, p99.9 ≤ 6 ms, below Kafka's | yes |",
+		"| e2e at 50,000 msg/s, 16 partitions | 1.50 / 3.50 / 7.00 | 2.00 / 3.00 / 9.00 | 1.00 / 2.00 / 3.00 | p99 ≤ 3 ms, p99.9 ≤ 6 ms, below Kafka's | no: kept 40.0 of 48.8 MiB/s; p99 3.50 > 3; p99.9 7.00 > 6; p99 not below Kafka's 3.00 |",
+		"| e2e at 10,000 msg/s, 16 partitions, durable (flush.messages=1; kfake does not fsync) | 2.00 / 4.50 / 9.00 | 3.00 / 6.00 / 12.00 | — | p99 ≤ 5 ms | yes |",
+		"# e2e at 10,000 msg/s, 16 partitions, durable (flush.messages=1; kfake does not fsync): a topic of 16 partitions with flush.messages=1 (on kfake without)",
+		"--throughput 50000 --json",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("report lacks %q:\n%s", want, md)
+		}
+	}
+	if renderLatencyTargets(cases[:1], map[string]map[string]summary{}) != "" {
+		t.Error("a table without any gregor figure")
 	}
 }
 
