@@ -215,7 +215,9 @@ func (p *Partition) AppendLocked(batch []byte, nowMs int64) (int64, error) {
 // Durable makes the append that ended at last durable when the flush
 // policy (flush.messages, flush.ms) asked for it: group commit, since a
 // flush covers every append before it and later callers find their
-// offsets covered.
+// offsets covered. Until then the high watermark stays below the append
+// (CommittableEnd); Durable raises it after the flush. The caller must
+// not hold p.Mu.
 func (p *Partition) Durable(last int64) error {
 	if p.FlushTarget.Load() <= last {
 		return nil
@@ -225,6 +227,15 @@ func (p *Partition) Durable(last int64) error {
 	} else if err != nil {
 		p.Env.StorageFailed(p, err)
 		return fmt.Errorf("%w: flush %s-%d: %v", kerr.KafkaStorageError, p.Topic, p.Index, err)
+	}
+	if p.HW.Load() <= last {
+		// The high watermark stopped short of the unflushed append
+		// (CommittableEnd); the flush lets it cover it now. Whoever's
+		// flush covered the append, each waiter advances it, so it
+		// never waits on another caller's turn.
+		p.Mu.Lock()
+		p.MaybeAdvanceHighWatermarkLocked()
+		p.Mu.Unlock()
 	}
 	return nil
 }

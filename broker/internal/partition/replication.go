@@ -42,13 +42,14 @@ func (p *Partition) IsLeader(self int32) bool {
 }
 
 // MaybeAdvanceHighWatermarkLocked raises a leader's high watermark to the
-// smallest log end offset in the ISR. The caller holds p.Mu.
+// smallest log end offset in the ISR, the leader's own counted only as far
+// as the flush policy lets it (CommittableEnd). The caller holds p.Mu.
 func (p *Partition) MaybeAdvanceHighWatermarkLocked() {
 	a := p.Assign.Load()
 	if a == nil || a.Leader != p.Self {
 		return
 	}
-	hw := p.Log.LogEndOffset()
+	hw := p.CommittableEnd()
 	for _, r := range a.ISR {
 		if r == p.Self {
 			continue
@@ -71,6 +72,25 @@ func (p *Partition) MaybeAdvanceHighWatermarkLocked() {
 	if hw > p.HW.Load() {
 		p.SetHighWatermarkLocked(hw)
 	}
+}
+
+// CommittableEnd is how far the leader's own log may be committed: its
+// log end offset, except while an append that the flush policy
+// (flush.messages, flush.ms) wants durable is not yet fsynced, when it is
+// the recovery point. As in Kafka, where Log.append flushes before the
+// partition increments its high watermark, a record the policy makes
+// durable before its acknowledgement is not visible to consumers (nor
+// acknowledged to acks=all) before it is on disk, so a crash cannot take
+// back what a consumer read. Durable advances the high watermark once its
+// flush is done. The caller holds p.Mu, under which FlushTarget only
+// moves; the recovery point only grows meanwhile, so reading it after
+// FlushTarget errs on the safe side.
+func (p *Partition) CommittableEnd() int64 {
+	leo := p.Log.LogEndOffset()
+	if rp := p.Log.RecoveryPoint(); p.FlushTarget.Load() > rp {
+		return min(leo, rp)
+	}
+	return leo
 }
 
 // SetHighWatermarkLocked publishes a new high watermark and wakes those
