@@ -448,3 +448,27 @@ func measureStartup(t *testing.T, dir string, size, segBytes int64, batchRecords
 		t.Fatal(err)
 	}
 }
+
+// BenchmarkDurableAppend is one append of a batch of four 1 KiB records
+// to a log with flush.messages=1 on the real filesystem: the write, the
+// index entries and the fsyncs of the segment's files, the time a
+// durable-mode produce spends on the disk per partition.
+func BenchmarkDurableAppend(b *testing.B) {
+	dir := b.TempDir()
+	m := openBenchManager(b, vfs.Default, dir)
+	defer m.Close()
+	cfg := DefaultLogConfig()
+	cfg.FlushMessages = 1
+	l, err := m.GetOrCreateLog("bench", 0, [16]byte{}, cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	batch := testBatch{timestamps: []int64{1, 2, 3, 4}, valueSize: 1024}.build()
+	b.SetBytes(int64(len(batch)))
+	b.ResetTimer()
+	for range b.N {
+		if _, err := l.Append(batch, 1, 0); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

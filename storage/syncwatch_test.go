@@ -100,3 +100,58 @@ func TestSyncStallReported(t *testing.T) {
 		t.Fatalf("completion not logged:\n%s", out.String())
 	}
 }
+
+// TestFlushSyncsSegmentFilesSideBySide: a flush fsyncs a segment's .log
+// and its index files at the same time, so it waits for the slowest
+// rather than their sum (flush.messages=1 pays it on every produce). The
+// injector holds the .log's fsync until the .index's has started, which
+// one fsync after the other never does; the recovery point moves only
+// after both.
+func TestFlushSyncsSegmentFilesSideBySide(t *testing.T) {
+	var armed sync.Map
+	indexStarted := make(chan struct{})
+	var once sync.Once
+	var waitedOut sync.Map
+	fsys := vfs.NewFaulty(vfs.NewMem(), func(op vfs.Op, path string) error {
+		if _, on := armed.Load("on"); !on || op != vfs.OpSync {
+			return nil
+		}
+		switch {
+		case strings.HasSuffix(path, indexSuffix):
+			once.Do(func() { close(indexStarted) })
+		case strings.HasSuffix(path, logSuffix):
+			select {
+			case <-indexStarted:
+			case <-time.After(3 * time.Second):
+				waitedOut.Store("yes", true)
+			}
+		}
+		return nil
+	})
+	m, err := OpenManager(ManagerConfig{FS: fsys, Dirs: []string{testDir}, NodeID: 1, ClusterID: testCluster})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	l := createTestLog(t, m, DefaultLogConfig())
+	// Past index.interval.bytes (4 KiB), so the segment has index entries
+	// and open index files to sync.
+	for range 8 {
+		mustAppend(t, l, batchOf(1, 1, 1000), 0)
+	}
+	armed.Store("on", true)
+	if err := l.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-indexStarted:
+	default:
+		t.Fatal("the flush synced no .index file")
+	}
+	if _, ok := waitedOut.Load("yes"); ok {
+		t.Error("the .log's fsync finished before the .index's started: the segment's files were synced one after another")
+	}
+	if rp, leo := l.RecoveryPoint(), l.LogEndOffset(); rp != leo {
+		t.Errorf("recovery point %d after the flush, want the log end %d", rp, leo)
+	}
+}
