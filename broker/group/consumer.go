@@ -448,13 +448,14 @@ func (m *machine) updateConsumerMember(op *consumerOp, old, updated *consumerMem
 	}
 	g.updateMember(updated)
 
-	// 2. The target assignment, at most once per interval: the heartbeats
-	// of a burst of joins bump the epoch, and the first heartbeat after the
-	// interval computes one target for all of them. Until then members
-	// reconcile towards the previous target, whose epoch they take, so
-	// revocation still comes before assignment. A classic member's join
-	// needs its assignment in this round's SyncGroup, so it does not wait.
-	if g.epoch > g.assignmentEpoch && m.targetAssignmentDue(g, updated) {
+	// 2. The target assignment, at most once per
+	// consumer.assignment.interval.ms, as Kafka 4.4's
+	// maybeUpdateTargetAssignment: the heartbeats of a burst of joins bump
+	// the epoch, and the first heartbeat after the interval computes one
+	// target for all of them. Until then members reconcile towards the
+	// last target, whose epoch they take (a joiner gets nothing yet), so
+	// revocation still comes before assignment.
+	if g.epoch > g.assignmentEpoch && canComputeNextTargetAssignment(g.assignmentTimestampMs, m.consumerAssignmentIntervalMs(g.id), m.nowMs()) {
 		op.begin()
 		m.computeTargetAssignment(op)
 	}
@@ -636,18 +637,23 @@ func (m *machine) resolveRegex(op *consumerOp, expr string) bool {
 	return true
 }
 
-// targetAssignmentDue reports whether a heartbeat of mem that finds the
-// group epoch past the target's computes a new target now.
-func (m *machine) targetAssignmentDue(g *consumerGroup, mem *consumerMember) bool {
-	interval := int64(m.cfg.ConsumerGroupMinAssignmentIntervalMs)
-	if interval == 0 || mem.classic != nil || g.assignedAtMs == 0 || m.nowMs()-g.assignedAtMs >= interval {
-		return true
+// canComputeNextTargetAssignment is Kafka 4.4's, for consumer and streams
+// groups: a group that never had a target assignment (or whose time is
+// unknown), or has no interval, gets one at once; else once the interval
+// since the last one has passed.
+func canComputeNextTargetAssignment(lastMs int64, intervalMs int32, nowMs int64) bool {
+	return lastMs == 0 || intervalMs == 0 || nowMs >= lastMs+int64(intervalMs)
+}
+
+// consumerAssignmentIntervalMs is the group's consumer.assignment.interval.ms,
+// or the broker's group.consumer.assignment.interval.ms.
+func (m *machine) consumerAssignmentIntervalMs(group string) int32 {
+	if m.cfg.ConsumerGroupConfig != nil {
+		if o := m.cfg.ConsumerGroupConfig(group); o.AssignmentIntervalMs >= 0 {
+			return o.AssignmentIntervalMs
+		}
 	}
-	partitions := 0
-	for _, t := range g.subscription {
-		partitions += int(t.partitions)
-	}
-	return len(g.members)*partitions < m.cfg.pacedAssignmentWork
+	return m.cfg.ConsumerGroupAssignmentIntervalMs
 }
 
 // computeTargetAssignment runs the group's assignor over its members and
@@ -697,8 +703,8 @@ func (m *machine) computeTargetAssignment(op *consumerOp) {
 		}
 	}
 	g.assignmentEpoch = g.epoch
-	g.assignedAtMs = m.nowMs()
-	op.recs = append(op.recs, cgTargetEpochRecord(g.id, g.epoch))
+	g.assignmentTimestampMs = m.nowMs()
+	op.recs = append(op.recs, cgTargetEpochRecord(g.id, g.epoch, g.assignmentTimestampMs))
 	m.log.Info("computed a new target assignment for the consumer group", "group", g.id, "epoch", g.epoch, "assignor", name, "members", len(spec.members))
 }
 

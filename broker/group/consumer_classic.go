@@ -124,7 +124,7 @@ func consumerGroupRecords(g *consumerGroup) []Record {
 	for _, id := range ids {
 		recs = append(recs, cgTargetMemberRecord(g.id, id, g.target[id]))
 	}
-	recs = append(recs, cgTargetEpochRecord(g.id, g.epoch))
+	recs = append(recs, cgTargetEpochRecord(g.id, g.assignmentEpoch, g.assignmentTimestampMs))
 	for _, id := range ids {
 		recs = append(recs, cgCurrentAssignmentRecord(g.id, g.members[id]))
 	}

@@ -154,13 +154,14 @@ type consumerGroup struct {
 
 	epoch           int32 // the group epoch
 	assignmentEpoch int32 // the epoch of the target assignment
-	// assignedAtMs is when this coordinator last computed the target
-	// assignment; 0 after a load. Not in the log: it only paces
-	// recomputation (Config.ConsumerGroupMinAssignmentIntervalMs).
-	assignedAtMs int64
-	members      map[string]*consumerMember
-	static       map[string]string // group.instance.id -> member id
-	target       map[string]tpSet  // member id -> target assignment
+	// assignmentTimestampMs is when the target assignment was computed
+	// (ConsumerGroupTargetAssignmentMetadata's AssignmentTimestamp, 0 when
+	// unknown); the next waits for consumer.assignment.interval.ms after
+	// it, as Kafka 4.4.
+	assignmentTimestampMs int64
+	members               map[string]*consumerMember
+	static                map[string]string // group.instance.id -> member id
+	target                map[string]tpSet  // member id -> target assignment
 	// subscription is the metadata of the subscribed topics the target
 	// assignment was computed with; a change of it bumps the epoch.
 	subscription map[string]topicMeta
