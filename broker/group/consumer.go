@@ -184,6 +184,10 @@ func (m *machine) finishConsumerOp(op *consumerOp, done func(error)) {
 		if err != nil {
 			m.log.Warn("write consumer group records", "group", op.g.id, "records", len(op.recs), "err", err)
 			m.undoConsumerOp(op)
+		} else if op.snap != nil && op.g.undo == op.snap.undo {
+			// Durable, and no later op opened a snapshot: nothing
+			// will undo this one, so its log need not grow on.
+			op.g.undo = nil
 		}
 		done(err)
 	})
@@ -351,8 +355,8 @@ func (m *machine) consumerHeartbeat(p *partitionState, ci ClientInfo, req *kmsg.
 		m.cancelConsumerMemberTimers(g, replaces.id)
 		target := g.target[replaces.id]
 		g.removeMember(replaces.id)
-		delete(g.target, replaces.id)
-		g.target[base.id] = target
+		g.deleteTarget(replaces.id)
+		g.setTarget(base.id, target)
 		base.assigned, base.revoking = base.assigned.clone(), tpSet{}
 		op.recs = append(op.recs, cgMemberRecord(g.id, base), cgTargetMemberRecord(g.id, base.id, target), cgCurrentAssignmentRecord(g.id, base))
 		g.updateMember(base)
@@ -430,7 +434,7 @@ func (m *machine) updateConsumerMember(op *consumerOp, old, updated *consumerMem
 		}
 	}
 	bump = m.updateRegexes(op, old, updated) || bump
-	if bump || g.refresh {
+	if (bump || g.refresh) && !joinKeepsSubscription(g, old, updated) {
 		meta := m.subscriptionMetadata(g.subscribedTopics(old, updated))
 		if !sameSubscriptionMetadata(meta, g.subscription) {
 			op.begin()
@@ -480,6 +484,23 @@ func (m *machine) updateConsumerMember(op *consumerOp, old, updated *consumerMem
 		}
 	}
 	return next, 0
+}
+
+// joinKeepsSubscription reports whether the subscription metadata stays as
+// it is when updated joins: it subscribes by name to topics the group
+// already has metadata for, which it was computed with (no refresh
+// pending). It spares a join the count over every member's subscription,
+// O(members) each, which a burst of 1,000 joins made quadratic.
+func joinKeepsSubscription(g *consumerGroup, old, updated *consumerMember) bool {
+	if old != nil || g.refresh || updated.regex != "" {
+		return false
+	}
+	for _, t := range updated.topicNames {
+		if _, ok := g.subscription[t]; !ok {
+			return false
+		}
+	}
+	return true
 }
 
 // checkMemberEpoch is throwIfConsumerGroupMemberEpochIsInvalid: a member
@@ -698,7 +719,7 @@ func (m *machine) computeTargetAssignment(op *consumerOp) {
 			next = tpSet{}
 		}
 		if cur, ok := g.target[am.id]; !ok || !cur.equal(next) {
-			g.target[am.id] = next
+			g.setTarget(am.id, next)
 			op.recs = append(op.recs, cgTargetMemberRecord(g.id, am.id, next))
 		}
 	}
@@ -782,7 +803,7 @@ func (m *machine) removeConsumerMember(op *consumerOp, mem *consumerMember) {
 	g.epoch++
 	op.recs = append(op.recs, cgEpochRecord(g.id, g.epoch))
 	g.removeMember(mem.id)
-	delete(g.target, mem.id)
+	g.deleteTarget(mem.id)
 	m.cancelConsumerMemberTimers(g, mem.id)
 }
 
