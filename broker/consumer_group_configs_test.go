@@ -69,6 +69,25 @@ func describeGroupConfig(t *testing.T, cl *kgo.Client, group, name string) (stri
 	return *c.Value, int8(c.Source)
 }
 
+// checkIntervalConfig sets a group's assignment interval config (name) to
+// values outside the broker's bounds (0 and 15000 by default) and to one
+// that is not a number, which fail with INVALID_CONFIG as Kafka's
+// GroupConfig.validate, then to 10000, which DescribeConfigs then shows
+// as the group's.
+func checkIntervalConfig(t *testing.T, cl *kgo.Client, group, name string) {
+	t.Helper()
+	for _, v := range []string{"15001", "-1", "abc", "60000"} {
+		resp, err := groupConfigRequest(group, name, v).RequestWith(testContext(t), cl)
+		if err != nil || resp.Resources[0].ErrorCode != kerr.InvalidConfig.Code {
+			t.Fatalf("set %s=%s: %v %+v, want INVALID_CONFIG", name, v, err, resp)
+		}
+	}
+	setGroupConfig(t, cl, group, name, "10000")
+	if v, src := describeGroupConfig(t, cl, group, name); v != "10000" || src != sourceGroupConfig {
+		t.Fatalf("described %s=%s (source %d), want 10000 from the group config", name, v, src)
+	}
+}
+
 // TestConsumerGroupAssignmentIntervalWire: consumer.assignment.interval.ms
 // (Kafka 4.4) is checked as Kafka's GroupConfig (within
 // group.consumer.min/max.assignment.interval.ms, 0 and 15000 by default),
@@ -79,24 +98,7 @@ func describeGroupConfig(t *testing.T, cl *kgo.Client, group, name string) (stri
 func TestConsumerGroupAssignmentIntervalWire(t *testing.T) {
 	ts := startServer(t, "")
 	cl := ts.client(t)
-	for _, c := range []struct {
-		value string
-		code  int16
-	}{
-		{"15001", kerr.InvalidConfig.Code},
-		{"-1", kerr.InvalidConfig.Code},
-		{"abc", kerr.InvalidConfig.Code},
-		{"60000", kerr.InvalidConfig.Code},
-		{"10000", 0},
-	} {
-		resp, err := groupConfigRequest("ai", "consumer.assignment.interval.ms", c.value).RequestWith(testContext(t), cl)
-		if err != nil || resp.Resources[0].ErrorCode != c.code {
-			t.Fatalf("set consumer.assignment.interval.ms=%s: %v %+v, want error %d", c.value, err, resp, c.code)
-		}
-	}
-	if v, src := describeGroupConfig(t, cl, "ai", "consumer.assignment.interval.ms"); v != "10000" || src != sourceGroupConfig {
-		t.Fatalf("described %s (source %d), want 10000 from the group config", v, src)
-	}
+	checkIntervalConfig(t, cl, "ai", "consumer.assignment.interval.ms")
 
 	createTopic(t, ts.admin(t), "ai-in", 4, nil)
 	co := streamsCoordinator(t, cl, "ai")
@@ -110,14 +112,11 @@ func TestConsumerGroupAssignmentIntervalWire(t *testing.T) {
 		}
 		return resp.Groups[0].Epoch, resp.Groups[0].AssignmentEpoch
 	}
-	held := func(r *kmsg.ConsumerGroupHeartbeatResponse) int {
-		n := 0
-		if r.Assignment != nil {
-			for _, tp := range r.Assignment.Topics {
-				n += len(tp.Partitions)
-			}
+	held := func(r *kmsg.ConsumerGroupHeartbeatResponse) int { // of the one topic
+		if r.Assignment == nil || len(r.Assignment.Topics) == 0 {
+			return 0
 		}
-		return n
+		return len(r.Assignment.Topics[0].Partitions)
 	}
 
 	// The group's first target comes at once.
@@ -157,5 +156,37 @@ func TestConsumerGroupAssignmentIntervalWire(t *testing.T) {
 	}
 	if v, src := describeGroupConfig(t, cl, "ai", "consumer.assignment.interval.ms"); v != "1000" || src != int8(kmsg.ConfigSourceDefaultConfig) {
 		t.Errorf("described %s (source %d) once deleted, want the default 1000", v, src)
+	}
+}
+
+// TestShareGroupAssignmentIntervalWire: share.assignment.interval.ms
+// (Kafka 4.4) is checked within group.share.min/max.assignment.interval.ms,
+// described as set, and paces the share group's target assignments: a
+// member joining within the interval takes the last target's epoch and
+// nothing, until the group's interval allows the next target.
+func TestShareGroupAssignmentIntervalWire(t *testing.T) {
+	ts := startServer(t, "", shareTestConfig)
+	cl := ts.client(t)
+	checkIntervalConfig(t, cl, "sai", "share.assignment.interval.ms")
+	createTopic(t, ts.admin(t), "sai-in", 4, nil)
+	a, b := newShareMember(t, ts, "sai", "a"), newShareMember(t, ts, "sai", "b")
+	held := func(r *kmsg.ShareGroupHeartbeatResponse) int { // of the one topic
+		if r.Assignment == nil || len(r.Assignment.TopicPartitions) == 0 {
+			return 0
+		}
+		return len(r.Assignment.TopicPartitions[0].Partitions)
+	}
+	if r := a.heartbeat(0, []string{"sai-in"}); r.ErrorCode != 0 || r.MemberEpoch != 1 || held(r) != 4 {
+		t.Fatalf("a joins: error %d, epoch %d, %d partitions; want epoch 1 and all 4", r.ErrorCode, r.MemberEpoch, held(r))
+	}
+	if r := b.heartbeat(0, []string{"sai-in"}); r.ErrorCode != 0 || r.MemberEpoch != 1 || held(r) != 0 {
+		t.Fatalf("b joins within the interval: error %d, epoch %d, %d partitions; want epoch 1 and none", r.ErrorCode, r.MemberEpoch, held(r))
+	}
+	setGroupConfig(t, cl, "sai", "share.assignment.interval.ms", "0")
+	if v, _ := describeGroupConfig(t, cl, "sai", "share.assignment.interval.ms"); v != "0" {
+		t.Fatalf("described %s after setting 0", v)
+	}
+	if r := b.heartbeat(1, nil); r.ErrorCode != 0 || r.MemberEpoch != 2 || held(r) != 2 {
+		t.Fatalf("b with the group's interval at 0: error %d, epoch %d, %d partitions; want epoch 2 and 2 partitions", r.ErrorCode, r.MemberEpoch, held(r))
 	}
 }

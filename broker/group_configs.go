@@ -103,6 +103,9 @@ var groupConfigDefs = []groupConfigDef{
 	{"consumer.assignment.interval.ms", config.TypeInt, intIn(0, 1<<31-1),
 		func(c *config.Broker) string { return strconv.Itoa(int(c.GroupConsumerAssignmentIntervalMs)) },
 		"The least time between two target assignments of the consumer group."},
+	{"share.assignment.interval.ms", config.TypeInt, intIn(0, 1<<31-1),
+		func(c *config.Broker) string { return strconv.Itoa(int(c.GroupShareAssignmentIntervalMs)) },
+		"The least time between two target assignments of the share group."},
 	{"streams.session.timeout.ms", config.TypeInt, intIn(1, 1<<31-1),
 		func(c *config.Broker) string { return strconv.Itoa(int(c.GroupStreamsSessionTimeoutMs)) },
 		"The session timeout of the group's streams members."},
@@ -132,6 +135,9 @@ var groupConfigDefs = []groupConfigDef{
 // groupConfigBounds are the group configs whose bounds are broker configs,
 // as Kafka's GroupConfig.validate checks them.
 var groupConfigBounds = map[string]func(c *config.Broker) (lo, hi int64){
+	"share.assignment.interval.ms": func(c *config.Broker) (int64, int64) {
+		return int64(c.GroupShareMinAssignmentIntervalMs), int64(c.GroupShareMaxAssignmentIntervalMs)
+	},
 	"consumer.assignment.interval.ms": func(c *config.Broker) (int64, int64) {
 		return int64(c.GroupConsumerMinAssignmentIntervalMs), int64(c.GroupConsumerMaxAssignmentIntervalMs)
 	},

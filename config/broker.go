@@ -213,8 +213,13 @@ type Broker struct {
 	// members must set.
 	GroupStreamsRackAwareAssignmentTags []string
 	// Share groups (KIP-932), broker/share.
-	GroupShareSessionTimeoutMs              int32
-	GroupShareHeartbeatIntervalMs           int32
+	GroupShareSessionTimeoutMs    int32
+	GroupShareHeartbeatIntervalMs int32
+	// GroupShareAssignmentIntervalMs is group.share.assignment.interval.ms
+	// and its bounds for the group-level share.assignment.interval.ms.
+	GroupShareAssignmentIntervalMs          int32
+	GroupShareMinAssignmentIntervalMs       int32
+	GroupShareMaxAssignmentIntervalMs       int32
 	GroupShareRecordLockDurationMs          int32
 	GroupShareDeliveryCountLimit            int32
 	GroupSharePartitionMaxRecordLocks       int32
@@ -554,6 +559,8 @@ func (b *Broker) checkRelations(props map[string]string) error {
 			b.GroupStreamsNumStandbyReplicas, 0, b.GroupStreamsMaxStandbyReplicas},
 		{"group.streams.assignment.interval.ms", "group.streams.min.assignment.interval.ms", "group.streams.max.assignment.interval.ms",
 			b.GroupStreamsAssignmentIntervalMs, b.GroupStreamsMinAssignmentIntervalMs, b.GroupStreamsMaxAssignmentIntervalMs},
+		{"group.share.assignment.interval.ms", "group.share.min.assignment.interval.ms", "group.share.max.assignment.interval.ms",
+			b.GroupShareAssignmentIntervalMs, b.GroupShareMinAssignmentIntervalMs, b.GroupShareMaxAssignmentIntervalMs},
 	} {
 		if c.lo > c.hi {
 			return invalid(c.minName, props[c.minName], "must not exceed %s (%d)", c.maxName, c.hi)
