@@ -503,6 +503,23 @@ func joinKeepsSubscription(g *consumerGroup, old, updated *consumerMember) bool 
 	return true
 }
 
+// leaveKeepsSubscription reports whether the subscription metadata stays as
+// it is when mem leaves: it subscribes by name, and each of its topics the
+// group has metadata for is subscribed by another member too. Finding
+// that member takes a few steps when members share their subscription,
+// where counting every member's cost O(members) per leave.
+func leaveKeepsSubscription(g *consumerGroup, mem *consumerMember) bool {
+	if g.refresh || mem.regex != "" {
+		return false
+	}
+	for _, t := range mem.topicNames {
+		if _, ok := g.subscription[t]; ok && !g.subscribedByOther(t, mem.id) {
+			return false
+		}
+	}
+	return true
+}
+
 // checkMemberEpoch is throwIfConsumerGroupMemberEpochIsInvalid: a member
 // may come with its current epoch, or with the previous one if it owns no
 // more than its assignment (the answer bumping it may have been lost).
@@ -795,10 +812,12 @@ func (m *machine) removeConsumerMember(op *consumerOp, mem *consumerMember) {
 		delete(g.regexes, mem.regex)
 		op.recs = append(op.recs, tombstone(cgRegexKeyVersion, g.id, mem.regex))
 	}
-	meta := m.subscriptionMetadata(g.subscribedTopics(mem, nil))
-	if !sameSubscriptionMetadata(meta, g.subscription) {
-		g.subscription = meta
-		op.recs = append(op.recs, cgSubscriptionMetadataRecord(g.id, meta))
+	if !leaveKeepsSubscription(g, mem) {
+		meta := m.subscriptionMetadata(g.subscribedTopics(mem, nil))
+		if !sameSubscriptionMetadata(meta, g.subscription) {
+			g.subscription = meta
+			op.recs = append(op.recs, cgSubscriptionMetadataRecord(g.id, meta))
+		}
 	}
 	g.epoch++
 	op.recs = append(op.recs, cgEpochRecord(g.id, g.epoch))

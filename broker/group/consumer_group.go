@@ -436,7 +436,16 @@ func (g *consumerGroup) subscribedTopics(old, updated *consumerMember) map[strin
 // isSubscribedToTopic reports whether a member consumes the topic, by name
 // or regex; such offsets are neither deleted nor expired.
 func (g *consumerGroup) isSubscribedToTopic(topic string) bool {
+	return g.subscribedByOther(topic, "")
+}
+
+// subscribedByOther reports whether a member other than except consumes the
+// topic, by name or regex.
+func (g *consumerGroup) subscribedByOther(topic, except string) bool {
 	for _, m := range g.members {
+		if m.id == except {
+			continue
+		}
 		if _, ok := slices.BinarySearch(m.topicNames, topic); ok {
 			return true
 		}
