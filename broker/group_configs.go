@@ -79,7 +79,7 @@ func oneOf(vals ...string) func(string) bool {
 }
 
 // groupConfigDefs are the group configs Gregor applies; Kafka's others
-// (consumer.*, the other streams.*, share.partition.max.record.locks, …) answer
+// (the other consumer.*, the other streams.*, share.partition.max.record.locks, …) answer
 // INVALID_CONFIG rather than being accepted and ignored.
 var groupConfigDefs = []groupConfigDef{
 	{"share.auto.offset.reset", config.TypeString, oneOf("latest", "earliest"),
@@ -100,6 +100,12 @@ var groupConfigDefs = []groupConfigDef{
 	{"share.heartbeat.interval.ms", config.TypeInt, intIn(1, 1<<31-1),
 		func(c *config.Broker) string { return strconv.Itoa(int(c.GroupShareHeartbeatIntervalMs)) },
 		"The heartbeat interval of the group's share members."},
+	{"consumer.assignment.interval.ms", config.TypeInt, intIn(0, 1<<31-1),
+		func(c *config.Broker) string { return strconv.Itoa(int(c.GroupConsumerAssignmentIntervalMs)) },
+		"The least time between two target assignments of the consumer group."},
+	{"share.assignment.interval.ms", config.TypeInt, intIn(0, 1<<31-1),
+		func(c *config.Broker) string { return strconv.Itoa(int(c.GroupShareAssignmentIntervalMs)) },
+		"The least time between two target assignments of the share group."},
 	{"streams.session.timeout.ms", config.TypeInt, intIn(1, 1<<31-1),
 		func(c *config.Broker) string { return strconv.Itoa(int(c.GroupStreamsSessionTimeoutMs)) },
 		"The session timeout of the group's streams members."},
@@ -129,6 +135,12 @@ var groupConfigDefs = []groupConfigDef{
 // groupConfigBounds are the group configs whose bounds are broker configs,
 // as Kafka's GroupConfig.validate checks them.
 var groupConfigBounds = map[string]func(c *config.Broker) (lo, hi int64){
+	"share.assignment.interval.ms": func(c *config.Broker) (int64, int64) {
+		return int64(c.GroupShareMinAssignmentIntervalMs), int64(c.GroupShareMaxAssignmentIntervalMs)
+	},
+	"consumer.assignment.interval.ms": func(c *config.Broker) (int64, int64) {
+		return int64(c.GroupConsumerMinAssignmentIntervalMs), int64(c.GroupConsumerMaxAssignmentIntervalMs)
+	},
 	"streams.session.timeout.ms": func(c *config.Broker) (int64, int64) {
 		return int64(c.GroupStreamsMinSessionTimeoutMs), int64(c.GroupStreamsMaxSessionTimeoutMs)
 	},
@@ -217,6 +229,18 @@ const sourceGroupConfig = 8
 // groupConfigLookup is the share coordinator's view of group configs.
 func (s *Server) groupConfigLookup(group, name string) (string, bool) {
 	return s.meta.Image().GroupConfig(group, name)
+}
+
+// consumerGroupOverrides are a consumer group's group configs, for the group
+// coordinator; it calls this on its shards, so it only reads the image.
+func (s *Server) consumerGroupOverrides(id string) group.ConsumerGroupOverrides {
+	o := group.ConsumerGroupOverrides{AssignmentIntervalMs: -1}
+	if v, ok := s.meta.Image().GroupConfig(id, "consumer.assignment.interval.ms"); ok {
+		if n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 32); err == nil {
+			o.AssignmentIntervalMs = int32(n)
+		}
+	}
+	return o
 }
 
 // streamsGroupOverrides are a streams group's group configs, for the group

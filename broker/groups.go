@@ -52,6 +52,8 @@ func (s *Server) startGroupCoordinator() error {
 	cfg.ConsumerGroupHeartbeatIntervalMs = s.cfg.GroupConsumerHeartbeatIntervalMs
 	cfg.ConsumerGroupMaxSize = s.cfg.GroupConsumerMaxSize
 	cfg.ConsumerGroupMigrationPolicy = s.cfg.GroupConsumerMigrationPolicy
+	cfg.ConsumerGroupAssignmentIntervalMs = s.cfg.GroupConsumerAssignmentIntervalMs
+	cfg.ConsumerGroupConfig = s.consumerGroupOverrides
 	cfg.StreamsGroupSessionTimeoutMs = s.cfg.GroupStreamsSessionTimeoutMs
 	cfg.StreamsGroupHeartbeatIntervalMs = s.cfg.GroupStreamsHeartbeatIntervalMs
 	cfg.StreamsGroupMaxSize = s.cfg.GroupStreamsMaxSize

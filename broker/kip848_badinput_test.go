@@ -85,7 +85,11 @@ func (c cghClient) expect(req *kmsg.ConsumerGroupHeartbeatRequest, want error) *
 // answers (throwIfConsumerGroupHeartbeatRequestIsInvalid, the member and
 // epoch checks, static membership), and none of them changes the group.
 func TestConsumerGroupHeartbeatBadInput(t *testing.T) {
-	ts := startServer(t, "", func(c *config.Broker) { c.GroupInitialRebalanceDelayMs = 0 })
+	ts := startServer(t, "", func(c *config.Broker) {
+		c.GroupInitialRebalanceDelayMs = 0
+		// Each subscription change below gets its target at once.
+		c.GroupConsumerAssignmentIntervalMs = 0
+	})
 	for _, topic := range []string{"bad848", "bad848b", "bad848c"} {
 		createTopic(t, ts.admin(t), topic, 2, nil)
 	}

@@ -200,6 +200,8 @@ func TestShareGroupCluster(t *testing.T) {
 		return ok && p.leader == l && len(p.isr) == 3
 	}, "cq")
 	setGroupConfig(t, cl, group, "share.auto.offset.reset", "earliest")
+	// The second member's join below gets its target at once.
+	setGroupConfig(t, cl, group, "share.assignment.interval.ms", "0")
 	var recs []*kgo.Record
 	for i := range 100 {
 		recs = append(recs, &kgo.Record{Topic: "cq", Value: []byte(strconv.Itoa(i))})

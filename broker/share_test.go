@@ -193,6 +193,9 @@ func shareTestConfig(c *config.Broker) {
 	c.GroupShareRecordLockDurationMs = 1000
 	c.GroupShareDeliveryCountLimit = shareTestDeliveryLimit
 	c.GroupShareHeartbeatIntervalMs = 500
+	// A target on every membership change, as the tests below count
+	// epochs; TestShareGroupAssignmentIntervalWire covers the interval.
+	c.GroupShareAssignmentIntervalMs = 0
 	c.ShareCoordinatorStateTopicNumPartitions = 3
 }
 

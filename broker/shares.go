@@ -94,6 +94,7 @@ func (s *Server) startShareCoordinator() error {
 	cfg.Shards = runtime.GOMAXPROCS(0)
 	cfg.SessionTimeoutMs = s.cfg.GroupShareSessionTimeoutMs
 	cfg.HeartbeatIntervalMs = s.cfg.GroupShareHeartbeatIntervalMs
+	cfg.AssignmentIntervalMs = s.cfg.GroupShareAssignmentIntervalMs
 	cfg.RecordLockDurationMs = s.cfg.GroupShareRecordLockDurationMs
 	cfg.DeliveryCountLimit = s.cfg.GroupShareDeliveryCountLimit
 	cfg.PartitionMaxRecordLocks = s.cfg.GroupSharePartitionMaxRecordLocks

@@ -64,23 +64,14 @@ func streamsHeartbeat(t *testing.T, cl *kgo.Broker, member string, epoch int32, 
 	} else if owned != nil {
 		req.ActiveTasks, req.StandbyTasks, req.WarmupTasks = owned, []kmsg.TaskIDs{}, []kmsg.TaskIDs{}
 	}
-	// A client retries while the group's coordinator loads, as the
-	// broker may still be loading __consumer_offsets just after start.
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	// The broker may still be loading __consumer_offsets just after start.
+	return whileCoordinatorLoads(t, func() (*kmsg.StreamsGroupHeartbeatResponse, int16) {
 		resp, err := req.RequestWith(testContext(t), cl)
 		if err != nil {
 			t.Fatalf("streams heartbeat: %v", err)
 		}
-		switch resp.ErrorCode {
-		case kerr.CoordinatorLoadInProgress.Code, kerr.CoordinatorNotAvailable.Code:
-			if time.Now().Before(deadline) {
-				time.Sleep(100 * time.Millisecond)
-				continue
-			}
-		}
-		return resp
-	}
+		return resp, resp.ErrorCode
+	})
 }
 
 // TestStreamsGroupWire drives a streams group with raw StreamsGroupHeartbeat

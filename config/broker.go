@@ -180,8 +180,14 @@ type Broker struct {
 	GroupConsumerHeartbeatIntervalMs    int32
 	GroupConsumerMinHeartbeatIntervalMs int32
 	GroupConsumerMaxHeartbeatIntervalMs int32
-	GroupConsumerMaxSize                int32
-	GroupConsumerMigrationPolicy        string
+	// GroupConsumerAssignmentIntervalMs is
+	// group.consumer.assignment.interval.ms and its bounds for the
+	// group-level consumer.assignment.interval.ms.
+	GroupConsumerAssignmentIntervalMs    int32
+	GroupConsumerMinAssignmentIntervalMs int32
+	GroupConsumerMaxAssignmentIntervalMs int32
+	GroupConsumerMaxSize                 int32
+	GroupConsumerMigrationPolicy         string
 	// Streams groups (KIP-1071), broker/group.
 	GroupStreamsSessionTimeoutMs       int32
 	GroupStreamsMinSessionTimeoutMs    int32
@@ -207,8 +213,13 @@ type Broker struct {
 	// members must set.
 	GroupStreamsRackAwareAssignmentTags []string
 	// Share groups (KIP-932), broker/share.
-	GroupShareSessionTimeoutMs              int32
-	GroupShareHeartbeatIntervalMs           int32
+	GroupShareSessionTimeoutMs    int32
+	GroupShareHeartbeatIntervalMs int32
+	// GroupShareAssignmentIntervalMs is group.share.assignment.interval.ms
+	// and its bounds for the group-level share.assignment.interval.ms.
+	GroupShareAssignmentIntervalMs          int32
+	GroupShareMinAssignmentIntervalMs       int32
+	GroupShareMaxAssignmentIntervalMs       int32
 	GroupShareRecordLockDurationMs          int32
 	GroupShareDeliveryCountLimit            int32
 	GroupSharePartitionMaxRecordLocks       int32
@@ -538,6 +549,8 @@ func (b *Broker) checkRelations(props map[string]string) error {
 			b.GroupConsumerSessionTimeoutMs, b.GroupConsumerMinSessionTimeoutMs, b.GroupConsumerMaxSessionTimeoutMs},
 		{"group.consumer.heartbeat.interval.ms", "group.consumer.min.heartbeat.interval.ms", "group.consumer.max.heartbeat.interval.ms",
 			b.GroupConsumerHeartbeatIntervalMs, b.GroupConsumerMinHeartbeatIntervalMs, b.GroupConsumerMaxHeartbeatIntervalMs},
+		{"group.consumer.assignment.interval.ms", "group.consumer.min.assignment.interval.ms", "group.consumer.max.assignment.interval.ms",
+			b.GroupConsumerAssignmentIntervalMs, b.GroupConsumerMinAssignmentIntervalMs, b.GroupConsumerMaxAssignmentIntervalMs},
 		{"group.streams.session.timeout.ms", "group.streams.min.session.timeout.ms", "group.streams.max.session.timeout.ms",
 			b.GroupStreamsSessionTimeoutMs, b.GroupStreamsMinSessionTimeoutMs, b.GroupStreamsMaxSessionTimeoutMs},
 		{"group.streams.heartbeat.interval.ms", "group.streams.min.heartbeat.interval.ms", "group.streams.max.heartbeat.interval.ms",
@@ -546,6 +559,8 @@ func (b *Broker) checkRelations(props map[string]string) error {
 			b.GroupStreamsNumStandbyReplicas, 0, b.GroupStreamsMaxStandbyReplicas},
 		{"group.streams.assignment.interval.ms", "group.streams.min.assignment.interval.ms", "group.streams.max.assignment.interval.ms",
 			b.GroupStreamsAssignmentIntervalMs, b.GroupStreamsMinAssignmentIntervalMs, b.GroupStreamsMaxAssignmentIntervalMs},
+		{"group.share.assignment.interval.ms", "group.share.min.assignment.interval.ms", "group.share.max.assignment.interval.ms",
+			b.GroupShareAssignmentIntervalMs, b.GroupShareMinAssignmentIntervalMs, b.GroupShareMaxAssignmentIntervalMs},
 	} {
 		if c.lo > c.hi {
 			return invalid(c.minName, props[c.minName], "must not exceed %s (%d)", c.maxName, c.hi)

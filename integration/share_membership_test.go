@@ -65,7 +65,10 @@ func smDescribe(t *testing.T, cl *kgo.Client, group string) kmsg.ShareGroupDescr
 func TestShareGroupMembershipSigkill(t *testing.T) {
 	t.Parallel()
 	dir, port := t.TempDir(), freePort(t)
-	args := []string{"--override", "group.share.session.timeout.ms=6000", "--override", "group.share.heartbeat.interval.ms=1000"}
+	// A target on every membership change (group.share.assignment.interval.ms
+	// 0), so that the members' epochs below reach the group's at once.
+	args := []string{"--override", "group.share.session.timeout.ms=6000", "--override", "group.share.heartbeat.interval.ms=1000",
+		"--override", "group.share.assignment.interval.ms=0"}
 	p := startGregor(t, dir, port, args...)
 	const topic, group = "sm-topic", "sm-group"
 	createTopic(t, p.addr, topic, 4)

@@ -45,19 +45,18 @@ type Config struct {
 	// group.consumer.heartbeat.interval.ms, which ConsumerGroupHeartbeat
 	// answers tell members to wait between heartbeats.
 	ConsumerGroupHeartbeatIntervalMs int32
-	// ConsumerGroupMinAssignmentIntervalMs is how long a KIP-848 group's
-	// target assignment stands before a heartbeat recomputes it, so that a
-	// burst of joins (1,000 members starting together, issue 17) costs one
-	// assignment per interval instead of one per join. The group epoch
-	// still moves with every join; members reconcile towards the last
-	// target until the next one. 0 computes it on every epoch bump. Only
-	// groups whose assignment is costly wait (see pacedAssignmentWork):
-	// for small ones Gregor computes on every bump, as Kafka does.
-	ConsumerGroupMinAssignmentIntervalMs int32
-	// pacedAssignmentWork is the members × subscribed partitions from
-	// which a group's target assignment waits for the interval above;
-	// tests lower it.
-	pacedAssignmentWork int
+	// ConsumerGroupAssignmentIntervalMs is
+	// group.consumer.assignment.interval.ms (Kafka 4.4, KIP-1263): the
+	// least time between two target assignments of a KIP-848 group. The
+	// group epoch still moves with every join or leave; until the interval
+	// has passed since the last target, members reconcile towards that
+	// target, and the first heartbeat after it computes the next one for
+	// all the changes in between. 0 computes on every epoch bump.
+	ConsumerGroupAssignmentIntervalMs int32
+	// ConsumerGroupConfig returns a consumer group's group-level overrides
+	// (consumer.assignment.interval.ms); nil means none. It is called on
+	// the coordinator's goroutines and must not block.
+	ConsumerGroupConfig func(groupID string) ConsumerGroupOverrides
 	// ConsumerGroupMaxSize is group.consumer.max.size.
 	ConsumerGroupMaxSize int32
 	// ConsumerGroupAssignors is group.consumer.assignors: the server-side
@@ -132,25 +131,22 @@ type TopicInfo struct {
 // DefaultConfig returns Kafka's defaults.
 func DefaultConfig() Config {
 	return Config{
-		OffsetsTopicPartitions:               50,
-		Shards:                               4,
-		GroupMinSessionTimeoutMs:             6000,
-		GroupMaxSessionTimeoutMs:             1800000,
-		GroupInitialRebalanceDelayMs:         3000,
-		GroupMaxSize:                         math.MaxInt32,
-		GroupNewMemberJoinTimeoutMs:          300000,
-		OffsetMetadataMaxBytes:               4096,
-		OffsetsRetentionMs:                   7 * 24 * int64(time.Hour/time.Millisecond),
-		OffsetsRetentionCheckIntervalMs:      600000,
-		ConsumerGroupSessionTimeoutMs:        45000,
-		ConsumerGroupHeartbeatIntervalMs:     5000,
-		ConsumerGroupMaxSize:                 math.MaxInt32,
-		ConsumerGroupMinAssignmentIntervalMs: 500,
-		// 100 members over 1,000 partitions: about a millisecond of
-		// assignment, below which pacing saves nothing worth a delay.
-		pacedAssignmentWork:          100_000,
-		ConsumerGroupAssignors:       []string{uniformAssignorName, rangeAssignorName},
-		ConsumerGroupMigrationPolicy: MigrationBidirectional,
+		OffsetsTopicPartitions:            50,
+		Shards:                            4,
+		GroupMinSessionTimeoutMs:          6000,
+		GroupMaxSessionTimeoutMs:          1800000,
+		GroupInitialRebalanceDelayMs:      3000,
+		GroupMaxSize:                      math.MaxInt32,
+		GroupNewMemberJoinTimeoutMs:       300000,
+		OffsetMetadataMaxBytes:            4096,
+		OffsetsRetentionMs:                7 * 24 * int64(time.Hour/time.Millisecond),
+		OffsetsRetentionCheckIntervalMs:   600000,
+		ConsumerGroupSessionTimeoutMs:     45000,
+		ConsumerGroupHeartbeatIntervalMs:  5000,
+		ConsumerGroupMaxSize:              math.MaxInt32,
+		ConsumerGroupAssignmentIntervalMs: 1000,
+		ConsumerGroupAssignors:            []string{uniformAssignorName, rangeAssignorName},
+		ConsumerGroupMigrationPolicy:      MigrationBidirectional,
 
 		StreamsGroupSessionTimeoutMs:      45000,
 		StreamsGroupHeartbeatIntervalMs:   5000,
@@ -162,6 +158,13 @@ func DefaultConfig() Config {
 		StreamsGroupInitialRebalanceDelayMs: 3000,
 		StreamsGroupAssignmentIntervalMs:    1000,
 	}
+}
+
+// ConsumerGroupOverrides are a consumer group's group configs.
+type ConsumerGroupOverrides struct {
+	// AssignmentIntervalMs is consumer.assignment.interval.ms; -1 means
+	// the broker's.
+	AssignmentIntervalMs int32
 }
 
 // StreamsGroupOverrides are a streams group's group configs; a zero or
@@ -209,8 +212,8 @@ func (c Config) validate() error {
 		return fmt.Errorf("group.consumer.session.timeout.ms %d must be positive", c.ConsumerGroupSessionTimeoutMs)
 	case c.ConsumerGroupHeartbeatIntervalMs <= 0 || c.ConsumerGroupHeartbeatIntervalMs >= c.ConsumerGroupSessionTimeoutMs:
 		return fmt.Errorf("group.consumer.heartbeat.interval.ms %d must be positive and below group.consumer.session.timeout.ms %d", c.ConsumerGroupHeartbeatIntervalMs, c.ConsumerGroupSessionTimeoutMs)
-	case c.ConsumerGroupMinAssignmentIntervalMs < 0:
-		return fmt.Errorf("consumer group min assignment interval %d ms must not be negative", c.ConsumerGroupMinAssignmentIntervalMs)
+	case c.ConsumerGroupAssignmentIntervalMs < 0:
+		return fmt.Errorf("group.consumer.assignment.interval.ms %d must not be negative", c.ConsumerGroupAssignmentIntervalMs)
 	case c.ConsumerGroupMaxSize <= 0:
 		return fmt.Errorf("group.consumer.max.size %d must be positive", c.ConsumerGroupMaxSize)
 	case len(c.ConsumerGroupAssignors) == 0:

@@ -184,6 +184,10 @@ func (m *machine) finishConsumerOp(op *consumerOp, done func(error)) {
 		if err != nil {
 			m.log.Warn("write consumer group records", "group", op.g.id, "records", len(op.recs), "err", err)
 			m.undoConsumerOp(op)
+		} else if op.snap != nil && op.g.undo == op.snap.undo {
+			// Durable, and no later op opened a snapshot: nothing
+			// will undo this one, so its log need not grow on.
+			op.g.undo = nil
 		}
 		done(err)
 	})
@@ -351,8 +355,8 @@ func (m *machine) consumerHeartbeat(p *partitionState, ci ClientInfo, req *kmsg.
 		m.cancelConsumerMemberTimers(g, replaces.id)
 		target := g.target[replaces.id]
 		g.removeMember(replaces.id)
-		delete(g.target, replaces.id)
-		g.target[base.id] = target
+		g.deleteTarget(replaces.id)
+		g.setTarget(base.id, target)
 		base.assigned, base.revoking = base.assigned.clone(), tpSet{}
 		op.recs = append(op.recs, cgMemberRecord(g.id, base), cgTargetMemberRecord(g.id, base.id, target), cgCurrentAssignmentRecord(g.id, base))
 		g.updateMember(base)
@@ -430,7 +434,7 @@ func (m *machine) updateConsumerMember(op *consumerOp, old, updated *consumerMem
 		}
 	}
 	bump = m.updateRegexes(op, old, updated) || bump
-	if bump || g.refresh {
+	if (bump || g.refresh) && !joinKeepsSubscription(g, old, updated) {
 		meta := m.subscriptionMetadata(g.subscribedTopics(old, updated))
 		if !sameSubscriptionMetadata(meta, g.subscription) {
 			op.begin()
@@ -448,13 +452,14 @@ func (m *machine) updateConsumerMember(op *consumerOp, old, updated *consumerMem
 	}
 	g.updateMember(updated)
 
-	// 2. The target assignment, at most once per interval: the heartbeats
-	// of a burst of joins bump the epoch, and the first heartbeat after the
-	// interval computes one target for all of them. Until then members
-	// reconcile towards the previous target, whose epoch they take, so
-	// revocation still comes before assignment. A classic member's join
-	// needs its assignment in this round's SyncGroup, so it does not wait.
-	if g.epoch > g.assignmentEpoch && m.targetAssignmentDue(g, updated) {
+	// 2. The target assignment, at most once per
+	// consumer.assignment.interval.ms, as Kafka 4.4's
+	// maybeUpdateTargetAssignment: the heartbeats of a burst of joins bump
+	// the epoch, and the first heartbeat after the interval computes one
+	// target for all of them. Until then members reconcile towards the
+	// last target, whose epoch they take (a joiner gets nothing yet), so
+	// revocation still comes before assignment.
+	if g.epoch > g.assignmentEpoch && canComputeNextTargetAssignment(g.assignmentTimestampMs, m.consumerAssignmentIntervalMs(g.id), m.nowMs()) {
 		op.begin()
 		m.computeTargetAssignment(op)
 	}
@@ -479,6 +484,40 @@ func (m *machine) updateConsumerMember(op *consumerOp, old, updated *consumerMem
 		}
 	}
 	return next, 0
+}
+
+// joinKeepsSubscription reports whether the subscription metadata stays as
+// it is when updated joins: it subscribes by name to topics the group
+// already has metadata for, which it was computed with (no refresh
+// pending). It spares a join the count over every member's subscription,
+// O(members) each, which a burst of 1,000 joins made quadratic.
+func joinKeepsSubscription(g *consumerGroup, old, updated *consumerMember) bool {
+	if old != nil || g.refresh || updated.regex != "" {
+		return false
+	}
+	for _, t := range updated.topicNames {
+		if _, ok := g.subscription[t]; !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// leaveKeepsSubscription reports whether the subscription metadata stays as
+// it is when mem leaves: it subscribes by name, and each of its topics the
+// group has metadata for is subscribed by another member too. Finding
+// that member takes a few steps when members share their subscription,
+// where counting every member's cost O(members) per leave.
+func leaveKeepsSubscription(g *consumerGroup, mem *consumerMember) bool {
+	if g.refresh || mem.regex != "" {
+		return false
+	}
+	for _, t := range mem.topicNames {
+		if _, ok := g.subscription[t]; ok && !g.subscribedByOther(t, mem.id) {
+			return false
+		}
+	}
+	return true
 }
 
 // checkMemberEpoch is throwIfConsumerGroupMemberEpochIsInvalid: a member
@@ -636,18 +675,23 @@ func (m *machine) resolveRegex(op *consumerOp, expr string) bool {
 	return true
 }
 
-// targetAssignmentDue reports whether a heartbeat of mem that finds the
-// group epoch past the target's computes a new target now.
-func (m *machine) targetAssignmentDue(g *consumerGroup, mem *consumerMember) bool {
-	interval := int64(m.cfg.ConsumerGroupMinAssignmentIntervalMs)
-	if interval == 0 || mem.classic != nil || g.assignedAtMs == 0 || m.nowMs()-g.assignedAtMs >= interval {
-		return true
+// canComputeNextTargetAssignment is Kafka 4.4's, for consumer and streams
+// groups: a group that never had a target assignment (or whose time is
+// unknown), or has no interval, gets one at once; else once the interval
+// since the last one has passed.
+func canComputeNextTargetAssignment(lastMs int64, intervalMs int32, nowMs int64) bool {
+	return lastMs == 0 || intervalMs == 0 || nowMs >= lastMs+int64(intervalMs)
+}
+
+// consumerAssignmentIntervalMs is the group's consumer.assignment.interval.ms,
+// or the broker's group.consumer.assignment.interval.ms.
+func (m *machine) consumerAssignmentIntervalMs(group string) int32 {
+	if m.cfg.ConsumerGroupConfig != nil {
+		if o := m.cfg.ConsumerGroupConfig(group); o.AssignmentIntervalMs >= 0 {
+			return o.AssignmentIntervalMs
+		}
 	}
-	partitions := 0
-	for _, t := range g.subscription {
-		partitions += int(t.partitions)
-	}
-	return len(g.members)*partitions < m.cfg.pacedAssignmentWork
+	return m.cfg.ConsumerGroupAssignmentIntervalMs
 }
 
 // computeTargetAssignment runs the group's assignor over its members and
@@ -692,13 +736,13 @@ func (m *machine) computeTargetAssignment(op *consumerOp) {
 			next = tpSet{}
 		}
 		if cur, ok := g.target[am.id]; !ok || !cur.equal(next) {
-			g.target[am.id] = next
+			g.setTarget(am.id, next)
 			op.recs = append(op.recs, cgTargetMemberRecord(g.id, am.id, next))
 		}
 	}
 	g.assignmentEpoch = g.epoch
-	g.assignedAtMs = m.nowMs()
-	op.recs = append(op.recs, cgTargetEpochRecord(g.id, g.epoch))
+	g.assignmentTimestampMs = m.nowMs()
+	op.recs = append(op.recs, cgTargetEpochRecord(g.id, g.epoch, g.assignmentTimestampMs))
 	m.log.Info("computed a new target assignment for the consumer group", "group", g.id, "epoch", g.epoch, "assignor", name, "members", len(spec.members))
 }
 
@@ -768,15 +812,17 @@ func (m *machine) removeConsumerMember(op *consumerOp, mem *consumerMember) {
 		delete(g.regexes, mem.regex)
 		op.recs = append(op.recs, tombstone(cgRegexKeyVersion, g.id, mem.regex))
 	}
-	meta := m.subscriptionMetadata(g.subscribedTopics(mem, nil))
-	if !sameSubscriptionMetadata(meta, g.subscription) {
-		g.subscription = meta
-		op.recs = append(op.recs, cgSubscriptionMetadataRecord(g.id, meta))
+	if !leaveKeepsSubscription(g, mem) {
+		meta := m.subscriptionMetadata(g.subscribedTopics(mem, nil))
+		if !sameSubscriptionMetadata(meta, g.subscription) {
+			g.subscription = meta
+			op.recs = append(op.recs, cgSubscriptionMetadataRecord(g.id, meta))
+		}
 	}
 	g.epoch++
 	op.recs = append(op.recs, cgEpochRecord(g.id, g.epoch))
 	g.removeMember(mem.id)
-	delete(g.target, mem.id)
+	g.deleteTarget(mem.id)
 	m.cancelConsumerMemberTimers(g, mem.id)
 }
 

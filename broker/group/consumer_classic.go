@@ -124,7 +124,7 @@ func consumerGroupRecords(g *consumerGroup) []Record {
 	for _, id := range ids {
 		recs = append(recs, cgTargetMemberRecord(g.id, id, g.target[id]))
 	}
-	recs = append(recs, cgTargetEpochRecord(g.id, g.epoch))
+	recs = append(recs, cgTargetEpochRecord(g.id, g.assignmentEpoch, g.assignmentTimestampMs))
 	for _, id := range ids {
 		recs = append(recs, cgCurrentAssignmentRecord(g.id, g.members[id]))
 	}
@@ -374,8 +374,8 @@ func (m *machine) classicJoinConsumerGroup(p *partitionState, g *consumerGroup, 
 		m.cancelConsumerMemberTimers(g, replaces.id)
 		target := g.target[replaces.id]
 		g.removeMember(replaces.id)
-		delete(g.target, replaces.id)
-		g.target[base.id] = target
+		g.deleteTarget(replaces.id)
+		g.setTarget(base.id, target)
 		base.assigned, base.revoking = base.assigned.clone(), tpSet{}
 		op.recs = append(op.recs, cgMemberRecord(g.id, base), cgTargetMemberRecord(g.id, base.id, target), cgCurrentAssignmentRecord(g.id, base))
 		g.updateMember(base)

@@ -154,13 +154,14 @@ type consumerGroup struct {
 
 	epoch           int32 // the group epoch
 	assignmentEpoch int32 // the epoch of the target assignment
-	// assignedAtMs is when this coordinator last computed the target
-	// assignment; 0 after a load. Not in the log: it only paces
-	// recomputation (Config.ConsumerGroupMinAssignmentIntervalMs).
-	assignedAtMs int64
-	members      map[string]*consumerMember
-	static       map[string]string // group.instance.id -> member id
-	target       map[string]tpSet  // member id -> target assignment
+	// assignmentTimestampMs is when the target assignment was computed
+	// (ConsumerGroupTargetAssignmentMetadata's AssignmentTimestamp, 0 when
+	// unknown); the next waits for consumer.assignment.interval.ms after
+	// it, as Kafka 4.4.
+	assignmentTimestampMs int64
+	members               map[string]*consumerMember
+	static                map[string]string // group.instance.id -> member id
+	target                map[string]tpSet  // member id -> target assignment
 	// subscription is the metadata of the subscribed topics the target
 	// assignment was computed with; a change of it bumps the epoch.
 	subscription map[string]topicMeta
@@ -179,6 +180,9 @@ type consumerGroup struct {
 	// seq counts mutations; a failed append undoes its mutation only if
 	// nothing changed the group since.
 	seq uint64
+	// undo logs, for the last snapshot, the members and targets changed
+	// since (snapshot); nil when no snapshot is open.
+	undo *groupUndo
 
 	offsetStore
 }
@@ -219,30 +223,40 @@ func (g *consumerGroup) state() consumerGroupState {
 	return cgStable
 }
 
+// groupUndo is what a snapshot needs to put back the members and target
+// sets changed after it: the value each changed key had before its first
+// change, nil (or absent) for a key that was not there.
+type groupUndo struct {
+	members map[string]*consumerMember
+	target  map[string]targetUndo
+}
+
+type targetUndo struct {
+	set tpSet
+	ok  bool
+}
+
 // snapshot copies everything a heartbeat may change, for undoing it when
 // its records fail to append. Offsets are not part of it: they change only
 // once their own appends succeed.
 //
 // A stored member and a stored target set are never changed in place:
 // every change clones the member (or builds a new set) and stores the
-// new one (updateMember, computeTargetAssignment, the load's member()).
-// So the snapshot shares them and copies only the maps that index them;
-// cloning each member and target here made the snapshot most of a
-// heartbeat's cost in a large group (18% of the broker's CPU with 100
-// members over 1,000 partitions joining, O(members + partitions) per
-// heartbeat that changes anything). The owners' inner maps are changed
-// in place, so they are still copied.
+// new one (updateMember, setTarget, the load's member()). So the members
+// and targets need no copy at all: the snapshot opens an undo log that
+// keeps the previous value of each member and target changed after it,
+// which costs O(changes). Copying the maps that index them, and the
+// partition owners, made the snapshot O(members + partitions) per
+// heartbeat that changes anything: 28% of the broker's CPU with 1,000
+// members joining a group over 10,000 partitions (issue 17). The owners
+// are derived from the members, so restore rebuilds them.
 func (g *consumerGroup) snapshot() *consumerGroup {
 	c := *g
-	c.members = maps.Clone(g.members)
 	c.static = maps.Clone(g.static)
-	c.target = maps.Clone(g.target)
 	c.subscription = maps.Clone(g.subscription)
 	c.regexes = maps.Clone(g.regexes)
-	c.owners = make(map[topicID]map[int32]int32, len(g.owners))
-	for id, ps := range g.owners {
-		c.owners[id] = maps.Clone(ps)
-	}
+	g.undo = &groupUndo{members: make(map[string]*consumerMember), target: make(map[string]targetUndo)}
+	c.undo = g.undo
 	return &c
 }
 
@@ -251,13 +265,70 @@ func (g *consumerGroup) snapshot() *consumerGroup {
 // appends fail after this one, undo nothing more.
 func (g *consumerGroup) restore(s *consumerGroup) {
 	offsets, seq := g.offsetStore, g.seq
+	members, target := g.members, g.target
+	if u := s.undo; u != nil {
+		for id, prev := range u.members {
+			if prev == nil {
+				delete(members, id)
+			} else {
+				members[id] = prev
+			}
+		}
+		for id, prev := range u.target {
+			if prev.ok {
+				target[id] = prev.set
+			} else {
+				delete(target, id)
+			}
+		}
+	}
 	*g = *s
+	g.members, g.target = members, target
 	g.offsetStore, g.seq = offsets, seq+1
+	g.undo = nil
+	g.owners = make(map[topicID]map[int32]int32)
+	for _, id := range g.sortedMemberIDs() {
+		g.addOwners(g.members[id])
+	}
+}
+
+// logMember keeps a member's value before its first change since the
+// snapshot.
+func (g *consumerGroup) logMember(id string) {
+	if g.undo == nil {
+		return
+	}
+	if _, logged := g.undo.members[id]; !logged {
+		g.undo.members[id] = g.members[id]
+	}
+}
+
+// setTarget stores a member's target set; deleteTarget removes it. Both
+// log the previous one for the snapshot.
+func (g *consumerGroup) setTarget(id string, t tpSet) {
+	g.logTarget(id)
+	g.target[id] = t
+}
+
+func (g *consumerGroup) deleteTarget(id string) {
+	g.logTarget(id)
+	delete(g.target, id)
+}
+
+func (g *consumerGroup) logTarget(id string) {
+	if g.undo == nil {
+		return
+	}
+	if _, logged := g.undo.target[id]; !logged {
+		prev, ok := g.target[id]
+		g.undo.target[id] = targetUndo{prev, ok}
+	}
 }
 
 // updateMember stores a member, keeping the static index and partition
 // owners in step, as ConsumerGroup.updateMember.
 func (g *consumerGroup) updateMember(m *consumerMember) {
+	g.logMember(m.id)
 	if old := g.members[m.id]; old != nil {
 		g.removeOwners(old)
 	}
@@ -273,6 +344,7 @@ func (g *consumerGroup) removeMember(id string) {
 	if m == nil {
 		return
 	}
+	g.logMember(id)
 	g.removeOwners(m)
 	delete(g.members, id)
 	if m.instanceID != nil && g.static[*m.instanceID] == id {
@@ -364,7 +436,16 @@ func (g *consumerGroup) subscribedTopics(old, updated *consumerMember) map[strin
 // isSubscribedToTopic reports whether a member consumes the topic, by name
 // or regex; such offsets are neither deleted nor expired.
 func (g *consumerGroup) isSubscribedToTopic(topic string) bool {
+	return g.subscribedByOther(topic, "")
+}
+
+// subscribedByOther reports whether a member other than except consumes the
+// topic, by name or regex.
+func (g *consumerGroup) subscribedByOther(topic, except string) bool {
 	for _, m := range g.members {
+		if m.id == except {
+			continue
+		}
 		if _, ok := slices.BinarySearch(m.topicNames, topic); ok {
 			return true
 		}

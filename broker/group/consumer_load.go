@@ -77,11 +77,11 @@ func replayConsumer(lp *loadedPartition, partition int32, version int16, r Recor
 		}
 		g.updateMember(m)
 	case cgTargetMetadataKeyVersion:
-		epoch, err := decodeCGEpoch(r.Value)
+		epoch, ts, err := decodeTargetEpoch(r.Value)
 		if err != nil {
 			return fail(err)
 		}
-		g.assignmentEpoch = epoch
+		g.assignmentEpoch, g.assignmentTimestampMs = epoch, ts
 	case cgTargetMemberKeyVersion:
 		t, err := decodeCGTargetMember(r.Value)
 		if err != nil {

@@ -499,11 +499,52 @@ func decodeCGMember(b []byte) (memberSubscription, error) {
 	return s, d.done()
 }
 
-func cgTargetEpochRecord(group string, epoch int32) Record {
+func cgTargetEpochRecord(group string, epoch int32, timestampMs int64) Record {
+	return Record{Key: key(cgTargetMetadataKeyVersion, group), Value: targetEpochValue(epoch, timestampMs)}
+}
+
+// targetEpochValue is the value of ConsumerGroupTargetAssignmentMetadata
+// and StreamsGroupTargetAssignmentMetadata: the assignment epoch and, as
+// tagged field 0 (AssignmentTimestamp, KIP-1263), when the target was
+// computed, which spaces the next one (the *.assignment.interval.ms
+// configs). 0 is the field's default, which Kafka does not write.
+func targetEpochValue(epoch int32, timestampMs int64) []byte {
 	e := valueEncoder()
 	e.i32(epoch)
-	e.noTags()
-	return Record{Key: key(cgTargetMetadataKeyVersion, group), Value: e.b}
+	if timestampMs == 0 {
+		e.noTags()
+		return e.b
+	}
+	b := &encoder{}
+	b.i64(timestampMs)
+	e.uvarint(1)
+	e.tag(0, b.b)
+	return e.b
+}
+
+// decodeTargetEpoch reads a targetEpochValue; the timestamp is 0 when the
+// record has none (written before Kafka 4.3, or by a converted group).
+func decodeTargetEpoch(b []byte) (epoch int32, timestampMs int64, err error) {
+	d := valueDecoder(b)
+	epoch = d.i32()
+	n := d.uvarint()
+	for i := uint64(0); i < n && d.err == nil; i++ {
+		tag := d.uvarint()
+		size := d.uvarint()
+		if size > math.MaxInt32 {
+			d.fail(errShortRecord)
+			break
+		}
+		field := d.take(int(size))
+		if tag == 0 && d.err == nil {
+			f := &decoder{b: field}
+			timestampMs = f.i64()
+			if f.err != nil {
+				d.fail(f.err)
+			}
+		}
+	}
+	return epoch, timestampMs, d.done()
 }
 
 func cgTargetMemberRecord(group, member string, target tpSet) Record {

@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"runtime"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -42,7 +44,7 @@ func TestConsumerRecordBytes(t *testing.T) {
 		key, value []byte
 	}{
 		{"epoch", cgEpochRecord("g", 5), cat(be16(3), str("g")), cat(be16(0), be32(5), []byte{0})},
-		{"target epoch", cgTargetEpochRecord("g", 7), cat(be16(6), str("g")), cat(be16(0), be32(7), []byte{0})},
+		{"target epoch", cgTargetEpochRecord("g", 7, 0), cat(be16(6), str("g")), cat(be16(0), be32(7), []byte{0})},
 		{
 			"subscription metadata",
 			cgSubscriptionMetadataRecord("g", map[string]topicMeta{"t": {id: id, name: "t", partitions: 4}}),
@@ -74,6 +76,9 @@ func TestConsumerRecordBytes(t *testing.T) {
 			cat(be16(0), []byte{2}, cstr("ab"), be64(9), be64(1000), []byte{0}),
 		},
 		{"member tombstone", tombstone(cgMemberMetadataKeyVersion, "g", "m1"), cat(be16(5), str("g"), str("m1")), nil},
+
+		// AssignmentTimestamp is tagged field 0 (KIP-1263), an int64.
+		{"target epoch and time", cgTargetEpochRecord("g", 7, 1234), cat(be16(6), str("g")), cat(be16(0), be32(7), []byte{1, 0, 8}, be64(1234))},
 	}
 	for _, tt := range tests {
 		if !bytes.Equal(tt.rec.Key, tt.key) {
@@ -100,6 +105,9 @@ func TestConsumerRecordBytes(t *testing.T) {
 	re, err := decodeCGRegex(tests[6].value)
 	if err != nil || !slices.Equal(re.topics, []string{"ab"}) || re.version != 9 || re.timestamp != 1000 {
 		t.Errorf("regex decodes to %+v, %v", re, err)
+	}
+	if epoch, ts, err := decodeTargetEpoch(tests[len(tests)-1].value); err != nil || epoch != 7 || ts != 1234 {
+		t.Errorf("target epoch decodes to %d at %d, %v; want 7 at 1234", epoch, ts, err)
 	}
 	// Tagged fields of later Kafka versions (MetadataHash, tag 0) are
 	// skipped.
@@ -144,7 +152,7 @@ func TestReplayConsumerRecords(t *testing.T) {
 		cgEpochRecord("g", 5),
 		cgSubscriptionMetadataRecord("g", map[string]topicMeta{"t": {id: id, name: "t", partitions: 2}}),
 		cgTargetMemberRecord("g", "m1", tpSet{id: {0}}),
-		cgTargetEpochRecord("g", 5),
+		cgTargetEpochRecord("g", 5, 0),
 		cgCurrentAssignmentRecord("g", m),
 		cgRegexRecord("g", "t.*", resolvedRegex{topics: []string{"t"}}),
 	}
@@ -462,7 +470,7 @@ func BenchmarkConsumerHeartbeat(b *testing.B) {
 	cfg := DefaultConfig()
 	cfg.Logger = slog.New(slog.DiscardHandler)
 	// The reconciling rounds below run within one assignment interval.
-	cfg.ConsumerGroupMinAssignmentIntervalMs = 0
+	cfg.ConsumerGroupAssignmentIntervalMs = 0
 	ft := newFakeTopics()
 	ft.set("t1:1000")
 	cfg.Topics = ft
@@ -532,15 +540,22 @@ func BenchmarkConsumerHeartbeat(b *testing.B) {
 	}
 }
 
-// TestConsumerAssignmentInterval: with a minimum assignment interval, the
-// joins of a burst bump the group epoch but share one target assignment,
-// computed by the first heartbeat after the interval; members joining in
-// between take the previous target's epoch and nothing that another member
-// still owns.
+// TestConsumerAssignmentInterval: with group.consumer.assignment.interval.ms
+// (Kafka 4.4), the joins of a burst bump the group epoch but share one
+// target assignment, computed by the first heartbeat after the interval;
+// members joining in between take the previous target's epoch and nothing
+// that another member still owns. The time of the last target is in the
+// log (AssignmentTimestamp), so a coordinator that loads the group keeps
+// spacing them; the group's consumer.assignment.interval.ms overrides the
+// broker's.
 func TestConsumerAssignmentInterval(t *testing.T) {
 	cfg := testConfig()
-	cfg.ConsumerGroupMinAssignmentIntervalMs = 1000
-	cfg.pacedAssignmentWork = 0 // pace this small group too
+	cfg.ConsumerGroupAssignmentIntervalMs = 1000
+	var groupInterval atomic.Int32
+	groupInterval.Store(-1)
+	cfg.ConsumerGroupConfig = func(string) ConsumerGroupOverrides {
+		return ConsumerGroupOverrides{AssignmentIntervalMs: groupInterval.Load()}
+	}
 	h := newHarness(t, cfg)
 	h.topics.set("t1:6")
 	h.c.TopicsChanged()
@@ -626,6 +641,27 @@ func TestConsumerAssignmentInterval(t *testing.T) {
 			t.Errorf("%s after m1 revoked: epoch %d, partitions %v; want 2 partitions at epoch 3", m.id, r.MemberEpoch, partitions(r))
 		}
 	}
+
+	// The target's time survives a reload: a join right after the restart
+	// waits for the rest of the interval, as on the coordinator that
+	// computed it.
+	h.restart()
+	h.advance(500 * time.Millisecond)
+	if r := hb("m4", 0, nil); r.MemberEpoch != 3 || len(partitions(r)) != 0 {
+		t.Errorf("m4 joining after a reload, within the interval: epoch %d, partitions %v; want epoch 3 and nothing", r.MemberEpoch, partitions(r))
+	}
+	if g, a := epochs(); g != 4 || a != 3 {
+		t.Fatalf("after m4 joined: group epoch %d, assignment epoch %d; want 4 and 3", g, a)
+	}
+	// The group's own interval (consumer.assignment.interval.ms) rules: 0
+	// computes at once.
+	groupInterval.Store(0)
+	if r := hb("m4", 3, nil); r.MemberEpoch != 4 {
+		t.Errorf("m4 with the group's interval at 0: epoch %d, want 4", r.MemberEpoch)
+	}
+	if _, a := epochs(); a != 4 {
+		t.Fatalf("assignment epoch %d with the group's interval at 0, want 4", a)
+	}
 }
 
 // TestUniformAssignorAllocs holds the assignor to its allocation budget
@@ -653,5 +689,59 @@ func TestUniformAssignorAllocs(t *testing.T) {
 	const budget = 12 * 1000 // 12 per member
 	if allocs := testing.AllocsPerRun(3, func() { uniformAssignor{}.assign(spec) }); allocs > budget {
 		t.Errorf("%.0f allocations per assignment, budget %d", allocs, budget)
+	}
+}
+
+// TestConsumerJoinCost holds a join to a large group to a cost that does
+// not grow with the group (issue 17): with 1,000 members over 10,000
+// partitions, the member holding them all, a join's heartbeat (which
+// bumps the epoch, snapshots the group for undo and answers once its
+// records are in) allocates a few KiB. Copying the group's maps and
+// partition owners for the snapshot, and counting every member's
+// subscription, cost 250 KiB and O(members + partitions) of CPU per
+// join, which made a burst of 1,000 joins take 21 s at a load of 27.
+func TestConsumerJoinCost(t *testing.T) {
+	if testing.Short() {
+		t.Skip("joins 1,000 members")
+	}
+	cfg := testConfig()
+	cfg.ConsumerGroupAssignmentIntervalMs = 1000 // the clock stands: one target
+	h := newHarness(t, cfg)
+	var topics []string
+	var spec []string
+	for i := range 10 {
+		topics = append(topics, fmt.Sprintf("t%d", i))
+		spec = append(spec, fmt.Sprintf("t%d:1000", i))
+	}
+	h.topics.set(strings.Join(spec, ","))
+	h.c.TopicsChanged()
+	ctx := context.Background()
+	n := 0
+	join := func() {
+		n++
+		req := kmsg.NewPtrConsumerGroupHeartbeatRequest()
+		req.Version = 1
+		req.Group, req.MemberID = "g", fmt.Sprintf("m%05d", n)
+		req.RebalanceTimeoutMillis = 30000
+		req.SubscribedTopicNames = topics
+		req.Topics = []kmsg.ConsumerGroupHeartbeatRequestTopic{}
+		if r := h.c.ConsumerGroupHeartbeat(ctx, ClientInfo{ClientID: "c"}, req)(); r.ErrorCode != 0 {
+			t.Fatalf("join %s: %s", req.MemberID, coordtest.ErrName(r.ErrorCode))
+		}
+	}
+	for range 1000 {
+		join()
+	}
+	var before, after runtime.MemStats
+	const joins = 50
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	for range joins {
+		join()
+	}
+	runtime.ReadMemStats(&after)
+	const budget = 32 << 10 // 5.9 KiB when written
+	if per := (after.TotalAlloc - before.TotalAlloc) / joins; per > budget {
+		t.Errorf("%d bytes allocated per join to a group of 1,000 members over 10,000 partitions, budget %d", per, budget)
 	}
 }

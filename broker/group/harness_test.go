@@ -64,7 +64,7 @@ func testConfig() Config {
 	cfg.Logger = slog.New(slog.DiscardHandler)
 	// The scripts show one target assignment per epoch bump;
 	// TestConsumerAssignmentInterval covers the batching.
-	cfg.ConsumerGroupMinAssignmentIntervalMs = 0
+	cfg.ConsumerGroupAssignmentIntervalMs = 0
 	return cfg
 }
 

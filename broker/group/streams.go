@@ -314,13 +314,6 @@ func (m *machine) streamsSettings(group string) streamsSettings {
 	return s
 }
 
-// canComputeStreamsTarget is Kafka 4.4's canComputeNextTargetAssignment:
-// a group that never had a target assignment, or has no interval, gets
-// one at once; else once the interval since the last one has passed.
-func canComputeStreamsTarget(lastMs int64, intervalMs int32, nowMs int64) bool {
-	return lastMs == 0 || intervalMs == 0 || nowMs >= lastMs+int64(intervalMs)
-}
-
 // streamsHeartbeat is a heartbeat of a member joining (epoch 0) or in the
 // group.
 func (m *machine) streamsHeartbeat(p *partitionState, ci ClientInfo, req *kmsg.StreamsGroupHeartbeatRequest) (*streamsOp, StreamsHeartbeatResult, *hbError) {
@@ -534,7 +527,7 @@ func (m *machine) streamsHeartbeat(p *partitionState, ci ClientInfo, req *kmsg.S
 	if g.epoch > g.assignmentEpoch {
 		if g.assignDelayUntil > m.nowMs() {
 			delayed = true
-		} else if !canComputeStreamsTarget(g.assignmentTimestampMs, settings.assignmentIntervalMs, m.nowMs()) {
+		} else if !canComputeNextTargetAssignment(g.assignmentTimestampMs, settings.assignmentIntervalMs, m.nowMs()) {
 			// Kafka 4.4 spaces target assignments apart: members
 			// reconcile to the last one (joiners get nothing yet) and the
 			// first heartbeat after the interval computes the next.
@@ -1028,7 +1021,7 @@ func (m *machine) scheduleStreamsAssign(g *streamsGroup, delayMs int32) {
 		// A group that emptied and refilled within the assignment
 		// interval waits for the rest of it.
 		interval := m.streamsSettings(g.id).assignmentIntervalMs
-		if now := m.nowMs(); !canComputeStreamsTarget(g.assignmentTimestampMs, interval, now) {
+		if now := m.nowMs(); !canComputeNextTargetAssignment(g.assignmentTimestampMs, interval, now) {
 			g.assignDelayUntil = g.assignmentTimestampMs + int64(interval)
 			m.scheduleStreamsAssign(g, int32(g.assignDelayUntil-now))
 			return

@@ -93,7 +93,7 @@ func replayStreams(lp *loadedPartition, partition int32, version int16, r Record
 			return fail(err)
 		}
 	case sgTargetMetadataKeyVersion:
-		epoch, ts, err := decodeSGTargetEpoch(r.Value)
+		epoch, ts, err := decodeTargetEpoch(r.Value)
 		if err != nil {
 			return fail(err)
 		}

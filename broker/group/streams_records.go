@@ -3,7 +3,6 @@ package group
 import (
 	"fmt"
 	"maps"
-	"math"
 	"slices"
 	"strconv"
 )
@@ -373,39 +372,7 @@ func (d *decoder) taskIDs() taskSet {
 }
 
 func sgTargetEpochRecord(g *streamsGroup, nowMs int64) Record {
-	e := valueEncoder()
-	e.i32(g.assignmentEpoch)
-	b := &encoder{}
-	b.i64(nowMs)
-	e.uvarint(1)
-	e.tag(0, b.b)
-	return Record{Key: key(sgTargetMetadataKeyVersion, g.id), Value: e.b}
-}
-
-// decodeSGTargetEpoch reads the assignment epoch and the time the target
-// assignment was computed (tagged field 0, 0 when absent), which spaces
-// the next one (group.streams.assignment.interval.ms).
-func decodeSGTargetEpoch(b []byte) (epoch int32, timestampMs int64, err error) {
-	d := valueDecoder(b)
-	epoch = d.i32()
-	n := d.uvarint()
-	for i := uint64(0); i < n && d.err == nil; i++ {
-		tag := d.uvarint()
-		size := d.uvarint()
-		if size > math.MaxInt32 {
-			d.fail(errShortRecord)
-			break
-		}
-		field := d.take(int(size))
-		if tag == 0 && d.err == nil {
-			f := &decoder{b: field}
-			timestampMs = f.i64()
-			if f.err != nil {
-				d.fail(f.err)
-			}
-		}
-	}
-	return epoch, timestampMs, d.done()
+	return Record{Key: key(sgTargetMetadataKeyVersion, g.id), Value: targetEpochValue(g.assignmentEpoch, nowMs)}
 }
 
 func sgTargetMemberRecord(group, member string, t tasksTuple) Record {

@@ -521,7 +521,7 @@ func TestStreamsRecordsRoundTrip(t *testing.T) {
 		t.Errorf("epoch round trip with rack tags: %v %+v", err, v)
 	}
 	g.assignmentEpoch = 6
-	epoch, ts, err := decodeSGTargetEpoch(sgTargetEpochRecord(g, 1234567).Value)
+	epoch, ts, err := decodeTargetEpoch(sgTargetEpochRecord(g, 1234567).Value)
 	if err != nil || epoch != 6 || ts != 1234567 {
 		t.Errorf("target assignment metadata round trip: %v epoch %d timestamp %d", err, epoch, ts)
 	}

@@ -26,6 +26,12 @@ type Config struct {
 	// HeartbeatIntervalMs is group.share.heartbeat.interval.ms, told to
 	// members in every heartbeat answer.
 	HeartbeatIntervalMs int32
+	// AssignmentIntervalMs is group.share.assignment.interval.ms (Kafka
+	// 4.4): the least time between two target assignments of a share
+	// group; a group's share.assignment.interval.ms overrides it. Joins
+	// and leaves in between wait for the next target; 0 computes one on
+	// every change.
+	AssignmentIntervalMs int32
 	// RecordLockDurationMs is group.share.record.lock.duration.ms: how
 	// long an acquired record stays with its consumer.
 	RecordLockDurationMs int32
@@ -86,6 +92,7 @@ func DefaultConfig() Config {
 		UpdatesPerSnapshot:      500,
 		SessionTimeoutMs:        45_000,
 		HeartbeatIntervalMs:     5_000,
+		AssignmentIntervalMs:    1_000,
 		RecordLockDurationMs:    30_000,
 		DeliveryCountLimit:      5,
 		PartitionMaxRecordLocks: 2_000,
@@ -103,6 +110,8 @@ func (c *Config) validate() error {
 		return fmt.Errorf("shards %d must be positive", c.Shards)
 	case c.HeartbeatIntervalMs <= 0 || c.SessionTimeoutMs <= c.HeartbeatIntervalMs:
 		return fmt.Errorf("group.share.heartbeat.interval.ms %d must be positive and below group.share.session.timeout.ms %d", c.HeartbeatIntervalMs, c.SessionTimeoutMs)
+	case c.AssignmentIntervalMs < 0:
+		return fmt.Errorf("group.share.assignment.interval.ms %d must not be negative", c.AssignmentIntervalMs)
 	case c.RecordLockDurationMs <= 0:
 		return fmt.Errorf("group.share.record.lock.duration.ms %d must be positive", c.RecordLockDurationMs)
 	case c.DeliveryCountLimit < 2 || c.DeliveryCountLimit > 10:

@@ -83,6 +83,7 @@ func (c *Coordinator) Load(ctx context.Context, partition int32, records iter.Se
 					// from the log.
 					cur.durable, cur.exists = g.durable, true
 					cur.epoch, cur.members, cur.target = g.epoch, g.members, g.target
+					cur.assignmentEpoch, cur.assignmentTimestampMs = g.assignmentEpoch, g.assignmentTimestampMs
 					g = cur
 				} else {
 					m.groups[id] = g
@@ -114,6 +115,7 @@ func (c *Coordinator) Unload(partition int32) {
 				m.s.Cancel(timerKey{kind: timerMember, group: id, member: mid})
 			}
 			g.members, g.target, g.epoch = map[string]*member{}, map[string]assignment{}, 0
+			g.assignmentEpoch, g.assignmentTimestampMs = 0, 0
 			g.durable, g.exists = map[partKey]*snapshotValue{}, false
 			g.unloads, g.deferred = g.unloads+1, nil
 			if len(g.parts) == 0 && len(g.sessions) == 0 {

@@ -38,6 +38,9 @@ func newEnvWith(t *testing.T, change func(*Config)) *env {
 	cfg.DeliveryCountLimit = 2
 	cfg.SessionTimeoutMs = 3000
 	cfg.HeartbeatIntervalMs = 1000
+	// A target on every change; TestShareAssignmentInterval covers
+	// group.share.assignment.interval.ms.
+	cfg.AssignmentIntervalMs = 0
 	cfg.Topics = fixedTopics{"t": {ID: e.tid, Partitions: 1}}
 	cfg.Offsets = func(string, int32) (int64, int64, bool) { return 0, 0, true }
 	change(&cfg)

@@ -55,11 +55,16 @@ type machine struct {
 type groupState struct {
 	id        string
 	partition int32 // of __share_group_state
-	epoch     int32 // the group epoch; the target assignment's too
+	epoch     int32 // the group epoch
 	members   map[string]*member
-	target    map[string]assignment // member → partitions, at epoch
-	parts     map[partKey]*partitionState
-	sessions  map[string]*session // share sessions by member id
+	target    map[string]assignment // member → partitions, at assignmentEpoch
+	// assignmentEpoch is the group epoch the target was computed at, and
+	// assignmentTimestampMs when (0: unknown); the next target waits for
+	// share.assignment.interval.ms after it, as Kafka 4.4's.
+	assignmentEpoch       int32
+	assignmentTimestampMs int64
+	parts                 map[partKey]*partitionState
+	sessions              map[string]*session // share sessions by member id
 	// waiters are the long-polling fetches to wake when a share
 	// partition changes (see machine.wake).
 	waiters map[partKey][]chan struct{}
@@ -243,9 +248,12 @@ func (m *machine) heartbeat(client ClientInfo, req *kmsg.ShareGroupHeartbeatRequ
 	}
 	m.updateTarget(g, changed)
 	full := req.MemberEpoch == 0 || req.SubscribedTopicNames != nil
-	if mem.epoch != g.epoch {
+	// The member takes the target's epoch and its part of it; within the
+	// assignment interval a joiner gets the last target's epoch and
+	// nothing, until the next target.
+	if mem.epoch != g.assignmentEpoch {
 		previous := mem.epoch
-		mem.epoch = g.epoch
+		mem.epoch = g.assignmentEpoch
 		mem.assigned = g.target[mem.id]
 		m.record(g, currentAssignmentRecord(g.id, mem, previous))
 		full = true
@@ -272,23 +280,38 @@ func sortedIDs(a assignment) [][16]byte {
 	return ids
 }
 
-// updateTarget recomputes the target assignment; the group epoch moves
-// when membership or subscriptions changed or the assignment did (a topic
-// grew or appeared). Share partitions newly assigned are initialized
-// where this node can read their offsets (it leads them); the others are
-// initialized by their leader's first fetch.
+// updateTarget moves the group epoch when membership or subscriptions
+// changed, and computes the target assignment when the epoch is past it,
+// or finds that the assignment changed (a topic grew or appeared, which
+// moves the epoch too), at most once per share.assignment.interval.ms
+// (Kafka 4.4's canComputeNextTargetAssignment): changes within the
+// interval wait for the first heartbeat after it. Share partitions newly
+// assigned are initialized where this node can read their offsets (it
+// leads them); the others are initialized by their leader's first fetch.
 func (m *machine) updateTarget(g *groupState, changed bool) {
+	if changed {
+		g.epoch++
+		m.record(g, groupMetadataRecord(g.id, g.epoch))
+	}
+	now := m.clock.Now().UnixMilli()
+	last, interval := g.assignmentTimestampMs, int64(m.assignmentIntervalMs(g))
+	if last != 0 && interval != 0 && now < last+interval {
+		return
+	}
 	var topics map[string]TopicInfo
 	if m.cfg.Topics != nil {
 		topics = m.cfg.Topics.Topics()
 	}
 	target := assignSimple(g.members, topics)
-	if !changed && equalTargets(target, g.target) {
-		return
+	if g.epoch == g.assignmentEpoch {
+		if equalTargets(target, g.target) {
+			return
+		}
+		g.epoch++
+		m.record(g, groupMetadataRecord(g.id, g.epoch))
 	}
-	g.epoch++
 	old := g.target
-	g.target = target
+	g.target, g.assignmentEpoch, g.assignmentTimestampMs = target, g.epoch, now
 	m.recordTarget(g, old)
 	names := map[[16]byte]string{}
 	for name, t := range topics {
@@ -331,6 +354,17 @@ func (m *machine) groupConfig(g *groupState, name string) (string, bool) {
 		return "", false
 	}
 	return m.cfg.GroupConfig(g.id, name)
+}
+
+// assignmentIntervalMs is the group's share.assignment.interval.ms, or the
+// broker's group.share.assignment.interval.ms.
+func (m *machine) assignmentIntervalMs(g *groupState) int32 {
+	if v, ok := m.groupConfig(g, "share.assignment.interval.ms"); ok {
+		if n, err := strconv.ParseInt(v, 10, 32); err == nil && n >= 0 {
+			return int32(n)
+		}
+	}
+	return m.cfg.AssignmentIntervalMs
 }
 
 // groupInt is a group's integer config, or the broker's default.
@@ -516,7 +550,7 @@ func (m *machine) describe(id string) kmsg.ShareGroupDescribeResponseGroup {
 	}
 	out.GroupState = g.state()
 	out.GroupEpoch = g.epoch
-	out.AssignmentEpoch = g.epoch
+	out.AssignmentEpoch = g.assignmentEpoch
 	out.Assignor = "simple"
 	names := map[[16]byte]string{}
 	if m.cfg.Topics != nil {

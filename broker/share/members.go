@@ -98,10 +98,16 @@ func groupMetadataRecord(group string, epoch int32) Record {
 }
 
 // targetMetadataRecord is ShareGroupTargetAssignmentMetadata: the epoch of
-// the target assignment.
-func targetMetadataRecord(group string, epoch int32) Record {
+// the target assignment and, as tagged field 0 (AssignmentTimestamp,
+// KIP-1263), when it was computed; 0, the field's default, is not written.
+func targetMetadataRecord(group string, epoch int32, timestampMs int64) Record {
 	v := binary.BigEndian.AppendUint32(valueHeader(), uint32(epoch))
-	return Record{Key: groupRecordKey(recTargetMetadata, group), Value: append(v, 0)}
+	if timestampMs == 0 {
+		return Record{Key: groupRecordKey(recTargetMetadata, group), Value: append(v, 0)}
+	}
+	v = append(v, 1, 0, 8) // one tagged field: tag 0, 8 bytes
+	v = binary.BigEndian.AppendUint64(v, uint64(timestampMs))
+	return Record{Key: groupRecordKey(recTargetMetadata, group), Value: v}
 }
 
 // targetMemberRecord is ShareGroupTargetAssignmentMember: a member's
@@ -171,12 +177,11 @@ func (m *machine) flushMembership(done func(code int16)) {
 	}
 }
 
-// recordTarget queues the records of a new target assignment at the
-// group's epoch: the group epoch, each member's target that changed (a
-// tombstone for one gone), and the assignment epoch, as Kafka's
+// recordTarget queues the records of a new target assignment, after the
+// group epoch's (updateTarget): each member's target that changed (a
+// tombstone for one gone), and the assignment epoch and time, as Kafka's
 // heartbeat writes them.
 func (m *machine) recordTarget(g *groupState, old map[string]assignment) {
-	m.record(g, groupMetadataRecord(g.id, g.epoch))
 	for _, id := range sortedMembers(g.target) {
 		if prev, ok := old[id]; !ok || !equalTargets(map[string]assignment{id: prev}, map[string]assignment{id: g.target[id]}) {
 			m.record(g, targetMemberRecord(g.id, id, g.target[id]))
@@ -187,7 +192,7 @@ func (m *machine) recordTarget(g *groupState, old map[string]assignment) {
 			m.record(g, Record{Key: memberRecordKey(recTargetMember, g.id, id)})
 		}
 	}
-	m.record(g, targetMetadataRecord(g.id, g.epoch))
+	m.record(g, targetMetadataRecord(g.id, g.assignmentEpoch, g.assignmentTimestampMs))
 }
 
 func sortedMembers(t map[string]assignment) []string {
@@ -203,9 +208,13 @@ func sortedMembers(t map[string]assignment) []string {
 type loadedMembership struct {
 	epoch   int32
 	hasMeta bool
-	members map[string]*member
-	target  map[string]assignment
-	current map[string]*member // epoch and assigned, by member id
+	// assignmentEpoch and assignmentTimestampMs are the target's
+	// (ShareGroupTargetAssignmentMetadata).
+	assignmentEpoch       int32
+	assignmentTimestampMs int64
+	members               map[string]*member
+	target                map[string]assignment
+	current               map[string]*member // epoch and assigned, by member id
 }
 
 func (l *loadedMembership) ensure() {
@@ -329,7 +338,20 @@ func replayMembership(groups map[string]*loadedMembership, typ int16, key, value
 		l.epoch, l.hasMeta = r.i32(), true
 		r.i64() // metadata hash
 	case recTargetMetadata:
-		r.i32() // the assignment epoch: Gregor's is the group epoch
+		l.assignmentEpoch = r.i32()
+		for range r.uvarint() {
+			tag, size := r.uvarint(), r.uvarint()
+			field := r.take(int(size))
+			if tag == 0 && r.err == nil {
+				f := &reader{b: field}
+				l.assignmentTimestampMs = f.i64()
+				r.err = f.err
+			}
+		}
+		if r.err != nil {
+			return fmt.Errorf("value of record type %d: %w", typ, r.err)
+		}
+		return nil
 	case recTargetMember:
 		l.target[ks[1]] = r.assignment()
 	case recCurrentAssignment:
@@ -350,6 +372,7 @@ func replayMembership(groups map[string]*loadedMembership, typ int16, key, value
 // assignments.
 func restoreMembership(g *groupState, l *loadedMembership) {
 	g.epoch, g.exists = l.epoch, true
+	g.assignmentEpoch, g.assignmentTimestampMs = l.assignmentEpoch, l.assignmentTimestampMs
 	g.members = map[string]*member{}
 	g.target = map[string]assignment{}
 	for id, mem := range l.members {

@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/binary"
 	"slices"
+	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -138,8 +140,12 @@ func TestMembershipRecordEncoding(t *testing.T) {
 	if !bytes.Equal(r.Key, []byte{0, 11, 0, 1, 'g'}) || len(r.Value) != 2+4+8+1 || binary.BigEndian.Uint32(r.Value[2:]) != 3 {
 		t.Fatalf("group metadata: % x / % x", r.Key, r.Value)
 	}
-	if r := targetMetadataRecord("g", 3); !bytes.Equal(r.Key[:2], []byte{0, 12}) || !bytes.Equal(r.Value, []byte{0, 0, 0, 0, 0, 3, 0}) {
+	if r := targetMetadataRecord("g", 3, 0); !bytes.Equal(r.Key[:2], []byte{0, 12}) || !bytes.Equal(r.Value, []byte{0, 0, 0, 0, 0, 3, 0}) {
 		t.Fatalf("target metadata: % x / % x", r.Key, r.Value)
+	}
+	// With its time, AssignmentTimestamp, tagged field 0 (KIP-1263).
+	if r := targetMetadataRecord("g", 3, 0x0102); !bytes.Equal(r.Value, []byte{0, 0, 0, 0, 0, 3, 1, 0, 8, 0, 0, 0, 0, 0, 0, 1, 2}) {
+		t.Fatalf("target metadata with its time: % x", r.Value)
 	}
 	groups := map[string]*loadedMembership{}
 	for _, rec := range []struct {
@@ -150,6 +156,7 @@ func TestMembershipRecordEncoding(t *testing.T) {
 		{recCurrentAssignment, currentAssignmentRecord("g", mem, 6).Key, currentAssignmentRecord("g", mem, 6).Value},
 		{recTargetMember, targetMemberRecord("g", "m", mem.assigned).Key, targetMemberRecord("g", "m", mem.assigned).Value},
 		{recGroupMetadata, groupMetadataRecord("g", 7).Key, groupMetadataRecord("g", 7).Value},
+		{recTargetMetadata, targetMetadataRecord("g", 6, 1234).Key, targetMetadataRecord("g", 6, 1234).Value},
 	} {
 		if err := replayMembership(groups, rec.typ, rec.k, rec.v); err != nil {
 			t.Fatal(err)
@@ -162,4 +169,76 @@ func TestMembershipRecordEncoding(t *testing.T) {
 		!slices.Equal(got.assigned[[16]byte{1}], []int32{0, 2}) || !slices.Equal(g.target["m"][[16]byte{1}], []int32{0, 2}) {
 		t.Fatalf("replayed: %+v %+v", g, got)
 	}
+	if g.assignmentEpoch != 6 || g.assignmentTimestampMs != 1234 {
+		t.Fatalf("replayed target at epoch %d, time %d; want 6 and 1234", g.assignmentEpoch, g.assignmentTimestampMs)
+	}
+}
+
+// TestShareAssignmentInterval: with group.share.assignment.interval.ms
+// (Kafka 4.4), a member joining within the interval of the last target
+// takes that target's epoch and nothing, the group epoch moving ahead of
+// the assignment epoch; the first heartbeat after the interval computes
+// the next target. The target's time is in the log, so a reloaded
+// coordinator keeps spacing them, and the group's
+// share.assignment.interval.ms overrides the broker's.
+func TestShareAssignmentInterval(t *testing.T) {
+	var groupInterval atomic.Int32
+	groupInterval.Store(-1)
+	e := newEnvWith(t, func(c *Config) {
+		c.AssignmentIntervalMs = 1000
+		c.Topics = fixedTopics{"t": {ID: [16]byte{1}, Partitions: 4}}
+		c.GroupConfig = func(group, name string) (string, bool) {
+			if n := groupInterval.Load(); name == "share.assignment.interval.ms" && n >= 0 {
+				return strconv.Itoa(int(n)), true
+			}
+			return "", false
+		}
+	})
+	held := func(r *kmsg.ShareGroupHeartbeatResponse) int { // of the one topic
+		if r.Assignment == nil || len(r.Assignment.TopicPartitions) == 0 {
+			return 0
+		}
+		return len(r.Assignment.TopicPartitions[0].Partitions)
+	}
+	epochs := func(wantGroup, wantAssignment int32) {
+		t.Helper()
+		d := e.describe()
+		if d.GroupEpoch != wantGroup || d.AssignmentEpoch != wantAssignment {
+			t.Fatalf("group epoch %d, assignment epoch %d; want %d and %d", d.GroupEpoch, d.AssignmentEpoch, wantGroup, wantAssignment)
+		}
+	}
+	if r := e.join("a"); r.ErrorCode != 0 || r.MemberEpoch != 1 || held(r) != 4 {
+		t.Fatalf("a joins: %+v, %d partitions; want epoch 1 and all 4", r, held(r))
+	}
+	if r := e.join("b"); r.ErrorCode != 0 || r.MemberEpoch != 1 || held(r) != 0 {
+		t.Fatalf("b joins within the interval: %+v, %d partitions; want epoch 1 and none", r, held(r))
+	}
+	epochs(2, 1)
+	e.clock.Advance(999*time.Millisecond, e.settle)
+	if r := e.heartbeat("b", 1); r.ErrorCode != 0 || r.MemberEpoch != 1 {
+		t.Fatalf("b before the interval ended: %+v, want epoch 1", r)
+	}
+	e.clock.Advance(time.Millisecond, e.settle)
+	if r := e.heartbeat("b", 1); r.ErrorCode != 0 || r.MemberEpoch != 2 || held(r) != 2 {
+		t.Fatalf("b after the interval: %+v, %d partitions; want epoch 2 and 2 partitions", r, held(r))
+	}
+	if r := e.heartbeat("a", 1); r.ErrorCode != 0 || r.MemberEpoch != 2 || held(r) != 2 {
+		t.Fatalf("a after the interval: %+v, %d partitions; want epoch 2 and 2 partitions", r, held(r))
+	}
+	epochs(2, 2)
+
+	// Reloaded, the coordinator knows when the target was computed: a
+	// join right after still waits.
+	e.settle()
+	e.reopen()
+	if r := e.join("c"); r.ErrorCode != 0 || r.MemberEpoch != 2 || held(r) != 0 {
+		t.Fatalf("c joins after the reload, within the interval: %+v, %d partitions; want epoch 2 and none", r, held(r))
+	}
+	epochs(3, 2)
+	// The group's own interval rules: 0 computes at once.
+	groupInterval.Store(0)
+	if r := e.heartbeat("c", 2); r.ErrorCode != 0 || r.MemberEpoch != 3 || held(r) == 0 {
+		t.Fatalf("c with the group's interval at 0: %+v, %d partitions; want epoch 3 and some", r, held(r))
+	}
+	epochs(3, 3)
 }

@@ -35,10 +35,13 @@ type membershipUndo struct {
 	unloads       uint64 // g.unloads at the capture
 	epoch         int32
 	exists        bool
-	members       map[string]*member
-	values        map[string]member
-	target        map[string]assignment
-	sessions      map[string]*session
+	// assignmentEpoch and assignmentTimestampMs are the target's.
+	assignmentEpoch       int32
+	assignmentTimestampMs int64
+	members               map[string]*member
+	values                map[string]member
+	target                map[string]assignment
+	sessions              map[string]*session
 	// durable and parts are put back for a deletion only (deleteGroup
 	// takes them; a heartbeat does not change them).
 	durable map[partKey]*snapshotValue
@@ -60,6 +63,7 @@ func (m *machine) capture(group, memberID string) *membershipUndo {
 	}
 	u.g, u.before, u.unloads = g, g.version, g.unloads
 	u.epoch, u.exists = g.epoch, g.exists
+	u.assignmentEpoch, u.assignmentTimestampMs = g.assignmentEpoch, g.assignmentTimestampMs
 	u.members, u.values = maps.Clone(g.members), make(map[string]member, len(g.members))
 	for id, mem := range g.members {
 		v := *mem
@@ -138,6 +142,7 @@ func (m *machine) revertOne(u *membershipUndo, g *groupState) bool {
 		// The operation created the group: it is gone again, unless it
 		// is still known from fetches to share partitions led here.
 		g.epoch, g.exists = 0, false
+		g.assignmentEpoch, g.assignmentTimestampMs = 0, 0
 		for id := range g.members {
 			m.s.Cancel(timerKey{kind: timerMember, group: g.id, member: id})
 		}
@@ -156,6 +161,7 @@ func (m *machine) revertOne(u *membershipUndo, g *groupState) bool {
 		}
 	}
 	g.epoch, g.exists = u.epoch, u.exists
+	g.assignmentEpoch, g.assignmentTimestampMs = u.assignmentEpoch, u.assignmentTimestampMs
 	for id, mem := range g.members {
 		if u.members[id] != mem {
 			m.s.Cancel(timerKey{kind: timerMember, group: g.id, member: id})

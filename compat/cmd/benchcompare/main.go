@@ -282,6 +282,7 @@ func main() {
 	flag.BoolVar(&o.cluster.groups, "groups", false, "instead of the comparison, measure KIP-848 groups becoming stable (raw ConsumerGroupHeartbeat members) on a single gregor")
 	flag.StringVar(&o.cluster.groupSizes, "groups-sizes", "100x1000,1000x10000", "comma-separated MEMBERSxPARTITIONS of -groups (partitions in topics of 1,000)")
 	flag.DurationVar(&o.cluster.groupHeartbeat, "groups-heartbeat", 500*time.Millisecond, "group.consumer.heartbeat.interval.ms of -groups (the integration tests' 500 ms; Kafka's default is 5 s)")
+	flag.StringVar(&o.cluster.groupIntervals, "groups-assignment-intervals", "default", "comma-separated group-level consumer.assignment.interval.ms of -groups, each size measured with each: milliseconds, or default for the broker's (Kafka's 1 s)")
 	flag.DurationVar(&o.cluster.groupTimeout, "groups-timeout", 5*time.Minute, "how long a -groups group may take to become stable before the run fails")
 	flag.StringVar(&o.cluster.profile, "profile", "", "with -replicated or -groups, record perf(1) CPU profiles of the gregor processes into this `directory`")
 	verbose := flag.Bool("v", false, "log topic creation and deletion times too")
