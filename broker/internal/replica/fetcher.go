@@ -372,6 +372,7 @@ func (f *fetcher) fetchOnce(cl leaderClient, parts map[*partition.Partition]*Fol
 	req.MaxBytes = f.m.d.Cfg.ReplicaFetchResponseMaxBytes
 	req.SessionID, req.SessionEpoch = 0, -1
 	topics := make(map[string]int)
+	names := make(map[[16]byte]string)
 	byKey := make(map[string]*partition.Partition)
 	for p, st := range parts {
 		if !st.Truncated {
@@ -384,6 +385,7 @@ func (f *fetcher) fetchOnce(cl leaderClient, parts map[*partition.Partition]*Fol
 			rt := kmsg.NewFetchRequestTopic()
 			rt.Topic, rt.TopicID = p.Topic, p.TopicID
 			req.Topics = append(req.Topics, rt)
+			names[p.TopicID] = p.Topic
 		}
 		rp := kmsg.NewFetchRequestTopicPartition()
 		rp.Partition = p.Index
@@ -411,9 +413,9 @@ func (f *fetcher) fetchOnce(cl leaderClient, parts map[*partition.Partition]*Fol
 	for _, rt := range resp.Topics {
 		name := rt.Topic
 		if req.Version >= 13 {
-			if t, ok := f.m.d.Image().TopicByID(rt.TopicID); ok {
-				name = t.Name
-			}
+			// Named by the ids this fetch asked for: the partitions'
+			// own, which need no look-up in the image.
+			name = names[rt.TopicID]
 		}
 		for _, rp := range rt.Partitions {
 			p := byKey[name+"/"+strconv.Itoa(int(rp.Partition))]
@@ -520,4 +522,20 @@ func noteFetchedEpochsLocked(p *partition.Partition, data []byte) error {
 func (m *Manager) FetchOnce(ctx context.Context, leader int32, cl *kgo.Client, parts map[*partition.Partition]*FollowState) error {
 	f := &fetcher{m: m, leader: leader, ctx: ctx}
 	return f.fetchOnce(kgoLeader{cl: cl, leader: leader}, parts)
+}
+
+// FetchRoundsAt sends rounds replica fetches for parts, one after another
+// over one connection of the fetchers' own (leaderConn) to the leader at
+// addr, appending what each brings back (for tests).
+func (m *Manager) FetchRoundsAt(ctx context.Context, leader int32, addr string, parts map[*partition.Partition]*FollowState, rounds int) error {
+	f := &fetcher{m: m, leader: leader, ctx: ctx}
+	c := &leaderConn{addr: func() (string, error) { return addr, nil }, clientID: "gregor-replica-test",
+		timeout: time.Duration(m.d.Cfg.ReplicaSocketTimeoutMs) * time.Millisecond}
+	defer c.close()
+	for range rounds {
+		if err := f.fetchOnce(c, parts); err != nil {
+			return err
+		}
+	}
+	return nil
 }
