@@ -86,6 +86,9 @@ func handleFetch(s *Server, r *request) (result, error) {
 		return respond(resp)
 	}
 	plan.ctx = r.conn.ctx
+	if plan.replicaID >= 0 {
+		s.sizeFollowerConn(r.conn, plan.maxBytes)
+	}
 	if ac := s.auth(r); ac.enabled() {
 		if plan.replicaID >= 0 {
 			follower := ac.cluster(authz.OpClusterAction)

@@ -70,6 +70,10 @@ type conn struct {
 	// connection's end closes (shares.go).
 	id            uint64
 	shareSessions atomic.Bool
+	// followerSendBuffer is set once a follower's fetch has sized the
+	// socket's send buffer for replication (replication.go); only the
+	// reader touches it.
+	followerSendBuffer bool
 }
 
 // slot is the place of one request in the connection's response order.

@@ -6,4 +6,9 @@
 // OffsetForLeaderEpoch, where its own last leader epoch ended there, and
 // cuts its log at that offset (KIP-101/279). The leader's side is
 // broker/replication.go and the Fetch handler.
+//
+// On a PLAINTEXT inter-broker listener a fetcher has a connection of its
+// own to its leader (conn.go): it writes each request and reads the
+// response on its goroutine into a buffer it reuses. With TLS or SASL it
+// goes through a franz-go client, which negotiates them.
 package replica

@@ -172,20 +172,16 @@ func (f *fetcher) leaderAddr() (string, error) {
 
 func (f *fetcher) run() {
 	backoff := time.Duration(f.m.d.Cfg.ReplicaFetchBackoffMs) * time.Millisecond
-	var cl *kgo.Client
+	var cl leaderClient
 	defer func() {
 		if cl != nil {
-			cl.Close()
+			cl.close()
 		}
 	}()
 	for f.ctx.Err() == nil {
 		if cl == nil {
-			addr, err := f.leaderAddr()
-			if err == nil {
-				cl, err = kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(addr), kgo.ClientID(fmt.Sprintf("gregor-replica-%d", f.m.d.Cfg.NodeID))},
-					f.m.d.Secure...)...)
-			}
-			if err != nil {
+			var err error
+			if cl, err = f.newClient(); err != nil {
 				f.m.d.Logger.Warn("replica fetcher", "leader", f.leader, "err", err)
 				f.sleep(backoff)
 				continue
@@ -234,6 +230,26 @@ func (f *fetcher) run() {
 	}
 }
 
+// newClient is the fetcher's client of its leader: a connection of its
+// own on a PLAINTEXT inter-broker listener (leaderConn), a franz-go client
+// for TLS or SASL.
+func (f *fetcher) newClient() (leaderClient, error) {
+	clientID := fmt.Sprintf("gregor-replica-%d", f.m.d.Cfg.NodeID)
+	if len(f.m.d.Secure) == 0 {
+		return &leaderConn{addr: f.leaderAddr, clientID: clientID,
+			timeout: time.Duration(f.m.d.Cfg.ReplicaSocketTimeoutMs) * time.Millisecond}, nil
+	}
+	addr, err := f.leaderAddr()
+	if err != nil {
+		return nil, err
+	}
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(addr), kgo.ClientID(clientID)}, f.m.d.Secure...)...)
+	if err != nil {
+		return nil, err
+	}
+	return kgoLeader{cl: cl, leader: f.leader}, nil
+}
+
 // noteDiskFailures takes offline the log dir of each followed partition
 // whose log a failed write made unusable, as a leader's append does.
 func (f *fetcher) noteDiskFailures(parts map[*partition.Partition]*FollowState) {
@@ -253,7 +269,7 @@ func (f *fetcher) sleep(d time.Duration) {
 
 // truncate cuts the log of every partition that has not truncated at its
 // current leader epoch to where the leader says its last epoch ended.
-func (f *fetcher) truncate(cl *kgo.Client, parts map[*partition.Partition]*FollowState) error {
+func (f *fetcher) truncate(cl leaderClient, parts map[*partition.Partition]*FollowState) error {
 	req := kmsg.NewPtrOffsetForLeaderEpochRequest()
 	req.ReplicaID = f.m.d.Cfg.NodeID
 	var asked []*partition.Partition
@@ -290,10 +306,11 @@ func (f *fetcher) truncate(cl *kgo.Client, parts map[*partition.Partition]*Follo
 	if len(asked) == 0 {
 		return nil
 	}
-	resp, err := req.RequestWith(f.ctx, cl.Broker(int(f.leader)))
+	kresp, err := cl.request(f.ctx, req)
 	if err != nil {
 		return err
 	}
+	resp := kresp.(*kmsg.OffsetForLeaderEpochResponse)
 	for _, rt := range resp.Topics {
 		for _, rp := range rt.Partitions {
 			p := f.m.d.Partition(rt.Topic, rp.Partition)
@@ -344,7 +361,7 @@ func (m *Manager) TruncateFollower(p *partition.Partition, offset int64) error {
 
 // fetchOnce sends one replica fetch to the leader and appends what comes
 // back.
-func (f *fetcher) fetchOnce(cl *kgo.Client, parts map[*partition.Partition]*FollowState) error {
+func (f *fetcher) fetchOnce(cl leaderClient, parts map[*partition.Partition]*FollowState) error {
 	req := kmsg.NewPtrFetchRequest()
 	req.ReplicaID = f.m.d.Cfg.NodeID
 	req.ReplicaState.ID = f.m.d.Cfg.NodeID
@@ -355,6 +372,7 @@ func (f *fetcher) fetchOnce(cl *kgo.Client, parts map[*partition.Partition]*Foll
 	req.MaxBytes = f.m.d.Cfg.ReplicaFetchResponseMaxBytes
 	req.SessionID, req.SessionEpoch = 0, -1
 	topics := make(map[string]int)
+	names := make(map[[16]byte]string)
 	byKey := make(map[string]*partition.Partition)
 	for p, st := range parts {
 		if !st.Truncated {
@@ -367,6 +385,7 @@ func (f *fetcher) fetchOnce(cl *kgo.Client, parts map[*partition.Partition]*Foll
 			rt := kmsg.NewFetchRequestTopic()
 			rt.Topic, rt.TopicID = p.Topic, p.TopicID
 			req.Topics = append(req.Topics, rt)
+			names[p.TopicID] = p.Topic
 		}
 		rp := kmsg.NewFetchRequestTopicPartition()
 		rp.Partition = p.Index
@@ -380,10 +399,13 @@ func (f *fetcher) fetchOnce(cl *kgo.Client, parts map[*partition.Partition]*Foll
 	if len(byKey) == 0 {
 		return nil
 	}
-	resp, err := req.RequestWith(f.ctx, cl.Broker(int(f.leader)))
+	kresp, err := cl.request(f.ctx, req)
 	if err != nil {
 		return err
 	}
+	// The record batches may be in the client's read buffer, which the
+	// next request reuses: they are appended before this returns.
+	resp := kresp.(*kmsg.FetchResponse)
 	if resp.ErrorCode != 0 {
 		return kerr.ErrorForCode(resp.ErrorCode)
 	}
@@ -391,9 +413,9 @@ func (f *fetcher) fetchOnce(cl *kgo.Client, parts map[*partition.Partition]*Foll
 	for _, rt := range resp.Topics {
 		name := rt.Topic
 		if req.Version >= 13 {
-			if t, ok := f.m.d.Image().TopicByID(rt.TopicID); ok {
-				name = t.Name
-			}
+			// Named by the ids this fetch asked for: the partitions'
+			// own, which need no look-up in the image.
+			name = names[rt.TopicID]
 		}
 		for _, rp := range rt.Partitions {
 			p := byKey[name+"/"+strconv.Itoa(int(rp.Partition))]
@@ -499,5 +521,21 @@ func noteFetchedEpochsLocked(p *partition.Partition, data []byte) error {
 // appends what comes back, outside the fetchers' loop (for tests).
 func (m *Manager) FetchOnce(ctx context.Context, leader int32, cl *kgo.Client, parts map[*partition.Partition]*FollowState) error {
 	f := &fetcher{m: m, leader: leader, ctx: ctx}
-	return f.fetchOnce(cl, parts)
+	return f.fetchOnce(kgoLeader{cl: cl, leader: leader}, parts)
+}
+
+// FetchRoundsAt sends rounds replica fetches for parts, one after another
+// over one connection of the fetchers' own (leaderConn) to the leader at
+// addr, appending what each brings back (for tests).
+func (m *Manager) FetchRoundsAt(ctx context.Context, leader int32, addr string, parts map[*partition.Partition]*FollowState, rounds int) error {
+	f := &fetcher{m: m, leader: leader, ctx: ctx}
+	c := &leaderConn{addr: func() (string, error) { return addr, nil }, clientID: "gregor-replica-test",
+		timeout: time.Duration(m.d.Cfg.ReplicaSocketTimeoutMs) * time.Millisecond}
+	defer c.close()
+	for range rounds {
+		if err := f.fetchOnce(c, parts); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -302,22 +302,26 @@ func createReplicated(ctx context.Context, adm *kadm.Client, topic string, parti
 	})
 }
 
-// cpuOf sums the CPU ticks of pids.
-func cpuOf(pids []int) (int64, error) {
-	var sum int64
-	for _, p := range pids {
+// cpuOf is the CPU ticks of each of pids.
+func cpuOf(pids []int) ([]int64, error) {
+	out := make([]int64, len(pids))
+	for i, p := range pids {
 		t, err := procCPU(p)
 		if err != nil {
-			return 0, err
+			return nil, err
 		}
-		sum += t
+		out[i] = t
 	}
-	return sum, nil
+	return out, nil
 }
 
 // replRun is one `gregor perf produce` of the replicated case.
 type replRun struct {
 	MiBPS, CPUPerGiB, P99 float64
+	// NodeCPUPerGiB is each broker's CPU seconds per GiB produced, in the
+	// order of the pids; Load the load average when the run ended.
+	NodeCPUPerGiB []float64
+	Load          float64
 }
 
 // perfProduceOn runs gregor perf produce acks=all against bootstrap and
@@ -349,9 +353,18 @@ func perfProduceOn(ctx context.Context, bin, bootstrap, topic string, records in
 	if r.Records != records {
 		return replRun{}, fmt.Errorf("perf produce to %s: %d records acknowledged of %d", topic, r.Records, records)
 	}
-	run := replRun{MiBPS: r.MiBPerS, CPUPerGiB: float64(after-before) / tick / (float64(r.Bytes) / (1 << 30))}
+	gib := float64(r.Bytes) / (1 << 30)
+	run := replRun{MiBPS: r.MiBPerS}
+	for i := range pids {
+		node := float64(after[i]-before[i]) / tick / gib
+		run.NodeCPUPerGiB = append(run.NodeCPUPerGiB, node)
+		run.CPUPerGiB += node
+	}
 	if r.Latency != nil {
 		run.P99 = r.Latency.P99
+	}
+	if s, err := os.ReadFile("/proc/loadavg"); err == nil {
+		run.Load, _ = loadAvg(string(s))
 	}
 	return run, nil
 }
@@ -385,7 +398,7 @@ func replicated(ctx context.Context, o clusterOptions, name, bin string, seeds [
 				return rf3, rf1, fmt.Errorf("%s round %d: %w", name, round, err)
 			}
 			slog.Info("replicated", "broker", name, "round", round, "topic", t, "MiB/s", fmtNum(run.MiBPS, 1),
-				"cpu_s_per_GiB", fmtNum(run.CPUPerGiB, 2))
+				"cpu_s_per_GiB", fmtNum(run.CPUPerGiB, 2), "per_node", fmtNodes(run.NodeCPUPerGiB), "load", fmtNum(run.Load, 1))
 			if t == t3 {
 				r3 = append(r3, run)
 			} else {
@@ -400,11 +413,19 @@ func replicated(ctx context.Context, o clusterOptions, name, bin string, seeds [
 		}
 	}
 	med := func(rs []replRun) replRun {
-		var m, c, p []float64
+		var m, c, p, l []float64
+		nodes := make([][]float64, len(pids))
 		for _, r := range rs {
-			m, c, p = append(m, r.MiBPS), append(c, r.CPUPerGiB), append(p, r.P99)
+			m, c, p, l = append(m, r.MiBPS), append(c, r.CPUPerGiB), append(p, r.P99), append(l, r.Load)
+			for i, n := range r.NodeCPUPerGiB {
+				nodes[i] = append(nodes[i], n)
+			}
 		}
-		return replRun{MiBPS: median(m), CPUPerGiB: median(c), P99: median(p)}
+		out := replRun{MiBPS: median(m), CPUPerGiB: median(c), P99: median(p), Load: median(l)}
+		for _, n := range nodes {
+			out.NodeCPUPerGiB = append(out.NodeCPUPerGiB, median(n))
+		}
+		return out
 	}
 	return med(r3), med(r1), nil
 }
@@ -905,11 +926,27 @@ func replFigures(name string, o clusterOptions, rf3, rf1 replRun) []figure {
 	}
 	return []figure{
 		{What: fmt.Sprintf("%s: produce acks=all, RF 3 (min ISR 2), %d partitions, %s x 1 KiB, median of %d", name, o.replPartitions, groupDigits(int(o.replRecords)), o.replRounds),
-			Value: fmt.Sprintf("%.1f MiB/s, %.2f CPU s/GiB (3 brokers), p99 %.0f ms", rf3.MiBPS, rf3.CPUPerGiB, rf3.P99)},
-		{What: fmt.Sprintf("%s: the same, RF 1", name),
-			Value: fmt.Sprintf("%.1f MiB/s, %.2f CPU s/GiB (3 brokers), p99 %.0f ms", rf1.MiBPS, rf1.CPUPerGiB, rf1.P99)},
+			Value: replValue(rf3)},
+		{What: fmt.Sprintf("%s: the same, RF 1", name), Value: replValue(rf1)},
 		ratio,
 	}
+}
+
+// replValue is a replicated figure: MiB/s, the brokers' CPU per GiB
+// produced in all and each broker's (medians of the rounds), the p99 and
+// the median load average at the runs' ends.
+func replValue(r replRun) string {
+	return fmt.Sprintf("%.1f MiB/s, %.2f CPU s/GiB (3 brokers; per node %s), p99 %.0f ms, load %.1f",
+		r.MiBPS, r.CPUPerGiB, fmtNodes(r.NodeCPUPerGiB), r.P99, r.Load)
+}
+
+// fmtNodes is each broker's CPU s/GiB, slash-separated.
+func fmtNodes(ns []float64) string {
+	parts := make([]string, len(ns))
+	for i, n := range ns {
+		parts[i] = fmtNum(n, 2)
+	}
+	return strings.Join(parts, "/")
 }
 
 // kafkaReplicated runs the replicated case on a three-node Kafka

@@ -1,0 +1,222 @@
+package replica
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// leaderClient sends a fetcher's requests to its leader, one at a time.
+type leaderClient interface {
+	// request sends req and returns its response. The record batches of
+	// a fetch response may live in a buffer the next request reuses: the
+	// caller is done with one response before it sends the next request.
+	request(ctx context.Context, req kmsg.Request) (kmsg.Response, error)
+	close()
+}
+
+// kgoLeader sends through a franz-go client: the inter-broker listeners
+// with TLS or SASL, which franz-go negotiates.
+type kgoLeader struct {
+	cl     *kgo.Client
+	leader int32
+}
+
+func (k kgoLeader) request(ctx context.Context, req kmsg.Request) (kmsg.Response, error) {
+	return k.cl.Broker(int(k.leader)).Request(ctx, req)
+}
+
+func (k kgoLeader) close() { k.cl.Close() }
+
+// leaderConn is a follower's own connection to its leader on a PLAINTEXT
+// inter-broker listener. The fetcher writes each request and reads its
+// response on its own goroutine, into one read buffer it keeps: through
+// franz-go every fetch response was read into a new, zeroed buffer (a
+// megabyte and more at full speed, then garbage) and passed between
+// franz-go's writer and reader goroutines and the fetcher's, each hop a
+// wake-up that waits for a core on a busy machine, on the path that an
+// acks=all produce waits for (docs/performance.md, "Cluster targets").
+// A failed exchange closes the connection; the next request dials again,
+// at the address the metadata image then gives.
+type leaderConn struct {
+	addr     func() (string, error) // the leader's inter-broker address
+	clientID string
+	timeout  time.Duration // replica.socket.timeout.ms, added to a fetch's own wait
+
+	nc       net.Conn
+	versions map[int16]int16 // the leader's highest version of each API, from ApiVersions
+	corr     int32
+	wbuf     []byte
+	rbuf     []byte // the last response's body, reused
+}
+
+// maxResponseBytes bounds a response's size field, so that a corrupt one
+// does not make the follower allocate gigabytes.
+const maxResponseBytes = 1 << 30
+
+func (c *leaderConn) close() {
+	if c.nc != nil {
+		c.nc.Close()
+		c.nc, c.versions = nil, nil
+	}
+}
+
+// request implements leaderClient: dialling and asking for the leader's
+// versions first if the connection is not open.
+func (c *leaderConn) request(ctx context.Context, req kmsg.Request) (kmsg.Response, error) {
+	if c.nc == nil {
+		if err := c.dial(ctx); err != nil {
+			return nil, err
+		}
+	}
+	top, ok := c.versions[req.Key()]
+	if !ok {
+		return nil, fmt.Errorf("%s: %w: the leader does not support it", kmsg.NameForKey(req.Key()), kerr.UnsupportedVersion)
+	}
+	req.SetVersion(min(top, req.MaxVersion()))
+	wait := time.Duration(0)
+	if f, ok := req.(*kmsg.FetchRequest); ok {
+		wait = time.Duration(f.MaxWaitMillis) * time.Millisecond
+	}
+	resp, err := c.roundTrip(ctx, req, wait)
+	if err != nil {
+		c.close()
+		return nil, fmt.Errorf("%s to leader: %w", kmsg.NameForKey(req.Key()), err)
+	}
+	return resp, nil
+}
+
+// dial opens the connection and learns the leader's versions.
+func (c *leaderConn) dial(ctx context.Context) error {
+	addr, err := c.addr()
+	if err != nil {
+		return err
+	}
+	d := net.Dialer{Timeout: c.timeout}
+	nc, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return fmt.Errorf("dial leader %s: %w", addr, err)
+	}
+	c.nc = nc
+	av := kmsg.NewPtrApiVersionsRequest()
+	av.Version = 3
+	av.ClientSoftwareName, av.ClientSoftwareVersion = "gregor-replica", "1"
+	resp, err := c.roundTrip(ctx, av, 0)
+	if err != nil {
+		c.close()
+		return fmt.Errorf("api versions of leader %s: %w", addr, err)
+	}
+	r := resp.(*kmsg.ApiVersionsResponse)
+	if r.ErrorCode != 0 {
+		c.close()
+		return fmt.Errorf("api versions of leader %s: %w", addr, kerr.ErrorForCode(r.ErrorCode))
+	}
+	c.versions = make(map[int16]int16, len(r.ApiKeys))
+	for _, k := range r.ApiKeys {
+		c.versions[k.ApiKey] = k.MaxVersion
+	}
+	return nil
+}
+
+// roundTrip writes req and reads its response, within wait plus the
+// socket timeout; ctx ending breaks off the exchange.
+func (c *leaderConn) roundTrip(ctx context.Context, req kmsg.Request, wait time.Duration) (kmsg.Response, error) {
+	c.corr++
+	b := append(c.wbuf[:0], 0, 0, 0, 0) // the size, set below
+	b = binary.BigEndian.AppendUint16(b, uint16(req.Key()))
+	b = binary.BigEndian.AppendUint16(b, uint16(req.GetVersion()))
+	b = binary.BigEndian.AppendUint32(b, uint32(c.corr))
+	b = binary.BigEndian.AppendUint16(b, uint16(len(c.clientID)))
+	b = append(b, c.clientID...)
+	if req.IsFlexible() {
+		b = append(b, 0) // no tagged fields in the header
+	}
+	b = req.AppendTo(b)
+	binary.BigEndian.PutUint32(b, uint32(len(b)-4))
+	c.wbuf = b
+
+	// The deadline ends a read the leader never answers; ctx ending moves
+	// it to now, which breaks off a read or write in progress.
+	if err := c.nc.SetDeadline(time.Now().Add(wait + c.timeout)); err != nil {
+		return nil, err
+	}
+	nc := c.nc
+	stop := context.AfterFunc(ctx, func() { nc.SetDeadline(time.Now()) })
+	defer stop()
+	if _, err := nc.Write(b); err != nil {
+		return nil, ctxOr(ctx, err)
+	}
+	var size [4]byte
+	if _, err := io.ReadFull(nc, size[:]); err != nil {
+		return nil, ctxOr(ctx, err)
+	}
+	n := int(int32(binary.BigEndian.Uint32(size[:])))
+	if n < 4 || n > maxResponseBytes {
+		return nil, fmt.Errorf("response of %d bytes", n)
+	}
+	if cap(c.rbuf) < n {
+		c.rbuf = make([]byte, n)
+	}
+	body := c.rbuf[:n]
+	if _, err := io.ReadFull(nc, body); err != nil {
+		return nil, ctxOr(ctx, err)
+	}
+	if corr := int32(binary.BigEndian.Uint32(body)); corr != c.corr {
+		return nil, fmt.Errorf("response to correlation id %d, want %d", corr, c.corr)
+	}
+	body = body[4:]
+	// ApiVersions answers with header v0 whatever its version, so that
+	// a client that asked too new a version can read the error.
+	if req.IsFlexible() && req.Key() != kmsg.ApiVersions.Int16() {
+		var err error
+		if body, err = skipHeaderTags(body); err != nil {
+			return nil, err
+		}
+	}
+	resp := req.ResponseKind()
+	resp.SetVersion(req.GetVersion())
+	if err := resp.ReadFrom(body); err != nil {
+		return nil, fmt.Errorf("decode %s response: %w", kmsg.NameForKey(req.Key()), err)
+	}
+	return resp, nil
+}
+
+// ctxOr is ctx's error when ctx ended (the deadline set to break off the
+// exchange caused err), else err.
+func ctxOr(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return err
+}
+
+var errShortHeader = errors.New("response header cut short")
+
+// skipHeaderTags skips the tagged fields of a flexible response header.
+func skipHeaderTags(b []byte) ([]byte, error) {
+	n, w := binary.Uvarint(b)
+	if w <= 0 {
+		return nil, errShortHeader
+	}
+	b = b[w:]
+	for range n {
+		if _, w = binary.Uvarint(b); w <= 0 {
+			return nil, errShortHeader
+		}
+		b = b[w:]
+		size, w := binary.Uvarint(b)
+		if w <= 0 || uint64(len(b)-w) < size {
+			return nil, errShortHeader
+		}
+		b = b[w+int(size):]
+	}
+	return b, nil
+}

@@ -1,0 +1,63 @@
+//go:build linux
+
+package broker
+
+import (
+	"net"
+	"syscall"
+	"testing"
+)
+
+// A follower's fetch raises its connection's send buffer from
+// socket.send.buffer.bytes to what its responses may hold (within the
+// kernel's cap), once; a consumer's connection keeps the configured one.
+func TestFollowerFetchSizesSendBuffer(t *testing.T) {
+	ts := startServer(t, "")
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	dialed, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dialed.Close()
+	nc, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	if err := ts.configureConn(nc); err != nil {
+		t.Fatal(err)
+	}
+	sndbuf := func() int {
+		raw, err := nc.(*net.TCPConn).SyscallConn()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var n int
+		var gerr error
+		if err := raw.Control(func(fd uintptr) { n, gerr = syscall.GetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_SNDBUF) }); err != nil {
+			t.Fatal(err)
+		}
+		if gerr != nil {
+			t.Fatal(gerr)
+		}
+		return n
+	}
+	configured := sndbuf()
+	c := &conn{s: ts.Server, nc: nc}
+	ts.sizeFollowerConn(c, 1000) // a fetch that fits the configured buffer
+	if got := sndbuf(); got != configured {
+		t.Fatalf("send buffer %d after a small fetch, want the configured %d", got, configured)
+	}
+	ts.sizeFollowerConn(c, 4<<20)
+	raised := sndbuf()
+	if raised <= configured {
+		t.Fatalf("send buffer %d after a follower's 4 MiB fetch, configured %d", raised, configured)
+	}
+	if !c.followerSendBuffer {
+		t.Fatal("the connection is not marked as sized")
+	}
+}
