@@ -60,4 +60,29 @@ func TestFollowerFetchSizesSendBuffer(t *testing.T) {
 	if !c.followerSendBuffer {
 		t.Fatal("the connection is not marked as sized")
 	}
+
+	// An operator's socket.send.buffer.bytes is what every socket keeps.
+	props := ts.cfg.Props
+	ts.cfg.Props = map[string]string{"socket.send.buffer.bytes": "102400"}
+	defer func() { ts.cfg.Props = props }()
+	nc2, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc2.Close()
+	acc, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer acc.Close()
+	if err := ts.configureConn(acc); err != nil {
+		t.Fatal(err)
+	}
+	nc = acc
+	set := sndbuf()
+	c2 := &conn{s: ts.Server, nc: acc}
+	ts.sizeFollowerConn(c2, 4<<20)
+	if got := sndbuf(); got != set || c2.followerSendBuffer {
+		t.Fatalf("send buffer %d after a follower's fetch with socket.send.buffer.bytes set, want the configured %d", got, set)
+	}
 }

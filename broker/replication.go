@@ -168,8 +168,13 @@ func (s *Server) followerFetched(p *partition.Partition, replica int32, brokerEp
 // leader's writer then sends it in ten and more pieces, each waiting for
 // the follower to read the last, and each wake-up of either side waits
 // for a core on a busy machine, on the path an acks=all produce waits
-// for. With -1 the kernel sizes the buffer itself and it is left alone.
+// for. With -1 the kernel sizes the buffer itself and it is left alone,
+// and a socket.send.buffer.bytes the operator set is what every socket
+// keeps: only the default gives way, so the setting means what it says.
 func (s *Server) sizeFollowerConn(c *conn, maxBytes int) {
+	if _, set := s.cfg.Props["socket.send.buffer.bytes"]; set {
+		return
+	}
 	if c.followerSendBuffer || s.cfg.SocketSendBufferBytes == -1 || maxBytes <= int(s.cfg.SocketSendBufferBytes) {
 		return
 	}
