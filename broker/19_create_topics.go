@@ -19,7 +19,8 @@ import (
 // Topic configs are checked here against Kafka's topic config table
 // (INVALID_CONFIG); names, partition counts, replication factors and
 // replica assignments by the controller, which commits the topic to the
-// metadata log before this answers. -1 partitions or replication factor
+// metadata log before this answers (the partitions' logs are created
+// afterwards, by the metadata watcher). -1 partitions or replication factor
 // take num.partitions and default.replication.factor. A topic named twice
 // in one request answers INVALID_REQUEST for each. v5+ answers with the
 // topic's resolved configs, v7+ with its id.
@@ -166,11 +167,11 @@ func (s *Server) createTopics(req *kmsg.CreateTopicsRequest, specs []controller.
 	ctx, cancel := context.WithTimeout(s.ctx, timeout)
 	results := s.ctrl.CreateTopics(ctx, specs, req.ValidateOnly)
 	cancel()
-	if !req.ValidateOnly {
-		if err := s.reconcile(s.meta.Image()); err != nil {
-			s.log.Error("apply metadata", "err", err)
-		}
-	}
+	// The answer goes out once the topics are committed; their logs are
+	// made by the metadata watcher (watchMetadata), as a Kafka broker
+	// makes them when it replays the records, off the client's path. A
+	// produce that comes before them answers NOT_LEADER_OR_FOLLOWER,
+	// which clients retry, as they do against Kafka.
 	for i := range slots {
 		if slots[i].index < 0 {
 			continue
@@ -214,12 +215,13 @@ func (s *Server) answerCreated(st *kmsg.CreateTopicsResponseTopic, res controlle
 
 // failUncreatedPartitions answers KAFKA_STORAGE_ERROR for a topic the
 // controller created but some of whose partitions this node could not
-// create a log for (out of file descriptors or space): the topic exists,
+// create a log for (out of file descriptors or space), when the metadata
+// watcher has already tried by the time of the answer: the topic exists,
 // and the broker keeps trying to create those logs (metadata_sync.go),
-// but until they exist the partitions cannot serve, and the client must
-// not take the answer for a topic ready to use. Only this node's
-// partitions are known here; another broker that fails answers for its
-// partitions with KAFKA_STORAGE_ERROR to produce and fetch.
+// but until they exist the partitions cannot serve. The answer does not
+// wait for the watcher (Kafka's does not either); a partition whose log
+// is not made answers KAFKA_STORAGE_ERROR to produce and fetch and is
+// reported offline by Metadata, on this broker as on any other.
 func (s *Server) failUncreatedPartitions(st *kmsg.CreateTopicsResponseTopic) {
 	tp := s.parts.topic(st.Topic)
 	if tp == nil || tp.id != st.TopicID || len(tp.failed) == 0 {

@@ -80,11 +80,8 @@ func handleCreatePartitions(s *Server, r *request) (result, error) {
 	ctx, cancel := context.WithTimeout(s.ctx, timeout)
 	results := s.ctrl.CreatePartitions(ctx, specs, req.ValidateOnly)
 	cancel()
-	if !req.ValidateOnly {
-		if err := s.reconcile(s.meta.Image()); err != nil {
-			s.log.Error("apply metadata", "err", err)
-		}
-	}
+	// As CreateTopics: answered once committed, the new partitions' logs
+	// made by the metadata watcher.
 	answered := make(map[string]bool)
 	for i, t := range req.Topics {
 		if answered[t.Topic] {

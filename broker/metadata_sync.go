@@ -128,6 +128,17 @@ func (s *Server) reconcile(img *image.Image) error {
 
 	var failed createLogsError
 	next := make(map[string]*topicPartitions, len(old))
+	// The partitions that need a new log are gathered and their logs made
+	// in one batch (storage.Manager.CreateLogs: several at a time, one
+	// fsync of the log dir for all), then wrapped in partitions.
+	type newPart struct {
+		tp   *topicPartitions
+		i    int
+		pi   image.PartitionImage
+		tcfg config.Topic
+	}
+	var toCreate []newPart
+	var specs []storage.LogSpec
 	for _, name := range img.TopicNames() {
 		t, _ := img.Topic(name)
 		prev := old[name]
@@ -162,9 +173,17 @@ func (s *Server) reconcile(img *image.Image) error {
 				tp.parts[i] = p
 				continue
 			}
-			l, err := s.logs.GetOrCreateLog(name, int32(i), t.ID, logConfig(tcfg))
-			if err != nil {
-				err = fmt.Errorf("open log %s-%d: %w", name, i, err)
+			toCreate = append(toCreate, newPart{tp: tp, i: i, pi: pi, tcfg: tcfg})
+			specs = append(specs, storage.LogSpec{Topic: name, Partition: int32(i), TopicID: t.ID, Config: logConfig(tcfg)})
+		}
+		next[name] = tp
+	}
+	if len(specs) > 0 {
+		logs, errs := s.logs.CreateLogs(specs)
+		for k, np := range toCreate {
+			tp, i := np.tp, np.i
+			if err := errs[k]; err != nil {
+				err = fmt.Errorf("open log %s-%d: %w", tp.name, i, err)
 				if tp.failed == nil {
 					tp.failed = make(map[int32]error)
 				}
@@ -175,12 +194,11 @@ func (s *Server) reconcile(img *image.Image) error {
 				failed.count++
 				continue
 			}
-			p := partition.New(s.partEnv, s.cfg.NodeID, name, int32(i), t.ID, l, tcfg, pi.LeaderEpoch)
-			p.Metrics = s.ops.metrics.Topic(name)
-			s.applyAssignment(p, pi)
+			p := partition.New(s.partEnv, s.cfg.NodeID, tp.name, int32(i), tp.id, logs[k], np.tcfg, np.pi.LeaderEpoch)
+			p.Metrics = s.ops.metrics.Topic(tp.name)
+			s.applyAssignment(p, np.pi)
 			tp.parts[i] = p
 		}
-		next[name] = tp
 	}
 	if failed.count > 0 {
 		errs = append(errs, &failed)

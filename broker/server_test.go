@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -95,5 +96,36 @@ func createTopic(t testing.TB, adm *kadm.Client, name string, partitions int32, 
 	resp, err := adm.CreateTopic(testContext(t), partitions, 1, configs, name)
 	if err != nil || resp.Err != nil {
 		t.Fatalf("create topic %s: %v %v", name, err, resp.Err)
+	}
+	waitTopicReady(t, adm, name, partitions)
+}
+
+// waitTopicReady waits until every partition of a topic just created
+// answers ListOffsets on its leader: CreateTopics answers once the topic
+// is committed, and the brokers create its logs afterwards, as Kafka's
+// do, so a request sent to a partition at once may find no log yet.
+func waitTopicReady(t testing.TB, adm *kadm.Client, name string, partitions int32) {
+	t.Helper()
+	ctx := testContext(t)
+	var last error
+	for {
+		offsets, err := adm.ListEndOffsets(ctx, name)
+		last = err
+		if err == nil {
+			last = offsets.Error()
+			n := 0
+			offsets.Each(func(kadm.ListedOffset) { n++ })
+			if last == nil && (partitions < 0 || n == int(partitions)) {
+				return
+			}
+			if last == nil {
+				last = fmt.Errorf("%d partitions listed, want %d", n, partitions)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("topic %s not ready: %v", name, last)
+		case <-time.After(5 * time.Millisecond):
+		}
 	}
 }

@@ -75,6 +75,19 @@ func closeAnswersWaitingProduce(t *testing.T, lateBy time.Duration) {
 		}
 	}
 
+	// The followers make the partition when their metadata watchers
+	// apply the topic, which may be after CreateTopics answered; a
+	// reconcile after the fetchers close would start them again. Wait
+	// until each follower hosts it and its reconcile is done.
+	for _, f := range followers {
+		for deadline := time.Now().Add(20 * time.Second); f.parts.get("leaving", 0) == nil; time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("follower %d does not host leaving-0", f.id)
+			}
+		}
+		f.reconcileMu.Lock()
+		f.reconcileMu.Unlock()
+	}
 	// The followers stop fetching (as if paused); they stay in the ISR
 	// for replica.lag.time.max.ms, so the produce waits for them.
 	for _, f := range followers {

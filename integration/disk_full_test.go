@@ -213,10 +213,17 @@ func TestDiskFullProduceRecovers(t *testing.T) {
 	if err := d.produce(topic, 4096); !errors.Is(err, kerr.KafkaStorageError) {
 		t.Fatalf("produce on a full disk after a restart: %v, want KAFKA_STORAGE_ERROR", err)
 	}
-	// A topic created on the full disk: its logs cannot be made, so
-	// CreateTopics answers KAFKA_STORAGE_ERROR, not success.
-	if code := createTopicCode(t, d.cl, "late", 4); code != kerr.KafkaStorageError.Code {
-		t.Fatalf("CreateTopics on a full disk answered %v, want KAFKA_STORAGE_ERROR", kerr.ErrorForCode(code))
+	// A topic created on the full disk: CreateTopics answers once it is
+	// committed (KAFKA_STORAGE_ERROR only if the broker has already
+	// failed to make its logs), and its partitions, whose logs cannot be
+	// made, answer KAFKA_STORAGE_ERROR.
+	if code := createTopicCode(t, d.cl, "late", 4); code != 0 && code != kerr.KafkaStorageError.Code {
+		t.Fatalf("CreateTopics on a full disk answered %v, want success or KAFKA_STORAGE_ERROR", kerr.ErrorForCode(code))
+	}
+	for part, err := range waitPartitionsSettled(t, p.addr, "late", 4) {
+		if !errors.Is(err, kerr.KafkaStorageError) {
+			t.Fatalf("partition %d of a topic created on a full disk: %v, want KAFKA_STORAGE_ERROR", part, err)
+		}
 	}
 	if err := os.Remove(ballast); err != nil {
 		t.Fatal(err)

@@ -83,6 +83,10 @@ func TestFDLimitCreateTopics(t *testing.T) {
 		t.Fatalf("CreateTopics of %d partitions with 256 descriptors answered %v; segment files are opened lazily, so it should succeed",
 			partitions, kerr.ErrorForCode(got.ErrorCode))
 	}
+	// The broker makes the logs after it answers; each partition then
+	// serves, or answers KAFKA_STORAGE_ERROR when its log could not be
+	// made.
+	waitPartitionsSettled(t, p.addr, "wide", partitions)
 
 	produce := func(part int32) error {
 		return cl.ProduceSync(ctx, &kgo.Record{Topic: "wide", Partition: part, Value: []byte(strconv.Itoa(int(part)))}).FirstErr()

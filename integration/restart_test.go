@@ -3,6 +3,7 @@ package integration
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -36,6 +38,53 @@ func createTopic(t *testing.T, addr, topic string, partitions int32) {
 	resp, err := adm.CreateTopic(testContext(t, 30*time.Second), partitions, 1, nil, topic)
 	if err != nil || resp.Err != nil {
 		t.Fatalf("create %s: %v %v", topic, err, resp.Err)
+	}
+	for p, err := range waitPartitionsSettled(t, addr, topic, partitions) {
+		if err != nil {
+			t.Fatalf("create %s: partition %d: %v", topic, p, err)
+		}
+	}
+}
+
+// waitPartitionsSettled waits until every partition of a topic just
+// created answers ListOffsets on its leader with something other than
+// the transient errors of a partition whose log is not made yet
+// (NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_OR_PARTITION,
+// LEADER_NOT_AVAILABLE): CreateTopics answers once the topic is
+// committed, and the brokers make its logs afterwards, as Kafka's do. It
+// returns each partition's answer: nil, or the error of a log that could
+// not be made (KAFKA_STORAGE_ERROR).
+func waitPartitionsSettled(t *testing.T, addr, topic string, partitions int32) map[int32]error {
+	t.Helper()
+	adm := kadm.NewClient(newClient(t, addr))
+	ctx := testContext(t, 60*time.Second)
+	var last error
+	for {
+		ends, err := adm.ListEndOffsets(ctx, topic)
+		last = err
+		if err == nil {
+			got := map[int32]error{}
+			settled := true
+			ends.Each(func(o kadm.ListedOffset) {
+				got[o.Partition] = o.Err
+				if errors.Is(o.Err, kerr.NotLeaderForPartition) || errors.Is(o.Err, kerr.UnknownTopicOrPartition) ||
+					errors.Is(o.Err, kerr.LeaderNotAvailable) {
+					settled = false
+					last = fmt.Errorf("partition %d: %w", o.Partition, o.Err)
+				}
+			})
+			if settled && len(got) == int(partitions) {
+				return got
+			}
+			if settled {
+				last = fmt.Errorf("%d partitions listed of %d", len(got), partitions)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("the partitions of %s did not settle: %v", topic, last)
+		case <-time.After(10 * time.Millisecond):
+		}
 	}
 }
 

@@ -53,3 +53,86 @@ func TestCreateLogSyncs(t *testing.T) {
 		t.Errorf("topic id after a restart %v", id)
 	}
 }
+
+// TestCreateLogsSyncsLogDirOnce: CreateLogs makes a batch of logs with one
+// fsync of the log dir for all of them (each partition's own directory is
+// still synced once, with its partition.metadata), the logs are all there
+// after a restart, a log named twice in the batch is made once, and two
+// calls that race for the same logs get the same ones.
+func TestCreateLogsSyncsLogDirOnce(t *testing.T) {
+	var fileSyncs, logDirSyncs, partDirSyncs atomic.Int64
+	fsys := vfs.NewFaulty(vfs.NewMem(), func(op vfs.Op, path string) error {
+		switch {
+		case op == vfs.OpSync:
+			fileSyncs.Add(1)
+		case op == vfs.OpSyncDir && filepath.Clean(path) == filepath.Clean(testDir):
+			logDirSyncs.Add(1)
+		case op == vfs.OpSyncDir:
+			partDirSyncs.Add(1)
+		}
+		return nil
+	})
+	m := openTestManager(t, fsys)
+	defer m.Close()
+	fileSyncs.Store(0)
+	logDirSyncs.Store(0)
+	partDirSyncs.Store(0)
+	const n = 20
+	var specs []LogSpec
+	for p := range int32(n) {
+		specs = append(specs, LogSpec{Topic: "batch", Partition: p, TopicID: [16]byte{9}, Config: DefaultLogConfig()})
+	}
+	specs = append(specs, specs[3]) // named twice
+	logs, errs := m.CreateLogs(specs)
+	for i, err := range errs {
+		if err != nil || logs[i] == nil {
+			t.Fatalf("log %d: %v", i, err)
+		}
+	}
+	if logs[n] != logs[3] {
+		t.Error("a log named twice was made twice")
+	}
+	if f, d, pd := fileSyncs.Load(), logDirSyncs.Load(), partDirSyncs.Load(); f != n || d != 1 || pd != n {
+		t.Errorf("creating %d logs: %d file, %d log dir and %d partition dir fsyncs, want %d, 1 and %d", n, f, d, pd, n, n)
+	}
+
+	// Two calls at once for the same new logs: each log is made once.
+	var racing []LogSpec
+	for p := range int32(8) {
+		racing = append(racing, LogSpec{Topic: "race", Partition: p, Config: DefaultLogConfig()})
+	}
+	got := make([][]*Log, 2)
+	done := make(chan struct{})
+	for k := range got {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			ls, es := m.CreateLogs(racing)
+			for _, err := range es {
+				if err != nil {
+					t.Error(err)
+				}
+			}
+			got[k] = ls
+		}()
+	}
+	<-done
+	<-done
+	for p := range got[0] {
+		if got[0][p] == nil || got[0][p] != got[1][p] {
+			t.Fatalf("partition %d: the racing calls got %p and %p", p, got[0][p], got[1][p])
+		}
+	}
+
+	m.Close()
+	m2 := openTestManager(t, fsys)
+	defer m2.Close()
+	for p := range int32(n) {
+		l, ok := m2.Log("batch", p)
+		if !ok {
+			t.Fatalf("batch-%d is not loaded after a restart", p)
+		}
+		if l.TopicID() != ([16]byte{9}) {
+			t.Errorf("batch-%d: topic id %v", p, l.TopicID())
+		}
+	}
+}

@@ -95,6 +95,11 @@ type Manager struct {
 	// which could not be removed then (removeHalfMadeLocked).
 	halfMade map[string]bool
 	closed   bool
+	// creating holds the logs a CreateLogs call is making outside mu;
+	// the channel closes when they are done. creatingWG counts those
+	// calls, which Close waits for.
+	creating   map[TopicPartition]chan struct{}
+	creatingWG sync.WaitGroup
 
 	ckptMu sync.Mutex // one checkpoint writer at a time
 
@@ -441,44 +446,197 @@ func validateTopic(topic string) error {
 // recorded id is an error (Kafka's InconsistentTopicIdException). A zero
 // topicID skips the check.
 func (m *Manager) GetOrCreateLog(topic string, partition int32, topicID [16]byte, cfg LogConfig) (*Log, error) {
-	tp := TopicPartition{Topic: topic, Partition: partition}
-	if err := validateTopic(topic); err != nil {
-		return nil, fmt.Errorf("create log: %w", err)
+	logs, errs := m.CreateLogs([]LogSpec{{Topic: topic, Partition: partition, TopicID: topicID, Config: cfg}})
+	return logs[0], errs[0]
+}
+
+// LogSpec is one log for CreateLogs.
+type LogSpec struct {
+	Topic     string
+	Partition int32
+	TopicID   [16]byte
+	Config    LogConfig
+}
+
+// CreateLogs is GetOrCreateLog for many logs: logs[i] or errs[i] is the
+// outcome of specs[i]. The new logs are made outside m.mu, several at a
+// time, and each log dir that gained some is fsynced once for all of
+// them rather than once per log: the directory entries of a batch of new
+// partitions are durable together before any of them is returned (a
+// created log survives a crash). Every log of the batch is visible to
+// Log and Logs only once the batch is done. A log another CreateLogs is
+// making is waited for and returned.
+func (m *Manager) CreateLogs(specs []LogSpec) ([]*Log, []error) {
+	logs := make([]*Log, len(specs))
+	errs := make([]error, len(specs))
+	type job struct {
+		i      int
+		parent string
+		dir    string
 	}
-	if partition < 0 {
-		return nil, fmt.Errorf("create log %s: negative partition", tp)
-	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.closed {
-		return nil, fmt.Errorf("create log %s: %w", tp, ErrClosed)
-	}
-	if l, ok := m.logs[tp]; ok {
-		l.SetConfig(cfg)
-		if err := l.setTopicID(topicID); err != nil {
-			return nil, err
+	var jobs []job
+	first := map[TopicPartition]int{} // a log named twice is made once
+	var dups [][2]int                 // (index, index of its first naming)
+	for {
+		m.mu.Lock()
+		if m.closed {
+			m.mu.Unlock()
+			for i, sp := range specs {
+				errs[i] = fmt.Errorf("create log %s: %w", TopicPartition{Topic: sp.Topic, Partition: sp.Partition}, ErrClosed)
+			}
+			return logs, errs
 		}
-		return l, nil
+		// A log another call is making is waited for before this one
+		// reserves anything, so that two calls never wait on each other.
+		var wait chan struct{}
+		for _, sp := range specs {
+			if c, ok := m.creating[TopicPartition{Topic: sp.Topic, Partition: sp.Partition}]; ok {
+				wait = c
+				break
+			}
+		}
+		if wait == nil {
+			break
+		}
+		m.mu.Unlock()
+		<-wait
 	}
-	dir := m.pickDirLocked()
-	if dir == "" {
-		return nil, fmt.Errorf("create log %s: %w", tp, ErrNoOnlineLogDir)
+	counts := m.dirCountsLocked()
+	for i, sp := range specs {
+		tp := TopicPartition{Topic: sp.Topic, Partition: sp.Partition}
+		if f, ok := first[tp]; ok {
+			dups = append(dups, [2]int{i, f})
+			continue
+		}
+		first[tp] = i
+		if err := validateTopic(sp.Topic); err != nil {
+			errs[i] = fmt.Errorf("create log: %w", err)
+			continue
+		}
+		if sp.Partition < 0 {
+			errs[i] = fmt.Errorf("create log %s: negative partition", tp)
+			continue
+		}
+		if l, ok := m.logs[tp]; ok {
+			l.SetConfig(sp.Config)
+			if err := l.setTopicID(sp.TopicID); err != nil {
+				errs[i] = err
+				continue
+			}
+			logs[i] = l
+			continue
+		}
+		parent := m.pickDirIn(counts)
+		if parent == "" {
+			errs[i] = fmt.Errorf("create log %s: %w", tp, ErrNoOnlineLogDir)
+			continue
+		}
+		dir := filepath.Join(parent, tp.String())
+		if _, err := m.fsys.Stat(dir); err == nil {
+			if !m.halfMade[dir] || !m.removeHalfMadeLocked(dir) {
+				errs[i] = fmt.Errorf("create log %s: directory %s exists but was not loaded", tp, dir)
+				continue
+			}
+		}
+		counts[parent]++
+		if m.creating == nil {
+			m.creating = map[TopicPartition]chan struct{}{}
+		}
+		m.creating[tp] = make(chan struct{})
+		jobs = append(jobs, job{i: i, parent: parent, dir: dir})
 	}
-	l, err := m.createLog(dir, tp, topicID, cfg)
-	if err != nil {
-		return nil, fmt.Errorf("create log %s: %w", tp, err)
+	m.creatingWG.Add(1)
+	m.mu.Unlock()
+	defer m.creatingWG.Done()
+
+	// Make the files of each log, a few at a time: each costs a mkdir,
+	// file creations and an fsync of its own directory, which overlap
+	// well on a disk and in the kernel.
+	workers := min(len(jobs), createLogWorkers)
+	next := make(chan job)
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for j := range next {
+				sp := specs[j.i]
+				tp := TopicPartition{Topic: sp.Topic, Partition: sp.Partition}
+				l, err := m.createLog(j.parent, j.dir, tp, sp.TopicID, sp.Config)
+				if err != nil {
+					errs[j.i] = fmt.Errorf("create log %s: %w", tp, err)
+					continue
+				}
+				logs[j.i] = l
+			}
+		})
 	}
-	m.logs[tp] = l
-	return l, nil
+	for _, j := range jobs {
+		next <- j
+	}
+	close(next)
+	wg.Wait()
+
+	// One fsync per log dir makes the new partition directories' entries
+	// durable; a log whose dir cannot be synced is not created.
+	synced := map[string]error{}
+	for _, j := range jobs {
+		if logs[j.i] == nil {
+			continue
+		}
+		err, done := synced[j.parent]
+		if !done {
+			err = m.fsys.SyncDir(j.parent)
+			synced[j.parent] = err
+		}
+		if err != nil {
+			sp := specs[j.i]
+			logs[j.i].close(false)
+			logs[j.i] = nil
+			errs[j.i] = fmt.Errorf("create log %s: %w", TopicPartition{Topic: sp.Topic, Partition: sp.Partition}, err)
+			m.mu.Lock()
+			m.removeHalfMadeLocked(j.dir)
+			m.mu.Unlock()
+		}
+	}
+
+	m.mu.Lock()
+	for _, j := range jobs {
+		sp := specs[j.i]
+		tp := TopicPartition{Topic: sp.Topic, Partition: sp.Partition}
+		if logs[j.i] != nil {
+			// Inserted even if Close has begun: it waits for this
+			// batch (creatingWG) and closes what it finds.
+			m.logs[tp] = logs[j.i]
+		}
+		close(m.creating[tp])
+		delete(m.creating, tp)
+	}
+	m.mu.Unlock()
+	for _, d := range dups {
+		logs[d[0]], errs[d[0]] = logs[d[1]], errs[d[1]]
+	}
+	return logs, errs
+}
+
+// createLogWorkers is how many logs CreateLogs makes at once.
+const createLogWorkers = 8
+
+// dirCountsLocked is how many logs each log dir holds.
+func (m *Manager) dirCountsLocked() map[string]int {
+	counts := map[string]int{}
+	for _, l := range m.logs {
+		counts[l.parent]++
+	}
+	return counts
 }
 
 // pickDirLocked chooses the online log dir with the fewest logs, as
 // Kafka's LogManager.nextLogDirs; "" when every dir is offline.
 func (m *Manager) pickDirLocked() string {
-	counts := map[string]int{}
-	for _, l := range m.logs {
-		counts[l.parent]++
-	}
+	return m.pickDirIn(m.dirCountsLocked())
+}
+
+// pickDirIn is pickDirLocked over counts of logs per dir.
+func (m *Manager) pickDirIn(counts map[string]int) string {
 	best := ""
 	for _, d := range m.dirs {
 		if !m.offline[d] && (best == "" || counts[d] < counts[best]) {
@@ -525,15 +683,12 @@ func (m *Manager) DirOffline(dir string) bool {
 	return false
 }
 
-func (m *Manager) createLog(parent string, tp TopicPartition, topicID [16]byte, cfg LogConfig) (*Log, error) {
-	dir := filepath.Join(parent, tp.String())
-	if _, err := m.fsys.Stat(dir); err == nil {
-		if !m.halfMade[dir] || !m.removeHalfMadeLocked(dir) {
-			return nil, fmt.Errorf("directory %s exists but was not loaded", dir)
-		}
-	}
+// createLog makes a new log in dir, a directory of parent that does not
+// exist, without syncing parent (the caller does, once for a batch). It
+// runs without m.mu.
+func (m *Manager) createLog(parent, dir string, tp TopicPartition, topicID [16]byte, cfg LogConfig) (*Log, error) {
 	if err := m.fsys.MkdirAll(dir, 0o755); err != nil {
-		m.removeHalfMadeLocked(dir)
+		m.removeHalfMade(dir)
 		return nil, err
 	}
 	l, err := m.createLogIn(parent, dir, tp, topicID, cfg)
@@ -541,10 +696,17 @@ func (m *Manager) createLog(parent string, tp TopicPartition, topicID [16]byte, 
 		// Out of file descriptors or space, the broker tries again
 		// later: the directory must not stay behind half made, or the
 		// next try would find it and refuse, and a restart load it.
-		m.removeHalfMadeLocked(dir)
+		m.removeHalfMade(dir)
 		return nil, err
 	}
 	return l, nil
+}
+
+// removeHalfMade is removeHalfMadeLocked for a caller without m.mu.
+func (m *Manager) removeHalfMade(dir string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.removeHalfMadeLocked(dir)
 }
 
 // removeHalfMadeLocked removes the directory of a log whose creation
@@ -595,10 +757,6 @@ func (m *Manager) createLogIn(parent, dir string, tp TopicPartition, topicID [16
 		err = m.fsys.SyncDir(dir)
 	}
 	if err != nil {
-		seg.close()
-		return nil, err
-	}
-	if err := m.fsys.SyncDir(parent); err != nil {
 		seg.close()
 		return nil, err
 	}
@@ -789,6 +947,11 @@ func (m *Manager) Close() error {
 		return nil
 	}
 	m.closed = true
+	m.mu.Unlock()
+	// Logs being made go in m.logs when done; they are closed with the
+	// others.
+	m.creatingWG.Wait()
+	m.mu.Lock()
 	logs := make([]*Log, 0, len(m.logs))
 	for _, l := range m.logs {
 		logs = append(logs, l)

@@ -33,6 +33,13 @@ const (
 // validates each against the newest image, proposes the resulting records
 // and waits until they apply before taking the next, so no locks are held
 // across requests and every request sees the effects of the ones before.
+//
+// CreateTopics is pipelined (pipeline.go): it is validated against the
+// image plus the topics of the creations still in flight, its entry is
+// submitted, and its commit is waited for outside the loop, so that
+// concurrent creations share the metadata log's fsync. Every other
+// request, and the periodic checks, first wait until no creation is in
+// flight, so they still see the effects of every request before them.
 // Every mutating call answers NOT_CONTROLLER unless the node is the active
 // controller.
 type Controller struct {
@@ -71,6 +78,11 @@ type Controller struct {
 	// gone carries the brokers whose connections to this node closed
 	// (PeerGone) to the controller goroutine.
 	gone chan int32
+
+	// The creations submitted but not yet settled (pipeline.go); owned by
+	// the controller goroutine, which learns of each settling on settled.
+	inflight createOverlay
+	settled  chan *pendingCreate
 }
 
 // Config holds the settings of the active controller.
@@ -116,6 +128,9 @@ type request struct {
 	fn   func()
 	ran  bool // set before done closes
 	done chan struct{}
+	// pipelined requests (CreateTopics) run while creations are in
+	// flight; every other request waits until none is.
+	pipelined bool
 }
 
 // New starts the controller goroutine for node. It runs on every node and
@@ -142,6 +157,7 @@ func New(node *raftnode.Node, logger *slog.Logger, cfg Config) *Controller {
 		shuttingDown: map[int32]bool{},
 		graceEnds:    map[int32]time.Time{},
 		gone:         make(chan int32, 64),
+		settled:      make(chan *pendingCreate, 64),
 	}
 	go c.run()
 	return c
@@ -156,13 +172,20 @@ func (c *Controller) run() {
 		case req := <-c.reqc:
 			// A caller that has gone does not need its request done.
 			if req.ctx.Err() == nil {
+				if !req.pipelined {
+					c.awaitInflight()
+				}
 				req.fn()
 				req.ran = true
 			}
 			close(req.done)
+		case pc := <-c.settled:
+			c.settle(pc)
 		case id := <-c.gone:
+			c.awaitInflight()
 			c.peerGone(id)
 		case <-tick.C:
+			c.awaitInflight()
 			c.periodic()
 		case <-c.ctx.Done():
 			return
@@ -180,7 +203,12 @@ func (c *Controller) Close() {
 // its writes are visible; otherwise fn must be treated as possibly still
 // running and its outputs ignored.
 func (c *Controller) do(ctx context.Context, fn func()) error {
-	req := &request{ctx: ctx, fn: fn, done: make(chan struct{})}
+	return c.doRequest(&request{ctx: ctx, fn: fn, done: make(chan struct{})})
+}
+
+// doRequest is do for a request made by the caller.
+func (c *Controller) doRequest(req *request) error {
+	ctx := req.ctx
 	select {
 	case c.reqc <- req:
 	case <-ctx.Done():
@@ -276,7 +304,14 @@ func (c *Controller) CreateTopics(ctx context.Context, topics []CreateTopic, val
 		in[i].Configs = maps.Clone(t.Configs)
 	}
 	var out []CreateTopicResult
-	if err := c.do(ctx, func() { out = c.createTopics(in, validateOnly) }); err != nil {
+	var pc *pendingCreate
+	err := c.doRequest(&request{ctx: ctx, done: make(chan struct{}), pipelined: true,
+		fn: func() { out, pc = c.createTopics(in, validateOnly) }})
+	if err == nil && pc != nil {
+		// The topics answer success only once their records committed.
+		out, err = pc.wait(ctx)
+	}
+	if err != nil {
 		out = make([]CreateTopicResult, len(topics))
 		for i, t := range topics {
 			out[i] = CreateTopicResult{Name: t.Name, Err: err}
@@ -285,7 +320,11 @@ func (c *Controller) CreateTopics(ctx context.Context, topics []CreateTopic, val
 	return out
 }
 
-func (c *Controller) createTopics(topics []CreateTopic, validateOnly bool) []CreateTopicResult {
+// createTopics validates topics against the image and the creations in
+// flight and submits the records of the valid ones as one entry. The
+// results are final when the returned pendingCreate is nil; otherwise
+// that holds them once the entry has committed or failed.
+func (c *Controller) createTopics(topics []CreateTopic, validateOnly bool) ([]CreateTopicResult, *pendingCreate) {
 	res := make([]CreateTopicResult, len(topics))
 	for i, t := range topics {
 		res[i].Name = t.Name
@@ -294,7 +333,7 @@ func (c *Controller) createTopics(topics []CreateTopic, validateOnly bool) []Cre
 		for i := range res {
 			res[i].Err = notController()
 		}
-		return res
+		return res, nil
 	}
 	total := 0
 	for _, t := range topics {
@@ -308,7 +347,7 @@ func (c *Controller) createTopics(topics []CreateTopic, validateOnly bool) []Cre
 		for i := range res {
 			res[i].Err = apiError(kerr.PolicyViolation, "Excessively large number of partitions per request.")
 		}
-		return res
+		return res, nil
 	}
 	counts := map[string]int{}
 	for _, t := range topics {
@@ -316,9 +355,10 @@ func (c *Controller) createTopics(topics []CreateTopic, validateOnly bool) []Cre
 	}
 
 	img := c.node.Image()
-	pending := map[string]bool{}       // names created by this request
-	pendingNorm := map[string]string{} // their unified names
-	pendingIDs := map[[16]byte]bool{}
+	// The names and IDs of the creations in flight count as taken, as
+	// those of the topics made earlier in this request do: planTopic sees
+	// the state the log will have once everything submitted commits.
+	pc := &pendingCreate{res: res, done: make(chan struct{})}
 	var recs []image.Record
 	var created []int
 	for i, t := range topics {
@@ -326,17 +366,15 @@ func (c *Controller) createTopics(topics []CreateTopic, validateOnly bool) []Cre
 			res[i].Err = apiError(kerr.InvalidRequest, "Duplicate topic name.")
 			continue
 		}
-		topicRecs, err := c.planTopic(img, t, pending, pendingNorm, pendingIDs)
+		topicRecs, err := c.planTopic(img, t, &c.inflight)
 		if err != nil {
 			res[i].Err = err
 			continue
 		}
 		tr := topicRecs[0].(*image.TopicRecord)
-		pending[t.Name] = true
-		if image.HasCollisionChars(t.Name) {
-			pendingNorm[image.UnifyCollisionChars(t.Name)] = t.Name
-		}
-		pendingIDs[tr.ID] = true
+		c.inflight.add(t.Name, tr.ID)
+		pc.names = append(pc.names, t.Name)
+		pc.ids = append(pc.ids, tr.ID)
 		last := topicRecs[len(topicRecs)-1].(*image.PartitionRecord)
 		res[i].ID = tr.ID
 		res[i].NumPartitions = last.Partition + 1
@@ -345,36 +383,32 @@ func (c *Controller) createTopics(topics []CreateTopic, validateOnly bool) []Cre
 		created = append(created, i)
 	}
 	if validateOnly || len(recs) == 0 {
-		return res
+		c.inflight.remove(pc)
+		return res, nil
 	}
-	if err := c.propose(recs); err != nil {
-		for _, i := range created {
-			res[i] = CreateTopicResult{Name: res[i].Name, Err: err}
-		}
-		return res
-	}
-	c.log.Debug("created topics", "count", len(created))
-	return res
+	pc.created = created
+	c.submitCreate(pc, recs)
+	return res, pc
 }
 
 // planTopic validates one topic against img and the topics created earlier
 // in the same request, and returns its records: the TopicRecord, its
 // ConfigRecords, then one PartitionRecord per partition (Kafka's order).
-func (c *Controller) planTopic(img *image.Image, t CreateTopic, pending map[string]bool, pendingNorm map[string]string, pendingIDs map[[16]byte]bool) ([]image.Record, error) {
+func (c *Controller) planTopic(img *image.Image, t CreateTopic, pending *createOverlay) ([]image.Record, error) {
 	if err := image.ValidateTopicName(t.Name); err != nil {
 		return nil, apiError(kerr.InvalidTopicException, "%s", err.Error())
 	}
 	if t.Name == image.ClusterMetadataTopic {
 		return nil, apiError(kerr.InvalidRequest, "Creation of internal topic %s is prohibited.", t.Name)
 	}
-	if _, ok := img.Topic(t.Name); ok || pending[t.Name] {
+	if _, ok := img.Topic(t.Name); ok || pending.names[t.Name] > 0 {
 		return nil, apiError(kerr.TopicAlreadyExists, "Topic '%s' already exists.", t.Name)
 	}
 	if other, ok := img.CollidingTopic(t.Name); ok {
 		return nil, apiError(kerr.InvalidTopicException, "Topic '%s' collides with existing topic: %s", t.Name, other)
 	}
 	if image.HasCollisionChars(t.Name) {
-		if other, ok := pendingNorm[image.UnifyCollisionChars(t.Name)]; ok {
+		if other, ok := pending.norm[image.UnifyCollisionChars(t.Name)]; ok {
 			return nil, apiError(kerr.InvalidTopicException, "Topic '%s' collides with existing topic: %s", t.Name, other)
 		}
 	}
@@ -387,7 +421,7 @@ func (c *Controller) planTopic(img *image.Image, t CreateTopic, pending map[stri
 	var id [16]byte
 	for {
 		id = c.newID()
-		if _, taken := img.TopicByID(id); !taken && !pendingIDs[id] {
+		if _, taken := img.TopicByID(id); !taken && !pending.ids[id] {
 			break
 		}
 	}

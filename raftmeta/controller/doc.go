@@ -4,7 +4,9 @@
 // changes (AlterPartition, elections, preferred-leader rebalancing),
 // partition reassignment and offline log dirs. A Controller validates each
 // request against the newest image, proposes the records that carry it
-// out through a raftnode.Node and waits until they apply.
+// out through a raftnode.Node and waits until they apply; CreateTopics
+// waits for its commit outside the request loop (pipeline.go), so that
+// concurrent creations share the metadata log's fsync.
 //
 // It also holds the controller's rpcs, so that any node can reach the
 // active controller: rpc.go is one table with an entry per call, sent by

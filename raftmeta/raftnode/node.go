@@ -659,18 +659,47 @@ func (n *Node) Err() error {
 // records do not apply to the image (the entry is then a no-op everywhere),
 // or with ctx's error. After a ctx error the entry may still commit.
 func (n *Node) Propose(ctx context.Context, recs ...image.Record) (*image.Image, error) {
+	p, err := n.Submit(ctx, recs...)
+	if err != nil {
+		return nil, err
+	}
+	return p.Wait(ctx)
+}
+
+// Pending is an entry Submit queued whose commit is not yet known.
+type Pending struct {
+	n     *Node
+	p     *proposal
+	start time.Time
+}
+
+// Submit queues recs as one entry, as Propose does, without waiting for
+// the entry to commit: the caller waits with Wait. Entries submitted one
+// after the other keep their order in the log, and those queued while the
+// Ready loop writes share its next fsync, which is what lets a caller
+// validate several requests in order and wait for their commits
+// elsewhere.
+func (n *Node) Submit(ctx context.Context, recs ...image.Record) (*Pending, error) {
 	start := time.Now()
 	p, err := n.submit(ctx, recs)
 	if err != nil {
 		return nil, err
 	}
-	r := n.wait(ctx.Done(), p)
+	return &Pending{n: n, p: p, start: start}, nil
+}
+
+// Wait returns the image just after the entry applied, or why it did not:
+// ErrNotController, ErrProposalDropped, ErrClosed, the apply error, or
+// ctx's error (the entry may still commit then). Only one Wait may see
+// the result.
+func (pp *Pending) Wait(ctx context.Context) (*image.Image, error) {
+	r := pp.n.wait(ctx.Done(), pp.p)
 	if r.err == nil && r.img == nil {
 		return nil, ctx.Err()
 	}
 	if r.err == nil {
-		n.commits.Add(1)
-		n.commitNanos.Add(int64(time.Since(start)))
+		pp.n.commits.Add(1)
+		pp.n.commitNanos.Add(int64(time.Since(pp.start)))
 	}
 	return r.img, r.err
 }

@@ -412,6 +412,24 @@ func run(ctx context.Context, o options, command string) error {
 		return nil
 	}
 
+	if createOpts.on {
+		figs, err := runCreate(ctx, createOpts, work, gregorBin)
+		if err != nil {
+			return fmt.Errorf("create figures: %w", err)
+		}
+		if s, err := os.ReadFile("/proc/loadavg"); err == nil {
+			info.Machine.LoadEnd, _ = loadAvg(string(s))
+		}
+		report := renderTargets(info.When, info.Machine, figs, command)
+		fmt.Print(report)
+		if o.out != "" {
+			if err := os.WriteFile(o.out, []byte(report), 0o644); err != nil {
+				return fmt.Errorf("bench-compare: %w", err)
+			}
+		}
+		return nil
+	}
+
 	if o.memory {
 		figs, err := runMemory(ctx, o.mem, work, gregorBin)
 		if err != nil {
