@@ -27,6 +27,9 @@ type Manager struct {
 	d        Deps
 	mu       sync.Mutex
 	fetchers map[int32]*fetcher
+	// closed is set by Close: a reconcile after it starts no fetcher,
+	// so nothing appends to a log once Close has returned.
+	closed bool
 }
 
 // Deps are what the fetchers need of the server.
@@ -71,6 +74,9 @@ func (m *Manager) Reconcile(hosted []*partition.Partition) {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if m.closed {
+		return
+	}
 	for leader, f := range m.fetchers {
 		if _, ok := byLeader[leader]; !ok {
 			f.stop()
@@ -91,6 +97,7 @@ func (m *Manager) Reconcile(hosted []*partition.Partition) {
 // doing, so that none appends to a log after Close returns.
 func (m *Manager) Close() {
 	m.mu.Lock()
+	m.closed = true
 	var stopped []*fetcher
 	for leader, f := range m.fetchers {
 		f.stop()
