@@ -141,6 +141,9 @@ func FuzzProducePrecheck(f *testing.F) {
 		}
 		frame := precheckFrame(v, ids, batches)
 		for range int(mutations) % 8 {
+			if len(frame) == 0 {
+				break
+			}
 			switch rng.IntN(3) {
 			case 0:
 				frame[rng.IntN(len(frame))] ^= byte(1 + rng.IntN(255))
