@@ -122,7 +122,7 @@ func (p *producePrecheck) advance(frame []byte) {
 			}
 			continue
 		}
-		r := precheckReader{b: frame, pos: p.pos, flexible: p.flexible}
+		r := precheckReader{b: frame, size: p.size, pos: p.pos, flexible: p.flexible}
 		topics, parts := p.topics, p.parts
 		next := p.structure(&r)
 		if r.short {
@@ -290,7 +290,8 @@ func (p *producePrecheck) finishBatch(batch []byte) {
 // from the bytes received so far: short when they run out (the element is
 // parsed again once more arrived), bad when they cannot be a request.
 type precheckReader struct {
-	b          []byte
+	b          []byte // the bytes received so far
+	size       int    // the whole frame's
 	pos        int
 	flexible   bool
 	short, bad bool
@@ -376,7 +377,7 @@ func (r *precheckReader) arrayLen() int {
 	} else {
 		n = int64(r.int32())
 	}
-	if n > int64(len(r.b)) && !r.failed() {
+	if n > int64(r.size) && !r.failed() {
 		n = 0
 		r.bad = true // more elements than the frame could hold
 	}

@@ -228,6 +228,24 @@ func TestProducePrecheckFollowsEveryVersion(t *testing.T) {
 	}
 }
 
+// TestProducePrecheckManyPartitionsInPieces follows a request whose
+// partition count exceeds the bytes received when the count is read.
+func TestProducePrecheckManyPartitionsInPieces(t *testing.T) {
+	small := benchBatch(t, 1, 10)
+	parts := make([][]byte, 300)
+	for i := range parts {
+		parts[i] = small
+	}
+	for _, v := range []int16{8, 9} {
+		frame := precheckFrame(v, nil, [][][]byte{parts})
+		p := feedPrecheck(frame, slicesRepeat(16, len(frame)), 1<<20)
+		if p.stage != stageDone || len(p.verdicts) != len(parts) {
+			t.Fatalf("v%d: stage %d with %d verdicts, want done with %d", v, p.stage, len(p.verdicts), len(parts))
+		}
+		checkPrecheckVerdicts(t, frame, p, 1<<20)
+	}
+}
+
 func slicesRepeat(v, n int) []int {
 	s := make([]int, n)
 	for i := range s {
