@@ -331,8 +331,9 @@ func (c *conn) countRequest(sl *slot, sent time.Time) {
 
 // handleFrame parses one request, read off the socket at read, and starts
 // its handler. verdicts are what a Produce frame's precheck found of its
-// batches as they arrived (produce_precheck.go), shown to the handler's
-// first phase, which appends them. It returns the request's slot (nil when
+// batches as they arrived (produce_precheck.go), visible to the
+// handler's first phase, where the batches are validated and appended,
+// and withdrawn when it returns. It returns the request's slot (nil when
 // nothing is to be answered) and false when the connection must close
 // after the slots already queued are answered.
 func (c *conn) handleFrame(frame []byte, read time.Time, verdicts []batchVerdict) (*slot, bool) {
