@@ -422,7 +422,7 @@ func (s *Server) appendProduced(p *partition.Partition, records []byte, now time
 	if len(batch) > int(cfg.MaxMessageBytes) {
 		return res, fmt.Errorf("%w: batch of %d bytes over max.message.bytes %d", kerr.MessageTooLarge, len(batch), cfg.MaxMessageBytes)
 	}
-	info, err := protocol.ValidateBatch(batch, int(s.cfg.SocketRequestMaxBytes))
+	info, err := s.validateProduced(batch, int(s.cfg.SocketRequestMaxBytes)) // produce_precheck.go
 	if err != nil {
 		return res, batchError(err)
 	}

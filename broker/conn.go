@@ -245,7 +245,7 @@ func (c *conn) readLoop() {
 			c.releaseBytes(n)
 			return
 		}
-		sl, ok := c.handleFrame(frame, read)
+		sl, ok := c.handleFrame(frame, read, fr.pre.verdicts)
 		<-c.limits.queued
 		if sl == nil {
 			c.releaseBytes(n)
@@ -334,10 +334,13 @@ func (c *conn) countRequest(sl *slot, sent time.Time) {
 }
 
 // handleFrame parses one request, read off the socket at read, and starts
-// its handler. It returns the request's slot (nil when nothing is to be
-// answered) and false when the connection must close after the slots
-// already queued are answered.
-func (c *conn) handleFrame(frame []byte, read time.Time) (*slot, bool) {
+// its handler. verdicts are what a Produce frame's precheck found of its
+// batches as they arrived (produce_precheck.go), visible to the
+// handler's first phase, where the batches are validated and appended,
+// and withdrawn when it returns. It returns the request's slot (nil when
+// nothing is to be answered) and false when the connection must close
+// after the slots already queued are answered.
+func (c *conn) handleFrame(frame []byte, read time.Time, verdicts []batchVerdict) (*slot, bool) {
 	started := time.Since(read)
 	key, version, corr, err := protocol.PeekKey(frame)
 	if err != nil {
@@ -362,6 +365,8 @@ func (c *conn) handleFrame(frame []byte, read time.Time) (*slot, bool) {
 	sl := &slot{done: make(chan struct{}), correlationID: corr, key: key, read: read, started: started}
 	if key == apiKeyProduce {
 		sl.frame = frame
+		c.s.prechecked.add(frame, verdicts)
+		defer c.s.prechecked.remove(frame, verdicts)
 	}
 	res, ok := c.runHandler(r)
 	if !ok {

@@ -137,6 +137,9 @@ type frameReader struct {
 	ahead *[]byte
 	r, w  int
 	first [1]byte
+	// pre checks a large Produce frame's batches as its bytes arrive
+	// (produce_precheck.go); its verdicts are those of the last frame.
+	pre producePrecheck
 }
 
 // waitFirstByte blocks until the next request's first byte arrives and
@@ -188,6 +191,7 @@ func (fr *frameReader) release() {
 		readAheadPool.Put(fr.ahead)
 		fr.ahead = nil
 	}
+	fr.pre = producePrecheck{}
 }
 
 // fill reads into the read-ahead buffer until at least need bytes are
@@ -229,6 +233,10 @@ func (fr *frameReader) readSize(max int32) (int32, error) {
 // holds, then straight from the socket into the frame's buffer: a pooled
 // one that fits n (framepool.go), or one that doubles as bytes arrive
 // instead of being allocated at n up front.
+//
+// A large Produce frame is prechecked as it arrives: each batch's CRC is
+// computed right after the read that brought its bytes, while they are
+// in the CPU's cache (produce_precheck.go).
 func (fr *frameReader) readBody(n int32) ([]byte, error) {
 	frame := getFrameBuf(int(n))
 	if frame == nil {
@@ -237,7 +245,22 @@ func (fr *frameReader) readBody(n int32) ([]byte, error) {
 	k := min(int(n), fr.w-fr.r)
 	frame = append(frame, (*fr.ahead)[fr.r:fr.r+k]...)
 	fr.r += k
-	for len(frame) < int(n) {
+	pre := &fr.pre
+	pre.reset()
+	decided := false
+	for {
+		if !decided && len(frame) >= 4 {
+			decided = true
+			if n >= precheckMinFrame {
+				pre.start(frame, int(n), int(fr.c.s.cfg.SocketRequestMaxBytes))
+			}
+		}
+		if pre.active() {
+			pre.advance(frame)
+		}
+		if len(frame) >= int(n) {
+			break
+		}
 		if len(frame) == cap(frame) {
 			next := make([]byte, len(frame), growFrameCap(cap(frame), int(n)))
 			copy(next, frame)

@@ -167,6 +167,9 @@ type Server struct {
 	// request's answer and its hand-over to the connection's writer:
 	// the window Close must not lose an answer in.
 	hookAnswered atomic.Pointer[func()]
+	// prechecked holds the verdicts a Produce frame's precheck found
+	// while it arrived, for its handler (produce_precheck.go).
+	prechecked prechecked
 
 	mu        sync.Mutex // guards listeners and conns
 	listeners []net.Listener

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"reflect"
 	"testing"
 
@@ -533,7 +534,7 @@ func FuzzValidateBatch(f *testing.F) {
 		// always the same error: a codec's checksum at the end of a
 		// stream is read only after the records before it, so a smaller
 		// window may meet a record the corruption broke first.)
-		small, smallErr := validateBatch(b, limit, minStreamWindow)
+		small, smallErr := validateBatch(b, limit, minStreamWindow, batchCRC{})
 		if (err == nil) != (smallErr == nil) || (err == nil && small != info) {
 			t.Fatalf("default window: %+v, %v; smallest: %+v, %v", info, err, small, smallErr)
 		}
@@ -565,4 +566,48 @@ func FuzzValidateBatch(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestValidateBatchCRC checks that a CRC-32C computed piece by piece
+// (UpdateBatchCRC) is BatchCRC's, that ValidateBatchCRC given it answers
+// exactly as ValidateBatch, and that given a CRC other than the header's
+// it refuses the batch as corrupt.
+func TestValidateBatchCRC(t *testing.T) {
+	good, err := BuildBatch(goldenHeader(), goldenRecords(), CodecNone)
+	if err != nil {
+		t.Fatal(err)
+	}
+	badCRC := bytes.Clone(good)
+	badCRC[len(badCRC)-2] ^= 1
+	lz4, err := BuildBatch(goldenHeader(), goldenRecords(), CodecLZ4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, b := range map[string][]byte{
+		"good":            good,
+		"crc mismatch":    badCRC,
+		"lz4":             lz4,
+		"base offset":     resign(t, good, func(h *BatchHeader) { h.BaseOffset = 10 }),
+		"count too high":  resign(t, good, func(h *BatchHeader) { h.NumRecords, h.LastOffsetDelta = 3, 2 }),
+		"control batch":   resign(t, good, func(h *BatchHeader) { h.Attributes |= AttrControl }),
+		"trailing extras": append(bytes.Clone(good), 0, 0, 0),
+	} {
+		var crc uint32
+		for rest := b[BatchCRCStart:]; len(rest) > 0; {
+			n := min(len(rest), 7)
+			crc = UpdateBatchCRC(crc, rest[:n])
+			rest = rest[n:]
+		}
+		if want := BatchCRC(b); crc != want {
+			t.Fatalf("%s: crc in pieces %08x, BatchCRC %08x", name, crc, want)
+		}
+		wantInfo, wantErr := ValidateBatch(b, 1<<20)
+		gotInfo, gotErr := ValidateBatchCRC(b, 1<<20, crc)
+		if fmt.Sprint(wantErr) != fmt.Sprint(gotErr) || !reflect.DeepEqual(wantInfo, gotInfo) {
+			t.Fatalf("%s: ValidateBatchCRC %+v, %v; ValidateBatch %+v, %v", name, gotInfo, gotErr, wantInfo, wantErr)
+		}
+	}
+	if _, err := ValidateBatchCRC(good, 1<<20, BatchCRC(good)+1); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("a crc other than the header's: %v, want ErrCorrupt", err)
+	}
 }

@@ -130,12 +130,29 @@ func VerifyCRC(batch []byte) error {
 	if len(batch) < BatchHeaderSize {
 		return ErrTruncated
 	}
-	want := binary.BigEndian.Uint32(batch[offCRC:])
-	if got := BatchCRC(batch); got != want {
+	return checkCRC(batch, BatchCRC(batch))
+}
+
+// checkCRC compares got, the CRC-32C of a batch of at least
+// BatchHeaderSize bytes, with the one its header carries.
+func checkCRC(batch []byte, got uint32) error {
+	if want := binary.BigEndian.Uint32(batch[offCRC:]); got != want {
 		return fmt.Errorf("%w: crc %08x, header says %08x", ErrCorrupt, got, want)
 	}
 	return nil
 }
+
+// UpdateBatchCRC continues a CRC-32C over more of a batch's bytes, so that
+// a batch arriving in pieces can be checksummed piece by piece: starting
+// from 0 over everything from the attributes to the end, it ends at
+// BatchCRC's value.
+func UpdateBatchCRC(crc uint32, p []byte) uint32 {
+	return crc32.Update(crc, castagnoli, p)
+}
+
+// BatchCRCStart is where the bytes a batch's CRC-32C covers begin: its
+// attributes, after the base offset, length, leader epoch, magic and CRC.
+const BatchCRCStart = offAttributes
 
 // SetBaseOffset rewrites a batch's base offset in place.
 func SetBaseOffset(batch []byte, off int64) {
