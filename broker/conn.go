@@ -218,8 +218,8 @@ func (c *conn) takeParked() *slot {
 
 // answer sends the response of sl, just queued, from the reader's own
 // goroutine when it is the only one queued, already complete and small
-// (not records sent from files, which can take long to write): a Produce
-// or metadata answer then reaches the socket without waking a writer
+// (not many records sent from files, which can take long to write): a
+// Produce, metadata or small fetch answer then reaches the socket without waking a writer
 // goroutine, a hop that costs a thread wake-up on a busy machine. A
 // response not ready yet (a long poll) is parked by the same inline run,
 // which never waits for it, and written later by the goroutine that
@@ -252,9 +252,18 @@ func inlineAnswer(sl *slot) bool {
 	default:
 		return true
 	}
-	_, zeroCopy := sl.resp.(*fetch.ZeroCopyResponse)
-	return !zeroCopy && !sl.closeConn
+	if z, ok := sl.resp.(*fetch.ZeroCopyResponse); ok && z.RecordBytes() > maxInlineRecordBytes {
+		return false
+	}
+	return !sl.closeConn
 }
+
+// maxInlineRecordBytes bounds the records of a zero-copy fetch response
+// the reader writes itself (answer): a few the socket's send buffer takes
+// at once, as a latency-sensitive consumer's fetch brings, go without a
+// hop to the writer goroutine; a large one, which may wait on the client
+// to read it, goes to the writer so the reader goes on reading.
+const maxInlineRecordBytes = 64 << 10
 
 // runWriter runs writeLoop, beginning with first when the caller took
 // that slot already (resume), until the connection ends, a response not

@@ -69,6 +69,15 @@ func (z *ZeroCopyResponse) setRecords(b []byte) {
 	}
 }
 
+// RecordBytes is the size of the records the response sends from files.
+func (z *ZeroCopyResponse) RecordBytes() int64 {
+	var n int64
+	for _, r := range z.Records {
+		n += r.Slice.Len()
+	}
+	return n
+}
+
 // ReleaseResponse releases what an unsent response holds.
 func ReleaseResponse(resp kmsg.Response) {
 	if z, ok := resp.(*ZeroCopyResponse); ok {
