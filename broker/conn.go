@@ -49,10 +49,21 @@ type conn struct {
 	// so the idle timeout never closes a connection that waits on us.
 	pending atomic.Int32
 	limits  *netLimits
-	// writing is true while a writer goroutine runs (kickWriter);
-	// writers waits for it at the connection's end.
+	// writing is true while a goroutine runs the writer (kickWriter,
+	// answer, resume); writers counts the writer's runs and its parked
+	// slot, and serveConn waits for it at the connection's end.
 	writing atomic.Bool
 	writers sync.WaitGroup
+	// parkMu guards parked: the slot at the head of the response order
+	// whose response was not ready when the writer reached it. The
+	// writer leaves it there and stops instead of waiting for it, and the
+	// goroutine that completes the response writes it (resume), one
+	// thread wake-up less for a long poll's answer. Only a goroutine
+	// that holds writing sets it; parking and taking it back happen
+	// under parkMu with the change of writing, so exactly one goroutine
+	// resumes the writer. The parked slot carries one count of writers.
+	parkMu sync.Mutex
+	parked *slot
 	// inlineWriter is true while the reader itself runs the writer
 	// (answer); only the reader's goroutine sets or reads it.
 	inlineWriter bool
@@ -140,30 +151,92 @@ func (s *Server) serveConn(nc net.Conn, listener string) {
 }
 
 // kickWriter starts the writer goroutine unless it runs. The writer runs
-// only while responses are queued or awaited, so an idle connection costs
-// one goroutine, its reader's.
+// only while responses are ready to send, so an idle connection, or one
+// waiting on a long poll, costs one goroutine, its reader's.
 func (c *conn) kickWriter() {
 	if c.writing.CompareAndSwap(false, true) {
 		c.writers.Add(1)
-		go c.runWriter()
+		go c.runWriter(nil)
 	}
+}
+
+// resume runs the writer on the calling goroutine, which has just
+// completed sl's response, when sl is the parked head of the response
+// order and no writer runs: the answer of a long poll is written by the
+// goroutine that made it rather than handed to another one. It returns
+// at once otherwise (a writer running will take sl itself).
+func (c *conn) resume(sl *slot) {
+	c.parkMu.Lock()
+	ok := c.parked == sl && c.writing.CompareAndSwap(false, true)
+	if ok {
+		c.parked = nil
+	}
+	c.parkMu.Unlock()
+	if ok {
+		// The parked slot's count of writers is this run's.
+		c.runWriter(sl)
+	}
+}
+
+// park leaves sl, whose response is not ready, at the head of the
+// response order and stops the writer, which must hold writing. It
+// reports false when the writer must go on with sl after all: its
+// response came, or the connection ended, between the check and the
+// park, and no other goroutine took the writer meanwhile.
+func (c *conn) park(sl *slot) bool {
+	c.parkMu.Lock()
+	c.parked = sl
+	c.writing.Store(false)
+	c.parkMu.Unlock()
+	select {
+	case <-sl.done:
+	default:
+		if c.ctx.Err() == nil {
+			return true
+		}
+	}
+	// The completer (or the connection's end) may have looked before
+	// the slot was parked: take it back unless someone else did.
+	c.parkMu.Lock()
+	defer c.parkMu.Unlock()
+	if c.parked != sl || !c.writing.CompareAndSwap(false, true) {
+		return true
+	}
+	c.parked = nil
+	return false
+}
+
+// takeParked returns the parked slot, if any, for a writer that has just
+// started: it is the first in the response order. Its count of writers
+// is dropped, the writer having its own.
+func (c *conn) takeParked() *slot {
+	c.parkMu.Lock()
+	sl := c.parked
+	c.parked = nil
+	c.parkMu.Unlock()
+	if sl != nil {
+		c.writers.Done()
+	}
+	return sl
 }
 
 // answer sends the response of sl, just queued, from the reader's own
 // goroutine when it is the only one queued, already complete and small
-// (not records sent from files, which can take long to write): a Produce
-// or metadata answer then reaches the socket without waking a writer
-// goroutine, a hop that costs a thread wake-up on a busy machine. Any
-// other response goes to the writer goroutine, so the reader never waits
-// on a long poll. The reader reads no further request meanwhile, which a
+// (not many records sent from files, which can take long to write): a
+// Produce, metadata or small fetch answer then reaches the socket without waking a writer
+// goroutine, a hop that costs a thread wake-up on a busy machine. A
+// response not ready yet (a long poll) is parked by the same inline run,
+// which never waits for it, and written later by the goroutine that
+// completes it (resume). Any other response goes to the writer
+// goroutine. The reader reads no further request meanwhile, which a
 // client with one request in flight does not notice.
 func (c *conn) answer(sl *slot) {
 	if len(c.slots) == 1 && inlineAnswer(sl) && c.writing.CompareAndSwap(false, true) {
 		c.writers.Add(1)
 		c.inlineWriter = true
-		c.runWriter()
+		ended := c.runWriter(nil)
 		c.inlineWriter = false
-		if c.ctx.Err() != nil {
+		if ended {
 			// The write failed and the writer ended holding the flag: hand
 			// it back so that the kick at the reader's end starts a writer
 			// that abandons whatever is queued until the queue closes.
@@ -175,30 +248,60 @@ func (c *conn) answer(sl *slot) {
 }
 
 // inlineAnswer reports whether a queued slot's response is ready and
-// small enough for the reader to write it (see answer).
+// small enough for the reader to write it, or not ready, so that the
+// reader only parks it (see answer).
 func inlineAnswer(sl *slot) bool {
 	select {
 	case <-sl.done:
 	default:
+		return true
+	}
+	if z, ok := sl.resp.(*fetch.ZeroCopyResponse); ok && z.RecordBytes() > maxInlineRecordBytes {
 		return false
 	}
-	_, zeroCopy := sl.resp.(*fetch.ZeroCopyResponse)
-	return !zeroCopy && !sl.closeConn
+	return !sl.closeConn
 }
 
-// runWriter runs writeLoop until the connection ends, or until nothing is
-// queued and no reader has queued more since it looked.
-func (c *conn) runWriter() {
-	defer c.writers.Done()
-	for c.writeLoop() {
+// maxInlineRecordBytes bounds the records of a zero-copy fetch response
+// the reader writes itself (answer): a few the socket's send buffer takes
+// at once, as a latency-sensitive consumer's fetch brings, go without a
+// hop to the writer goroutine; a large one, which may wait on the client
+// to read it, goes to the writer so the reader goes on reading.
+const maxInlineRecordBytes = 64 << 10
+
+// runWriter runs writeLoop, beginning with first when the caller took
+// that slot already (resume), until the connection ends, a response not
+// ready stops it (the slot parked), or nothing is queued and no reader
+// has queued more since it looked. The caller holds writing and one
+// count of writers, which this run gives back, or hands on to the
+// parked slot. It reports whether the connection ended, which leaves
+// writing set.
+func (c *conn) runWriter(first *slot) (ended bool) {
+	for {
+		switch c.writeLoop(first) {
+		case writerEnded:
+			c.writers.Done()
+			return true
+		case writerParked:
+			return false
+		}
+		first = nil
 		c.writing.Store(false)
 		// A slot queued after writeLoop looked, whose kick saw the writer
 		// still running, is picked up here.
 		if len(c.slots) == 0 || !c.writing.CompareAndSwap(false, true) {
-			return
+			c.writers.Done()
+			return false
 		}
 	}
 }
+
+// How a writeLoop run ended.
+const (
+	writerIdle   = iota // nothing queued
+	writerParked        // the next response not ready: parked
+	writerEnded         // the connection ended
+)
 
 func (c *conn) readLoop() {
 	fr := &frameReader{c: c}
@@ -390,6 +493,7 @@ func (c *conn) handleFrame(frame []byte, read time.Time, verdicts []batchVerdict
 			sl.closeConn = !ok
 			sl.ready = time.Since(sl.read)
 			close(sl.done)
+			c.resume(sl)
 		})
 	default:
 		sl.resp = res.resp
@@ -433,11 +537,14 @@ func doneSlot(corr int32, resp kmsg.Response) *slot {
 	return sl
 }
 
-// writeLoop sends the responses in request order, until none is queued
-// (true) or the connection ends (false). Its write buffer and encoding
-// buffer are pooled and held only while responses are ready to send: a
-// connection waiting on a long poll or on its client holds none.
-func (c *conn) writeLoop() bool {
+// writeLoop sends the responses in request order, first (when not nil)
+// or the parked slot before those queued, until none is queued
+// (writerIdle), the next is not ready (writerParked: its completer
+// resumes the writer) or the connection ends (writerEnded). Its write
+// buffer and encoding buffer are pooled and held only while responses
+// are ready to send: a connection waiting on a long poll or on its client
+// holds none.
+func (c *conn) writeLoop(first *slot) int {
 	var (
 		w   *bufio.Writer
 		buf *[]byte
@@ -486,16 +593,22 @@ func (c *conn) writeLoop() bool {
 		}
 		c.drain()
 	}
+	if first == nil {
+		first = c.takeParked()
+	}
 	for {
-		var sl *slot
-		select {
-		case next, ok := <-c.slots:
-			if !ok {
-				return false
+		sl := first
+		first = nil
+		if sl == nil {
+			select {
+			case next, ok := <-c.slots:
+				if !ok {
+					return writerEnded
+				}
+				sl = next
+			default:
+				return writerIdle
 			}
-			sl = next
-		default:
-			return true
 		}
 		select {
 		case <-sl.done:
@@ -504,7 +617,10 @@ func (c *conn) writeLoop() bool {
 			// so a long poll does not hold back the answers before it.
 			if err := idle(); err != nil {
 				fail(sl)
-				return false
+				return writerEnded
+			}
+			if c.ctx.Err() == nil && c.park(sl) {
+				return writerParked
 			}
 			select {
 			case <-sl.done:
@@ -512,7 +628,7 @@ func (c *conn) writeLoop() bool {
 				if !c.awaitOnClose(sl) {
 					c.abandon(sl)
 					c.drain()
-					return false
+					return writerEnded
 				}
 			}
 		}
@@ -526,7 +642,7 @@ func (c *conn) writeLoop() bool {
 			fetch.ReleaseResponse(sl.resp)
 			c.finished(sl)
 			fail(nil)
-			return false
+			return writerEnded
 		}
 		if sl.resp == nil {
 			// acks=0: nothing to send, counted as Kafka counts its
@@ -545,7 +661,7 @@ func (c *conn) writeLoop() bool {
 			if err != nil {
 				c.finished(sl)
 				fail(nil)
-				return false
+				return writerEnded
 			}
 		}
 		unsent[nUnsent] = sl
@@ -561,7 +677,7 @@ func (c *conn) writeLoop() bool {
 					c.log.Debug("closing connection: fetch write failed", "err", err)
 				}
 				fail(nil)
-				return false
+				return writerEnded
 			}
 		} else {
 			if buf == nil {
@@ -574,7 +690,7 @@ func (c *conn) writeLoop() bool {
 			c.finished(sl)
 			if _, err := w.Write(*buf); err != nil {
 				fail(nil)
-				return false
+				return writerEnded
 			}
 		}
 		// Flush only when no further response is ready, so that pipelined
@@ -582,7 +698,7 @@ func (c *conn) writeLoop() bool {
 		if len(c.slots) == 0 {
 			if err := idle(); err != nil {
 				fail(nil)
-				return false
+				return writerEnded
 			}
 		}
 	}

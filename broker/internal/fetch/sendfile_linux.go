@@ -52,3 +52,23 @@ func sendfile(conn syscall.RawConn, f *os.File, pos, n int64) (int64, error) {
 	}
 	return sent, err
 }
+
+// cork sets (on) or clears TCP_CORK on the socket behind conn. While it
+// is set the kernel sends only full segments: the encoded bytes between
+// two partitions' records share a segment with the records after them,
+// and the end of one partition's records is not pushed as a short
+// segment of its own, which TCP_NODELAY would do at the end of every
+// sendfile call. Clearing it sends what is left.
+func cork(conn syscall.RawConn, on bool) error {
+	v := 0
+	if on {
+		v = 1
+	}
+	var serr error
+	if err := conn.Control(func(fd uintptr) {
+		serr = syscall.SetsockoptInt(int(fd), syscall.IPPROTO_TCP, syscall.TCP_CORK, v)
+	}); err != nil {
+		return err
+	}
+	return serr
+}

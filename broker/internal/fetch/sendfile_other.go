@@ -15,3 +15,5 @@ const HaveSendfile = false
 func sendfile(conn syscall.RawConn, f *os.File, pos, n int64) (int64, error) {
 	return 0, errors.New("sendfile: not supported on this system")
 }
+
+func cork(conn syscall.RawConn, on bool) error { return nil }

@@ -69,6 +69,15 @@ func (z *ZeroCopyResponse) setRecords(b []byte) {
 	}
 }
 
+// RecordBytes is the size of the records the response sends from files.
+func (z *ZeroCopyResponse) RecordBytes() int64 {
+	var n int64
+	for _, r := range z.Records {
+		n += r.Slice.Len()
+	}
+	return n
+}
+
 // ReleaseResponse releases what an unsent response holds.
 func ReleaseResponse(resp kmsg.Response) {
 	if z, ok := resp.(*ZeroCopyResponse); ok {
@@ -134,6 +143,29 @@ func (zw *Writer) Write(w *bufio.Writer, corr int32, z *ZeroCopyResponse) error 
 		// Not expected: the encodings did not differ as placeholders do.
 		return zw.writeCopied(w, corr, z)
 	}
+	if zw.raw == nil {
+		return zw.writePieces(w, z)
+	}
+	// The response goes out corked, so that it leaves in full segments
+	// (cork): a 16-partition response is otherwise 16 short segments
+	// more, each a trip through the TCP stack and a wake-up of the
+	// client. The frame's end is flushed before the cork is cleared.
+	if err := cork(zw.raw, true); err != nil {
+		return fmt.Errorf("fetch: set TCP_CORK: %w", err)
+	}
+	err := zw.writePieces(w, z)
+	if err == nil {
+		err = w.Flush()
+	}
+	if cerr := cork(zw.raw, false); err == nil && cerr != nil {
+		err = fmt.Errorf("fetch: clear TCP_CORK: %w", cerr)
+	}
+	return err
+}
+
+// writePieces sends the pieces split found, holding back the frame's
+// last byte until the files are known intact, then writing it to w.
+func (zw *Writer) writePieces(w *bufio.Writer, z *ZeroCopyResponse) error {
 	pieces := zw.pieces
 	last := len(pieces) - 1
 	for _, p := range pieces[:last] {
