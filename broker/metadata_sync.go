@@ -175,7 +175,7 @@ func (s *Server) reconcile(img *image.Image) error {
 				failed.count++
 				continue
 			}
-			p := partition.New(s.partEnv, s.cfg.NodeID, name, int32(i), t.ID, l, tcfg, pi.LeaderEpoch)
+			p := partition.New(s.partEnv, s.cfg.NodeID, name, int32(i), t.ID, l, &tcfg, pi.LeaderEpoch)
 			p.Metrics = s.ops.metrics.Topic(name)
 			s.applyAssignment(p, pi)
 			tp.parts[i] = p
