@@ -18,7 +18,7 @@ func TestInlineAnswerWriteFails(t *testing.T) {
 		cli, srv := net.Pipe()
 		done := make(chan struct{})
 		go func() {
-			ts.Server.serveConn(srv, "PLAINTEXT")
+			ts.Server.serveConn(srv, "PLAINTEXT", nil)
 			close(done)
 		}()
 		// The pipe's write returns once the server has read the whole

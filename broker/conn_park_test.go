@@ -127,10 +127,7 @@ func TestParkedLongPollClientGone(t *testing.T) {
 	for i := range 10 {
 		cli, srv := net.Pipe()
 		done := make(chan struct{})
-		go func() {
-			ts.Server.serveConn(srv, "PLAINTEXT")
-			close(done)
-		}()
+		go ts.Server.serveConn(srv, "PLAINTEXT", func() { close(done) })
 		fetch := fetchReq("gone", id, []int64{0}, 0, -1)
 		fetch.Version = 13
 		fetch.MinBytes, fetch.MaxWaitMillis = 1, 60000

@@ -135,7 +135,7 @@ func (s *Server) reconcile(img *image.Image) error {
 		tp   *topicPartitions
 		i    int
 		pi   image.PartitionImage
-		tcfg config.Topic
+		tcfg *config.Topic // shared by the topic's partitions
 	}
 	var toCreate []newPart
 	var specs []storage.LogSpec
@@ -173,7 +173,7 @@ func (s *Server) reconcile(img *image.Image) error {
 				tp.parts[i] = p
 				continue
 			}
-			toCreate = append(toCreate, newPart{tp: tp, i: i, pi: pi, tcfg: tcfg})
+			toCreate = append(toCreate, newPart{tp: tp, i: i, pi: pi, tcfg: &tcfg})
 			specs = append(specs, storage.LogSpec{Topic: name, Partition: int32(i), TopicID: t.ID, Config: logConfig(tcfg)})
 		}
 		next[name] = tp

@@ -518,11 +518,12 @@ func (s *Server) acceptLoop(ln net.Listener, listener string) {
 		s.conns[nc] = struct{}{}
 		s.mu.Unlock()
 		s.goTracked(func() {
-			s.serveConn(nc, listener)
-			s.mu.Lock()
-			delete(s.conns, nc)
-			s.mu.Unlock()
-			s.quotas.Release(listener, addr)
+			s.serveConn(nc, listener, func() {
+				s.mu.Lock()
+				delete(s.conns, nc)
+				s.mu.Unlock()
+				s.quotas.Release(listener, addr)
+			})
 		})
 	}
 }

@@ -299,11 +299,28 @@ type fdCache struct {
 const (
 	defaultMaxOpenSegmentFiles = 2000
 	defaultSegmentFileIdle     = 60 * time.Second
+	// minOpenSegmentFiles is the bound's floor however low the
+	// descriptor limit: below it every produce to a few partitions would
+	// reopen files.
+	minOpenSegmentFiles = 16
 )
+
+// segmentFileBound is the bound on open segment files when the config sets
+// none: 2,000, or half the process's descriptor limit when that is lower,
+// so that a broker under a limit of 1,024 (a container's, a systemd
+// unit's) leaves the other half to its sockets, index files, checkpoints
+// and metadata log instead of failing accepts and opens with EMFILE once
+// its segments take them all.
+func segmentFileBound(nofile uint64) int {
+	if nofile == 0 || nofile/2 >= defaultMaxOpenSegmentFiles {
+		return defaultMaxOpenSegmentFiles
+	}
+	return max(int(nofile/2), minOpenSegmentFiles)
+}
 
 func newFDCache(max int, idle time.Duration) *fdCache {
 	if max <= 0 {
-		max = defaultMaxOpenSegmentFiles
+		max = segmentFileBound(openFileLimit())
 	}
 	if idle <= 0 {
 		idle = defaultSegmentFileIdle

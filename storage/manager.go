@@ -63,7 +63,8 @@ type ManagerConfig struct {
 	LoadProgressInterval time.Duration
 	// MaxOpenSegmentFiles bounds the segment .log files held open at
 	// once: past it the least recently used idle ones are closed, and
-	// they reopen on their next read or write (logfile.go). 0 means 2,000.
+	// they reopen on their next read or write (logfile.go). 0 means 2,000,
+	// or half the process's RLIMIT_NOFILE when that is lower.
 	MaxOpenSegmentFiles int
 	// SegmentFileIdle is how long a segment's .log stays open unused
 	// before it is closed; 0 means one minute.
@@ -156,6 +157,7 @@ func OpenManager(cfg ManagerConfig) (*Manager, error) {
 	}
 	m.syncWatch = newSyncWatch(cfg.SyncStallThreshold, m.logger)
 	m.files = newFDCache(cfg.MaxOpenSegmentFiles, cfg.SegmentFileIdle)
+	m.logger.Info("segment files open at most", "max", m.files.max, "configured", cfg.MaxOpenSegmentFiles, "nofile_limit", openFileLimit())
 	if m.topicCfg == nil {
 		m.topicCfg = func(string) LogConfig { return DefaultLogConfig() }
 	}

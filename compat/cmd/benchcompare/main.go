@@ -273,6 +273,7 @@ func main() {
 	flag.IntVar(&o.mem.conns, "memory-conns", 10_000, "idle connections of -memory")
 	flag.IntVar(&o.mem.topics, "memory-topics", 500, "one-partition topics -memory creates for CreateTopics/s, per client count")
 	flag.DurationVar(&o.mem.idle, "memory-idle", 30*time.Second, "how long the broker idles before each -memory reading")
+	flag.StringVar(&o.mem.profile, "memory-profile", "", "with -memory, save the broker's heap profile and goroutines at each reading into this `directory`")
 	flag.BoolVar(&o.cluster.replicated, "replicated", false, "instead of the comparison, measure the cluster targets: produce acks=all to RF 3 against RF 1 on a three-node cluster (with -brokers kafka, on a three-node Kafka too)")
 	flag.Int64Var(&o.cluster.replRecords, "replicated-records", 1_000_000, "records of 1 KiB per -replicated run")
 	flag.IntVar(&o.cluster.replPartitions, "replicated-partitions", 3, "partitions of the -replicated topics")

@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -38,6 +39,10 @@ type memoryOptions struct {
 	conns      int           // idle connections
 	topics     int           // one-partition topics created for CreateTopics/s
 	idle       time.Duration // how long the broker idles before each reading
+	// profile, when set, is a directory into which each reading also
+	// saves the broker's heap profile (http.pprof.enable), so that a
+	// figure comes with what holds it.
+	profile string
 }
 
 // figure is one line of the -memory report.
@@ -73,17 +78,24 @@ func met(ok bool) string {
 type gregorProc struct {
 	cmd  *exec.Cmd
 	addr string
-	done chan struct{}
+	// httpAddr is its http.listener when started with profiles on.
+	httpAddr string
+	done     chan struct{}
 }
 
 // startGregorOn runs `gregor serve` on dataDir at listen and waits for
-// its start-up line; the log goes to logPath.
-func startGregorOn(bin, dataDir, listen, logPath string) (*gregorProc, error) {
+// its start-up line; the log goes to logPath. With pprof, the broker
+// also serves its profiles on an http.listener of its choosing.
+func startGregorOn(bin, dataDir, listen, logPath string, pprof bool) (*gregorProc, error) {
 	logFile, err := os.Create(logPath)
 	if err != nil {
 		return nil, fmt.Errorf("start gregor: %w", err)
 	}
-	cmd := exec.Command(bin, "serve", "--data-dir", dataDir, "--listen", listen)
+	args := []string{"serve", "--data-dir", dataDir, "--listen", listen}
+	if pprof {
+		args = append(args, "--override", "http.listener=127.0.0.1:0", "--override", "http.pprof.enable=true")
+	}
+	cmd := exec.Command(bin, args...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	pr, pw := io.Pipe()
 	cmd.Stdout = logFile
@@ -95,9 +107,13 @@ func startGregorOn(bin, dataDir, listen, logPath string) (*gregorProc, error) {
 	g := &gregorProc{cmd: cmd, done: make(chan struct{})}
 	go func() { cmd.Wait(); pw.Close(); logFile.Close(); close(g.done) }()
 	started := make(chan string, 1)
+	httpAddr := make(chan string, 1)
 	go func() {
 		sc := bufio.NewScanner(pr)
 		for sc.Scan() {
+			if _, rest, ok := strings.Cut(sc.Text(), `msg="http listener" addr=`); ok {
+				httpAddr <- strings.Fields(rest)[0]
+			}
 			if _, rest, ok := strings.Cut(sc.Text(), `msg="gregor started" addr=`); ok {
 				started <- strings.Fields(rest)[0]
 				break
@@ -107,6 +123,10 @@ func startGregorOn(bin, dataDir, listen, logPath string) (*gregorProc, error) {
 	}()
 	select {
 	case g.addr = <-started:
+		select {
+		case g.httpAddr = <-httpAddr:
+		default:
+		}
 		return g, nil
 	case <-g.done:
 		log, _ := os.ReadFile(logPath)
@@ -156,8 +176,27 @@ func runMemory(ctx context.Context, o memoryOptions, work, bin string) ([]figure
 		if err := os.MkdirAll(filepath.Dir(data), 0o755); err != nil {
 			return nil, "", err
 		}
-		g, err := startGregorOn(bin, data, listen, filepath.Join(work, name, "gregor.log"))
+		g, err := startGregorOn(bin, data, listen, filepath.Join(work, name, "gregor.log"), o.profile != "")
 		return g, data, err
+	}
+	// reading takes a process's figures and, with -memory-profile, saves
+	// its heap profile (inuse and alloc, and the runtime's MemStats in
+	// the text form) and goroutines next to them, named after the reading.
+	reading := func(g *gregorProc, name string) (float64, int, error) {
+		rss, fds, err := procFigures(g.cmd.Process.Pid)
+		if err != nil || o.profile == "" {
+			return rss, fds, err
+		}
+		for file, path := range map[string]string{
+			name + ".heap.pb.gz":     "/debug/pprof/heap",
+			name + ".heap.txt":       "/debug/pprof/heap?debug=1",
+			name + ".goroutines.txt": "/debug/pprof/goroutine?debug=1",
+		} {
+			if err := saveProfile(g.httpAddr, path, filepath.Join(o.profile, file)); err != nil {
+				return rss, fds, err
+			}
+		}
+		return rss, fds, nil
 	}
 	idle := func(what string) {
 		slog.Info("idling before the reading", "what", what, "for", o.idle)
@@ -173,7 +212,7 @@ func runMemory(ctx context.Context, o memoryOptions, work, bin string) ([]figure
 		return nil, err
 	}
 	idle("idle RSS")
-	rss, fds, err := procFigures(g.cmd.Process.Pid)
+	rss, fds, err := reading(g, "idle")
 	if err != nil {
 		g.stop()
 		return nil, err
@@ -205,7 +244,7 @@ func runMemory(ctx context.Context, o memoryOptions, work, bin string) ([]figure
 	}
 	took := time.Since(start)
 	idle("idle partitions")
-	rss, fds, err = procFigures(g.cmd.Process.Pid)
+	rss, fds, err = reading(g, "partitions")
 	if err != nil {
 		g.stop()
 		return nil, err
@@ -220,12 +259,12 @@ func runMemory(ctx context.Context, o memoryOptions, work, bin string) ([]figure
 	}
 	stopTook := time.Since(stopStart)
 	restart := time.Now()
-	if g, err = startGregorOn(bin, data, listen, filepath.Join(work, "partitions", "gregor-restart.log")); err != nil {
+	if g, err = startGregorOn(bin, data, listen, filepath.Join(work, "partitions", "gregor-restart.log"), o.profile != ""); err != nil {
 		return nil, err
 	}
 	startTook := time.Since(restart)
 	idle("idle partitions after a restart")
-	rss, fds, err = procFigures(g.cmd.Process.Pid)
+	rss, fds, err = reading(g, "partitions-restart")
 	g.stop()
 	if err != nil {
 		return nil, err
@@ -241,7 +280,7 @@ func runMemory(ctx context.Context, o memoryOptions, work, bin string) ([]figure
 		return nil, err
 	}
 	defer g.stop()
-	before, _, err := procFigures(g.cmd.Process.Pid)
+	before, _, err := reading(g, "conns-before")
 	if err != nil {
 		return nil, err
 	}
@@ -255,7 +294,7 @@ func runMemory(ctx context.Context, o memoryOptions, work, bin string) ([]figure
 		return nil, err
 	}
 	idle("idle connections")
-	rss, fds, err = procFigures(g.cmd.Process.Pid)
+	rss, fds, err = reading(g, "conns")
 	if err != nil {
 		return nil, err
 	}
@@ -263,6 +302,34 @@ func runMemory(ctx context.Context, o memoryOptions, work, bin string) ([]figure
 		fmt.Sprintf("%.1f MiB, %d fds, %.1f KiB per connection", rss, fds, (rss-before)*1024/float64(o.conns)),
 		fmt.Sprintf("≤ %d MiB", targetConnsRSSMiB), met(rss <= targetConnsRSSMiB)})
 	return figs, nil
+}
+
+// saveProfile writes what the broker's http listener at addr serves at
+// path into file.
+func saveProfile(addr, path, file string) error {
+	if addr == "" {
+		return errors.New("profile: the broker logged no http listener")
+	}
+	resp, err := http.Get("http://" + addr + path)
+	if err != nil {
+		return fmt.Errorf("profile %s: %w", path, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("profile %s: %s", path, resp.Status)
+	}
+	if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
+		return fmt.Errorf("profile %s: %w", path, err)
+	}
+	f, err := os.Create(file)
+	if err != nil {
+		return fmt.Errorf("profile %s: %w", path, err)
+	}
+	if _, err := io.Copy(f, resp.Body); err != nil {
+		f.Close()
+		return fmt.Errorf("profile %s: %w", path, err)
+	}
+	return f.Close()
 }
 
 // createTopicsRate creates n one-partition topics named prefix+i, one
