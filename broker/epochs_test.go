@@ -1,9 +1,12 @@
 package broker
 
 import (
+	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -13,30 +16,85 @@ import (
 
 // TestOffsetForLeaderEpoch: after appends in epoch 0, the partition's
 // checkpoint holds (0, 0) and OffsetForLeaderEpoch answers the log end.
+// The first epoch's checkpoint is written in the background, within a
+// second or two of the append (partition.WriteDeferredEpochs).
 func TestOffsetForLeaderEpoch(t *testing.T) {
 	ts := startServer(t, "")
 	createTopic(t, ts.admin(t), "epochs", 1, nil)
 	cl := ts.client(t, kgo.DefaultProduceTopic("epochs"))
 	produceAll(t, cl, keyedRecords("epochs", 10, "e"))
+	if got := offsetForLeaderEpoch(t, cl, "epochs", 0); got.ErrorCode != 0 || got.LeaderEpoch != 0 || got.EndOffset != 10 {
+		t.Fatalf("offset for epoch 0: %+v", got)
+	}
+	waitEpochCheckpoint(t, filepath.Join(ts.dir, "epochs-0"), "0\n1\n0 0\n")
+}
+
+// TestFirstEpochCheckpointDeferred: a new partition's first append does
+// not wait for its leader-epoch-checkpoint. A crash before the deferred
+// write (the copy, with the file removed) restarts with the same epoch
+// cache, rebuilt from the batches' leader epochs and written then; a
+// clean shutdown right after the append writes the file before it ends.
+func TestFirstEpochCheckpointDeferred(t *testing.T) {
+	ts := startServer(t, "")
+	createTopic(t, ts.admin(t), "epd", 1, nil)
+	cl := ts.client(t, kgo.DefaultProduceTopic("epd"))
+	produceAll(t, cl, keyedRecords("epd", 10, "e"))
+	cl.Close()
+
+	crashed := crashCopy(t, ts.dir)
+	if err := os.Remove(filepath.Join(crashed, "epd-0", partition.EpochCheckpointFile)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		t.Fatal(err)
+	}
+	if err := ts.Close(); err != nil {
+		t.Fatalf("close: %v", err)
+	}
+	// The clean shutdown wrote the file, whether or not the background
+	// writer had.
+	data, err := os.ReadFile(filepath.Join(ts.dir, "epd-0", partition.EpochCheckpointFile))
+	if err != nil || string(data) != "0\n1\n0 0\n" {
+		t.Fatalf("leader-epoch-checkpoint after a clean shutdown %q %v", data, err)
+	}
+
+	rs := startServer(t, crashed)
+	rc := rs.client(t, kgo.DefaultProduceTopic("epd"))
+	produceAll(t, rc, keyedRecords("epd", 5, "f"))
+	got := offsetForLeaderEpoch(t, rc, "epd", 0)
+	if got.ErrorCode != 0 || got.LeaderEpoch != 0 || got.EndOffset != 15 {
+		t.Fatalf("offset for epoch 0 after the crash: %+v", got)
+	}
+	waitEpochCheckpoint(t, filepath.Join(crashed, "epd-0"), "0\n1\n0 0\n")
+}
+
+// offsetForLeaderEpoch asks for the end of epoch in partition 0 of topic.
+func offsetForLeaderEpoch(t *testing.T, cl *kgo.Client, topic string, epoch int32) kmsg.OffsetForLeaderEpochResponseTopicPartition {
+	t.Helper()
 	req := kmsg.NewPtrOffsetForLeaderEpochRequest()
 	req.ReplicaID = -1
 	rt := kmsg.NewOffsetForLeaderEpochRequestTopic()
-	rt.Topic = "epochs"
+	rt.Topic = topic
 	rp := kmsg.NewOffsetForLeaderEpochRequestTopicPartition()
 	rp.CurrentLeaderEpoch = -1
-	rp.LeaderEpoch = 0
+	rp.LeaderEpoch = epoch
 	rt.Partitions = append(rt.Partitions, rp)
 	req.Topics = append(req.Topics, rt)
 	resp, err := req.RequestWith(testContext(t), cl)
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := resp.Topics[0].Partitions[0]
-	if got.ErrorCode != 0 || got.LeaderEpoch != 0 || got.EndOffset != 10 {
-		t.Fatalf("offset for epoch 0: %+v", got)
+	return resp.Topics[0].Partitions[0]
+}
+
+// waitEpochCheckpoint waits up to 10 s for the leader-epoch-checkpoint in
+// the partition directory dir to read want.
+func waitEpochCheckpoint(t *testing.T, dir, want string) {
+	t.Helper()
+	var data []byte
+	var err error
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		data, err = os.ReadFile(filepath.Join(dir, partition.EpochCheckpointFile))
+		if err == nil && string(data) == want {
+			return
+		}
 	}
-	data, err := os.ReadFile(filepath.Join(ts.dir, "epochs-0", partition.EpochCheckpointFile))
-	if err != nil || string(data) != "0\n1\n0 0\n" {
-		t.Fatalf("leader-epoch-checkpoint %q %v", data, err)
-	}
+	t.Fatalf("leader-epoch-checkpoint %q %v, want %q", data, err, want)
 }

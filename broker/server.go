@@ -335,6 +335,7 @@ func (s *Server) open() error {
 	s.goTracked(s.watchMetadata)
 	s.goTracked(s.maint.FlushLoop)
 	s.goTracked(s.maint.FlushScheduler)
+	s.goTracked(s.maint.EpochCheckpointLoop)
 	s.goTracked(s.maint.RetentionLoop)
 	s.goTracked(s.isrLoop)
 	if s.cfg.LogCleanerEnable {
@@ -635,6 +636,7 @@ func (s *Server) Close() error {
 	if s.maint != nil {
 		// Set once the logs are open; without it no partition was made.
 		errs = append(errs, s.maint.WriteProducerSnapshots())
+		errs = append(errs, s.maint.WriteDeferredEpochs())
 	}
 	if s.meta != nil {
 		errs = append(errs, s.meta.Close())

@@ -622,9 +622,21 @@ func (m *Manager) CreateLogs(specs []LogSpec) ([]*Log, []error) {
 // createLogWorkers is how many logs CreateLogs makes at once.
 const createLogWorkers = 8
 
-// dirCountsLocked is how many logs each log dir holds.
+// dirCountsLocked is how many logs each log dir holds. With one online
+// dir there is no choice to make and nothing is counted (an empty map):
+// counting every log for each creation made creating n partitions cost
+// n² (5% of a 10,000-partition topic's creation).
 func (m *Manager) dirCountsLocked() map[string]int {
 	counts := map[string]int{}
+	online := 0
+	for _, d := range m.dirs {
+		if !m.offline[d] {
+			online++
+		}
+	}
+	if online <= 1 {
+		return counts
+	}
 	for _, l := range m.logs {
 		counts[l.parent]++
 	}

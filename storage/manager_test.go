@@ -446,3 +446,43 @@ func TestOSFilesystem(t *testing.T) {
 		t.Fatal("recovered log differs")
 	}
 }
+
+// TestNewLogsFillTheEmptiestDir: new logs go to the online log dir with
+// the fewest logs, and only to online dirs once one goes offline (where
+// the only online dir takes every new log without a count).
+func TestNewLogsFillTheEmptiestDir(t *testing.T) {
+	fsys := vfs.NewMem()
+	m, err := OpenManager(ManagerConfig{
+		FS: fsys, Dirs: []string{"/d1", "/d2"}, NodeID: 1, ClusterID: testCluster,
+		Logger: quietLogger(), Decompress: gunzip,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	perDir := map[string]int{}
+	for i := range 6 {
+		l, err := m.GetOrCreateLog("spread", int32(i), [16]byte{7}, DefaultLogConfig())
+		if err != nil {
+			t.Fatal(err)
+		}
+		perDir[filepath.Dir(l.Dir())]++
+	}
+	if perDir["/d1"] != 3 || perDir["/d2"] != 3 {
+		t.Fatalf("logs per dir %v, want 3 in each", perDir)
+	}
+	m.SetDirOffline("/d1")
+	for i := range 4 {
+		l, err := m.GetOrCreateLog("after", int32(i), [16]byte{8}, DefaultLogConfig())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d := filepath.Dir(l.Dir()); d != "/d2" {
+			t.Fatalf("log %d in %s with /d1 offline", i, d)
+		}
+	}
+	m.SetDirOffline("/d2")
+	if _, err := m.GetOrCreateLog("none", 0, [16]byte{9}, DefaultLogConfig()); !errors.Is(err, ErrNoOnlineLogDir) {
+		t.Fatalf("create with every dir offline: %v", err)
+	}
+}

@@ -1,6 +1,8 @@
 package logmaint
 
 import (
+	"errors"
+	"fmt"
 	"math"
 	"time"
 )
@@ -60,4 +62,42 @@ func (m *Maintainer) FlushLoop() {
 			}
 		}
 	}
+}
+
+// EpochCheckpointLoop writes, every second, the leader-epoch-checkpoints
+// whose writes the first appends of new partitions deferred
+// (partition.WriteDeferredEpochs): off the produce path, where a request
+// to 1,000 new partitions would otherwise create and fsync 1,000 files
+// before it is answered.
+func (m *Maintainer) EpochCheckpointLoop() {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-m.d.Ctx.Done():
+			return
+		case <-t.C:
+			if err := m.WriteDeferredEpochs(); err != nil {
+				m.d.Logger.Error("write leader epoch checkpoints", "err", err)
+			}
+		}
+	}
+}
+
+// WriteDeferredEpochs writes every deferred leader-epoch-checkpoint now;
+// a write that fails takes the partition's log dir offline, as the same
+// failure on the append path did. It runs every second and at clean
+// shutdown, after the last append.
+func (m *Maintainer) WriteDeferredEpochs() error {
+	var errs []error
+	for _, p := range m.d.Partitions() {
+		if !p.EpochsUnwritten() {
+			continue
+		}
+		if err := p.WriteDeferredEpochs(); err != nil {
+			m.d.StorageFailed(p, err)
+			errs = append(errs, fmt.Errorf("%s-%d: %w", p.Topic, p.Index, err))
+		}
+	}
+	return errors.Join(errs...)
 }

@@ -45,10 +45,17 @@ type Partition struct {
 	// appendedEpoch is the leader epoch the epoch cache was last checked
 	// for, so appends check it once per epoch. Guarded by Mu.
 	appendedEpoch int32
-	HW            atomic.Int64
-	FlushTarget   atomic.Int64 // the end of the last append the flush policy wants durable
-	LeaderEpoch   atomic.Int32
-	Cfg           atomic.Pointer[config.Topic]
+	// epochFileAbsent says the partition has no leader-epoch-checkpoint
+	// file and its log no batch with an epoch (EpochsLocked found
+	// nothing to rebuild); epochsUnwritten says Epochs holds an entry
+	// that file does not, its write deferred (epochs.go). Guarded by Mu;
+	// epochsUnwritten is read without it by the deferred writer.
+	epochFileAbsent bool
+	epochsUnwritten atomic.Bool
+	HW              atomic.Int64
+	FlushTarget     atomic.Int64 // the end of the last append the flush policy wants durable
+	LeaderEpoch     atomic.Int32
+	Cfg             atomic.Pointer[config.Topic]
 
 	// Demotions counts the times this node stopped leading the
 	// partition (applyAssignment, under Mu). An acks=all produce or a

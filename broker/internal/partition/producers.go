@@ -35,9 +35,17 @@ func (p *Partition) ProducerStateLocked() (*producerstate.State, error) {
 	if p.Producers != nil {
 		return p.Producers, nil
 	}
-	st, from, err := p.loadProducerSnapshot()
-	if err != nil {
-		return nil, err
+	st, from := producerstate.New(), int64(0)
+	// A log that never held a record (a new partition's first
+	// produce) has no producer to remember: a snapshot at offset 0
+	// holds nothing, one above 0 is past the log end and skipped. So
+	// its directory is not listed, once per partition but 10,000 times
+	// when a producer first writes to 10,000 new partitions.
+	if p.Log.LogEndOffset() > 0 {
+		var err error
+		if st, from, err = p.loadProducerSnapshot(); err != nil {
+			return nil, err
+		}
 	}
 	if err := replayProducers(p, st, from); err != nil {
 		return nil, fmt.Errorf("rebuild producer state of %s-%d: %w", p.Topic, p.Index, err)
