@@ -55,7 +55,7 @@ func runCreate(ctx context.Context, o createOptions, work, bin string) ([]figure
 	if err := os.MkdirAll(filepath.Dir(data), 0o755); err != nil {
 		return nil, err
 	}
-	g, err := startGregorOn(bin, data, listen, filepath.Join(work, "create", "gregor.log"))
+	g, err := startGregorOn(bin, data, listen, filepath.Join(work, "create", "gregor.log"), false)
 	if err != nil {
 		return nil, err
 	}
