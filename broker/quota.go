@@ -243,7 +243,11 @@ type mutationQuota struct {
 	conn           *conn
 	user, clientID string
 	strict         bool
-	throttleMs     int
+	// throttleUntil is when the largest throttle time seen ends, counted
+	// from the moment the quota was measured: the response is built after
+	// the metadata commit, which may take a while, and Kafka's
+	// AbstractControllerMutationQuota.throttleTime deducts that wait.
+	throttleUntil time.Time
 }
 
 // throttlingQuotaExceeded is Kafka's message for THROTTLING_QUOTA_EXCEEDED.
@@ -268,17 +272,31 @@ func (q *mutationQuota) allow(partitions int) bool {
 	if partitions <= 0 {
 		return true
 	}
-	ms, refused := q.s.byteQuotas.mutation.RecordMutation(q.s.meta.Image(), q.user, q.clientID, float64(partitions), q.strict, q.s.now())
-	q.throttleMs = max(q.throttleMs, ms)
+	now := q.s.now()
+	ms, refused := q.s.byteQuotas.mutation.RecordMutation(q.s.meta.Image(), q.user, q.clientID, float64(partitions), q.strict, now)
+	if until := now.Add(time.Duration(ms) * time.Millisecond); ms > 0 && until.After(q.throttleUntil) {
+		q.throttleUntil = until
+	}
 	return !refused
 }
 
-// finish mutes the connection for the request's throttle time and returns
-// it for the response's throttle_time_ms, as Kafka's
+// remainingMs is the throttle time left at now: what was measured less
+// the time since, never below zero (Kafka's
+// AbstractControllerMutationQuota.throttleTime).
+func (q *mutationQuota) remainingMs(now time.Time) int {
+	if q.throttleUntil.IsZero() || !q.throttleUntil.After(now) {
+		return 0
+	}
+	return int(q.throttleUntil.Sub(now) / time.Millisecond)
+}
+
+// finish mutes the connection for the request's remaining throttle time
+// and returns it for the response's throttle_time_ms, as Kafka's
 // sendResponseMaybeThrottleWithControllerQuota.
 func (q *mutationQuota) finish() int32 {
-	q.conn.throttle(q.throttleMs)
-	return int32(q.throttleMs)
+	ms := q.remainingMs(q.s.now())
+	q.conn.throttle(ms)
+	return int32(ms)
 }
 
 // errIPRateThrottled refuses a connection over its address's

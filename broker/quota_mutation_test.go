@@ -10,8 +10,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/kversion"
-
-	"github.com/gregorbroker/gregor/config"
 )
 
 // TestControllerMutationQuota: a controller_mutation_rate of 10
@@ -21,8 +19,14 @@ import (
 // time until the bucket is back at zero once it is below zero, and are
 // allowed after that time; an old-version request is let through with
 // only the throttle time.
+//
+// The broker's clock is a test clock that moves only when the test moves
+// it, so the throttle times are exact and "at once" means at once however
+// loaded the machine is: with the wall clock, a slow commit of the first
+// CreateTopics let the bucket refill before the retry was asked.
 func TestControllerMutationQuota(t *testing.T) {
-	ts := startServer(t, "", func(c *config.Broker) { c.QuotaWindowNum, c.QuotaWindowSizeSeconds = 2, 1 })
+	clock := &testClock{now: time.Now()}
+	ts := startMutationServer(t, clock)
 	adm := ts.admin(t)
 	setQuota(t, adm, "controller_mutation_rate", 10, "client-id", "mutator")
 	cl := ts.client(t, kgo.ClientID("mutator"))
@@ -81,38 +85,37 @@ func TestControllerMutationQuota(t *testing.T) {
 		t.Fatalf("open the retry's connection: %v", err)
 	}
 	resp := create(7, map[string]int32{"m-a": 20, "m-b": 5, "m-c": 1}, "m-a", "m-b", "m-c")
-	answered := time.Now()
 	if got := codes(resp); got != "m-a=ok m-b=ok m-c=THROTTLING_QUOTA_EXCEEDED" {
 		t.Fatalf("first create: %s", got)
 	}
 	if msg := resp.Topics[2].ErrorMessage; msg == nil || *msg != "The throttling quota has been exceeded." {
 		t.Errorf("throttled topic's message %v", msg)
 	}
-	if resp.ThrottleMillis < 400 || resp.ThrottleMillis > 500 {
-		t.Fatalf("throttle_time_ms %d, want about 500", resp.ThrottleMillis)
+	if resp.ThrottleMillis != 500 {
+		t.Fatalf("throttle_time_ms %d, want 500", resp.ThrottleMillis)
 	}
 
 	// Asked again at once (on another connection: the client waits out
-	// its own, which the broker has muted), it is still refused; after
-	// the throttle time it is created.
-	got := codes(createOn(retry, 6, map[string]int32{"m-c": 1}, "m-c"))
-	if late := time.Since(answered); got != "m-c=THROTTLING_QUOTA_EXCEEDED" && late < time.Duration(resp.ThrottleMillis)*time.Millisecond*8/10 {
-		t.Fatalf("retry at once (%v after the first answer): %s", late, got)
-	} else if got != "m-c=THROTTLING_QUOTA_EXCEEDED" {
-		// A loaded machine took most of the throttle time to send one
-		// request: the bucket refilled meanwhile, and the topic exists.
-		t.Logf("retry came %v after the first answer, too late to be refused: %s", late, got)
-	} else {
-		time.Sleep(time.Duration(resp.ThrottleMillis)*time.Millisecond + 100*time.Millisecond)
-		if got := codes(create(7, map[string]int32{"m-c": 1}, "m-c")); got != "m-c=ok" {
-			t.Fatalf("retry after the throttle time: %s", got)
-		}
+	// its own, which the broker has muted), it is still refused, with
+	// the same throttle time; 1 ms short of it, still refused; at the
+	// throttle time, it is created.
+	if r := createOn(retry, 6, map[string]int32{"m-c": 1}, "m-c"); codes(r) != "m-c=THROTTLING_QUOTA_EXCEEDED" || r.ThrottleMillis != 500 {
+		t.Fatalf("retry at once: %s throttle %d ms", codes(r), r.ThrottleMillis)
+	}
+	clock.advance(499 * time.Millisecond)
+	if r := createOn(mutator(6), 6, map[string]int32{"m-c": 1}, "m-c"); codes(r) != "m-c=THROTTLING_QUOTA_EXCEEDED" || r.ThrottleMillis != 1 {
+		t.Fatalf("retry 1 ms early: %s throttle %d ms", codes(r), r.ThrottleMillis)
+	}
+	clock.advance(time.Millisecond)
+	if r := createOn(mutator(7), 7, map[string]int32{"m-c": 1}, "m-c"); codes(r) != "m-c=ok" || r.ThrottleMillis != 0 {
+		t.Fatalf("retry after the throttle time: %s throttle %d ms", codes(r), r.ThrottleMillis)
 	}
 
 	// CreateTopics v5 is permissive: 30 partitions go through, the
-	// bucket far below zero, with about 3 s of throttle time.
+	// bucket (at -1 after m-c) far below zero, with 3.1 s of throttle
+	// time.
 	perm := createOn(mutator(5), 5, map[string]int32{"m-d": 30}, "m-d")
-	if got := codes(perm); got != "m-d=ok" || perm.ThrottleMillis < 2500 || perm.ThrottleMillis > 3100 {
+	if got := codes(perm); got != "m-d=ok" || perm.ThrottleMillis != 3100 {
 		t.Fatalf("permissive create: %s throttle %d ms", got, perm.ThrottleMillis)
 	}
 
@@ -137,12 +140,60 @@ func TestControllerMutationQuota(t *testing.T) {
 	if err != nil || len(delResp.Topics) != 1 || delResp.Topics[0].ErrorCode != kerr.ThrottlingQuotaExceeded.Code || delResp.ThrottleMillis <= 0 {
 		t.Fatalf("delete while throttled: %+v %v", delResp, err)
 	}
-	time.Sleep(time.Duration(delResp.ThrottleMillis)*time.Millisecond + 100*time.Millisecond)
+	if delResp.ThrottleMillis != 3100 {
+		t.Fatalf("delete's throttle time %d ms, want 3100", delResp.ThrottleMillis)
+	}
+	clock.advance(3100 * time.Millisecond)
 	if delResp, err = del.RequestWith(ctx, delCl); err != nil || delResp.Topics[0].ErrorCode != 0 {
 		t.Fatalf("delete after the throttle time: %+v %v", delResp, err)
 	}
 	// The other clients have no quota.
 	if r, err := adm.DeleteTopic(ctx, "m-d"); err != nil || r.Err != nil {
 		t.Fatalf("another client's delete: %v %v", r, err)
+	}
+}
+
+// startMutationServer starts a broker with 2 quota windows of 1 s (a
+// controller_mutation_rate bucket of 2 s of the rate) on clock.
+func startMutationServer(t *testing.T, clock *testClock) *testServer {
+	t.Helper()
+	dir := t.TempDir()
+	cfg := testConfig(t, dir)
+	cfg.QuotaWindowNum, cfg.QuotaWindowSizeSeconds = 2, 1
+	s, err := New(cfg, Options{Logger: testLogger(), Now: clock.Now})
+	if err != nil {
+		t.Fatalf("new server: %v", err)
+	}
+	if err := s.Start(); err != nil {
+		s.Close()
+		t.Fatalf("start server: %v", err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return &testServer{Server: s, dir: dir, addr: s.Addr().String()}
+}
+
+// TestControllerMutationQuotaSlowCommit: the throttle time a
+// CreateTopics, CreatePartitions or DeleteTopics response carries (and
+// mutes the connection for) is the one measured when the partitions were
+// counted less the time the request then took, as Kafka's
+// AbstractControllerMutationQuota.throttleTime deducts the time a
+// request waited: the response is sent after the metadata commit, and
+// the bucket refills meanwhile.
+func TestControllerMutationQuotaSlowCommit(t *testing.T) {
+	clock := &testClock{now: time.Now()}
+	ts := startMutationServer(t, clock)
+	setQuota(t, ts.admin(t), "controller_mutation_rate", 10, "client-id", "mutator")
+	q := &mutationQuota{s: ts.Server, clientID: "mutator", strict: true}
+	if !q.allow(25) || q.allow(1) {
+		t.Fatalf("25 partitions then 1 from a bucket of 20: want allowed then refused")
+	}
+	for _, c := range []struct {
+		step time.Duration
+		want int
+	}{{0, 500}, {300 * time.Millisecond, 200}, {199 * time.Millisecond, 1}, {time.Millisecond, 0}, {time.Second, 0}} {
+		clock.advance(c.step)
+		if got := q.remainingMs(clock.Now()); got != c.want {
+			t.Fatalf("throttle time after another %v: %d ms, want %d", c.step, got, c.want)
+		}
 	}
 }
