@@ -71,6 +71,16 @@ type Controller struct {
 	quorumChecked bool
 	nextBalance   time.Time // next preferred-leader and unclean check
 
+	// arrivedMu guards arrived: when each broker's latest heartbeat
+	// reached BrokerHeartbeat, with the epoch it carried, noted before
+	// it waits for the controller goroutine. A goroutine held up (by a
+	// slow commit under load) must not fence brokers whose heartbeats
+	// are waiting behind it: fenceStale skips a broker with a heartbeat
+	// newer than its lastContact, as Kafka's BrokerHeartbeatTracker
+	// notes contact outside its event queue.
+	arrivedMu sync.Mutex
+	arrived   map[int32]heartbeatArrival
+
 	// offline are the partitions each broker reported on offline log
 	// dirs (offline_dirs.go); kept across terms, made when first needed.
 	offline map[int32]*offlineReplicas
@@ -156,6 +166,7 @@ func New(node *raftnode.Node, logger *slog.Logger, cfg Config) *Controller {
 		lastContact:  map[int32]time.Time{},
 		shuttingDown: map[int32]bool{},
 		graceEnds:    map[int32]time.Time{},
+		arrived:      map[int32]heartbeatArrival{},
 		gone:         make(chan int32, 64),
 		settled:      make(chan *pendingCreate, 64),
 	}

@@ -204,6 +204,11 @@ func (c *Controller) fenceStale(now time.Time) {
 			c.lastContact[b.ID] = now
 			continue
 		}
+		if c.heartbeatWaiting(b.ID, b.Epoch, last, now) {
+			// Its heartbeat is queued behind this check and will
+			// renew the session or end the grace.
+			continue
+		}
 		end, short := c.graceEnds[b.ID]
 		switch {
 		case short && now.After(end):
@@ -239,6 +244,7 @@ func (c *Controller) fence(id int32) error {
 // BrokerHeartbeatManager does. It fails with BROKER_ID_NOT_REGISTERED for
 // an unknown broker and STALE_BROKER_EPOCH for an old registration.
 func (c *Controller) BrokerHeartbeat(ctx context.Context, hb BrokerHeartbeat) (BrokerHeartbeatResult, error) {
+	c.noteArrival(hb.BrokerID, hb.BrokerEpoch)
 	hb.OfflinePartitions = slices.Clone(hb.OfflinePartitions)
 	var res BrokerHeartbeatResult
 	var out error
@@ -305,4 +311,34 @@ func (c *Controller) brokerHeartbeat(hb BrokerHeartbeat) (BrokerHeartbeatResult,
 		}
 	}
 	return res, err
+}
+
+// heartbeatArrival is when a broker's latest heartbeat reached the
+// controller, and with which broker epoch.
+type heartbeatArrival struct {
+	at    time.Time
+	epoch int64
+}
+
+// noteArrival records a heartbeat's arrival before it waits for the
+// controller goroutine.
+func (c *Controller) noteArrival(id int32, epoch int64) {
+	now := c.cfg.Now()
+	c.arrivedMu.Lock()
+	c.arrived[id] = heartbeatArrival{at: now, epoch: epoch}
+	c.arrivedMu.Unlock()
+}
+
+// heartbeatWaiting reports whether a heartbeat of broker id at epoch
+// arrived after last (its last contact the controller goroutine has
+// seen): it is queued behind the goroutine and shows the broker alive.
+// One from an older registration shows nothing, and one older than a
+// session neither: its caller may have given up, leaving it never run,
+// and a dead broker must still be fenced a session after it was last
+// heard from.
+func (c *Controller) heartbeatWaiting(id int32, epoch int64, last, now time.Time) bool {
+	c.arrivedMu.Lock()
+	a, ok := c.arrived[id]
+	c.arrivedMu.Unlock()
+	return ok && a.epoch == epoch && a.at.After(last) && now.Sub(a.at) <= c.cfg.BrokerSessionTimeout
 }
