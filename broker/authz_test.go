@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -107,6 +108,10 @@ func setUpACLs(t *testing.T, admin *kgo.Client) {
 		if r.ErrorCode != 0 && r.ErrorCode != kerr.TopicAlreadyExists.Code {
 			t.Fatalf("create topic %s: %d", r.Topic, r.ErrorCode)
 		}
+	}
+	// The logs are made after CreateTopics answers, as Kafka's are.
+	for _, name := range []string{"t", "free"} {
+		waitTopicReady(t, kadm.NewClient(admin), name, 1)
 	}
 	for _, mt := range send[*kmsg.MetadataResponse](t, admin, kmsg.NewPtrMetadataRequest()).Topics {
 		topicIDs[*mt.Topic] = mt.TopicID
