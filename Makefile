@@ -203,7 +203,7 @@ bench-memory:
 # regression (gregor's cost per byte doubling or worse).
 PERF_CPU_RATIO ?= 3
 perf-check:
-	$(GO) test -count=1 -timeout 5m -run 'AllocationBudget' ./broker
+	$(GO) test -count=1 -timeout 5m -run 'AllocationBudget|TestIdleConnMemory' ./broker
 	$(GO) test -count=1 -timeout 5m -run 'TestAppendManyPartitionsAllocs' ./storage
 	cd compat && mkdir -p out && $(GO) run ./cmd/benchcompare -short -brokers gregor,kfake -cases produce-16,produce-1000 \
 		-records 50000 -warmup 10000 -max-cpu-ratio $(PERF_CPU_RATIO) -out out/bench-compare-short.md

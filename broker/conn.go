@@ -417,7 +417,7 @@ func (c *conn) readRequest(fr *frameReader) bool {
 		c.releaseBytes(n)
 		return false
 	}
-	sl, ok := c.handleFrame(frame, read, fr.pre.verdicts)
+	sl, ok := c.handleFrame(frame, read, fr.verdicts())
 	<-c.limits.queued
 	if sl == nil {
 		c.releaseBytes(n)

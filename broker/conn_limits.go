@@ -142,7 +142,7 @@ type frameReader struct {
 	first [1]byte
 	// pre checks a large Produce frame's batches as its bytes arrive
 	// (produce_precheck.go); its verdicts are those of the last frame.
-	pre producePrecheck
+	pre *producePrecheck // made on the first large frame: most connections never send one
 	// quietSince is when the wait for the next request started (zero
 	// while a request is read), parked whether that wait has been handed
 	// to a fresh goroutine (wait).
@@ -232,13 +232,22 @@ func (fr *frameReader) wait(park bool) error {
 	}
 }
 
-// release gives the read-ahead buffer back when the connection ends.
+// verdicts are what the last frame's precheck found (nil without one).
+func (fr *frameReader) verdicts() []batchVerdict {
+	if fr.pre == nil {
+		return nil
+	}
+	return fr.pre.verdicts
+}
+
+// release gives the read-ahead buffer back when the connection ends, and
+// drops the precheck's state.
 func (fr *frameReader) release() {
 	if fr.ahead != nil {
 		readAheadPool.Put(fr.ahead)
 		fr.ahead = nil
 	}
-	fr.pre = producePrecheck{}
+	fr.pre = nil
 }
 
 // fill reads into the read-ahead buffer until at least need bytes are
@@ -292,18 +301,22 @@ func (fr *frameReader) readBody(n int32) ([]byte, error) {
 	k := min(int(n), fr.w-fr.r)
 	frame = append(frame, (*fr.ahead)[fr.r:fr.r+k]...)
 	fr.r += k
-	pre := &fr.pre
-	pre.reset()
+	if fr.pre != nil {
+		fr.pre.reset()
+	}
 	decided := false
 	for {
 		if !decided && len(frame) >= 4 {
 			decided = true
 			if n >= precheckMinFrame {
-				pre.start(frame, int(n), int(fr.c.s.cfg.SocketRequestMaxBytes))
+				if fr.pre == nil {
+					fr.pre = &producePrecheck{}
+				}
+				fr.pre.start(frame, int(n), int(fr.c.s.cfg.SocketRequestMaxBytes))
 			}
 		}
-		if pre.active() {
-			pre.advance(frame)
+		if fr.pre != nil && fr.pre.active() {
+			fr.pre.advance(frame)
 		}
 		if len(frame) >= int(n) {
 			break

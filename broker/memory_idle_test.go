@@ -41,7 +41,7 @@ func apiVersionsOK(t *testing.T, c *rawConn, corr int32) {
 // 10,000 of them over the 100 MiB), and every one still answers.
 func TestIdleConnMemory(t *testing.T) {
 	if raceEnabled {
-		t.Skip("memory figures mean nothing under the race detector; make test runs this without it")
+		t.Skip("memory figures mean nothing under the race detector; make perf-check runs this without it")
 	}
 	if testing.Short() {
 		t.Skip("opens 2,000 connections")
