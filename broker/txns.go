@@ -107,11 +107,37 @@ func (s *Server) ensureInternalTopic(ctx context.Context, name string, partition
 	if err := res[0].Err; err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
 		return nil, err
 	}
-	img = s.meta.Image()
+	// The controller answers once the topic committed, or at once with
+	// TOPIC_ALREADY_EXISTS while another request's creation of it is in
+	// flight; this node's image applies the commit a moment later. Until
+	// it holds the topic the caller would answer COORDINATOR_NOT_AVAILABLE
+	// to a client that merely came second.
+	img, err := s.awaitTopicInImage(ctx, name)
+	if err != nil {
+		return nil, err
+	}
 	if err := s.reconcile(img); err != nil {
 		s.log.Error("apply metadata", "err", err)
 	}
 	return img, nil
+}
+
+// awaitTopicInImage polls this node's metadata image until it holds topic
+// name or ctx ends. It runs only on the rare creation of an internal
+// topic, so a short poll is simpler than a subscription.
+func (s *Server) awaitTopicInImage(ctx context.Context, name string) (*image.Image, error) {
+	const every = 2 * time.Millisecond
+	for {
+		img := s.meta.Image()
+		if _, ok := img.Topic(name); ok {
+			return img, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("wait for %s in the metadata image: %w", name, ctx.Err())
+		case <-time.After(every):
+		}
+	}
 }
 
 func (s *Server) ensureTxnTopic(ctx context.Context) (*image.Image, error) {
