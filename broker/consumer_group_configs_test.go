@@ -7,6 +7,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/gregorbroker/gregor/config"
 )
 
 // consumerHeartbeat sends one ConsumerGroupHeartbeat v1 for group "ai" to
@@ -188,5 +190,71 @@ func TestShareGroupAssignmentIntervalWire(t *testing.T) {
 	}
 	if r := b.heartbeat(1, nil); r.ErrorCode != 0 || r.MemberEpoch != 2 || held(r) != 2 {
 		t.Fatalf("b with the group's interval at 0: error %d, epoch %d, %d partitions; want epoch 2 and 2 partitions", r.ErrorCode, r.MemberEpoch, held(r))
+	}
+}
+
+// TestConsumerGroupSessionConfigsWire: consumer.session.timeout.ms and
+// consumer.heartbeat.interval.ms as group configs (Kafka's GroupConfig):
+// checked within group.consumer.min/max.session.timeout.ms and
+// group.consumer.min/max.heartbeat.interval.ms, the session above the
+// interval, then applied over the wire: a member is told the group's
+// heartbeat interval and, silent, is removed after the group's session
+// timeout rather than the broker's 45 s.
+func TestConsumerGroupSessionConfigsWire(t *testing.T) {
+	ts := startServer(t, "", func(c *config.Broker) {
+		c.GroupConsumerMinSessionTimeoutMs = 500
+		c.GroupConsumerMinHeartbeatIntervalMs = 100
+	})
+	cl := ts.client(t)
+	for _, c := range []struct{ name, value string }{
+		{"consumer.session.timeout.ms", "499"},
+		{"consumer.session.timeout.ms", "60001"},
+		{"consumer.heartbeat.interval.ms", "99"},
+		{"consumer.heartbeat.interval.ms", "15001"},
+		{"consumer.session.timeout.ms", "abc"},
+		// Above the broker's 5 s default interval, but no greater.
+		{"consumer.session.timeout.ms", "5000"},
+	} {
+		resp, err := groupConfigRequest("ai", c.name, c.value).RequestWith(testContext(t), cl)
+		if err != nil || resp.Resources[0].ErrorCode != kerr.InvalidConfig.Code {
+			t.Fatalf("set %s=%s: %v %+v, want INVALID_CONFIG", c.name, c.value, err, resp)
+		}
+	}
+	setGroupConfig(t, cl, "ai", "consumer.heartbeat.interval.ms", "300")
+	setGroupConfig(t, cl, "ai", "consumer.session.timeout.ms", "1000")
+	resp, err := groupConfigRequest("ai", "consumer.heartbeat.interval.ms", "1000").RequestWith(testContext(t), cl)
+	if err != nil || resp.Resources[0].ErrorCode != kerr.InvalidConfig.Code {
+		t.Fatalf("heartbeat interval equal to the group's session timeout: %v %+v, want INVALID_CONFIG", err, resp)
+	}
+	if v, src := describeGroupConfig(t, cl, "ai", "consumer.session.timeout.ms"); v != "1000" || src != sourceGroupConfig {
+		t.Fatalf("described session timeout %s (source %d)", v, src)
+	}
+
+	createTopic(t, ts.admin(t), "cs-in", 2, nil)
+	co := streamsCoordinator(t, cl, "ai")
+	if r := consumerHeartbeat(t, co, "m1", 0, "cs-in"); r.HeartbeatIntervalMillis != 300 {
+		t.Fatalf("heartbeat interval told to the member: %d, want the group's 300", r.HeartbeatIntervalMillis)
+	}
+	members := func() int {
+		req := kmsg.NewPtrConsumerGroupDescribeRequest()
+		req.Groups = []string{"ai"}
+		resp, err := req.RequestWith(testContext(t), co)
+		if err != nil || len(resp.Groups) != 1 || resp.Groups[0].ErrorCode != 0 {
+			t.Fatalf("describe group: %v %+v", err, resp)
+		}
+		return len(resp.Groups[0].Members)
+	}
+	if n := members(); n != 1 {
+		t.Fatalf("%d members after the join", n)
+	}
+	start := time.Now()
+	for members() != 0 {
+		if time.Since(start) > 10*time.Second {
+			t.Fatal("the silent member is still in the group after 10 s; its session timeout is the group's 1 s")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if d := time.Since(start); d < 500*time.Millisecond {
+		t.Fatalf("member removed after %v, before its 1 s session", d)
 	}
 }

@@ -100,6 +100,12 @@ var groupConfigDefs = []groupConfigDef{
 	{"share.heartbeat.interval.ms", config.TypeInt, intIn(1, 1<<31-1),
 		func(c *config.Broker) string { return strconv.Itoa(int(c.GroupShareHeartbeatIntervalMs)) },
 		"The heartbeat interval of the group's share members."},
+	{"consumer.session.timeout.ms", config.TypeInt, intIn(1, 1<<31-1),
+		func(c *config.Broker) string { return strconv.Itoa(int(c.GroupConsumerSessionTimeoutMs)) },
+		"The session timeout of the group's consumer-protocol members."},
+	{"consumer.heartbeat.interval.ms", config.TypeInt, intIn(1, 1<<31-1),
+		func(c *config.Broker) string { return strconv.Itoa(int(c.GroupConsumerHeartbeatIntervalMs)) },
+		"The heartbeat interval of the group's consumer-protocol members."},
 	{"consumer.assignment.interval.ms", config.TypeInt, intIn(0, 1<<31-1),
 		func(c *config.Broker) string { return strconv.Itoa(int(c.GroupConsumerAssignmentIntervalMs)) },
 		"The least time between two target assignments of the consumer group."},
@@ -137,6 +143,12 @@ var groupConfigDefs = []groupConfigDef{
 var groupConfigBounds = map[string]func(c *config.Broker) (lo, hi int64){
 	"share.assignment.interval.ms": func(c *config.Broker) (int64, int64) {
 		return int64(c.GroupShareMinAssignmentIntervalMs), int64(c.GroupShareMaxAssignmentIntervalMs)
+	},
+	"consumer.session.timeout.ms": func(c *config.Broker) (int64, int64) {
+		return int64(c.GroupConsumerMinSessionTimeoutMs), int64(c.GroupConsumerMaxSessionTimeoutMs)
+	},
+	"consumer.heartbeat.interval.ms": func(c *config.Broker) (int64, int64) {
+		return int64(c.GroupConsumerMinHeartbeatIntervalMs), int64(c.GroupConsumerMaxHeartbeatIntervalMs)
 	},
 	"consumer.assignment.interval.ms": func(c *config.Broker) (int64, int64) {
 		return int64(c.GroupConsumerMinAssignmentIntervalMs), int64(c.GroupConsumerMaxAssignmentIntervalMs)
@@ -203,9 +215,49 @@ func (s *Server) alterGroupConfigs(name string, ops []configOp, validateOnly boo
 			return kerrMsg(kerr.InvalidConfig, "Config "+o.name+" is not a list: APPEND and SUBTRACT do not apply")
 		}
 	}
+	if err := s.checkGroupTimeouts(name, set); err != nil {
+		return err
+	}
 	ctx, cancel := context.WithTimeout(s.ctx, 30*time.Second)
 	defer cancel()
 	return s.ctrl.AlterConfigs(ctx, image.ResourceGroup, name, set, validateOnly)
+}
+
+// groupTimeoutPairs are the session timeouts that Kafka's
+// GroupConfig.validate requires above their heartbeat intervals.
+var groupTimeoutPairs = [][2]string{
+	{"consumer.session.timeout.ms", "consumer.heartbeat.interval.ms"},
+	{"share.session.timeout.ms", "share.heartbeat.interval.ms"},
+	{"streams.session.timeout.ms", "streams.heartbeat.interval.ms"},
+}
+
+// checkGroupTimeouts checks the group's configs as they would be after
+// set (nil deletes an override, back to the broker's default): each
+// session timeout must be greater than its heartbeat interval, as Kafka's
+// GroupConfig.validate.
+func (s *Server) checkGroupTimeouts(group string, set map[string]*string) error {
+	over := s.meta.Image().GroupConfigs(group)
+	effective := func(name string) int64 {
+		v, ok := over[name]
+		if p, changed := set[name]; changed {
+			v, ok = "", p != nil
+			if p != nil {
+				v = *p
+			}
+		}
+		if !ok {
+			d, _ := groupConfigDefOf(name)
+			v = d.dflt(s.cfg)
+		}
+		n, _ := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+		return n
+	}
+	for _, p := range groupTimeoutPairs {
+		if effective(p[0]) <= effective(p[1]) {
+			return kerrMsg(kerr.InvalidConfig, p[0]+" must be greater than "+p[1])
+		}
+	}
+	return nil
 }
 
 // describeGroupConfigs lists every group config of a group: its override,
@@ -235,10 +287,26 @@ func (s *Server) groupConfigLookup(group, name string) (string, bool) {
 // coordinator; it calls this on its shards, so it only reads the image.
 func (s *Server) consumerGroupOverrides(id string) group.ConsumerGroupOverrides {
 	o := group.ConsumerGroupOverrides{AssignmentIntervalMs: -1}
-	if v, ok := s.meta.Image().GroupConfig(id, "consumer.assignment.interval.ms"); ok {
-		if n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 32); err == nil {
-			o.AssignmentIntervalMs = int32(n)
+	over := s.meta.Image().GroupConfigs(id)
+	if len(over) == 0 {
+		return o
+	}
+	num := func(name string) (int32, bool) {
+		v, ok := over[name]
+		if !ok {
+			return 0, false
 		}
+		n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 32)
+		return int32(n), err == nil
+	}
+	if n, ok := num("consumer.assignment.interval.ms"); ok {
+		o.AssignmentIntervalMs = n
+	}
+	if n, ok := num("consumer.session.timeout.ms"); ok {
+		o.SessionTimeoutMs = n
+	}
+	if n, ok := num("consumer.heartbeat.interval.ms"); ok {
+		o.HeartbeatIntervalMs = n
 	}
 	return o
 }

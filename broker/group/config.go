@@ -165,6 +165,12 @@ type ConsumerGroupOverrides struct {
 	// AssignmentIntervalMs is consumer.assignment.interval.ms; -1 means
 	// the broker's.
 	AssignmentIntervalMs int32
+	// SessionTimeoutMs is consumer.session.timeout.ms; 0 means the
+	// broker's.
+	SessionTimeoutMs int32
+	// HeartbeatIntervalMs is consumer.heartbeat.interval.ms; 0 means the
+	// broker's.
+	HeartbeatIntervalMs int32
 }
 
 // StreamsGroupOverrides are a streams group's group configs; a zero or

@@ -407,7 +407,7 @@ func (m *machine) consumerHeartbeat(p *partitionState, ci ClientInfo, req *kmsg.
 	id := next.id
 	r.MemberID = &id
 	r.MemberEpoch = next.epoch
-	r.HeartbeatIntervalMillis = m.cfg.ConsumerGroupHeartbeatIntervalMs
+	r.HeartbeatIntervalMillis = m.consumerHeartbeatIntervalMs(g.id)
 	full := joining || (req.RebalanceTimeoutMillis != -1 && (req.SubscribedTopicNames != nil || req.SubscribedTopicRegex != nil) && req.Topics != nil)
 	if full || old == nil || !next.assigned.equal(old.assigned) {
 		r.Assignment = heartbeatAssignment(next.assigned)
@@ -694,6 +694,28 @@ func (m *machine) consumerAssignmentIntervalMs(group string) int32 {
 	return m.cfg.ConsumerGroupAssignmentIntervalMs
 }
 
+// consumerSessionTimeoutMs is the group's consumer.session.timeout.ms, or
+// the broker's group.consumer.session.timeout.ms.
+func (m *machine) consumerSessionTimeoutMs(group string) int32 {
+	if m.cfg.ConsumerGroupConfig != nil {
+		if o := m.cfg.ConsumerGroupConfig(group); o.SessionTimeoutMs > 0 {
+			return o.SessionTimeoutMs
+		}
+	}
+	return m.cfg.ConsumerGroupSessionTimeoutMs
+}
+
+// consumerHeartbeatIntervalMs is the group's consumer.heartbeat.interval.ms,
+// or the broker's group.consumer.heartbeat.interval.ms.
+func (m *machine) consumerHeartbeatIntervalMs(group string) int32 {
+	if m.cfg.ConsumerGroupConfig != nil {
+		if o := m.cfg.ConsumerGroupConfig(group); o.HeartbeatIntervalMs > 0 {
+			return o.HeartbeatIntervalMs
+		}
+	}
+	return m.cfg.ConsumerGroupHeartbeatIntervalMs
+}
+
 // computeTargetAssignment runs the group's assignor over its members and
 // subscribed topics and records the members whose target changed, then the
 // new assignment epoch, as Kafka's TargetAssignmentBuilder.
@@ -857,7 +879,7 @@ func consumerRebalanceKey(g *consumerGroup, id string) timerKey {
 // keeps the session timeout it joined with, as Kafka's
 // classicProtocolSessionTimeout.
 func (m *machine) scheduleConsumerSession(g *consumerGroup, id string) {
-	timeout := m.cfg.ConsumerGroupSessionTimeoutMs
+	timeout := m.consumerSessionTimeoutMs(g.id)
 	if mem := g.members[id]; mem != nil && mem.classic != nil {
 		timeout = mem.classic.sessionTimeoutMs
 	}
@@ -871,7 +893,7 @@ func (m *machine) scheduleConsumerSession(g *consumerGroup, id string) {
 func (m *machine) scheduleConsumerRebalance(g *consumerGroup, mem *consumerMember) {
 	id, epoch, timeout := mem.id, mem.epoch, mem.rebalanceTimeoutMs
 	if timeout < 0 {
-		timeout = m.cfg.ConsumerGroupSessionTimeoutMs
+		timeout = m.consumerSessionTimeoutMs(g.id)
 	}
 	m.fx.Schedule(consumerRebalanceKey(g, id), ms(int64(timeout)), func() {
 		m.expireConsumerMember(g, id, epoch, "it did not revoke its partitions within its rebalance timeout")
