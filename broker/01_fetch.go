@@ -87,6 +87,7 @@ func handleFetch(s *Server, r *request) (result, error) {
 	}
 	plan.ctx = r.conn.ctx
 	if plan.replicaID >= 0 {
+		r.conn.follower = true
 		s.sizeFollowerConn(r.conn, plan.maxBytes)
 	}
 	if ac := s.auth(r); ac.enabled() {

@@ -88,6 +88,11 @@ type conn struct {
 	// socket's send buffer for replication (replication.go); only the
 	// reader touches it.
 	followerSendBuffer bool
+	// follower is set once a replica fetch came on the connection (a
+	// follower's own, with one request in flight at a time): its large
+	// zero-copy answers are written by the reader too (answer); only the
+	// reader touches it.
+	follower bool
 	// fr reads the request frames; only the reader touches it.
 	fr frameReader
 	// done releases what the accept loop holds for the connection once
@@ -273,9 +278,12 @@ func (c *conn) takeParked() *slot {
 // which never waits for it, and written later by the goroutine that
 // completes it (resume). Any other response goes to the writer
 // goroutine. The reader reads no further request meanwhile, which a
-// client with one request in flight does not notice.
+// client with one request in flight does not notice: a follower, whose
+// megabyte of records the reader sends too (a replica fetch that finds
+// records at once, as most do at full speed, is then answered without
+// waking a writer goroutine on the path an acks=all produce waits for).
 func (c *conn) answer(sl *slot) {
-	if len(c.slots) == 1 && inlineAnswer(sl) && c.writing.CompareAndSwap(false, true) {
+	if len(c.slots) == 1 && inlineAnswer(sl, c.follower) && c.writing.CompareAndSwap(false, true) {
 		c.writers.Add(1)
 		c.inlineWriter = true
 		ended := c.runWriter(nil)
@@ -293,14 +301,15 @@ func (c *conn) answer(sl *slot) {
 
 // inlineAnswer reports whether a queued slot's response is ready and
 // small enough for the reader to write it, or not ready, so that the
-// reader only parks it (see answer).
-func inlineAnswer(sl *slot) bool {
+// reader only parks it (see answer). Any ready answer is small enough
+// for a follower's connection (anyRecords).
+func inlineAnswer(sl *slot, anyRecords bool) bool {
 	select {
 	case <-sl.done:
 	default:
 		return true
 	}
-	if z, ok := sl.resp.(*fetch.ZeroCopyResponse); ok && z.RecordBytes() > maxInlineRecordBytes {
+	if z, ok := sl.resp.(*fetch.ZeroCopyResponse); ok && !anyRecords && z.RecordBytes() > maxInlineRecordBytes {
 		return false
 	}
 	return !sl.closeConn

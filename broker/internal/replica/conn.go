@@ -154,19 +154,8 @@ func (c *leaderConn) roundTrip(ctx context.Context, req kmsg.Request, wait time.
 	if _, err := nc.Write(b); err != nil {
 		return nil, ctxOr(ctx, err)
 	}
-	var size [4]byte
-	if _, err := io.ReadFull(nc, size[:]); err != nil {
-		return nil, ctxOr(ctx, err)
-	}
-	n := int(int32(binary.BigEndian.Uint32(size[:])))
-	if n < 4 || n > maxResponseBytes {
-		return nil, fmt.Errorf("response of %d bytes", n)
-	}
-	if cap(c.rbuf) < n {
-		c.rbuf = make([]byte, n)
-	}
-	body := c.rbuf[:n]
-	if _, err := io.ReadFull(nc, body); err != nil {
+	body, err := c.readResponse(nc)
+	if err != nil {
 		return nil, ctxOr(ctx, err)
 	}
 	if corr := int32(binary.BigEndian.Uint32(body)); corr != c.corr {
@@ -187,6 +176,69 @@ func (c *leaderConn) roundTrip(ctx context.Context, req kmsg.Request, wait time.
 		return nil, fmt.Errorf("decode %s response: %w", kmsg.NameForKey(req.Key()), err)
 	}
 	return resp, nil
+}
+
+// minReadBuf is the least read buffer a response is read into: the
+// size, an empty fetch answer or most of a small one in one read.
+const minReadBuf = 64 << 10
+
+// lowatMin is the least part of a response still to come that is waited
+// for with SO_RCVLOWAT (readResponse).
+const lowatMin = 64 << 10
+
+// readResponse reads one response, its size and body, into the buffer
+// it keeps (c.rbuf) and returns the body. The size and whatever of the
+// body has arrived come in one read. A large rest (a replica fetch's
+// megabyte) arrives over loopback in many segments, and a reader woken
+// for each reads a piece, parks and waits for a core again, a dozen
+// wake-ups per fetch on the path an acks=all produce waits for: with
+// SO_RCVLOWAT at what is still to come, the kernel wakes the fetcher
+// once it is all there (or its receive buffer is full), so the rest
+// takes a read or two. The low mark goes back to one byte before the
+// next response, whose size may be all there is of it.
+func (c *leaderConn) readResponse(nc net.Conn) ([]byte, error) {
+	if cap(c.rbuf) < minReadBuf {
+		c.rbuf = make([]byte, minReadBuf)
+	}
+	buf := c.rbuf[:cap(c.rbuf)]
+	got, err := io.ReadAtLeast(nc, buf, 4)
+	if err != nil {
+		return nil, err
+	}
+	n := int(int32(binary.BigEndian.Uint32(buf)))
+	if n < 4 || n > maxResponseBytes {
+		return nil, fmt.Errorf("response of %d bytes", n)
+	}
+	total := 4 + n
+	if got > total {
+		// One request is in flight: nothing may follow its response.
+		return nil, fmt.Errorf("%d bytes after a response of %d", got-total, n)
+	}
+	if len(buf) < total {
+		grown := make([]byte, total)
+		copy(grown, buf[:got])
+		buf, c.rbuf = grown, grown
+	}
+	buf = buf[:total]
+	lowat := false
+	for got < total {
+		if rest := total - got; rest >= lowatMin {
+			lowat = setRecvLowat(nc, rest) == nil
+		} else if lowat {
+			lowat = setRecvLowat(nc, 1) != nil
+		}
+		m, err := nc.Read(buf[got:])
+		got += m
+		if err != nil && got < total {
+			return nil, err
+		}
+	}
+	if lowat {
+		if err := setRecvLowat(nc, 1); err != nil {
+			return nil, fmt.Errorf("reset SO_RCVLOWAT: %w", err)
+		}
+	}
+	return buf[4:], nil
 }
 
 // ctxOr is ctx's error when ctx ended (the deadline set to break off the

@@ -9,6 +9,8 @@
 //
 // On a PLAINTEXT inter-broker listener a fetcher has a connection of its
 // own to its leader (conn.go): it writes each request and reads the
-// response on its goroutine into a buffer it reuses. With TLS or SASL it
-// goes through a franz-go client, which negotiates them.
+// response on its goroutine into a buffer it reuses, waiting for the rest
+// of a large one with SO_RCVLOWAT so that it wakes once, not per loopback
+// segment. With TLS or SASL it goes through a franz-go client, which
+// negotiates them.
 package replica

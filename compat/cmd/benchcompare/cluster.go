@@ -318,6 +318,10 @@ func cpuOf(pids []int) ([]int64, error) {
 // replRun is one `gregor perf produce` of the replicated case.
 type replRun struct {
 	MiBPS, CPUPerGiB, P99 float64
+	// ClientCPUPerGiB is the producer's (gregor perf produce) CPU
+	// seconds per GiB: on shared cores the ratio of RF 3 to RF 1 is
+	// bounded by it against the brokers'.
+	ClientCPUPerGiB float64
 	// NodeCPUPerGiB is each broker's CPU seconds per GiB produced, in the
 	// order of the pids; Load the load average when the run ended.
 	NodeCPUPerGiB []float64
@@ -355,6 +359,9 @@ func perfProduceOn(ctx context.Context, bin, bootstrap, topic string, records in
 	}
 	gib := float64(r.Bytes) / (1 << 30)
 	run := replRun{MiBPS: r.MiBPerS}
+	if ps := cmd.ProcessState; ps != nil {
+		run.ClientCPUPerGiB = (ps.UserTime() + ps.SystemTime()).Seconds() / gib
+	}
 	for i := range pids {
 		node := float64(after[i]-before[i]) / tick / gib
 		run.NodeCPUPerGiB = append(run.NodeCPUPerGiB, node)
@@ -398,7 +405,8 @@ func replicated(ctx context.Context, o clusterOptions, name, bin string, seeds [
 				return rf3, rf1, fmt.Errorf("%s round %d: %w", name, round, err)
 			}
 			slog.Info("replicated", "broker", name, "round", round, "topic", t, "MiB/s", fmtNum(run.MiBPS, 1),
-				"cpu_s_per_GiB", fmtNum(run.CPUPerGiB, 2), "per_node", fmtNodes(run.NodeCPUPerGiB), "load", fmtNum(run.Load, 1))
+				"cpu_s_per_GiB", fmtNum(run.CPUPerGiB, 2), "per_node", fmtNodes(run.NodeCPUPerGiB),
+				"client_cpu_s_per_GiB", fmtNum(run.ClientCPUPerGiB, 2), "load", fmtNum(run.Load, 1))
 			if t == t3 {
 				r3 = append(r3, run)
 			} else {
@@ -413,15 +421,16 @@ func replicated(ctx context.Context, o clusterOptions, name, bin string, seeds [
 		}
 	}
 	med := func(rs []replRun) replRun {
-		var m, c, p, l []float64
+		var m, c, p, l, cc []float64
 		nodes := make([][]float64, len(pids))
 		for _, r := range rs {
 			m, c, p, l = append(m, r.MiBPS), append(c, r.CPUPerGiB), append(p, r.P99), append(l, r.Load)
+			cc = append(cc, r.ClientCPUPerGiB)
 			for i, n := range r.NodeCPUPerGiB {
 				nodes[i] = append(nodes[i], n)
 			}
 		}
-		out := replRun{MiBPS: median(m), CPUPerGiB: median(c), P99: median(p), Load: median(l)}
+		out := replRun{MiBPS: median(m), CPUPerGiB: median(c), P99: median(p), Load: median(l), ClientCPUPerGiB: median(cc)}
 		for _, n := range nodes {
 			out.NodeCPUPerGiB = append(out.NodeCPUPerGiB, median(n))
 		}
@@ -933,11 +942,11 @@ func replFigures(name string, o clusterOptions, rf3, rf1 replRun) []figure {
 }
 
 // replValue is a replicated figure: MiB/s, the brokers' CPU per GiB
-// produced in all and each broker's (medians of the rounds), the p99 and
-// the median load average at the runs' ends.
+// produced in all and each broker's, the client's (medians of the
+// rounds), the p99 and the median load average at the runs' ends.
 func replValue(r replRun) string {
-	return fmt.Sprintf("%.1f MiB/s, %.2f CPU s/GiB (3 brokers; per node %s), p99 %.0f ms, load %.1f",
-		r.MiBPS, r.CPUPerGiB, fmtNodes(r.NodeCPUPerGiB), r.P99, r.Load)
+	return fmt.Sprintf("%.1f MiB/s, %.2f CPU s/GiB (3 brokers; per node %s; client %.2f), p99 %.0f ms, load %.1f",
+		r.MiBPS, r.CPUPerGiB, fmtNodes(r.NodeCPUPerGiB), r.ClientCPUPerGiB, r.P99, r.Load)
 }
 
 // fmtNodes is each broker's CPU s/GiB, slash-separated.
