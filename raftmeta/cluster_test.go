@@ -549,3 +549,93 @@ func TestTCPClusterCloseLeaksNoGoroutine(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// A killed active controller's listener refuses connections at once, so
+// the other voters elect a new leader without waiting out the election
+// timeout (10 to 20 ticks): with Kafka's 100 ms dev tick, well within
+// the 1 to 2 s the election would take. The new controller fences the
+// dead node's broker, refused as well, as soon as it is active rather
+// than twice the disconnect grace later.
+func TestTCPClusterDeadLeaderReplacedAtOnce(t *testing.T) {
+	const tick = 100 * time.Millisecond
+	c := newTCPCluster(t, func(_ uint64, cfg *Config) {
+		cfg.TickInterval = tick
+		cfg.Controller.BrokerSessionTimeout = 9 * time.Second
+		cfg.Controller.BrokerHeartbeatInterval = 2 * time.Second
+		cfg.Controller.BrokerDisconnectGrace = 300 * time.Millisecond
+	})
+	for _, id := range testVoters {
+		c.start(id)
+	}
+	leader := c.waitLeader()
+	old := leader.node.NodeID()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	for _, id := range testVoters {
+		epoch, err := leader.client.RegisterBroker(ctxT(t), image.RegisterBrokerRecord{BrokerID: int32(id), IncarnationID: image.NewUUID()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		go runHeartbeats(ctx, c.nodes[id].client, c.nodes[id].node, int32(id), epoch, 200*time.Millisecond)
+	}
+	waitFor(t, "three unfenced brokers", func() bool {
+		bs := leader.node.Image().Brokers()
+		return len(bs) == 3 && !slices.ContainsFunc(bs, func(b *image.BrokerImage) bool { return b.Fenced })
+	})
+	mustCreate(t, leader.client, "before", 1, 3)
+	c.waitConverged()
+
+	killAt := time.Now()
+	c.stop(old, false)
+	next := c.waitLeader()
+	elected := time.Since(killAt)
+	waitFor(t, "the dead node's broker fenced", func() bool {
+		b, ok := next.node.Image().Broker(int32(old))
+		return ok && b.Fenced
+	})
+	fenced := time.Since(killAt)
+	t.Logf("active controller %d stopped; %d active after %v, broker %d fenced after %v", old, next.node.NodeID(), elected.Round(time.Millisecond), old, fenced.Round(time.Millisecond))
+	// An election timeout is at least ElectionTicks ticks; the bounds
+	// leave room for a loaded machine.
+	if limit := raftnode.ElectionTicks * tick * 3 / 4; elected > limit {
+		t.Errorf("new active controller after %v, want < %v", elected, limit)
+	}
+	if limit := raftnode.ElectionTicks * tick; fenced > limit {
+		t.Errorf("dead broker fenced after %v, want < %v", fenced, limit)
+	}
+	if _, ok := next.node.Image().Topic("before"); !ok {
+		t.Fatal("topic created before the kill lost")
+	}
+	mustCreate(t, next.client, "after", 1, 2)
+}
+
+// A live leader is not deposed by one follower that believes it dead
+// (its listener refused that follower's dial): the other follower still
+// holds the leader's lease and ignores the pre-votes, so the leader, its
+// term and the log stay.
+func TestTCPClusterLiveLeaderKeepsLease(t *testing.T) {
+	c := newTCPCluster(t, nil)
+	for _, id := range testVoters {
+		c.start(id)
+	}
+	leader := c.waitLeader()
+	if _, err := leader.client.RegisterBroker(ctxT(t), image.RegisterBrokerRecord{BrokerID: 1, IncarnationID: image.NewUUID()}); err != nil {
+		t.Fatal(err)
+	}
+	mustCreate(t, leader.client, "a", 1, 1)
+	c.waitConverged()
+	id, term := leader.node.NodeID(), leader.node.ActiveTerm()
+	f := c.follower()
+	for range 5 {
+		f.node.ReportPeerDown(id)
+		time.Sleep(raftnode.ElectionTicks * testTick)
+	}
+	if !leader.node.IsLeader() || leader.node.ActiveTerm() != term {
+		t.Fatalf("leader %d deposed (active %v, term %d, was %d)", id, leader.node.IsLeader(), leader.node.ActiveTerm(), term)
+	}
+	if got, _ := f.node.LeaderID(); got != id {
+		t.Fatalf("follower %d follows %d, want %d", f.node.NodeID(), got, id)
+	}
+	mustCreate(t, leader.client, "b", 1, 1)
+	c.waitConverged()
+}

@@ -152,6 +152,7 @@ func (c *Controller) periodic() {
 	now := c.cfg.Now()
 	if c.livenessOn() {
 		c.fenceQuorumSilent(now)
+		c.fenceRefusing(now)
 		c.fenceStale(now)
 	}
 	if !now.Before(c.nextBalance) {
@@ -191,6 +192,21 @@ func (c *Controller) fenceQuorumSilent(now time.Time) {
 	}
 }
 
+// fenceRefusing ends at once the grace of every broker whose node's
+// controller listener refuses connections (raftnode.Node.PeerDown): its
+// process is gone, not slow, so waiting out the grace would only delay
+// its partitions' new leaders. Only a broker already under a grace (its
+// connection closed, or a new controller waiting for its first
+// heartbeat) is concerned; the others keep their sessions.
+func (c *Controller) fenceRefusing(now time.Time) {
+	for id, end := range c.graceEnds {
+		if now.Before(end) && id >= 0 && c.node.PeerDown(uint64(id)) {
+			c.log.Info("broker's node refuses connections; fencing it now", "broker", id)
+			c.graceEnds[id] = now
+		}
+	}
+}
+
 // fenceStale fences every unfenced broker whose session has expired, one
 // log entry per broker so that each fencing is visible before the next is
 // worked out.
@@ -211,7 +227,7 @@ func (c *Controller) fenceStale(now time.Time) {
 		}
 		end, short := c.graceEnds[b.ID]
 		switch {
-		case short && now.After(end):
+		case short && !now.Before(end):
 			c.log.Info("fencing broker that did not heartbeat within its grace", "broker", b.ID, "epoch", b.Epoch, "silent_for", now.Sub(last))
 		case now.Sub(last) > c.cfg.BrokerSessionTimeout:
 			c.log.Info("fencing broker whose session timed out", "broker", b.ID, "epoch", b.Epoch, "silent_for", now.Sub(last))
