@@ -550,27 +550,23 @@ func TestTCPClusterCloseLeaksNoGoroutine(t *testing.T) {
 	}
 }
 
-// A killed active controller's listener refuses connections at once, so
-// the other voters elect a new leader without waiting out the election
-// timeout (10 to 20 ticks): with Kafka's 100 ms dev tick, well within
-// the 1 to 2 s the election would take. The new controller fences the
-// dead node's broker, refused as well, as soon as it is active rather
-// than twice the disconnect grace later.
-func TestTCPClusterDeadLeaderReplacedAtOnce(t *testing.T) {
-	const tick = 100 * time.Millisecond
+// heartbeatingCluster starts the three voters with Kafka's dev tick and
+// session settings and the given disconnect grace, each registered as a
+// broker that heartbeats until the test ends, and returns the cluster
+// with its active controller once the three brokers are unfenced.
+func heartbeatingCluster(t *testing.T, tick, grace time.Duration) (*tcpCluster, *tcpNode) {
 	c := newTCPCluster(t, func(_ uint64, cfg *Config) {
 		cfg.TickInterval = tick
 		cfg.Controller.BrokerSessionTimeout = 9 * time.Second
 		cfg.Controller.BrokerHeartbeatInterval = 2 * time.Second
-		cfg.Controller.BrokerDisconnectGrace = 300 * time.Millisecond
+		cfg.Controller.BrokerDisconnectGrace = grace
 	})
 	for _, id := range testVoters {
 		c.start(id)
 	}
 	leader := c.waitLeader()
-	old := leader.node.NodeID()
 	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
+	t.Cleanup(cancel)
 	for _, id := range testVoters {
 		epoch, err := leader.client.RegisterBroker(ctxT(t), image.RegisterBrokerRecord{BrokerID: int32(id), IncarnationID: image.NewUUID()})
 		if err != nil {
@@ -582,6 +578,43 @@ func TestTCPClusterDeadLeaderReplacedAtOnce(t *testing.T) {
 		bs := leader.node.Image().Brokers()
 		return len(bs) == 3 && !slices.ContainsFunc(bs, func(b *image.BrokerImage) bool { return b.Fenced })
 	})
+	return c, leader
+}
+
+// A killed broker that is not the active controller is fenced as soon as
+// its controller listener refuses the controller's dial, long before its
+// disconnect grace (here 2 s) would end, and without waiting for the
+// controller's next session check (every 500 ms here).
+func TestTCPClusterDeadFollowerFencedAtOnce(t *testing.T) {
+	const grace = 2 * time.Second
+	c, leader := heartbeatingCluster(t, 100*time.Millisecond, grace)
+	dead := c.follower().node.NodeID()
+	killAt := time.Now()
+	c.stop(dead, false)
+	waitFor(t, "the dead node's broker fenced", func() bool {
+		b, ok := leader.node.Image().Broker(int32(dead))
+		return ok && b.Fenced
+	})
+	fenced := time.Since(killAt)
+	t.Logf("node %d stopped; its broker fenced after %v", dead, fenced.Round(time.Millisecond))
+	if limit := 400 * time.Millisecond; fenced > limit {
+		t.Errorf("dead broker fenced after %v, want < %v", fenced, limit)
+	}
+	if !leader.node.IsLeader() {
+		t.Fatal("the active controller changed")
+	}
+}
+
+// A killed active controller's listener refuses connections at once, so
+// the other voters elect a new leader without waiting out the election
+// timeout (10 to 20 ticks): with Kafka's 100 ms dev tick, well within
+// the 1 to 2 s the election would take. The new controller fences the
+// dead node's broker, refused as well, as soon as it is active rather
+// than twice the disconnect grace later.
+func TestTCPClusterDeadLeaderReplacedAtOnce(t *testing.T) {
+	const tick = 100 * time.Millisecond
+	c, leader := heartbeatingCluster(t, tick, 300*time.Millisecond)
+	old := leader.node.NodeID()
 	mustCreate(t, leader.client, "before", 1, 3)
 	c.waitConverged()
 

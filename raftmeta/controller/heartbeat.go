@@ -109,9 +109,11 @@ func (c *Controller) activationGrace() (time.Duration, bool) {
 }
 
 // PeerGone tells the controller that the last connection node id had
-// open to this node closed (raftnode.Config.RPCPeerGone): if this is the
-// active controller and the node is an unfenced broker, it is fenced
-// unless it heartbeats again within BrokerDisconnectGrace. It does not
+// open to this node closed (raftnode.Config.RPCPeerGone), or that its
+// controller listener refused a connection (raftnode.Config.PeerDown):
+// if this is the active controller and the node is an unfenced broker,
+// it is fenced unless it heartbeats again within BrokerDisconnectGrace,
+// or at once when its listener refuses connections. It does not
 // block; the notice is dropped if the controller is far behind, leaving
 // the session timeout to fence.
 func (c *Controller) PeerGone(id uint64) {
@@ -140,6 +142,13 @@ func (c *Controller) peerGone(id int32) {
 		end = prev
 	}
 	c.graceEnds[id] = end
+	if c.node.PeerDown(uint64(id)) {
+		// Its listener refuses connections too: the process is gone.
+		now := c.cfg.Now()
+		c.fenceRefusing(now)
+		c.fenceStale(now)
+		return
+	}
 	c.log.Info("broker's connection closed; fencing it unless it heartbeats within the grace", "broker", id, "grace", c.cfg.BrokerDisconnectGrace)
 }
 

@@ -43,6 +43,9 @@ func (n *Node) ReportPeerDown(id uint64) {
 	n.downReports[id] = true
 	n.reportMu.Unlock()
 	n.signalReports()
+	if n.cfg.PeerDown != nil {
+		n.cfg.PeerDown(id)
+	}
 }
 
 // PeerDown reports whether node id's controller listener refused this
@@ -76,7 +79,7 @@ func (n *Node) leaderDown(id uint64) {
 	now := time.Now()
 	n.electFrom = now.Add(time.Duration(rank) * n.deadLeaderStagger())
 	n.electUntil = now.Add(ElectionTicks * n.cfg.TickInterval)
-	n.log.Info("the active controller's node refuses connections; electing another", "leader", id, "term", st.Term, "campaign_in", n.electFrom.Sub(now))
+	n.log.Info("the active controller's node refuses connections; electing another", "leader", id, "campaign_in", n.electFrom.Sub(now))
 	n.campaignForDeadLeader()
 }
 

@@ -99,6 +99,10 @@ type Config struct {
 	// sign of a crash; the controller uses it to fence the node's broker
 	// long before its session would time out. It must not block.
 	RPCPeerGone func(from uint64)
+	// PeerDown, if set, is called when node id's controller listener
+	// refused a connection from this node: its process is gone (see
+	// PeerDown). It must not block.
+	PeerDown func(id uint64)
 }
 
 // Node is one member of the metadata quorum. One goroutine, the Ready
