@@ -612,11 +612,15 @@ func failover(ctx context.Context, o clusterOptions, c *clCluster) (res []failov
 			return res, 0, 0, 0, fmt.Errorf("kill %d of node %d: %w", k, leader, err)
 		}
 		r := failoverResult{node: int(leader), controller: ctrl == leader, took: next.Sub(killAt)}
-		// An acknowledgement within 100 ms of the kill means the node
+		// An acknowledgement within 20 ms of the kill means the node
 		// was no longer the leader: the Metadata answer was older than
 		// a leadership move (the preferred leader coming back after its
-		// restart). Such a kill measures nothing and is not counted.
-		if r.took < 100*time.Millisecond {
+		// restart). Such a kill measures nothing and is not counted. A
+		// real failover takes longer: the survivors learn of the death
+		// by a dial refused after a 20 ms backoff
+		// (controller.quorum.retry.backoff.ms), and a wrong kill is
+		// followed by an acknowledgement within a millisecond.
+		if r.took < 20*time.Millisecond {
 			slog.Warn("failover: the killed node was not the leader any more; not counted", "kill", k, "node", leader, "took", r.took)
 			k--
 		} else {
