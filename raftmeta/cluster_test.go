@@ -603,6 +603,12 @@ func TestTCPClusterDeadFollowerFencedAtOnce(t *testing.T) {
 	if !leader.node.IsLeader() {
 		t.Fatal("the active controller changed")
 	}
+	if !leader.node.PeerDown(dead) {
+		t.Fatalf("node %d not down for the controller", dead)
+	}
+	// Back: no longer down once it listens again.
+	c.start(dead)
+	waitFor(t, "the restarted node no longer down", func() bool { return !leader.node.PeerDown(dead) })
 }
 
 // A killed active controller's listener refuses connections at once, so

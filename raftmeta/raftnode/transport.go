@@ -459,6 +459,11 @@ func (t *TCPTransport) dial(ctx context.Context, addr string, kind byte, expect 
 	if err != nil {
 		return nil, 0, err
 	}
+	if expect != 0 {
+		// Something listens there: not (or no longer) a dead process,
+		// even if the handshake fails.
+		t.peerReached(expect)
+	}
 	wc := newWireConn(c)
 	if !t.track(wc) {
 		wc.close()
