@@ -77,7 +77,7 @@ func disconnectFailover(t *testing.T, killController bool, bound time.Duration) 
 		kgo.MetadataMinAge(100*time.Millisecond))
 	type ack struct {
 		seq, offset int64
-		at          time.Time
+		sent, at    time.Time
 	}
 	var (
 		mu   sync.Mutex
@@ -89,11 +89,12 @@ func disconnectFailover(t *testing.T, killController bool, bound time.Duration) 
 		defer close(stopped)
 		for seq := int64(0); ctx.Err() == nil; seq++ {
 			r := &kgo.Record{Value: []byte(strconv.FormatInt(seq, 10))}
+			sent := time.Now()
 			if err := prod.ProduceSync(ctx, r).FirstErr(); err != nil {
 				continue
 			}
 			mu.Lock()
-			acks = append(acks, ack{seq: seq, offset: r.Offset, at: time.Now()})
+			acks = append(acks, ack{seq: seq, offset: r.Offset, sent: sent, at: time.Now()})
 			mu.Unlock()
 		}
 	}()
@@ -112,13 +113,14 @@ func disconnectFailover(t *testing.T, killController bool, bound time.Duration) 
 
 	killAt := time.Now()
 	c.kill(victim)
-	// The first acknowledgement that came after the kill.
+	// The first acknowledgement of a record sent after the kill: one sent
+	// before may have been answered by the victim just before it died.
 	var first time.Time
 	cuWait(t, 60*time.Second, "an acknowledged write after the kill", func() error {
 		mu.Lock()
 		defer mu.Unlock()
 		i, _ := slices.BinarySearchFunc(acks, killAt, func(a ack, t time.Time) int { return a.at.Compare(t) })
-		for i < len(acks) && !acks[i].at.After(killAt) {
+		for i < len(acks) && !acks[i].sent.After(killAt) {
 			i++
 		}
 		if i == len(acks) {
