@@ -12,8 +12,8 @@ import (
 // does. A key added to brokerKeys that Gregor does not act on must be
 // added here, so that start-up names it and docs/configuration.md says so.
 var unsupportedKeys = map[string]string{
-	"controller.quorum.election.timeout.ms":           "the metadata quorum uses its own election timing",
-	"controller.quorum.fetch.timeout.ms":              "the metadata quorum uses its own election timing",
+	"controller.quorum.election.timeout.ms":           "the metadata quorum uses its own election timing: 100 ms raft ticks, an election after 1-2 s without the leader, at once when the leader's controller listener refuses connections",
+	"controller.quorum.fetch.timeout.ms":              "the metadata quorum uses its own election timing: 100 ms raft ticks, an election after 1-2 s without the leader, at once when the leader's controller listener refuses connections",
 	"controller.quorum.election.backoff.max.ms":       "the metadata quorum uses its own election timing",
 	"controller.quorum.request.timeout.ms":            "the metadata quorum uses its own request timing",
 	"controller.quorum.retry.backoff.ms":              "the metadata quorum uses its own request timing",

@@ -549,3 +549,132 @@ func TestTCPClusterCloseLeaksNoGoroutine(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// heartbeatingCluster starts the three voters with Kafka's dev tick and
+// session settings and the given disconnect grace, each registered as a
+// broker that heartbeats until the test ends, and returns the cluster
+// with its active controller once the three brokers are unfenced.
+func heartbeatingCluster(t *testing.T, tick, grace time.Duration) (*tcpCluster, *tcpNode) {
+	c := newTCPCluster(t, func(_ uint64, cfg *Config) {
+		cfg.TickInterval = tick
+		cfg.Controller.BrokerSessionTimeout = 9 * time.Second
+		cfg.Controller.BrokerHeartbeatInterval = 2 * time.Second
+		cfg.Controller.BrokerDisconnectGrace = grace
+	})
+	for _, id := range testVoters {
+		c.start(id)
+	}
+	leader := c.waitLeader()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	for _, id := range testVoters {
+		epoch, err := leader.client.RegisterBroker(ctxT(t), image.RegisterBrokerRecord{BrokerID: int32(id), IncarnationID: image.NewUUID()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		go runHeartbeats(ctx, c.nodes[id].client, c.nodes[id].node, int32(id), epoch, 200*time.Millisecond)
+	}
+	waitFor(t, "three unfenced brokers", func() bool {
+		bs := leader.node.Image().Brokers()
+		return len(bs) == 3 && !slices.ContainsFunc(bs, func(b *image.BrokerImage) bool { return b.Fenced })
+	})
+	return c, leader
+}
+
+// A killed broker that is not the active controller is fenced as soon as
+// its controller listener refuses the controller's dial, long before its
+// disconnect grace (here 2 s) would end, and without waiting for the
+// controller's next session check (every 500 ms here).
+func TestTCPClusterDeadFollowerFencedAtOnce(t *testing.T) {
+	const grace = 2 * time.Second
+	c, leader := heartbeatingCluster(t, 100*time.Millisecond, grace)
+	dead := c.follower().node.NodeID()
+	killAt := time.Now()
+	c.stop(dead, false)
+	waitFor(t, "the dead node's broker fenced", func() bool {
+		b, ok := leader.node.Image().Broker(int32(dead))
+		return ok && b.Fenced
+	})
+	fenced := time.Since(killAt)
+	t.Logf("node %d stopped; its broker fenced after %v", dead, fenced.Round(time.Millisecond))
+	if limit := 400 * time.Millisecond; fenced > limit {
+		t.Errorf("dead broker fenced after %v, want < %v", fenced, limit)
+	}
+	if !leader.node.IsLeader() {
+		t.Fatal("the active controller changed")
+	}
+	if !leader.node.PeerDown(dead) {
+		t.Fatalf("node %d not down for the controller", dead)
+	}
+	// Back: no longer down once it listens again.
+	c.start(dead)
+	waitFor(t, "the restarted node no longer down", func() bool { return !leader.node.PeerDown(dead) })
+}
+
+// A killed active controller's listener refuses connections at once, so
+// the other voters elect a new leader without waiting out the election
+// timeout (10 to 20 ticks): with Kafka's 100 ms dev tick, well within
+// the 1 to 2 s the election would take. The new controller fences the
+// dead node's broker, refused as well, as soon as it is active rather
+// than twice the disconnect grace later.
+func TestTCPClusterDeadLeaderReplacedAtOnce(t *testing.T) {
+	const tick = 100 * time.Millisecond
+	c, leader := heartbeatingCluster(t, tick, 300*time.Millisecond)
+	old := leader.node.NodeID()
+	mustCreate(t, leader.client, "before", 1, 3)
+	c.waitConverged()
+
+	killAt := time.Now()
+	c.stop(old, false)
+	next := c.waitLeader()
+	elected := time.Since(killAt)
+	waitFor(t, "the dead node's broker fenced", func() bool {
+		b, ok := next.node.Image().Broker(int32(old))
+		return ok && b.Fenced
+	})
+	fenced := time.Since(killAt)
+	t.Logf("active controller %d stopped; %d active after %v, broker %d fenced after %v", old, next.node.NodeID(), elected.Round(time.Millisecond), old, fenced.Round(time.Millisecond))
+	// An election timeout is at least ElectionTicks ticks; the bounds
+	// leave room for a loaded machine.
+	if limit := raftnode.ElectionTicks * tick * 3 / 4; elected > limit {
+		t.Errorf("new active controller after %v, want < %v", elected, limit)
+	}
+	if limit := raftnode.ElectionTicks * tick; fenced > limit {
+		t.Errorf("dead broker fenced after %v, want < %v", fenced, limit)
+	}
+	if _, ok := next.node.Image().Topic("before"); !ok {
+		t.Fatal("topic created before the kill lost")
+	}
+	mustCreate(t, next.client, "after", 1, 2)
+}
+
+// A live leader is not deposed by one follower that believes it dead
+// (its listener refused that follower's dial): the other follower still
+// holds the leader's lease and ignores the pre-votes, so the leader, its
+// term and the log stay.
+func TestTCPClusterLiveLeaderKeepsLease(t *testing.T) {
+	c := newTCPCluster(t, nil)
+	for _, id := range testVoters {
+		c.start(id)
+	}
+	leader := c.waitLeader()
+	if _, err := leader.client.RegisterBroker(ctxT(t), image.RegisterBrokerRecord{BrokerID: 1, IncarnationID: image.NewUUID()}); err != nil {
+		t.Fatal(err)
+	}
+	mustCreate(t, leader.client, "a", 1, 1)
+	c.waitConverged()
+	id, term := leader.node.NodeID(), leader.node.ActiveTerm()
+	f := c.follower()
+	for range 5 {
+		f.node.ReportPeerDown(id)
+		time.Sleep(raftnode.ElectionTicks * testTick)
+	}
+	if !leader.node.IsLeader() || leader.node.ActiveTerm() != term {
+		t.Fatalf("leader %d deposed (active %v, term %d, was %d)", id, leader.node.IsLeader(), leader.node.ActiveTerm(), term)
+	}
+	if got, _ := f.node.LeaderID(); got != id {
+		t.Fatalf("follower %d follows %d, want %d", f.node.NodeID(), got, id)
+	}
+	mustCreate(t, leader.client, "b", 1, 1)
+	c.waitConverged()
+}

@@ -92,6 +92,12 @@ func Start(cfg Config) (*Node, error) {
 				c.PeerGone(from)
 			}
 		},
+		// A refused connection is a closed one that will not come back.
+		PeerDown: func(id uint64) {
+			if c := n.serving.Load(); c != nil {
+				c.PeerGone(id)
+			}
+		},
 	})
 	if err != nil {
 		return nil, err

@@ -178,8 +178,21 @@ func (c *Controller) run() {
 	defer close(c.donec)
 	tick := time.NewTicker(c.periodicInterval())
 	defer tick.Stop()
+	// A node that has just become the active controller checks the
+	// brokers at once rather than at the next tick: a dead old
+	// controller's broker is fenced, and its partitions move, sooner.
+	changes := c.node.Changes()
 	for {
 		select {
+		case _, ok := <-changes:
+			if !ok {
+				changes = nil
+				continue
+			}
+			if c.node.IsLeader() && c.node.ActiveTerm() != c.term {
+				c.awaitInflight()
+				c.periodic()
+			}
 		case req := <-c.reqc:
 			// A caller that has gone does not need its request done.
 			if req.ctx.Err() == nil {

@@ -109,9 +109,11 @@ func (c *Controller) activationGrace() (time.Duration, bool) {
 }
 
 // PeerGone tells the controller that the last connection node id had
-// open to this node closed (raftnode.Config.RPCPeerGone): if this is the
-// active controller and the node is an unfenced broker, it is fenced
-// unless it heartbeats again within BrokerDisconnectGrace. It does not
+// open to this node closed (raftnode.Config.RPCPeerGone), or that its
+// controller listener refused a connection (raftnode.Config.PeerDown):
+// if this is the active controller and the node is an unfenced broker,
+// it is fenced unless it heartbeats again within BrokerDisconnectGrace,
+// or at once when its listener refuses connections. It does not
 // block; the notice is dropped if the controller is far behind, leaving
 // the session timeout to fence.
 func (c *Controller) PeerGone(id uint64) {
@@ -140,6 +142,13 @@ func (c *Controller) peerGone(id int32) {
 		end = prev
 	}
 	c.graceEnds[id] = end
+	if c.node.PeerDown(uint64(id)) {
+		// Its listener refuses connections too: the process is gone.
+		now := c.cfg.Now()
+		c.fenceRefusing(now)
+		c.fenceStale(now)
+		return
+	}
 	c.log.Info("broker's connection closed; fencing it unless it heartbeats within the grace", "broker", id, "grace", c.cfg.BrokerDisconnectGrace)
 }
 
@@ -152,6 +161,7 @@ func (c *Controller) periodic() {
 	now := c.cfg.Now()
 	if c.livenessOn() {
 		c.fenceQuorumSilent(now)
+		c.fenceRefusing(now)
 		c.fenceStale(now)
 	}
 	if !now.Before(c.nextBalance) {
@@ -191,6 +201,21 @@ func (c *Controller) fenceQuorumSilent(now time.Time) {
 	}
 }
 
+// fenceRefusing ends at once the grace of every broker whose node's
+// controller listener refuses connections (raftnode.Node.PeerDown): its
+// process is gone, not slow, so waiting out the grace would only delay
+// its partitions' new leaders. Only a broker already under a grace (its
+// connection closed, or a new controller waiting for its first
+// heartbeat) is concerned; the others keep their sessions.
+func (c *Controller) fenceRefusing(now time.Time) {
+	for id, end := range c.graceEnds {
+		if now.Before(end) && id >= 0 && c.node.PeerDown(uint64(id)) {
+			c.log.Info("broker's node refuses connections; fencing it now", "broker", id)
+			c.graceEnds[id] = now
+		}
+	}
+}
+
 // fenceStale fences every unfenced broker whose session has expired, one
 // log entry per broker so that each fencing is visible before the next is
 // worked out.
@@ -211,7 +236,7 @@ func (c *Controller) fenceStale(now time.Time) {
 		}
 		end, short := c.graceEnds[b.ID]
 		switch {
-		case short && now.After(end):
+		case short && !now.Before(end):
 			c.log.Info("fencing broker that did not heartbeat within its grace", "broker", b.ID, "epoch", b.Epoch, "silent_for", now.Sub(last))
 		case now.Sub(last) > c.cfg.BrokerSessionTimeout:
 			c.log.Info("fencing broker whose session timed out", "broker", b.ID, "epoch", b.Epoch, "silent_for", now.Sub(last))

@@ -99,6 +99,10 @@ type Config struct {
 	// sign of a crash; the controller uses it to fence the node's broker
 	// long before its session would time out. It must not block.
 	RPCPeerGone func(from uint64)
+	// PeerDown, if set, is called when node id's controller listener
+	// refused a connection from this node: its process is gone (see
+	// PeerDown). It must not block.
+	PeerDown func(id uint64)
 }
 
 // Node is one member of the metadata quorum. One goroutine, the Ready
@@ -133,6 +137,7 @@ type Node struct {
 	reportMu    sync.Mutex
 	unreachable map[uint64]bool
 	snapReports map[uint64]raft.SnapshotStatus
+	downReports map[uint64]bool // peers whose listener refused (deadpeer.go)
 	reportc     chan struct{}
 
 	loopc      chan func()                  // functions run on the loop
@@ -159,6 +164,12 @@ type Node struct {
 	// last caught up with the leader's log (for DescribeQuorum).
 	peerSeen     map[uint64]time.Time
 	peerCaughtUp map[uint64]time.Time
+	// The campaign for a dead leader's place (deadpeer.go): from when
+	// this node campaigns, until when it keeps trying, and the timer of
+	// its next try (electC is nil when none is set).
+	electFrom, electUntil time.Time
+	electTimer            *time.Timer
+	electC                <-chan time.Time
 }
 
 type proposal struct {
@@ -288,6 +299,7 @@ func newNode(cfg Config, log *slog.Logger, st *diskStorage) (*Node, error) {
 		loopc:        make(chan func()),
 		unreachable:  map[uint64]bool{},
 		snapReports:  map[uint64]raft.SnapshotStatus{},
+		downReports:  map[uint64]bool{},
 		incarnation:  rand.Uint64(),
 		confState:    confState,
 		snapIndex:    snapIndex,
@@ -382,6 +394,8 @@ func (n *Node) run() {
 			n.step(m)
 		case <-n.reportc:
 			n.applyReports()
+		case <-n.electC:
+			n.campaignForDeadLeader()
 		case fn := <-n.loopc:
 			fn()
 		case <-n.stopc:
@@ -402,6 +416,9 @@ func (n *Node) shutdown() {
 	n.lead.Store(0)
 	if n.ticker != nil {
 		n.ticker.Stop()
+	}
+	if n.electTimer != nil {
+		n.electTimer.Stop()
 	}
 	cause := ErrClosed
 	if n.err != nil {

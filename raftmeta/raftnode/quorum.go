@@ -60,9 +60,12 @@ func (n *Node) signalReports() {
 // applyReports runs on the loop.
 func (n *Node) applyReports() {
 	n.reportMu.Lock()
-	unreachable, snaps := n.unreachable, n.snapReports
-	n.unreachable, n.snapReports = map[uint64]bool{}, map[uint64]raft.SnapshotStatus{}
+	unreachable, snaps, down := n.unreachable, n.snapReports, n.downReports
+	n.unreachable, n.snapReports, n.downReports = map[uint64]bool{}, map[uint64]raft.SnapshotStatus{}, map[uint64]bool{}
 	n.reportMu.Unlock()
+	for id := range down {
+		n.leaderDown(id)
+	}
 	for id := range unreachable {
 		n.rn.ReportUnreachable(id)
 	}

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -106,6 +107,10 @@ type TCPTransport struct {
 	// rpcServing counts the rpc connections each node has open to this
 	// one, so that RPCPeerGone fires when its last one closes.
 	rpcServing map[uint64]int
+	// refused holds the peers whose controller listener refused this
+	// node's latest dial, until a connection with them is made again
+	// (Node.PeerDown).
+	refused map[uint64]bool
 	// wrongCluster maps the peers that refused this node, or that it
 	// refused, for belonging to another cluster to that cluster's id.
 	wrongCluster map[uint64]string
@@ -201,6 +206,7 @@ func NewTCPTransport(cfg TransportConfig) (*TCPTransport, error) {
 		rpcs:      map[uint64]*rpcClientConn{},
 
 		rpcServing: map[uint64]int{},
+		refused:    map[uint64]bool{},
 	}
 	for id, addr := range cfg.Peers {
 		if id == 0 || id == cfg.NodeID {
@@ -427,6 +433,7 @@ func (t *TCPTransport) handleInbound(wc *wireConn) {
 		return
 	}
 	wc.c.SetDeadline(time.Time{})
+	t.peerReached(h.from)
 	if h.kind == connRPC {
 		t.serveRPC(wc, h.from)
 		return
@@ -451,6 +458,11 @@ func (t *TCPTransport) dial(ctx context.Context, addr string, kind byte, expect 
 	c, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
 		return nil, 0, err
+	}
+	if expect != 0 {
+		// Something listens there: not (or no longer) a dead process,
+		// even if the handshake fails.
+		t.peerReached(expect)
 	}
 	wc := newWireConn(c)
 	if !t.track(wc) {
@@ -517,6 +529,9 @@ func (t *TCPTransport) dialLoop(addr string, id uint64) {
 			}
 		} else if errors.Is(err, errWrongCluster) {
 			t.log.Error("controller peer refused: wrong cluster", "addr", addr, "err", err)
+		} else if errors.Is(err, syscall.ECONNREFUSED) && id != 0 && t.ctx.Err() == nil {
+			t.peerRefused(id)
+			t.log.Debug("controller peer refuses connections", "addr", addr, "node", id)
 		} else if t.ctx.Err() == nil {
 			t.log.Debug("cannot reach controller peer", "addr", addr, "node", id, "err", err)
 		}
@@ -527,6 +542,32 @@ func (t *TCPTransport) dialLoop(addr string, id uint64) {
 		}
 		backoff = min(2*backoff, t.cfg.MaxBackoff)
 	}
+}
+
+// peerRefused records that node id's listener refused a connection: its
+// process is gone. The node learns it at once (a dead leader is replaced
+// without waiting out an election timeout).
+func (t *TCPTransport) peerRefused(id uint64) {
+	t.mu.Lock()
+	t.refused[id] = true
+	t.mu.Unlock()
+	if n := t.node.Load(); n != nil {
+		n.ReportPeerDown(id)
+	}
+}
+
+// peerReached records a connection made with node id, either way.
+func (t *TCPTransport) peerReached(id uint64) {
+	t.mu.Lock()
+	delete(t.refused, id)
+	t.mu.Unlock()
+}
+
+// refusing implements peerRefuser.
+func (t *TCPTransport) refusing(id uint64) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.refused[id]
 }
 
 // noteWrongCluster records that node id belongs to cluster other.
@@ -562,6 +603,7 @@ func (t *TCPTransport) learnPeer(id uint64, addr string) *peer {
 		t.peers[id] = p
 	}
 	p.addr = addr
+	delete(t.refused, id)
 	return p
 }
 

@@ -179,6 +179,7 @@ func (f *fetcher) leaderAddr() (string, error) {
 
 func (f *fetcher) run() {
 	backoff := time.Duration(f.m.d.Cfg.ReplicaFetchBackoffMs) * time.Millisecond
+	quick := 0 // quick retries in a row (retryAfter)
 	var cl leaderClient
 	defer func() {
 		if cl != nil {
@@ -224,7 +225,7 @@ func (f *fetcher) run() {
 				f.m.d.Logger.Warn("replica truncation", "leader", f.leader, "err", err)
 			}
 			f.noteDiskFailures(parts)
-			f.sleep(backoff)
+			f.sleep(f.retryAfter(err, backoff, &quick))
 			continue
 		}
 		if err := f.fetchOnce(cl, parts); err != nil {
@@ -232,9 +233,35 @@ func (f *fetcher) run() {
 				f.m.d.Logger.Warn("replica fetch", "leader", f.leader, "err", err)
 			}
 			f.noteDiskFailures(parts)
-			f.sleep(backoff)
+			f.sleep(f.retryAfter(err, backoff, &quick))
+			continue
 		}
+		quick = 0
 	}
+}
+
+// Quick retries of a leader that has not yet taken its leadership.
+const (
+	leaderBehindRetry      = 50 * time.Millisecond
+	leaderBehindMaxRetries = 10
+)
+
+// retryAfter is how long the fetcher waits after err before asking the
+// leader again: replica.fetch.backoff.ms, except when the leader answered
+// NOT_LEADER_FOR_PARTITION or UNKNOWN_LEADER_EPOCH. Right after a
+// failover that most often means the leader has not yet applied the
+// metadata entry that made it leader, which this follower already has;
+// it will within milliseconds, and until this follower fetches again an
+// acks=all produce to the new leader waits for it. Such answers are
+// asked again after 50 ms, up to ten times in a row (quick counts them),
+// then after the backoff.
+func (f *fetcher) retryAfter(err error, backoff time.Duration, quick *int) time.Duration {
+	behind := errors.Is(err, kerr.NotLeaderForPartition) || errors.Is(err, kerr.UnknownLeaderEpoch)
+	if !behind || backoff <= leaderBehindRetry || *quick >= leaderBehindMaxRetries {
+		return backoff
+	}
+	*quick++
+	return leaderBehindRetry
 }
 
 // newClient is the fetcher's client of its leader: a connection of its

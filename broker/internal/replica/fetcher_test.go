@@ -2,7 +2,12 @@ package replica
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/gregorbroker/gregor/broker/internal/partition"
 	"github.com/gregorbroker/gregor/config"
@@ -26,5 +31,34 @@ func TestReconcileAfterCloseStartsNothing(t *testing.T) {
 	m.mu.Unlock()
 	if n != 0 {
 		t.Fatalf("%d fetchers after a reconcile following Close, want 0", n)
+	}
+}
+
+// A leader that answers NOT_LEADER_FOR_PARTITION or UNKNOWN_LEADER_EPOCH
+// (most often one that has not yet applied its new leadership) is asked
+// again after 50 ms, ten times in a row at most; any other error waits
+// the whole replica.fetch.backoff.ms.
+func TestRetryAfterLeaderBehind(t *testing.T) {
+	f := &fetcher{}
+	const backoff = time.Second
+	behind := errors.Join(errors.New("other partition"), fmt.Errorf("fetch t-0 from leader: %w", kerr.NotLeaderForPartition))
+	quick := 0
+	for i := range leaderBehindMaxRetries {
+		if d := f.retryAfter(behind, backoff, &quick); d != leaderBehindRetry {
+			t.Fatalf("try %d: wait %v, want %v", i, d, leaderBehindRetry)
+		}
+	}
+	if d := f.retryAfter(behind, backoff, &quick); d != backoff {
+		t.Fatalf("after %d quick tries: wait %v, want %v", leaderBehindMaxRetries, d, backoff)
+	}
+	quick = 0
+	if d := f.retryAfter(fmt.Errorf("offset for leader epoch: %w", kerr.UnknownLeaderEpoch), backoff, &quick); d != leaderBehindRetry || quick != 1 {
+		t.Fatalf("UNKNOWN_LEADER_EPOCH: wait %v (quick %d), want %v (1)", d, quick, leaderBehindRetry)
+	}
+	if d := f.retryAfter(kerr.FencedLeaderEpoch, backoff, &quick); d != backoff {
+		t.Fatalf("FENCED_LEADER_EPOCH: wait %v, want %v", d, backoff)
+	}
+	if d := f.retryAfter(kerr.NotLeaderForPartition, 20*time.Millisecond, &quick); d != 20*time.Millisecond {
+		t.Fatalf("a backoff shorter than the quick retry: wait %v, want 20ms", d)
 	}
 }

@@ -280,6 +280,7 @@ func main() {
 	flag.IntVar(&o.cluster.replRounds, "replicated-rounds", 3, "rounds of -replicated (RF 3 and RF 1 taking turns going first)")
 	flag.BoolVar(&o.cluster.failover, "failover", false, "instead of the comparison, measure leader failover on the three-node cluster of scripts/cluster.sh (SIGKILL of the leader to the next acknowledged write)")
 	flag.IntVar(&o.cluster.kills, "failover-kills", 6, "leader kills of -failover")
+	flag.BoolVar(&o.cluster.killController, "failover-controller", false, "with -failover, make the partition's leader the active controller before each kill")
 	flag.BoolVar(&o.cluster.groups, "groups", false, "instead of the comparison, measure KIP-848 groups becoming stable (raw ConsumerGroupHeartbeat members) on a single gregor")
 	flag.StringVar(&o.cluster.groupSizes, "groups-sizes", "100x1000,1000x10000", "comma-separated MEMBERSxPARTITIONS of -groups (partitions in topics of 1,000)")
 	flag.DurationVar(&o.cluster.groupHeartbeat, "groups-heartbeat", 500*time.Millisecond, "group.consumer.heartbeat.interval.ms of -groups (the integration tests' 500 ms; Kafka's default is 5 s)")
