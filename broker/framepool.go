@@ -139,6 +139,21 @@ func sweepFrames() {
 	framePool.sweep = nil
 }
 
+// newFrameCap is the capacity of a fresh buffer for a frame of n bytes
+// when the pool has none that fits, ahead being the bytes already read
+// ahead. A frame of a pooled size up to firstFrameCap gets the whole of
+// its size class, a power of two, so that once pooled the buffer fits
+// every later frame of that class: a producer's frames differ by a record
+// or two, and a buffer of exactly n would fit only those no larger. A
+// larger frame starts at firstFrameCap and grows as its bytes arrive
+// (growFrameCap).
+func newFrameCap(n, ahead int) int {
+	if n >= 1<<minPooledFrameShift && n <= firstFrameCap {
+		return 1 << bits.Len(uint(n-1))
+	}
+	return min(n, max(firstFrameCap, ahead))
+}
+
 // growFrameCap is the capacity readBody grows a frame's buffer to once the
 // bytes received fill it: double, so that no more is allocated than twice
 // what the client sent. A frame of a pooled size may end in a buffer up to
