@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -106,6 +107,7 @@ func handleFetch(s *Server, r *request) (result, error) {
 		return respond(s.finishFetch(plan, out))
 	}
 	out.release()
+	out.recycle()
 	// No lock is held across the wait: another fetch naming the session
 	// meanwhile is answered at once (see broker/internal/fetch).
 	return result{wait: func() kmsg.Response {
@@ -236,7 +238,7 @@ func (s *Server) planIncremental(plan *fetchPlan, reqParts []*fetch.Part, now ti
 // on to finishFetch.
 func (s *Server) readFetch(plan *fetchPlan) fetchRead {
 	b := fetchBudget{remaining: plan.maxBytes, minOne: true}
-	read := fetchRead{parts: make([]kmsg.FetchResponseTopicPartition, len(plan.parts))}
+	read := fetchRead{parts: getFetchParts(len(plan.parts))}
 	if plan.zeroCopy {
 		read.slices = make([]*storage.FileSlice, len(plan.parts))
 	}
@@ -434,6 +436,36 @@ type fetchRead struct {
 	full   bool // records were left out for lack of room in the response
 }
 
+// fetchPartsPool keeps the arrays of partition answers that reads fill
+// and finishFetch copies into the response: a consumer's long poll reads
+// once or more per fetch, and at 16 partitions each array is a few KB,
+// after the produce frames the largest allocation of an end-to-end run
+// at 50,000 msg/s (docs/performance.md).
+var fetchPartsPool = sync.Pool{New: func() any { return new([]kmsg.FetchResponseTopicPartition) }}
+
+// getFetchParts returns an array of n partition answers, each to be
+// overwritten.
+func getFetchParts(n int) []kmsg.FetchResponseTopicPartition {
+	p := fetchPartsPool.Get().(*[]kmsg.FetchResponseTopicPartition)
+	if cap(*p) < n {
+		return make([]kmsg.FetchResponseTopicPartition, n)
+	}
+	return (*p)[:n]
+}
+
+// recycle gives the read's array of answers back to fetchPartsPool, once
+// nothing refers to it: finishFetch copied the answers into its
+// response, or the read was released and dropped.
+func (fr *fetchRead) recycle() {
+	if fr.parts == nil {
+		return
+	}
+	clear(fr.parts) // no record data held from the pool
+	parts := fr.parts[:0]
+	fr.parts = nil
+	fetchPartsPool.Put(&parts)
+}
+
 // release unpins the files of a read that will not be sent.
 func (fr *fetchRead) release() {
 	for i, s := range fr.slices {
@@ -495,8 +527,10 @@ func (s *Server) longPoll(plan *fetchPlan, wait time.Duration) fetchRead {
 		select {
 		case <-wake:
 			out.release()
+			out.recycle()
 		case <-timer.C:
 			out.release()
+			out.recycle()
 			return s.readFetch(plan)
 		case <-plan.ctx.Done():
 			return out
@@ -513,6 +547,7 @@ func (s *Server) longPoll(plan *fetchPlan, wait time.Duration) fetchRead {
 // in Kafka. Records in file slices make it a fetch.ZeroCopyResponse, which the
 // connection's writer sends.
 func (s *Server) finishFetch(plan *fetchPlan, read fetchRead) kmsg.Response {
+	defer read.recycle() // every answer is copied into resp
 	resp := plan.req.ResponseKind().(*kmsg.FetchResponse)
 	// Slices left out of the answer are released after the session's
 	// lock, which is never held while taking a storage lock.

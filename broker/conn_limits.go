@@ -296,7 +296,7 @@ func (fr *frameReader) readSize(max int32) (int32, error) {
 func (fr *frameReader) readBody(n int32) ([]byte, error) {
 	frame := getFrameBuf(int(n))
 	if frame == nil {
-		frame = make([]byte, 0, min(int(n), max(firstFrameCap, fr.w-fr.r)))
+		frame = make([]byte, 0, newFrameCap(int(n), fr.w-fr.r))
 	}
 	k := min(int(n), fr.w-fr.r)
 	frame = append(frame, (*fr.ahead)[fr.r:fr.r+k]...)

@@ -2,9 +2,12 @@ package broker
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -12,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/gregorbroker/gregor/broker/internal/partition"
+	"github.com/gregorbroker/gregor/vfs"
 )
 
 // TestOffsetForLeaderEpoch: after appends in epoch 0, the partition's
@@ -97,4 +101,59 @@ func waitEpochCheckpoint(t *testing.T, dir, want string) {
 		}
 	}
 	t.Fatalf("leader-epoch-checkpoint %q %v, want %q", data, err, want)
+}
+
+// TestDeferredEpochCheckpointsSideBySide: the background writer writes
+// the deferred leader-epoch-checkpoints of a new topic's partitions side
+// by side, not one after another: each write holds its partition's lock
+// for its fsyncs, and a producer to all of the topic's partitions waited
+// for each in turn. The filesystem holds each checkpoint fsync 300 ms and
+// counts how many run at once.
+func TestDeferredEpochCheckpointsSideBySide(t *testing.T) {
+	const parts = 8
+	var (
+		mu             sync.Mutex
+		inFlight, most int
+	)
+	fsys := vfs.NewFaulty(vfs.Default, func(op vfs.Op, path string) error {
+		if op != vfs.OpSync || !strings.Contains(path, partition.EpochCheckpointFile) {
+			return nil
+		}
+		mu.Lock()
+		inFlight++
+		most = max(most, inFlight)
+		mu.Unlock()
+		time.Sleep(300 * time.Millisecond)
+		mu.Lock()
+		inFlight--
+		mu.Unlock()
+		return nil
+	})
+	dir := t.TempDir()
+	s, err := New(testConfig(t, dir), Options{Logger: testLogger(), FS: fsys})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	ts := &testServer{Server: s, dir: dir, addr: s.Addr().String()}
+	createTopic(t, ts.admin(t), "epw", parts, nil)
+	cl := ts.client(t, kgo.DefaultProduceTopic("epw"), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	var recs []*kgo.Record
+	for i := range int32(parts) {
+		recs = append(recs, &kgo.Record{Topic: "epw", Partition: i, Value: []byte("v")})
+	}
+	if err := cl.ProduceSync(testContext(t), recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	for i := range parts {
+		waitEpochCheckpoint(t, filepath.Join(dir, fmt.Sprintf("epw-%d", i)), "0\n1\n0 0\n")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if most < 2 {
+		t.Errorf("at most %d checkpoint fsync ran at once for %d new partitions: written one after another", most, parts)
+	}
 }

@@ -611,7 +611,7 @@ func (l *Log) flushLocked() error {
 				l.mu.Unlock()
 				return err
 			}
-			toSync = append(toSync, syncing{s, s.openFilesLocked()})
+			toSync = append(toSync, syncing{s, s.flushFilesLocked()})
 			s.unsynced = false
 		} else if i < len(segs)-1 {
 			// Rolled and synced: nothing writes its indexes again.

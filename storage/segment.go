@@ -103,6 +103,11 @@ type segment struct {
 	rollTsKnown       bool
 	created           int64 // ms; for segment.ms when batches carry no timestamp
 	unsynced          bool  // written since the last fsync
+	// Index files written or trimmed since a flush last fsynced them
+	// (flushFilesLocked): an fsync of a file with nothing new still costs
+	// the disk a cache flush, and with flush.messages=1 most flushes add
+	// no index entry.
+	idxDirty, timeDirty, txnDirty bool
 
 	// The transaction index (txnindex.go): txnIdx and txnLoaded are
 	// guarded by mu, loaded on first use; txnFile and txnPersisted are
@@ -417,12 +422,14 @@ func (s *segment) persistIndexesLocked() error {
 		return err
 	}
 	if len(offNew) > 0 {
+		s.idxDirty = true
 		if _, err := s.idxFile.WriteAt(appendOffsetEntries(nil, offNew), int64(s.offPersisted)*offsetEntrySize); err != nil {
 			return fmt.Errorf("write %s: %w", s.idxFile.Name(), err)
 		}
 		s.offPersisted += len(offNew)
 	}
 	if len(timeNew) > 0 {
+		s.timeDirty = true
 		if _, err := s.timeFile.WriteAt(appendTimeEntries(nil, timeNew), int64(s.timePersisted)*timeEntrySize); err != nil {
 			return fmt.Errorf("write %s: %w", s.timeFile.Name(), err)
 		}
@@ -449,11 +456,13 @@ func (s *segment) openIndexFiles() error {
 	}
 	var err error
 	if s.idxFile == nil {
+		s.idxDirty = true
 		if s.idxFile, err = open(indexSuffix, s.offPersisted, offsetEntrySize); err != nil {
 			return err
 		}
 	}
 	if s.timeFile == nil {
+		s.timeDirty = true
 		if s.timeFile, err = open(timeIndexSuffix, s.timePersisted, timeEntrySize); err != nil {
 			return err
 		}
@@ -469,6 +478,30 @@ func (s *segment) openFilesLocked() []vfs.File {
 	for _, f := range []vfs.File{s.log, s.idxFile, s.timeFile, s.txnFile} {
 		if f != nil {
 			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// flushFilesLocked lists the files a flush of the segment fsyncs: the
+// .log, and each open index file written or trimmed since a flush last
+// listed it, which it then counts as synced (a failed fsync makes the
+// log's error sticky, so nothing is acknowledged over it). A roll syncs
+// every open file (openFilesLocked), since it moves the recovery point
+// without waiting for a flush in progress. The caller holds Log.mu and
+// Log.flushMu.
+func (s *segment) flushFilesLocked() []vfs.File {
+	var out []vfs.File
+	if s.log != nil {
+		out = append(out, s.log)
+	}
+	for _, f := range []struct {
+		file  vfs.File
+		dirty *bool
+	}{{s.idxFile, &s.idxDirty}, {s.timeFile, &s.timeDirty}, {s.txnFile, &s.txnDirty}} {
+		if f.file != nil && *f.dirty {
+			out = append(out, f.file)
+			*f.dirty = false
 		}
 	}
 	return out

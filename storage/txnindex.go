@@ -177,6 +177,7 @@ func (s *segment) persistTxnIndexLocked() error {
 	if err := s.openTxnFile(); err != nil {
 		return err
 	}
+	s.txnDirty = true
 	if _, err := s.txnFile.WriteAt(appendAbortedTxns(nil, fresh), int64(s.txnPersisted)*abortedTxnSize); err != nil {
 		return fmt.Errorf("write %s: %w", s.txnFile.Name(), err)
 	}
@@ -190,6 +191,7 @@ func (s *segment) openTxnFile() error {
 	if s.txnFile != nil {
 		return nil
 	}
+	s.txnDirty = true
 	name := s.path(txnIndexSuffix)
 	f, err := s.fsys.OpenFile(name, os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
