@@ -143,7 +143,10 @@ func (s *Server) appendPartition(req *kmsg.ProduceRequest, ver *produceVerificat
 	if code, msg := ver.failure(name, rp.Partition); code != 0 {
 		sp.ErrorCode = code
 		if msg != "" {
-			sp.ErrorMessage = &msg
+			// A copy: taking msg's own address would move it to the
+			// heap on every call, one allocation per partition.
+			m := msg
+			sp.ErrorMessage = &m
 		}
 		return sp, nil, produceFlush{}
 	}

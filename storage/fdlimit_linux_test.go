@@ -17,9 +17,10 @@ func TestSegmentFileBound(t *testing.T) {
 		nofile uint64
 		want   int
 	}{
-		{0, 2000},       // unknown: the fixed default
-		{1 << 20, 2000}, // a large limit: the default still bounds
-		{4000, 2000},
+		{0, 2000},        // unknown: the fixed default
+		{1 << 20, 50000}, // a large limit: the cap bounds
+		{100001, 50000},
+		{20000, 10000}, // this machine's limit: 10,000 partitions written at once keep their files
 		{3999, 1999},
 		{1024, 512}, // a container's limit: half for the segments
 		{20, 16},    // the floor

@@ -292,30 +292,38 @@ type fdCache struct {
 	sweeping atomic.Bool
 }
 
-// Defaults of the fdCache: enough open files for every partition of a busy
-// broker's produce (1,000 partitions appended to at once reopen nothing),
-// few enough that 10,000 partitions stay far under a descriptor limit of
-// 20,000 with their connections.
+// Defaults of the fdCache. The bound is half the descriptor limit, so that
+// every partition a busy broker produces to keeps its file open: a
+// produce to 10,000 partitions under a bound of 2,000 reopened a file for
+// nearly every batch, and the cache synced each one it closed (a written
+// file is synced before its descriptor goes), which was 28% of the
+// broker's CPU (issue 17, session 9). The other half stays for sockets,
+// index files and checkpoints. Idle files still close after a minute, so
+// idle partitions hold none.
 const (
-	defaultMaxOpenSegmentFiles = 2000
-	defaultSegmentFileIdle     = 60 * time.Second
+	// maxOpenSegmentFilesCap bounds the default however high the limit.
+	maxOpenSegmentFilesCap = 50_000
+	defaultSegmentFileIdle = 60 * time.Second
 	// minOpenSegmentFiles is the bound's floor however low the
 	// descriptor limit: below it every produce to a few partitions would
 	// reopen files.
 	minOpenSegmentFiles = 16
+	// unknownLimitOpenSegmentFiles is the bound where the descriptor
+	// limit is not an rlimit.
+	unknownLimitOpenSegmentFiles = 2000
 )
 
 // segmentFileBound is the bound on open segment files when the config sets
-// none: 2,000, or half the process's descriptor limit when that is lower,
-// so that a broker under a limit of 1,024 (a container's, a systemd
-// unit's) leaves the other half to its sockets, index files, checkpoints
-// and metadata log instead of failing accepts and opens with EMFILE once
-// its segments take them all.
+// none: half the process's descriptor limit (so that under a limit of
+// 1,024, a container's or a systemd unit's, the segments leave the other
+// half to the sockets, index files, checkpoints and metadata log instead
+// of failing accepts and opens with EMFILE), at least 16 and at most
+// 50,000; 2,000 when the limit is unknown.
 func segmentFileBound(nofile uint64) int {
-	if nofile == 0 || nofile/2 >= defaultMaxOpenSegmentFiles {
-		return defaultMaxOpenSegmentFiles
+	if nofile == 0 {
+		return unknownLimitOpenSegmentFiles
 	}
-	return max(int(nofile/2), minOpenSegmentFiles)
+	return int(max(min(nofile/2, maxOpenSegmentFilesCap), minOpenSegmentFiles))
 }
 
 func newFDCache(max int, idle time.Duration) *fdCache {

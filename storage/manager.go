@@ -63,8 +63,9 @@ type ManagerConfig struct {
 	LoadProgressInterval time.Duration
 	// MaxOpenSegmentFiles bounds the segment .log files held open at
 	// once: past it the least recently used idle ones are closed, and
-	// they reopen on their next read or write (logfile.go). 0 means 2,000,
-	// or half the process's RLIMIT_NOFILE when that is lower.
+	// they reopen on their next read or write (logfile.go). 0 means half
+	// the process's RLIMIT_NOFILE, at least 16 and at most 50,000 (2,000
+	// where the limit is unknown).
 	MaxOpenSegmentFiles int
 	// SegmentFileIdle is how long a segment's .log stays open unused
 	// before it is closed; 0 means one minute.

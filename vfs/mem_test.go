@@ -373,3 +373,53 @@ func TestMemConcurrent(t *testing.T) {
 		t.Fatalf("synced data lost: len %d", len(b))
 	}
 }
+
+// TestReplaceFileCrash: ReplaceFile leaves a file that a crash finds
+// whole, old or new, never half written: without a later SyncDir the
+// rename is lost (a new file is absent again, a replaced one holds its old
+// contents), and after one the new contents survive.
+func TestReplaceFileCrash(t *testing.T) {
+	m := NewMem()
+	if err := m.MkdirAll("d", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.SyncDir("."); err != nil {
+		t.Fatal(err)
+	}
+	read := func(name string) (string, error) {
+		b, err := ReadFile(m, name)
+		return string(b), err
+	}
+	if err := ReplaceFile(m, "d/new", []byte("first")); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := read("d/new"); err != nil || got != "first" {
+		t.Fatalf("before the crash: %q %v", got, err)
+	}
+	m.Crash()
+	if got, err := read("d/new"); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("a new file whose directory was not synced survived the crash: %q %v", got, err)
+	}
+
+	if err := WriteFileAtomic(m, "d/old", []byte("old contents")); err != nil {
+		t.Fatal(err)
+	}
+	if err := ReplaceFile(m, "d/old", []byte("new")); err != nil {
+		t.Fatal(err)
+	}
+	m.Crash()
+	if got, err := read("d/old"); err != nil || got != "old contents" {
+		t.Fatalf("replaced without the directory's sync, after the crash: %q %v, want the old contents", got, err)
+	}
+
+	if err := ReplaceFile(m, "d/old", []byte("new")); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.SyncDir("d"); err != nil {
+		t.Fatal(err)
+	}
+	m.Crash()
+	if got, err := read("d/old"); err != nil || got != "new" {
+		t.Fatalf("replaced, directory synced later, after the crash: %q %v", got, err)
+	}
+}

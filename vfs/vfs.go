@@ -128,6 +128,19 @@ func ReadFile(fsys FS, name string) ([]byte, error) {
 // either its old contents or data, never a mix: it writes a temporary file,
 // syncs it, renames it over name and syncs the directory.
 func WriteFileAtomic(fsys FS, name string, data []byte) error {
+	if err := ReplaceFile(fsys, name, data); err != nil {
+		return err
+	}
+	return fsys.SyncDir(filepath.Dir(name))
+}
+
+// ReplaceFile is WriteFileAtomic without the directory's sync: after a
+// crash the file holds either its old contents or data, never a mix, but
+// which of the two is up to whether the directory was synced since (a
+// later WriteFileAtomic in it syncs it). It is for a file whose old
+// contents mean the same as data, where the directory's sync would buy
+// nothing.
+func ReplaceFile(fsys FS, name string, data []byte) error {
 	tmp := name + ".tmp"
 	f, err := fsys.Create(tmp)
 	if err != nil {
@@ -144,8 +157,5 @@ func WriteFileAtomic(fsys FS, name string, data []byte) error {
 	if err := f.Close(); err != nil {
 		return err
 	}
-	if err := fsys.Rename(tmp, name); err != nil {
-		return err
-	}
-	return fsys.SyncDir(filepath.Dir(name))
+	return fsys.Rename(tmp, name)
 }

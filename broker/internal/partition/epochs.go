@@ -117,9 +117,13 @@ func (p *Partition) noteLeaderEpochLocked(epoch int32) error {
 
 // WriteEpochsLocked writes the epoch cache to the partition's
 // leader-epoch-checkpoint, atomically and durably. The caller holds p.Mu.
-func (p *Partition) WriteEpochsLocked() error {
+func (p *Partition) WriteEpochsLocked() error { return p.writeEpochsLocked(vfs.WriteFileAtomic) }
+
+// writeEpochsLocked writes the epoch cache with write, WriteFileAtomic or
+// (for a deferred first epoch) ReplaceFile. The caller holds p.Mu.
+func (p *Partition) writeEpochsLocked(write func(vfs.FS, string, []byte) error) error {
 	path := filepath.Join(p.Log.Dir(), EpochCheckpointFile)
-	if err := vfs.WriteFileAtomic(p.Env.FS, path, encodeEpochCheckpoint(p.Epochs)); err != nil {
+	if err := write(p.Env.FS, path, encodeEpochCheckpoint(p.Epochs)); err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
 	p.epochFileAbsent = false
@@ -143,6 +147,16 @@ func (p *Partition) WriteDeferredEpochs() error {
 	defer p.Mu.Unlock()
 	if !p.epochsUnwritten.Load() || p.Log.Closed() {
 		return nil
+	}
+	if len(p.Epochs) == 1 && p.epochFileAbsent {
+		// Still the first epoch only, which a restart without the
+		// file rebuilds from the batches (EpochsLocked): whether the
+		// rename survives a crash does not matter, so the directory is
+		// not synced (an fsync per new partition, 10% of the broker's
+		// CPU in a produce to 10,000 new partitions). The file itself
+		// is synced before the rename, so it is never found half
+		// written. The next epoch's write syncs the directory.
+		return p.writeEpochsLocked(vfs.ReplaceFile)
 	}
 	return p.WriteEpochsLocked()
 }
