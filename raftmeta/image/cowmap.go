@@ -22,18 +22,23 @@ var cowSeed = maphash.MakeSeed()
 type cowMap[K comparable, V any] struct {
 	shards *[cowShards]map[K]V
 	n      int
+	shard  func(K) int // the shard of a key
 }
 
-func newCowMap[K comparable, V any]() cowMap[K, V] {
-	return cowMap[K, V]{shards: &[cowShards]map[K]V{}}
+// newCowMap is an empty cowMap whose keys go to shards by shard, which
+// must be fast (maphash.Comparable, generic, made Apply 3x slower).
+func newCowMap[K comparable, V any](shard func(K) int) cowMap[K, V] {
+	return cowMap[K, V]{shards: &[cowShards]map[K]V{}, shard: shard}
 }
 
-func shardOf[K comparable](k K) int {
-	return int(maphash.Comparable(cowSeed, k) % cowShards)
-}
+// nameShard is the shard of a topic name.
+func nameShard(s string) int { return int(maphash.String(cowSeed, s) % cowShards) }
+
+// idShard is the shard of a topic id, which is random already.
+func idShard(id [16]byte) int { return int(id[15]^id[7]^id[0]) % cowShards }
 
 func (m cowMap[K, V]) get(k K) (V, bool) {
-	v, ok := m.shards[shardOf(k)][k]
+	v, ok := m.shards[m.shard(k)][k]
 	return v, ok
 }
 
@@ -81,7 +86,7 @@ type cowWriter[K comparable, V any] struct {
 }
 
 func (w *cowWriter[K, V]) shard(k K) map[K]V {
-	i := shardOf(k)
+	i := w.m.shard(k)
 	if !w.ownArray {
 		arr := *w.m.shards
 		w.m.shards = &arr

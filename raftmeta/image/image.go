@@ -78,9 +78,9 @@ type BrokerImage struct {
 func NewImage(clusterID string) *Image {
 	return &Image{
 		ClusterID:     clusterID,
-		topics:        newCowMap[string, *TopicImage](),
-		topicIDs:      newCowMap[[16]byte, *TopicImage](),
-		normNames:     newCowMap[string, string](),
+		topics:        newCowMap[string, *TopicImage](nameShard),
+		topicIDs:      newCowMap[[16]byte, *TopicImage](idShard),
+		normNames:     newCowMap[string, string](nameShard),
 		brokers:       map[int32]*BrokerImage{},
 		brokerConfigs: map[string]map[string]string{},
 		groupConfigs:  map[string]map[string]string{},
@@ -648,7 +648,7 @@ type TopicsDiff struct {
 // lookup per topic.
 func DiffTopics(prev, next *Image) TopicsDiff {
 	var d TopicsDiff
-	prevIDs := newCowMap[[16]byte, *TopicImage]()
+	prevIDs := newCowMap[[16]byte, *TopicImage](idShard)
 	if prev != nil {
 		prevIDs = prev.topicIDs
 	}
