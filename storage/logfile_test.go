@@ -267,11 +267,16 @@ func TestFileSlicesRaceTheCloser(t *testing.T) {
 
 // TestIdleCloseSyncsFirst: a .log closed by the cache while it held
 // unsynced appends was synced first, so the appends survive a crash even
-// though the log itself never flushed.
+// though the log never flushed them. (The log is flushed once while
+// empty: that syncs its creation, which CreateLogs leaves to the first
+// flush.)
 func TestIdleCloseSyncsFirst(t *testing.T) {
 	mem := vfs.NewMem()
 	m := openBoundedManager(t, mem, testDir, 100, time.Hour)
 	l := createTestLog(t, m, smallConfig(1<<20, 4096))
+	if err := l.Flush(); err != nil {
+		t.Fatal(err)
+	}
 	var want []appended
 	for i := range 5 {
 		want = append(want, mustAppend(t, l, batchOf(2, int64(i), 40), 0))

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"maps"
 	"math"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -463,12 +464,14 @@ type LogSpec struct {
 
 // CreateLogs is GetOrCreateLog for many logs: logs[i] or errs[i] is the
 // outcome of specs[i]. The new logs are made outside m.mu, several at a
-// time, and each log dir that gained some is fsynced once for all of
-// them rather than once per log: the directory entries of a batch of new
-// partitions are durable together before any of them is returned (a
-// created log survives a crash). Every log of the batch is visible to
-// Log and Logs only once the batch is done. A log another CreateLogs is
-// making is waited for and returned.
+// time, without an fsync: a new log's files and directory entry are made
+// durable by its first flush or roll, before any record appended to it
+// is (Log.syncEntry), as Kafka flushes a new log's directory and
+// partition.metadata lazily. Until then a power loss may take an empty
+// log away, and the broker makes it again from the metadata (which is
+// durable) when it starts. Every log of the batch is visible to Log and
+// Logs only once the batch is done. A log another CreateLogs is making is
+// waited for and returned.
 func (m *Manager) CreateLogs(specs []LogSpec) ([]*Log, []error) {
 	logs := make([]*Log, len(specs))
 	errs := make([]error, len(specs))
@@ -578,29 +581,9 @@ func (m *Manager) CreateLogs(specs []LogSpec) ([]*Log, []error) {
 	close(next)
 	wg.Wait()
 
-	// One fsync per log dir makes the new partition directories' entries
-	// durable; a log whose dir cannot be synced is not created.
-	synced := map[string]error{}
-	for _, j := range jobs {
-		if logs[j.i] == nil {
-			continue
-		}
-		err, done := synced[j.parent]
-		if !done {
-			err = m.fsys.SyncDir(j.parent)
-			synced[j.parent] = err
-		}
-		if err != nil {
-			sp := specs[j.i]
-			logs[j.i].close(false)
-			logs[j.i] = nil
-			errs[j.i] = fmt.Errorf("create log %s: %w", TopicPartition{Topic: sp.Topic, Partition: sp.Partition}, err)
-			m.mu.Lock()
-			m.removeHalfMadeLocked(j.dir)
-			m.mu.Unlock()
-		}
-	}
-
+	// Nothing is synced here: a new log's directory entry and
+	// partition.metadata become durable at its first flush or roll
+	// (Log.syncEntry), before anything appended to it is.
 	m.mu.Lock()
 	for _, j := range jobs {
 		sp := specs[j.i]
@@ -699,8 +682,7 @@ func (m *Manager) DirOffline(dir string) bool {
 }
 
 // createLog makes a new log in dir, a directory of parent that does not
-// exist, without syncing parent (the caller does, once for a batch). It
-// runs without m.mu.
+// exist, without syncing anything (see CreateLogs). It runs without m.mu.
 func (m *Manager) createLog(parent, dir string, tp TopicPartition, topicID [16]byte, cfg LogConfig) (*Log, error) {
 	if err := m.fsys.MkdirAll(dir, 0o755); err != nil {
 		m.removeHalfMade(dir)
@@ -754,7 +736,8 @@ func (m *Manager) removeHalfMadeLocked(dir string) bool {
 	return true
 }
 
-// createLogIn makes the files of a new log in dir, which exists.
+// createLogIn makes the files of a new log in dir, which exists. None is
+// synced: the log's first flush syncs them (entryUnsynced).
 func (m *Manager) createLogIn(parent, dir string, tp TopicPartition, topicID [16]byte, cfg LogConfig) (*Log, error) {
 	now := m.nowMs()
 	seg, err := createSegment(m.fsys, m.files, dir, 0, now)
@@ -762,22 +745,34 @@ func (m *Manager) createLogIn(parent, dir string, tp TopicPartition, topicID [16
 		return nil, err
 	}
 	seg.rollJitterMs = cfg.normalized().randomSegmentJitter()
-	// partition.metadata goes last: the directory sync that makes its
-	// rename durable covers the segment's new files too, one fsync of the
-	// directory where there were two (CreateTopics of one partition:
-	// 4 fsyncs where there were 5, the metadata log's included).
 	if topicID != ([16]byte{}) {
-		err = vfs.WriteFileAtomic(m.fsys, filepath.Join(dir, partitionMetadataFile), encodePartitionMetadata(topicID))
-	} else {
-		err = m.fsys.SyncDir(dir)
-	}
-	if err != nil {
-		seg.close()
-		return nil, err
+		// Written in place, not through a synced temporary file: the
+		// directory is new, so there is nothing to replace, and a file
+		// a power loss leaves empty or short is read as no topic id
+		// (readPartitionMetadata), which the broker records again.
+		if err := writeNewFile(m.fsys, filepath.Join(dir, partitionMetadataFile), encodePartitionMetadata(topicID)); err != nil {
+			seg.close()
+			return nil, err
+		}
 	}
 	l := m.newLog(parent, tp, []*segment{seg}, cfg)
 	l.topicID = topicID
+	l.entryUnsynced = true
 	return l, nil
+}
+
+// writeNewFile creates name, which must not exist, with data, without
+// syncing it.
+func writeNewFile(fsys vfs.FS, name string, data []byte) error {
+	f, err := fsys.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 // newLog assembles a Log over loaded segments; the caller sets the offsets.

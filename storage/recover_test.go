@@ -63,6 +63,12 @@ func TestCrashKeepsExactlyWhatWasSynced(t *testing.T) {
 			m2 := openTestManager(t, fsys)
 			defer m2.Close()
 			l2, ok := m2.Log("orders", 0)
+			if !ok && tt.wantBatches == 0 {
+				// Nothing was synced, not even the log's creation
+				// (CreateLogs): the broker makes it again from the
+				// metadata when it starts.
+				return
+			}
 			if !ok {
 				t.Fatal("log lost")
 			}

@@ -19,9 +19,9 @@ type Image struct {
 	ClusterID string
 
 	offset         uint64
-	topics         map[string]*TopicImage
-	topicIDs       map[[16]byte]*TopicImage
-	normNames      map[string]string // unified name -> topic, for names with '.' or '_'
+	topics         cowMap[string, *TopicImage]
+	topicIDs       cowMap[[16]byte, *TopicImage]
+	normNames      cowMap[string, string] // unified name -> topic, for names with '.' or '_'
 	brokers        map[int32]*BrokerImage
 	brokerConfigs  map[string]map[string]string
 	groupConfigs   map[string]map[string]string // by group id (KIP-848/932 group configs)
@@ -78,9 +78,9 @@ type BrokerImage struct {
 func NewImage(clusterID string) *Image {
 	return &Image{
 		ClusterID:     clusterID,
-		topics:        map[string]*TopicImage{},
-		topicIDs:      map[[16]byte]*TopicImage{},
-		normNames:     map[string]string{},
+		topics:        newCowMap[string, *TopicImage](nameShard),
+		topicIDs:      newCowMap[[16]byte, *TopicImage](idShard),
+		normNames:     newCowMap[string, string](nameShard),
 		brokers:       map[int32]*BrokerImage{},
 		brokerConfigs: map[string]map[string]string{},
 		groupConfigs:  map[string]map[string]string{},
@@ -93,39 +93,37 @@ func (img *Image) Offset() uint64 { return img.offset }
 
 // Topic returns the topic with the given name.
 func (img *Image) Topic(name string) (*TopicImage, bool) {
-	t, ok := img.topics[name]
+	t, ok := img.topics.get(name)
 	return t, ok
 }
 
 // TopicByID returns the topic with the given ID.
 func (img *Image) TopicByID(id [16]byte) (*TopicImage, bool) {
-	t, ok := img.topicIDs[id]
+	t, ok := img.topicIDs.get(id)
 	return t, ok
 }
 
 // NumTopics returns the number of topics.
-func (img *Image) NumTopics() int { return len(img.topics) }
+func (img *Image) NumTopics() int { return img.topics.len() }
 
 // TopicNames returns the names of all topics, sorted.
 func (img *Image) TopicNames() []string {
-	names := slices.Collect(maps.Keys(img.topics))
+	names := slices.Collect(img.topics.keys())
 	sort.Strings(names)
 	return names
 }
 
 // Topics returns all topics sorted by name.
 func (img *Image) Topics() []*TopicImage {
-	ts := make([]*TopicImage, 0, len(img.topics))
-	for _, name := range img.TopicNames() {
-		ts = append(ts, img.topics[name])
-	}
+	ts := slices.Collect(img.topics.values())
+	slices.SortFunc(ts, func(a, b *TopicImage) int { return strings.Compare(a.Name, b.Name) })
 	return ts
 }
 
 // AllTopics yields every topic in no particular order, for a reader that
 // needs no sorting.
 func (img *Image) AllTopics() iter.Seq[*TopicImage] {
-	return maps.Values(img.topics)
+	return img.topics.values()
 }
 
 // CollidingTopic returns an existing topic whose name differs from name but
@@ -135,7 +133,7 @@ func (img *Image) CollidingTopic(name string) (string, bool) {
 	if !HasCollisionChars(name) {
 		return "", false
 	}
-	other, ok := img.normNames[UnifyCollisionChars(name)]
+	other, ok := img.normNames.get(UnifyCollisionChars(name))
 	if !ok || other == name {
 		return "", false
 	}
@@ -259,6 +257,11 @@ type imageBuilder struct {
 	ownACLs                                              bool
 	ownGroupConfigs                                      bool
 	ownedTopics                                          map[[16]byte]bool
+
+	// The topic maps' writers, set up by topicsW.
+	topics    cowWriter[string, *TopicImage]
+	topicIDs  cowWriter[[16]byte, *TopicImage]
+	normNames cowWriter[string, string]
 }
 
 func newImageBuilder(base *Image) *imageBuilder {
@@ -268,9 +271,9 @@ func newImageBuilder(base *Image) *imageBuilder {
 
 func (b *imageBuilder) topicsW() {
 	if !b.ownTopics {
-		b.next.topics = maps.Clone(b.next.topics)
-		b.next.topicIDs = maps.Clone(b.next.topicIDs)
-		b.next.normNames = maps.Clone(b.next.normNames)
+		b.topics = cowWriter[string, *TopicImage]{m: &b.next.topics}
+		b.topicIDs = cowWriter[[16]byte, *TopicImage]{m: &b.next.topicIDs}
+		b.normNames = cowWriter[string, string]{m: &b.next.normNames}
 		b.ownedTopics = map[[16]byte]bool{}
 		b.ownTopics = true
 	}
@@ -278,7 +281,7 @@ func (b *imageBuilder) topicsW() {
 
 // topicW returns a topic that this builder may modify.
 func (b *imageBuilder) topicW(id [16]byte) (*TopicImage, error) {
-	t, ok := b.next.topicIDs[id]
+	t, ok := b.next.topicIDs.get(id)
 	if !ok {
 		return nil, fmt.Errorf("unknown topic ID %s", UUIDString(id))
 	}
@@ -292,8 +295,8 @@ func (b *imageBuilder) topicW(id [16]byte) (*TopicImage, error) {
 		Partitions: slices.Clone(t.Partitions),
 		Configs:    maps.Clone(t.Configs),
 	}
-	b.next.topics[c.Name] = c
-	b.next.topicIDs[c.ID] = c
+	b.topics.set(c.Name, c)
+	b.topicIDs.set(c.ID, c)
 	b.ownedTopics[id] = true
 	return c, nil
 }
@@ -356,10 +359,10 @@ func (b *imageBuilder) applyTopic(r *TopicRecord) error {
 	if r.ID == ([16]byte{}) {
 		return fmt.Errorf("topic %s has the zero topic ID", r.Name)
 	}
-	if _, ok := b.next.topics[r.Name]; ok {
+	if _, ok := b.next.topics.get(r.Name); ok {
 		return fmt.Errorf("topic %s already exists", r.Name)
 	}
-	if _, ok := b.next.topicIDs[r.ID]; ok {
+	if _, ok := b.next.topicIDs.get(r.ID); ok {
 		return fmt.Errorf("topic ID %s already exists", UUIDString(r.ID))
 	}
 	if other, ok := b.next.CollidingTopic(r.Name); ok {
@@ -367,11 +370,11 @@ func (b *imageBuilder) applyTopic(r *TopicRecord) error {
 	}
 	b.topicsW()
 	t := &TopicImage{Name: r.Name, ID: r.ID, Configs: map[string]string{}}
-	b.next.topics[t.Name] = t
-	b.next.topicIDs[t.ID] = t
+	b.topics.set(t.Name, t)
+	b.topicIDs.set(t.ID, t)
 	b.ownedTopics[t.ID] = true
 	if HasCollisionChars(t.Name) {
-		b.next.normNames[UnifyCollisionChars(t.Name)] = t.Name
+		b.normNames.set(UnifyCollisionChars(t.Name), t.Name)
 	}
 	return nil
 }
@@ -504,16 +507,16 @@ func (b *imageBuilder) applyPartitionChange(r *PartitionChangeRecord) error {
 }
 
 func (b *imageBuilder) applyRemoveTopic(r *RemoveTopicRecord) error {
-	t, ok := b.next.topicIDs[r.TopicID]
+	t, ok := b.next.topicIDs.get(r.TopicID)
 	if !ok {
 		return fmt.Errorf("unknown topic ID %s", UUIDString(r.TopicID))
 	}
 	b.topicsW()
-	delete(b.next.topics, t.Name)
-	delete(b.next.topicIDs, t.ID)
+	b.topics.delete(t.Name)
+	b.topicIDs.delete(t.ID)
 	delete(b.ownedTopics, t.ID)
 	if HasCollisionChars(t.Name) {
-		delete(b.next.normNames, UnifyCollisionChars(t.Name))
+		b.normNames.delete(UnifyCollisionChars(t.Name))
 	}
 	return nil
 }
@@ -524,7 +527,7 @@ func (b *imageBuilder) applyConfig(r *ConfigRecord) error {
 	}
 	switch r.ResourceType {
 	case ResourceTopic:
-		t, ok := b.next.topics[r.ResourceName]
+		t, ok := b.next.topics.get(r.ResourceName)
 		if !ok {
 			return fmt.Errorf("config %s of unknown topic %s", r.Name, r.ResourceName)
 		}
@@ -645,12 +648,12 @@ type TopicsDiff struct {
 // lookup per topic.
 func DiffTopics(prev, next *Image) TopicsDiff {
 	var d TopicsDiff
-	var prevIDs map[[16]byte]*TopicImage
+	prevIDs := newCowMap[[16]byte, *TopicImage](idShard)
 	if prev != nil {
 		prevIDs = prev.topicIDs
 	}
-	for id, t := range next.topicIDs {
-		old, ok := prevIDs[id]
+	for id, t := range next.topicIDs.all() {
+		old, ok := prevIDs.get(id)
 		switch {
 		case !ok:
 			d.Created = append(d.Created, t)
@@ -658,8 +661,8 @@ func DiffTopics(prev, next *Image) TopicsDiff {
 			d.Changed = append(d.Changed, t)
 		}
 	}
-	for id, t := range prevIDs {
-		if _, ok := next.topicIDs[id]; !ok {
+	for id, t := range prevIDs.all() {
+		if _, ok := next.topicIDs.get(id); !ok {
 			d.Deleted = append(d.Deleted, t)
 		}
 	}
