@@ -65,8 +65,14 @@ type clusterOptions struct {
 	// groupTimeline, when not zero, logs the members' progress at this
 	// period while a group becomes stable (groupTimeline).
 	groupTimeline time.Duration
-	profile       string // directory for perf(1) profiles of the brokers; empty for none
-	kafka         bool
+	// groupClients is how many clients (connections) the members share.
+	// A coordinator answers a connection's requests one at a time, as
+	// Kafka's, so fewer connections than members queue heartbeats behind
+	// each other's appends that Java consumers, one connection each,
+	// would not.
+	groupClients int
+	profile      string // directory for perf(1) profiles of the brokers; empty for none
+	kafka        bool
 }
 
 func (c clusterOptions) any() bool { return c.replicated || c.failover || c.groups }
@@ -691,6 +697,23 @@ func groupStable(ctx context.Context, addr, group string, topics []string, size 
 	}); err != nil {
 		return 0, 0, fmt.Errorf("coordinator of %s: %w", group, err)
 	}
+	// Every client connected to the coordinator and knowing it before
+	// the clock starts: the measure is from the first heartbeat, and a
+	// client's first request also dials, asks ApiVersions and finds the
+	// coordinator, which at a load of 20 took most of a second.
+	warmErrs := make([]error, len(cls))
+	var warm sync.WaitGroup
+	for i, cl := range cls[1:] {
+		warm.Go(func() {
+			if _, err := kadm.NewClient(cl).FetchOffsets(ctx, group); err != nil {
+				warmErrs[i] = fmt.Errorf("connect a heartbeat client to the coordinator of %s: %w", group, err)
+			}
+		})
+	}
+	warm.Wait()
+	if err := errors.Join(warmErrs...); err != nil {
+		return 0, 0, err
+	}
 	members := make([]hbMember, size.members)
 	var mu sync.Mutex
 	for i := range members {
@@ -1147,6 +1170,9 @@ func groupsFigures(ctx context.Context, o clusterOptions, work, bin string) ([]f
 	if err != nil {
 		return nil, err
 	}
+	if o.groupClients < 1 {
+		return nil, fmt.Errorf("-groups-clients %d: at least one client", o.groupClients)
+	}
 	hb := strconv.FormatInt(o.groupHeartbeat.Milliseconds(), 10)
 	g, err := harness.Start(bin, work, harness.Options{Props: map[string]string{
 		"group.consumer.min.heartbeat.interval.ms": hb,
@@ -1214,7 +1240,7 @@ func groupsFigures(ctx context.Context, o clusterOptions, work, bin string) ([]f
 				}
 			}
 			stop := profileBrokers(o.profile, name, []int{g.Pid()})
-			took, errs, err := groupStable(ctx, g.Addr, group, use, s, 16, o.groupTimeout, o.groupTimeline)
+			took, errs, err := groupStable(ctx, g.Addr, group, use, s, o.groupClients, o.groupTimeout, o.groupTimeline)
 			stop()
 			if err != nil {
 				return nil, err

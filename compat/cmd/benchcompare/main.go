@@ -287,6 +287,7 @@ func main() {
 	flag.DurationVar(&o.cluster.groupHeartbeat, "groups-heartbeat", 500*time.Millisecond, "group.consumer.heartbeat.interval.ms of -groups (the integration tests' 500 ms; Kafka's default is 5 s)")
 	flag.StringVar(&o.cluster.groupIntervals, "groups-assignment-intervals", "default", "comma-separated group-level consumer.assignment.interval.ms of -groups, each size measured with each: milliseconds, or default for the broker's (Kafka's 1 s)")
 	flag.DurationVar(&o.cluster.groupTimeout, "groups-timeout", 5*time.Minute, "how long a -groups group may take to become stable before the run fails")
+	flag.IntVar(&o.cluster.groupClients, "groups-clients", 16, "how many clients (connections to the coordinator) the -groups members share, round robin")
 	flag.DurationVar(&o.cluster.groupTimeline, "groups-timeline", 0, "with -groups, log the members' progress (joined, member epochs, partitions held, heartbeat round trips) at this period; 0 for none")
 	flag.StringVar(&o.cluster.profile, "profile", "", "with -replicated or -groups, record perf(1) CPU profiles of the gregor processes into this `directory`")
 	verbose := flag.Bool("v", false, "log topic creation and deletion times too")
