@@ -297,6 +297,3 @@ func TestUniformBalancerSameMoves(t *testing.T) {
 		}
 	}
 }
-
-// refBalancerCompare keeps cmp in use when the reference changes.
-var _ = cmp.Compare[int]
