@@ -221,3 +221,36 @@ func BenchmarkConsumerSteadyHeartbeat(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkNextAssignmentLarge is the reconciliation of the first member of
+// a burst of joins, which holds 10,000 partitions of ten topics: taking
+// them all (the first target), then revoking all but ten (the second).
+func BenchmarkNextAssignmentLarge(b *testing.B) {
+	all, ten := tpSet{}, tpSet{}
+	for t := range 10 {
+		id := testTopicID(fmt.Sprintf("t%d", t))
+		for p := range int32(1000) {
+			all[id] = append(all[id], p)
+		}
+		ten[id] = []int32{0}
+	}
+	g := newConsumerGroup("g", 0)
+	joiner := &consumerMember{id: "m", assigned: tpSet{}, revoking: tpSet{}}
+	holder := &consumerMember{id: "m", epoch: 1, assigned: all, revoking: tpSet{}}
+	b.Run("take", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if next := nextAssignment(g, joiner, 1, 1, all, tpSet{}); next.assigned.size() != 10000 {
+				b.Fatalf("took %d partitions, want 10000", next.assigned.size())
+			}
+		}
+	})
+	b.Run("revoke", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if next := nextAssignment(g, holder, 1, 2, ten, all); next.revoking.size() != 9990 {
+				b.Fatalf("revoking %d partitions, want 9990", next.revoking.size())
+			}
+		}
+	})
+}
