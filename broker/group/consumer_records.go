@@ -632,6 +632,14 @@ func (s tpSet) add(id topicID, ps ...int32) {
 	if len(ps) == 0 {
 		return
 	}
+	// One partition past the last is the usual case (nextAssignment walks
+	// sorted lists): appending it needs no sort. Sorting the whole list
+	// for each made a member's reconciliation quadratic in its partitions,
+	// 10,000 for the first member of a burst of joins (issue 17).
+	if cur := s[id]; len(ps) == 1 && (len(cur) == 0 || ps[0] > cur[len(cur)-1]) {
+		s[id] = append(cur, ps[0])
+		return
+	}
 	cur := append(s[id], ps...)
 	slices.Sort(cur)
 	s[id] = slices.Compact(cur)

@@ -405,8 +405,29 @@ func TestUniformAssignorJoinAtScale(t *testing.T) {
 
 // BenchmarkUniformAssignor is a rebalance after one member joined: 100
 // members over 1,000 partitions (two topics of 500), and issue 17's 1,000
-// members over 10,000 (ten topics of 1,000).
+// members over 10,000 (ten topics of 1,000); and the second target of a
+// burst of joins (from-one), where the first member holds all 10,000
+// partitions and 999 others have joined since.
 func BenchmarkUniformAssignor(b *testing.B) {
+	b.Run("1000x10000-from-one", func(b *testing.B) {
+		topics := map[string]int32{}
+		var names []string
+		for i := range 10 {
+			n := fmt.Sprintf("t%d", i)
+			topics[n] = 1000
+			names = append(names, n)
+		}
+		members := map[string][]string{"m0000": names}
+		current := uniformAssignor{}.assign(makeSpec(topics, members, nil))
+		for i := 1; i < 1000; i++ {
+			members[fmt.Sprintf("m%04d", i)] = names
+		}
+		spec := makeSpec(topics, members, current)
+		b.ReportAllocs()
+		for b.Loop() {
+			uniformAssignor{}.assign(spec)
+		}
+	})
 	for _, size := range []struct{ members, topics, each int }{{100, 2, 500}, {1000, 10, 1000}} {
 		b.Run(fmt.Sprintf("%dx%d", size.members, size.topics*size.each), func(b *testing.B) {
 			topics := map[string]int32{}

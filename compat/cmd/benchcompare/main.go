@@ -242,6 +242,7 @@ type options struct {
 	doc         string
 	out         string
 	work        string
+	gregorBin   string // a prebuilt gregor; empty to build the tree's
 	maxCPURatio float64
 	warmup      int64
 	cases       []string
@@ -265,6 +266,7 @@ func main() {
 	cases := flag.String("cases", "", "comma-separated case names to run (produce-16, produce-1000, produce-10000, consume-16, e2e-16, e2e-16-50000, e2e-16-durable-10000); empty for all")
 	flag.StringVar(&o.doc, "doc", "", "regenerate the side-by-side section of this markdown `file` (docs/performance.md)")
 	flag.StringVar(&o.out, "out", "", "also write the report to this `file`")
+	flag.StringVar(&o.gregorBin, "gregor-bin", "", "measure this gregor `binary` instead of one built from the tree (an A/B against an older build)")
 	flag.StringVar(&o.work, "work", "", "working `directory` for binaries and data; empty for a temporary one, removed after")
 	flag.Int64Var(&o.warmup, "warmup", 200_000, "records of an unmeasured produce and consume per broker before the first round (0: none)")
 	flag.Float64Var(&o.maxCPURatio, "max-cpu-ratio", 0, "fail when gregor's CPU per GiB produced exceeds this many times kfake's in the same run (0: no check)")
@@ -286,6 +288,8 @@ func main() {
 	flag.DurationVar(&o.cluster.groupHeartbeat, "groups-heartbeat", 500*time.Millisecond, "group.consumer.heartbeat.interval.ms of -groups (the integration tests' 500 ms; Kafka's default is 5 s)")
 	flag.StringVar(&o.cluster.groupIntervals, "groups-assignment-intervals", "default", "comma-separated group-level consumer.assignment.interval.ms of -groups, each size measured with each: milliseconds, or default for the broker's (Kafka's 1 s)")
 	flag.DurationVar(&o.cluster.groupTimeout, "groups-timeout", 5*time.Minute, "how long a -groups group may take to become stable before the run fails")
+	flag.IntVar(&o.cluster.groupClients, "groups-clients", 16, "how many clients (connections to the coordinator) the -groups members share, round robin")
+	flag.DurationVar(&o.cluster.groupTimeline, "groups-timeline", 0, "with -groups, log the members' progress (joined, member epochs, partitions held, heartbeat round trips) at this period; 0 for none")
 	flag.StringVar(&o.cluster.profile, "profile", "", "with -replicated or -groups, record perf(1) CPU profiles of the gregor processes into this `directory`")
 	verbose := flag.Bool("v", false, "log topic creation and deletion times too")
 	flag.Func("set", "a broker config `key=value` for gregor and Kafka (kfake takes none), repeatable: log.flush.interval.messages=1 measures the durable mode", func(kv string) error {
@@ -386,9 +390,11 @@ func run(ctx context.Context, o options, command string) error {
 		return fmt.Errorf("bench-compare: %w", err)
 	}
 	slog.Info("building gregor and kfakeserver", "work", work)
-	gregorBin, err := harness.Build(ctx, "..", work, false)
-	if err != nil {
-		return err
+	gregorBin := o.gregorBin
+	if gregorBin == "" {
+		if gregorBin, err = harness.Build(ctx, "..", work, false); err != nil {
+			return err
+		}
 	}
 	kfakeBin := filepath.Join(work, "kfakeserver")
 	if out, err := exec.CommandContext(ctx, "go", "build", "-o", kfakeBin, "./cmd/kfakeserver").CombinedOutput(); err != nil {
