@@ -2,16 +2,15 @@ package replica
 
 import (
 	"context"
-	"encoding/binary"
-	"errors"
 	"fmt"
-	"io"
 	"net"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/gregorbroker/gregor/protocol"
 )
 
 // leaderClient sends a fetcher's requests to its leader, one at a time.
@@ -130,18 +129,7 @@ func (c *leaderConn) dial(ctx context.Context) error {
 // socket timeout; ctx ending breaks off the exchange.
 func (c *leaderConn) roundTrip(ctx context.Context, req kmsg.Request, wait time.Duration) (kmsg.Response, error) {
 	c.corr++
-	b := append(c.wbuf[:0], 0, 0, 0, 0) // the size, set below
-	b = binary.BigEndian.AppendUint16(b, uint16(req.Key()))
-	b = binary.BigEndian.AppendUint16(b, uint16(req.GetVersion()))
-	b = binary.BigEndian.AppendUint32(b, uint32(c.corr))
-	b = binary.BigEndian.AppendUint16(b, uint16(len(c.clientID)))
-	b = append(b, c.clientID...)
-	if req.IsFlexible() {
-		b = append(b, 0) // no tagged fields in the header
-	}
-	b = req.AppendTo(b)
-	binary.BigEndian.PutUint32(b, uint32(len(b)-4))
-	c.wbuf = b
+	c.wbuf = protocol.AppendRequest(c.wbuf[:0], c.corr, c.clientID, req)
 
 	// The deadline ends a read the leader never answers; ctx ending moves
 	// it to now, which breaks off a read or write in progress.
@@ -151,40 +139,13 @@ func (c *leaderConn) roundTrip(ctx context.Context, req kmsg.Request, wait time.
 	nc := c.nc
 	stop := context.AfterFunc(ctx, func() { nc.SetDeadline(time.Now()) })
 	defer stop()
-	if _, err := nc.Write(b); err != nil {
+	if _, err := nc.Write(c.wbuf); err != nil {
 		return nil, ctxOr(ctx, err)
 	}
-	var size [4]byte
-	if _, err := io.ReadFull(nc, size[:]); err != nil {
+	frame, resp, err := protocol.ReadResponse(nc, maxResponseBytes, c.rbuf, c.corr, req)
+	c.rbuf = frame
+	if err != nil {
 		return nil, ctxOr(ctx, err)
-	}
-	n := int(int32(binary.BigEndian.Uint32(size[:])))
-	if n < 4 || n > maxResponseBytes {
-		return nil, fmt.Errorf("response of %d bytes", n)
-	}
-	if cap(c.rbuf) < n {
-		c.rbuf = make([]byte, n)
-	}
-	body := c.rbuf[:n]
-	if _, err := io.ReadFull(nc, body); err != nil {
-		return nil, ctxOr(ctx, err)
-	}
-	if corr := int32(binary.BigEndian.Uint32(body)); corr != c.corr {
-		return nil, fmt.Errorf("response to correlation id %d, want %d", corr, c.corr)
-	}
-	body = body[4:]
-	// ApiVersions answers with header v0 whatever its version, so that
-	// a client that asked too new a version can read the error.
-	if req.IsFlexible() && req.Key() != kmsg.ApiVersions.Int16() {
-		var err error
-		if body, err = skipHeaderTags(body); err != nil {
-			return nil, err
-		}
-	}
-	resp := req.ResponseKind()
-	resp.SetVersion(req.GetVersion())
-	if err := resp.ReadFrom(body); err != nil {
-		return nil, fmt.Errorf("decode %s response: %w", kmsg.NameForKey(req.Key()), err)
 	}
 	return resp, nil
 }
@@ -196,27 +157,4 @@ func ctxOr(ctx context.Context, err error) error {
 		return ctx.Err()
 	}
 	return err
-}
-
-var errShortHeader = errors.New("response header cut short")
-
-// skipHeaderTags skips the tagged fields of a flexible response header.
-func skipHeaderTags(b []byte) ([]byte, error) {
-	n, w := binary.Uvarint(b)
-	if w <= 0 {
-		return nil, errShortHeader
-	}
-	b = b[w:]
-	for range n {
-		if _, w = binary.Uvarint(b); w <= 0 {
-			return nil, errShortHeader
-		}
-		b = b[w:]
-		size, w := binary.Uvarint(b)
-		if w <= 0 || uint64(len(b)-w) < size {
-			return nil, errShortHeader
-		}
-		b = b[w+int(size):]
-	}
-	return b, nil
 }
