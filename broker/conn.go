@@ -51,7 +51,11 @@ type conn struct {
 	// pending counts requests read and not yet answered (or abandoned),
 	// so the idle timeout never closes a connection that waits on us.
 	pending atomic.Int32
-	limits  *netLimits
+	// answeredAt is when the last request stopped being pending
+	// (monoSince), from which the idle timeout counts if it is later
+	// than the start of the reader's quiet spell.
+	answeredAt atomic.Int64
+	limits     *netLimits
 	// writing is true while a goroutine runs the writer (kickWriter,
 	// answer, resume); writers counts the writer's runs and its parked
 	// slot, and serveConn waits for it at the connection's end.
@@ -480,6 +484,7 @@ func (c *conn) finished(sl *slot) {
 		putFrameBuf(sl.frame)
 		sl.frame = nil
 	}
+	c.answeredAt.Store(monoSince())
 	c.pending.Add(-1)
 }
 
