@@ -3,7 +3,6 @@ package broker
 import (
 	"path/filepath"
 	"slices"
-	"syscall"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -46,7 +45,6 @@ func handleDescribeLogDirs(s *Server, r *request) (result, error) {
 		}
 		rd.Dir = abs
 		rd.TotalBytes, rd.UsableBytes = -1, -1
-		var st syscall.Statfs_t
 		if s.logs.DirOffline(dir) {
 			// As Kafka: an offline dir is listed with the error and
 			// without its partitions.
@@ -54,11 +52,10 @@ func handleDescribeLogDirs(s *Server, r *request) (result, error) {
 			resp.Dirs = append(resp.Dirs, rd)
 			continue
 		}
-		if err := syscall.Statfs(dir, &st); err != nil {
+		if total, usable, err := dirSpace(dir); err != nil {
 			rd.ErrorCode = kerr.KafkaStorageError.Code
 		} else {
-			rd.TotalBytes = int64(st.Blocks) * st.Bsize
-			rd.UsableBytes = int64(st.Bavail) * st.Bsize
+			rd.TotalBytes, rd.UsableBytes = total, usable
 		}
 		byTopic := make(map[string]*kmsg.DescribeLogDirsResponseDirTopic)
 		var order []string

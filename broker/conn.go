@@ -51,12 +51,18 @@ type conn struct {
 	// pending counts requests read and not yet answered (or abandoned),
 	// so the idle timeout never closes a connection that waits on us.
 	pending atomic.Int32
-	limits  *netLimits
 	// writing is true while a goroutine runs the writer (kickWriter,
 	// answer, resume); writers counts the writer's runs and its parked
-	// slot, and serveConn waits for it at the connection's end.
+	// slot, and serveConn waits for it at the connection's end. (writing
+	// sits beside pending, in what would be padding: an idle conn is
+	// then 320 bytes, a size class below 352.)
 	writing atomic.Bool
-	writers sync.WaitGroup
+	// answeredAt is when the last request stopped being pending
+	// (monoSince), from which the idle timeout counts if it is later
+	// than the start of the reader's quiet spell.
+	answeredAt atomic.Int64
+	limits     *netLimits
+	writers    sync.WaitGroup
 	// parkMu guards parked: the slot at the head of the response order
 	// whose response was not ready when the writer reached it. The
 	// writer leaves it there and stops instead of waiting for it, and the
@@ -489,6 +495,7 @@ func (c *conn) finished(sl *slot) {
 		putFrameBuf(sl.frame)
 		sl.frame = nil
 	}
+	c.answeredAt.Store(monoSince())
 	c.pending.Add(-1)
 }
 

@@ -168,6 +168,15 @@ func (fr *frameReader) waitFirstByte() error { return fr.wait(false) }
 // and client metadata refreshes come sooner.
 const parkAfter = 10 * time.Second
 
+// monoBase makes monotonic instants fit an atomic.Int64 (monoSince).
+var monoBase = time.Now()
+
+// monoSince is now as nanoseconds since monoBase, on the monotonic clock.
+func monoSince() int64 { return int64(time.Since(monoBase)) }
+
+// monoTime is the instant of a monoSince reading.
+func monoTime(ns int64) time.Time { return monoBase.Add(time.Duration(ns)) }
+
 // errPark is wait's answer when the connection has been quiet for
 // parkAfter on the goroutine that served its last request.
 var errPark = errors.New("quiet: hand the connection to a fresh goroutine")
@@ -222,6 +231,14 @@ func (fr *frameReader) wait(park bool) error {
 				// A request still unanswered: the client waits on us, and
 				// its idle time starts again.
 				fr.quietSince = time.Time{}
+				continue
+			}
+			// A request answered during the spell (a long poll) is the
+			// connection's last activity, as the write of a response is
+			// in Kafka's idle expiry: a client that has just read its
+			// answer must get the whole idle time to send the next.
+			if at := monoTime(c.answeredAt.Load()); at.After(fr.quietSince) {
+				fr.quietSince = at
 				continue
 			}
 			return errIdle

@@ -71,6 +71,32 @@ func TestIdleTimeoutSparesUnansweredRequest(t *testing.T) {
 	timedApiVersions(c, 2)
 }
 
+// TestIdleTimeoutCountsFromAnswer: the idle time of a connection whose
+// long poll was answered counts from the answer, as Kafka's idle expiry
+// counts from a connection's last read or write: a client that sends its
+// next request within the idle time of reading the answer is served. (The
+// broker used to count from its last check of the unanswered request, up
+// to an idle time before the answer, and closed such a connection; seen
+// as TestIdleTimeoutSparesUnansweredRequest's EOF under -cpu 1.)
+func TestIdleTimeoutCountsFromAnswer(t *testing.T) {
+	const idle = time.Second
+	ts := startServer(t, "", func(c *config.Broker) { c.ConnectionsMaxIdleMs = idle.Milliseconds() })
+	createTopic(t, ts.admin(t), "idle-answer", 1, nil)
+	c := dialRaw(t, ts.addr)
+	// Answered after 2.5 s: the checks of the unanswered poll come at
+	// about 1 and 2 s, the first after the answer at about 3 s, well
+	// before the 3.5 s that the idle time gives.
+	c.request(longPoll("idle-answer", 2500*time.Millisecond), 1)
+	time.Sleep(650 * time.Millisecond)
+	timedApiVersions(c, 2)
+	// Quiet past the idle time after that answer, it is closed.
+	start := time.Now()
+	c.expectClosed()
+	if took := time.Since(start); took < idle*3/4 {
+		t.Fatalf("closed %v after the last answer, want about %v", took, idle)
+	}
+}
+
 // TestPartialFrameTimesOut: a frame declared at 100 MiB of which ten
 // bytes arrive is dropped, and its connection closed, once the frame read
 // timeout passes after its first byte.

@@ -5,10 +5,8 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"encoding/binary"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"time"
 
@@ -20,6 +18,7 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 
 	"github.com/gregorbroker/gregor/config"
+	"github.com/gregorbroker/gregor/protocol"
 	"github.com/gregorbroker/gregor/security"
 	"github.com/gregorbroker/gregor/security/authz"
 )
@@ -134,47 +133,25 @@ func saslClient(ctx context.Context, c net.Conn, host string, m sasl.Mechanism) 
 	}
 	rw := bufio.NewReadWriter(bufio.NewReader(c), bufio.NewWriter(c))
 	corr := int32(0)
-	call := func(req kmsg.Request, resp kmsg.Response) error {
+	call := func(req kmsg.Request) (kmsg.Response, error) {
 		corr++
-		body := req.AppendTo(nil)
-		clientID := "gregor-controller-client"
-		frame := binary.BigEndian.AppendUint32(nil, uint32(2+2+4+2+len(clientID)+len(body)))
-		frame = binary.BigEndian.AppendUint16(frame, uint16(req.Key()))
-		frame = binary.BigEndian.AppendUint16(frame, uint16(req.GetVersion()))
-		frame = binary.BigEndian.AppendUint32(frame, uint32(corr))
-		frame = binary.BigEndian.AppendUint16(frame, uint16(len(clientID)))
-		frame = append(append(frame, clientID...), body...)
-		if _, err := rw.Write(frame); err != nil {
-			return err
+		if _, err := rw.Write(protocol.AppendRequest(nil, corr, "gregor-controller-client", req)); err != nil {
+			return nil, err
 		}
 		if err := rw.Flush(); err != nil {
-			return err
+			return nil, err
 		}
-		var size [4]byte
-		if _, err := io.ReadFull(rw, size[:]); err != nil {
-			return err
-		}
-		n := binary.BigEndian.Uint32(size[:])
-		if n < 4 || n > 1<<20 {
-			return fmt.Errorf("response of %d bytes", n)
-		}
-		b := make([]byte, n)
-		if _, err := io.ReadFull(rw, b); err != nil {
-			return err
-		}
-		if got := int32(binary.BigEndian.Uint32(b)); got != corr {
-			return fmt.Errorf("response correlation id %d, want %d", got, corr)
-		}
-		resp.SetVersion(req.GetVersion())
-		return resp.ReadFrom(b[4:])
+		_, resp, err := protocol.ReadResponse(rw, 1<<20, nil, corr, req)
+		return resp, err
 	}
 	hs := kmsg.NewPtrSASLHandshakeRequest()
 	hs.SetVersion(1)
 	hs.Mechanism = m.Name()
-	hsResp := kmsg.NewPtrSASLHandshakeResponse()
-	if err := call(hs, hsResp); err != nil {
+	r, err := call(hs)
+	if err != nil {
 		return fmt.Errorf("SaslHandshake: %w", err)
 	}
+	hsResp := r.(*kmsg.SASLHandshakeResponse)
 	if err := kerr.ErrorForCode(hsResp.ErrorCode); err != nil {
 		return fmt.Errorf("SaslHandshake %s (the controller enables %v): %w", m.Name(), hsResp.SupportedMechanisms, err)
 	}
@@ -186,10 +163,11 @@ func saslClient(ctx context.Context, c net.Conn, host string, m sasl.Mechanism) 
 		req := kmsg.NewPtrSASLAuthenticateRequest()
 		req.SetVersion(1)
 		req.SASLAuthBytes = token
-		resp := kmsg.NewPtrSASLAuthenticateResponse()
-		if err := call(req, resp); err != nil {
+		r, err := call(req)
+		if err != nil {
 			return fmt.Errorf("SaslAuthenticate: %w", err)
 		}
+		resp := r.(*kmsg.SASLAuthenticateResponse)
 		if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
 			msg := ""
 			if resp.ErrorMessage != nil {

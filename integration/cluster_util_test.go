@@ -11,7 +11,6 @@ import (
 	"slices"
 	"sort"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -158,19 +157,19 @@ func (c *cuCluster) restart(id int32) {
 func (c *cuCluster) pause(id int32) {
 	c.t.Helper()
 	n := c.node(id)
-	if err := n.proc.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+	if err := freeze(n.proc.cmd.Process); err != nil {
 		c.t.Fatalf("SIGSTOP node %d: %v", id, err)
 	}
 	// A test that fails while the node is frozen still gets it back, so
 	// the cleanup's SIGKILL and its log dump find a live process.
 	p := n.proc
-	c.t.Cleanup(func() { p.cmd.Process.Signal(syscall.SIGCONT) })
+	c.t.Cleanup(func() { thaw(p.cmd.Process) })
 }
 
 // resume thaws a node frozen by pause.
 func (c *cuCluster) resume(id int32) {
 	c.t.Helper()
-	if err := c.node(id).proc.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+	if err := thaw(c.node(id).proc.cmd.Process); err != nil {
 		c.t.Fatalf("SIGCONT node %d: %v", id, err)
 	}
 }

@@ -8,7 +8,6 @@ import (
 	"slices"
 	"sort"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -223,15 +222,15 @@ func (c *nfCluster) restart(id int32) {
 func (c *nfCluster) pause(id int32) {
 	c.t.Helper()
 	p := c.node(id).proc
-	if err := p.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+	if err := freeze(p.cmd.Process); err != nil {
 		c.t.Fatalf("SIGSTOP node %d: %v", id, err)
 	}
-	c.t.Cleanup(func() { p.cmd.Process.Signal(syscall.SIGCONT) })
+	c.t.Cleanup(func() { thaw(p.cmd.Process) })
 }
 
 func (c *nfCluster) resume(id int32) {
 	c.t.Helper()
-	if err := c.node(id).proc.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+	if err := thaw(c.node(id).proc.cmd.Process); err != nil {
 		c.t.Fatalf("SIGCONT node %d: %v", id, err)
 	}
 }

@@ -14,7 +14,8 @@
 # ./data/cluster), GREGOR_CLUSTER_HOST (default 127.0.0.1),
 # GREGOR_CLUSTER_PORT (first client port, default 9092; node N uses
 # PORT+2(N-1) for clients, +10000 for replication, +10001 for the quorum,
-# and PORT+552+(N-1) for HTTP).
+# and PORT+552+(N-1) for HTTP; every one must be free and below the
+# kernel's ephemeral range, or the script refuses to start).
 # integration/cluster_script_test.go runs this script on free ports.
 set -euo pipefail
 
@@ -69,11 +70,46 @@ if [[ ${1:-} == --print ]]; then
 	exit 0
 fi
 
+# check_ports refuses a layout with a port in the kernel's ephemeral
+# range (an outgoing connection may take any of those at any moment) or a
+# port some socket holds now; --print leaves the choice to its caller
+# (compat/cmd/benchcompare picks free ports below the range).
+check_ports() {
+	local lo=32768 hi=60999 n kind port
+	if [[ -r /proc/sys/net/ipv4/ip_local_port_range ]]; then
+		read -r lo hi </proc/sys/net/ipv4/ip_local_port_range
+	fi
+	for n in 1 2 3; do
+		for kind in client internal controller http; do
+			port=$("${kind}_port" "$n")
+			if ((port >= lo && port <= hi)); then
+				echo "cluster.sh: node $n's $kind port $port is in the ephemeral range $lo-$hi, where outgoing connections take ports; set GREGOR_CLUSTER_PORT so that PORT+10005 is below $lo" >&2
+				return 1
+			fi
+			if port_taken "$port"; then
+				echo "cluster.sh: node $n's $kind port $port is in use; set GREGOR_CLUSTER_PORT to another first port" >&2
+				return 1
+			fi
+		done
+	done
+}
+
+# port_taken reports whether a TCP socket on this machine holds port:
+# with ss any socket bound to it, else one listening on it.
+port_taken() {
+	if command -v ss >/dev/null; then
+		[[ -n $(ss -Htan "( sport = :$1 )" 2>/dev/null) ]]
+	else
+		(exec 3<>"/dev/tcp/$host/$1") 2>/dev/null
+	fi
+}
+
 if [[ ! -x $bin ]]; then
 	echo "cluster.sh: $bin not found; run make build (make cluster does)" >&2
 	exit 1
 fi
 
+check_ports || exit 1
 mkdir -p "$dir"
 pids=()
 stop() {

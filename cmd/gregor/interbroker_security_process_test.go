@@ -292,6 +292,10 @@ func runSecuredCluster(t *testing.T, mode peerMode) {
 			return err
 		}
 		clear(leaders)
+		// A broker may not have the topic in its image yet: no partitions.
+		if n := len(md.Topics[txnTopic].Partitions); n != 3 {
+			return fmt.Errorf("%d partitions of 3", n)
+		}
 		for _, p := range md.Topics[txnTopic].Partitions {
 			if p.Leader < 0 || len(p.ISR) != 3 {
 				return fmt.Errorf("partition %+v", p)

@@ -109,6 +109,7 @@ func (p *Partition) noteLeaderEpochLocked(epoch int32) error {
 		// with its directory, need not hold up the append: at 1,000
 		// new partitions in a produce it took 40% of the broker's
 		// time. WriteDeferredEpochs writes it within a second.
+		p.epochSeq++ // a state not yet captured for the file
 		p.epochsUnwritten.Store(true)
 		return nil
 	}
@@ -117,17 +118,38 @@ func (p *Partition) noteLeaderEpochLocked(epoch int32) error {
 
 // WriteEpochsLocked writes the epoch cache to the partition's
 // leader-epoch-checkpoint, atomically and durably. The caller holds p.Mu.
-func (p *Partition) WriteEpochsLocked() error { return p.writeEpochsLocked(vfs.WriteFileAtomic) }
-
-// writeEpochsLocked writes the epoch cache with write, WriteFileAtomic or
-// (for a deferred first epoch) ReplaceFile. The caller holds p.Mu.
-func (p *Partition) writeEpochsLocked(write func(vfs.FS, string, []byte) error) error {
-	path := filepath.Join(p.Log.Dir(), EpochCheckpointFile)
-	if err := write(p.Env.FS, path, encodeEpochCheckpoint(p.Epochs)); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
+func (p *Partition) WriteEpochsLocked() error {
+	path, data, seq := p.captureEpochsLocked()
+	if err := p.writeEpochFile(vfs.WriteFileAtomic, path, data, seq); err != nil {
+		return err
 	}
 	p.epochFileAbsent = false
 	p.epochsUnwritten.Store(false)
+	return nil
+}
+
+// captureEpochsLocked is the checkpoint file's path and the epoch cache
+// encoded for it, numbered as the cache's newest state. The caller holds
+// p.Mu.
+func (p *Partition) captureEpochsLocked() (path string, data []byte, seq uint64) {
+	p.epochSeq++
+	return filepath.Join(p.Log.Dir(), EpochCheckpointFile), encodeEpochCheckpoint(p.Epochs), p.epochSeq
+}
+
+// writeEpochFile writes data, the epoch cache's state seq, to the
+// checkpoint file at path with write (vfs.WriteFileAtomic, or
+// vfs.ReplaceFile for a deferred first epoch), unless the file holds a
+// newer state already.
+func (p *Partition) writeEpochFile(write func(vfs.FS, string, []byte) error, path string, data []byte, seq uint64) error {
+	p.epochFileMu.Lock()
+	defer p.epochFileMu.Unlock()
+	if seq <= p.epochWritten {
+		return nil
+	}
+	if err := write(p.Env.FS, path, data); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	p.epochWritten = seq
 	return nil
 }
 
@@ -138,16 +160,20 @@ func (p *Partition) EpochsUnwritten() bool { return p.epochsUnwritten.Load() }
 // WriteDeferredEpochs writes the leader-epoch-checkpoint whose write a
 // first append deferred, if it is still unwritten; a log closed meanwhile
 // (its partition deleted or moved) needs none. The background writer and
-// the clean shutdown call it.
+// the clean shutdown call it. The cache is captured under p.Mu, but the
+// file is written and fsynced without it, so that the partition's appends
+// do not wait for the disk; writeEpochFile keeps a newer checkpoint,
+// written meanwhile under p.Mu, from being overwritten.
 func (p *Partition) WriteDeferredEpochs() error {
 	if !p.epochsUnwritten.Load() {
 		return nil
 	}
 	p.Mu.Lock()
-	defer p.Mu.Unlock()
 	if !p.epochsUnwritten.Load() || p.Log.Closed() {
+		p.Mu.Unlock()
 		return nil
 	}
+	write := vfs.WriteFileAtomic
 	if len(p.Epochs) == 1 && p.epochFileAbsent {
 		// Still the first epoch only, which a restart without the
 		// file rebuilds from the batches (EpochsLocked): whether the
@@ -156,9 +182,26 @@ func (p *Partition) WriteDeferredEpochs() error {
 		// CPU in a produce to 10,000 new partitions). The file itself
 		// is synced before the rename, so it is never found half
 		// written. The next epoch's write syncs the directory.
-		return p.writeEpochsLocked(vfs.ReplaceFile)
+		write = vfs.ReplaceFile
 	}
-	return p.WriteEpochsLocked()
+	path, data, seq := p.captureEpochsLocked()
+	p.Mu.Unlock()
+	if err := p.writeEpochFile(write, path, data, seq); err != nil {
+		if p.Log.Closed() {
+			return nil // its directory went with the log
+		}
+		return err
+	}
+	p.Mu.Lock()
+	defer p.Mu.Unlock()
+	if p.epochSeq == seq {
+		// Nothing changed since the capture: the file is the cache.
+		// Otherwise a later state was written under p.Mu, which set
+		// these itself, or deferred, and stays unwritten.
+		p.epochFileAbsent = false
+		p.epochsUnwritten.Store(false)
+	}
+	return nil
 }
 
 // EndOffsetForEpoch answers OffsetForLeaderEpoch: the largest epoch at or

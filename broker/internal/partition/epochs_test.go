@@ -1,8 +1,12 @@
 package partition
 
 import (
+	"os"
+	"path/filepath"
 	"reflect"
 	"testing"
+
+	"github.com/gregorbroker/gregor/vfs"
 )
 
 func TestEpochCheckpointFormat(t *testing.T) {
@@ -42,5 +46,31 @@ func TestEndOffsetForEpoch(t *testing.T) {
 		if e != tc.wantEpoch || end != tc.wantEnd {
 			t.Errorf("epoch %d: (%d, %d), want (%d, %d)", tc.epoch, e, end, tc.wantEpoch, tc.wantEnd)
 		}
+	}
+}
+
+// TestEpochFileKeepsNewer: a checkpoint captured before another but
+// written after it (the background writer's, fsynced without Mu) is
+// skipped: the file keeps the newer state.
+func TestEpochFileKeepsNewer(t *testing.T) {
+	p := &Partition{Env: &Env{FS: vfs.Default}}
+	path := filepath.Join(t.TempDir(), EpochCheckpointFile)
+	older := encodeEpochCheckpoint([]EpochEntry{{0, 0}})
+	newer := encodeEpochCheckpoint([]EpochEntry{{0, 0}, {1, 10}})
+	if err := p.writeEpochFile(vfs.WriteFileAtomic, path, newer, 2); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.writeEpochFile(vfs.WriteFileAtomic, path, older, 1); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := os.ReadFile(path); err != nil || string(got) != string(newer) {
+		t.Fatalf("file %q %v, want the newer %q", got, err, newer)
+	}
+	newest := encodeEpochCheckpoint([]EpochEntry{{0, 0}, {1, 10}, {2, 20}})
+	if err := p.writeEpochFile(vfs.WriteFileAtomic, path, newest, 3); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := os.ReadFile(path); err != nil || string(got) != string(newest) {
+		t.Fatalf("file %q %v, want %q", got, err, newest)
 	}
 }

@@ -52,10 +52,20 @@ type Partition struct {
 	// epochsUnwritten is read without it by the deferred writer.
 	epochFileAbsent bool
 	epochsUnwritten atomic.Bool
-	HW              atomic.Int64
-	FlushTarget     atomic.Int64 // the end of the last append the flush policy wants durable
-	LeaderEpoch     atomic.Int32
-	Cfg             atomic.Pointer[config.Topic]
+	// epochSeq numbers the epoch cache's states as they are captured for
+	// the checkpoint file, or deferred (guarded by Mu); epochWritten is
+	// the newest state in the file, and epochFileMu, taken after Mu when
+	// both are, serializes the file's writes (they share its .tmp name):
+	// a write of an older state than the file holds is skipped, so the
+	// background writer, which fsyncs without Mu, never puts back an
+	// older checkpoint over a newer one.
+	epochSeq     uint64
+	epochFileMu  sync.Mutex
+	epochWritten uint64 // guarded by epochFileMu
+	HW           atomic.Int64
+	FlushTarget  atomic.Int64 // the end of the last append the flush policy wants durable
+	LeaderEpoch  atomic.Int32
+	Cfg          atomic.Pointer[config.Topic]
 
 	// Demotions counts the times this node stopped leading the
 	// partition (applyAssignment, under Mu). An acks=all produce or a

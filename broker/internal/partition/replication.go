@@ -74,6 +74,20 @@ func (p *Partition) MaybeAdvanceHighWatermarkLocked() {
 	}
 }
 
+// TruncatedLocked is called, holding p.Mu, once p's log was cut (a
+// follower's truncation, a restart at the leader's log start): an append
+// the flush policy wanted durable that the cut removed wants nothing any
+// more. Left above the log's end, FlushTarget would stay above the
+// recovery point, which the cut lowered, and CommittableEnd would hold
+// the high watermark at the recovery point until some later flush passed
+// the removed append's end. Appends move FlushTarget only under p.Mu, so
+// the load and store here are not raced.
+func (p *Partition) TruncatedLocked() {
+	if leo := p.Log.LogEndOffset(); p.FlushTarget.Load() > leo {
+		p.FlushTarget.Store(leo)
+	}
+}
+
 // CommittableEnd is how far the leader's own log may be committed: its
 // log end offset, except while an append that the flush policy
 // (flush.messages, flush.ms) wants durable is not yet fsynced, when it is

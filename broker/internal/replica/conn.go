@@ -3,7 +3,6 @@ package replica
 import (
 	"context"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -12,6 +11,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/gregorbroker/gregor/protocol"
 )
 
 // leaderClient sends a fetcher's requests to its leader, one at a time.
@@ -130,18 +131,7 @@ func (c *leaderConn) dial(ctx context.Context) error {
 // socket timeout; ctx ending breaks off the exchange.
 func (c *leaderConn) roundTrip(ctx context.Context, req kmsg.Request, wait time.Duration) (kmsg.Response, error) {
 	c.corr++
-	b := append(c.wbuf[:0], 0, 0, 0, 0) // the size, set below
-	b = binary.BigEndian.AppendUint16(b, uint16(req.Key()))
-	b = binary.BigEndian.AppendUint16(b, uint16(req.GetVersion()))
-	b = binary.BigEndian.AppendUint32(b, uint32(c.corr))
-	b = binary.BigEndian.AppendUint16(b, uint16(len(c.clientID)))
-	b = append(b, c.clientID...)
-	if req.IsFlexible() {
-		b = append(b, 0) // no tagged fields in the header
-	}
-	b = req.AppendTo(b)
-	binary.BigEndian.PutUint32(b, uint32(len(b)-4))
-	c.wbuf = b
+	c.wbuf = protocol.AppendRequest(c.wbuf[:0], c.corr, c.clientID, req)
 
 	// The deadline ends a read the leader never answers; ctx ending moves
 	// it to now, which breaks off a read or write in progress.
@@ -151,29 +141,16 @@ func (c *leaderConn) roundTrip(ctx context.Context, req kmsg.Request, wait time.
 	nc := c.nc
 	stop := context.AfterFunc(ctx, func() { nc.SetDeadline(time.Now()) })
 	defer stop()
-	if _, err := nc.Write(b); err != nil {
+	if _, err := nc.Write(c.wbuf); err != nil {
 		return nil, ctxOr(ctx, err)
 	}
-	body, err := c.readResponse(nc)
+	frame, err := c.readResponse(nc)
 	if err != nil {
 		return nil, ctxOr(ctx, err)
 	}
-	if corr := int32(binary.BigEndian.Uint32(body)); corr != c.corr {
-		return nil, fmt.Errorf("response to correlation id %d, want %d", corr, c.corr)
-	}
-	body = body[4:]
-	// ApiVersions answers with header v0 whatever its version, so that
-	// a client that asked too new a version can read the error.
-	if req.IsFlexible() && req.Key() != kmsg.ApiVersions.Int16() {
-		var err error
-		if body, err = skipHeaderTags(body); err != nil {
-			return nil, err
-		}
-	}
-	resp := req.ResponseKind()
-	resp.SetVersion(req.GetVersion())
-	if err := resp.ReadFrom(body); err != nil {
-		return nil, fmt.Errorf("decode %s response: %w", kmsg.NameForKey(req.Key()), err)
+	resp, err := protocol.DecodeResponse(frame, c.corr, req)
+	if err != nil {
+		return nil, err
 	}
 	return resp, nil
 }
@@ -248,27 +225,4 @@ func ctxOr(ctx context.Context, err error) error {
 		return ctx.Err()
 	}
 	return err
-}
-
-var errShortHeader = errors.New("response header cut short")
-
-// skipHeaderTags skips the tagged fields of a flexible response header.
-func skipHeaderTags(b []byte) ([]byte, error) {
-	n, w := binary.Uvarint(b)
-	if w <= 0 {
-		return nil, errShortHeader
-	}
-	b = b[w:]
-	for range n {
-		if _, w = binary.Uvarint(b); w <= 0 {
-			return nil, errShortHeader
-		}
-		b = b[w:]
-		size, w := binary.Uvarint(b)
-		if w <= 0 || uint64(len(b)-w) < size {
-			return nil, errShortHeader
-		}
-		b = b[w+int(size):]
-	}
-	return b, nil
 }

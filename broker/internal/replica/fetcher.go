@@ -376,6 +376,7 @@ func (m *Manager) TruncateFollower(p *partition.Partition, offset int64) error {
 	if err := p.Log.TruncateTo(offset); err != nil {
 		return fmt.Errorf("truncate %s-%d: %w", p.Topic, p.Index, err)
 	}
+	p.TruncatedLocked()
 	leo := p.Log.LogEndOffset()
 	if entries, err := p.EpochsLocked(); err == nil {
 		for len(entries) > 0 && entries[len(entries)-1].StartOffset >= leo {
@@ -481,6 +482,7 @@ func (m *Manager) ApplyFetched(p *partition.Partition, st *FollowState, rp *kmsg
 			if err := p.Log.TruncateFullyAndStartAt(start); err != nil {
 				return err
 			}
+			p.TruncatedLocked()
 			p.Epochs, p.Producers = []partition.EpochEntry{}, nil
 			return p.WriteEpochsLocked()
 		}
@@ -498,6 +500,7 @@ func (m *Manager) ApplyFetched(p *partition.Partition, st *FollowState, rp *kmsg
 				if err := p.Log.TruncateFullyAndStartAt(aoe.FirstOffset); err != nil {
 					return err
 				}
+				p.TruncatedLocked()
 				_, err = p.Log.AppendAsFollower(rp.RecordBatches)
 			}
 			if err != nil {

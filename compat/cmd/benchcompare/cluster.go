@@ -101,12 +101,15 @@ type clCluster struct {
 
 // freeBase picks the first client port of scripts/cluster.sh's layout
 // (node N: base+2(N-1) for clients, +10000 replication, +10001 quorum,
-// base+552+(N-1) HTTP) such that every one of those ports is free now.
+// base+552+(N-1) HTTP) such that every one of those ports is free now and
+// below the ephemeral range (32768 and up on Linux), where an outgoing
+// connection could take one between this check and the node's start:
+// bases 12000 to 22700, their highest port, base+10005, under 32768.
 func freeBase() (int, error) {
 	for try := 0; try < 50; try++ {
 		var b [2]byte
 		rand.Read(b[:])
-		base := 20000 + 2*(int(b[0])<<8|int(b[1]))%5000
+		base := 12000 + 2*((int(b[0])<<8|int(b[1]))%5350)
 		var ports []int
 		for n := 0; n < 3; n++ {
 			ports = append(ports, base+2*n, base+10000+2*n, base+10001+2*n, base+552+n)

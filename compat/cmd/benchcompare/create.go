@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
-	"net"
 	"os"
 	"path/filepath"
 	"sync"
@@ -45,17 +44,7 @@ func init() {
 // fresh three-node cluster.
 func runCreate(ctx context.Context, o createOptions, work, bin string) ([]figure, error) {
 	var figs []figure
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, err
-	}
-	listen := l.Addr().String()
-	l.Close()
-	data := filepath.Join(work, "create", "data")
-	if err := os.MkdirAll(filepath.Dir(data), 0o755); err != nil {
-		return nil, err
-	}
-	g, err := startGregorOn(bin, data, listen, filepath.Join(work, "create", "gregor.log"), false)
+	g, _, err := startFreshGregor(bin, work, "create", false)
 	if err != nil {
 		return nil, err
 	}

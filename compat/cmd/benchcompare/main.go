@@ -342,6 +342,23 @@ func main() {
 	}
 }
 
+// reportTargets prints the report of target figures (cluster, create,
+// memory), with the load at the end of the run, and writes it to out
+// unless out is empty.
+func reportTargets(info *runInfo, figs []figure, command, out string) error {
+	if s, err := os.ReadFile("/proc/loadavg"); err == nil {
+		info.Machine.LoadEnd, _ = loadAvg(string(s))
+	}
+	report := renderTargets(info.When, info.Machine, figs, command)
+	fmt.Print(report)
+	if out != "" {
+		if err := os.WriteFile(out, []byte(report), 0o644); err != nil {
+			return fmt.Errorf("bench-compare: write report: %w", err)
+		}
+	}
+	return nil
+}
+
 func run(ctx context.Context, o options, command string) error {
 	if o.rounds < 1 || o.records < 1 || o.e2eSeconds <= 0 || o.durableRate < 0 {
 		return errors.New("-rounds, -records and -e2e-seconds must be positive, -e2e-durable-rate not negative")
@@ -407,17 +424,7 @@ func run(ctx context.Context, o options, command string) error {
 		if err != nil {
 			return fmt.Errorf("cluster figures: %w", err)
 		}
-		if s, err := os.ReadFile("/proc/loadavg"); err == nil {
-			info.Machine.LoadEnd, _ = loadAvg(string(s))
-		}
-		report := renderTargets(info.When, info.Machine, figs, command)
-		fmt.Print(report)
-		if o.out != "" {
-			if err := os.WriteFile(o.out, []byte(report), 0o644); err != nil {
-				return fmt.Errorf("bench-compare: %w", err)
-			}
-		}
-		return nil
+		return reportTargets(&info, figs, command, o.out)
 	}
 
 	if createOpts.on {
@@ -425,17 +432,7 @@ func run(ctx context.Context, o options, command string) error {
 		if err != nil {
 			return fmt.Errorf("create figures: %w", err)
 		}
-		if s, err := os.ReadFile("/proc/loadavg"); err == nil {
-			info.Machine.LoadEnd, _ = loadAvg(string(s))
-		}
-		report := renderTargets(info.When, info.Machine, figs, command)
-		fmt.Print(report)
-		if o.out != "" {
-			if err := os.WriteFile(o.out, []byte(report), 0o644); err != nil {
-				return fmt.Errorf("bench-compare: %w", err)
-			}
-		}
-		return nil
+		return reportTargets(&info, figs, command, o.out)
 	}
 
 	if o.memory {
@@ -443,17 +440,7 @@ func run(ctx context.Context, o options, command string) error {
 		if err != nil {
 			return fmt.Errorf("memory figures: %w", err)
 		}
-		if s, err := os.ReadFile("/proc/loadavg"); err == nil {
-			info.Machine.LoadEnd, _ = loadAvg(string(s))
-		}
-		report := renderTargets(info.When, info.Machine, figs, command)
-		fmt.Print(report)
-		if o.out != "" {
-			if err := os.WriteFile(o.out, []byte(report), 0o644); err != nil {
-				return fmt.Errorf("bench-compare: %w", err)
-			}
-		}
-		return nil
+		return reportTargets(&info, figs, command, o.out)
 	}
 
 	var running []*broker

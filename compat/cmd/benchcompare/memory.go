@@ -14,13 +14,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
-
-	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // The memory and metadata targets of the performance issue, which
@@ -137,6 +132,24 @@ func startGregorOn(bin, dataDir, listen, logPath string, pprof bool) (*gregorPro
 	}
 }
 
+// startFreshGregor starts a gregor on an empty data directory,
+// work/name/data, at a free loopback port, its log in work/name/gregor.log,
+// and returns it with its data directory. pprof is startGregorOn's.
+func startFreshGregor(bin, work, name string, pprof bool) (*gregorProc, string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, "", fmt.Errorf("start gregor %s: pick a port: %w", name, err)
+	}
+	listen := l.Addr().String()
+	l.Close()
+	data := filepath.Join(work, name, "data")
+	if err := os.MkdirAll(filepath.Dir(data), 0o755); err != nil {
+		return nil, "", fmt.Errorf("start gregor %s: %w", name, err)
+	}
+	g, err := startGregorOn(bin, data, listen, filepath.Join(work, name, "gregor.log"), pprof)
+	return g, data, err
+}
+
 // stop sends SIGTERM and waits for the process to exit (SIGKILL after
 // two minutes: a broker of thousands of partitions flushes each).
 func (g *gregorProc) stop() error {
@@ -159,25 +172,8 @@ func (g *gregorProc) stop() error {
 // connections, each of which has completed an ApiVersions exchange.
 func runMemory(ctx context.Context, o memoryOptions, work, bin string) ([]figure, error) {
 	var figs []figure
-	port := func() (string, error) {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return "", err
-		}
-		defer l.Close()
-		return l.Addr().String(), nil
-	}
 	fresh := func(name string) (*gregorProc, string, error) {
-		listen, err := port()
-		if err != nil {
-			return nil, "", err
-		}
-		data := filepath.Join(work, name, "data")
-		if err := os.MkdirAll(filepath.Dir(data), 0o755); err != nil {
-			return nil, "", err
-		}
-		g, err := startGregorOn(bin, data, listen, filepath.Join(work, name, "gregor.log"), o.profile != "")
-		return g, data, err
+		return startFreshGregor(bin, work, name, o.profile != "")
 	}
 	// reading takes a process's figures and, with -memory-profile, saves
 	// its heap profile (inuse and alloc, and the runtime's MemStats in
@@ -336,36 +332,7 @@ func saveProfile(addr, path, file string) error {
 // topic per CreateTopics request, from workers clients at once, and
 // returns the topics created per second.
 func createTopicsRate(ctx context.Context, addr, prefix string, n, workers int) (float64, error) {
-	var next atomic.Int64
-	errs := make([]error, workers)
-	var wg sync.WaitGroup
-	start := time.Now()
-	for w := range workers {
-		wg.Go(func() {
-			cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
-			if err != nil {
-				errs[w] = err
-				return
-			}
-			defer cl.Close()
-			adm := kadm.NewClient(cl)
-			for {
-				i := next.Add(1) - 1
-				if i >= int64(n) || ctx.Err() != nil {
-					return
-				}
-				if _, err := adm.CreateTopic(ctx, 1, 1, nil, fmt.Sprintf("%s%d", prefix, i)); err != nil {
-					errs[w] = fmt.Errorf("create topic %s%d: %w", prefix, i, err)
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		return 0, err
-	}
-	return float64(n) / time.Since(start).Seconds(), nil
+	return createTopicsBatched(ctx, []string{addr}, prefix, n, 1, workers, 1)
 }
 
 // createPartitions creates topics of up to 1,000 partitions until there
