@@ -76,11 +76,21 @@ func TestListOffsetsMaxTimestampRecord(t *testing.T) {
 	dir := t.TempDir()
 	ts := startServer(t, dir)
 	adm := ts.admin(t)
-	createTopic(t, adm, "maxts", 1, nil)
+	// Two partitions: a record to partition 1 first loads the topic into
+	// the client, so that the six records of partition 0 go out as one
+	// batch (a client that learns a topic's partitions while it flushes
+	// sends the records it has moved so far on their own).
+	createTopic(t, adm, "maxts", 2, nil)
 	appendTime := "LogAppendTime"
-	createTopic(t, adm, "maxts-append", 1, map[string]*string{"message.timestamp.type": &appendTime})
-	cl := ts.client(t, kgo.ManualFlushing(), kgo.ProducerLinger(0))
+	createTopic(t, adm, "maxts-append", 2, map[string]*string{"message.timestamp.type": &appendTime})
+	cl := ts.client(t, kgo.ManualFlushing(), kgo.ProducerLinger(0), kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	base := time.Now().Add(-time.Hour).Truncate(time.Millisecond)
+	for _, topic := range []string{"maxts", "maxts-append"} {
+		cl.Produce(testContext(t), &kgo.Record{Topic: topic, Partition: 1, Value: []byte("load")}, nil)
+		if err := cl.Flush(testContext(t)); err != nil {
+			t.Fatal(err)
+		}
+	}
 	for _, topic := range []string{"maxts", "maxts-append"} {
 		// One batch: Produce buffers all six, Flush sends them together.
 		for _, s := range []int{1, 3, 2, 9, 4, 5} {
