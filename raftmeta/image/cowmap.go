@@ -19,33 +19,48 @@ var cowSeed = maphash.MakeSeed()
 // cost each node three 10,000-entry map copies, 9 ms at load 20:
 // BenchmarkApplyCreateTopic). A cowMap is never written once an image
 // holding it is published; cowWriter writes a builder's own copy.
-type cowMap[K comparable, V any] struct {
+//
+// S places keys in shards. It is a type, not a func field, so that an
+// image holds only data (images compare with reflect.DeepEqual) and the
+// call is static: it must be fast (maphash.Comparable, generic, made
+// Apply 3x slower).
+type cowMap[K comparable, V any, S sharder[K]] struct {
 	shards *[cowShards]map[K]V
 	n      int
-	shard  func(K) int // the shard of a key
 }
 
-// newCowMap is an empty cowMap whose keys go to shards by shard, which
-// must be fast (maphash.Comparable, generic, made Apply 3x slower).
-func newCowMap[K comparable, V any](shard func(K) int) cowMap[K, V] {
-	return cowMap[K, V]{shards: &[cowShards]map[K]V{}, shard: shard}
+// sharder is the shard of a key, 0 to cowShards-1.
+type sharder[K comparable] interface{ shardOf(K) int }
+
+// nameShard places topic names.
+type nameShard struct{}
+
+func (nameShard) shardOf(s string) int { return int(maphash.String(cowSeed, s) % cowShards) }
+
+// idShard places topic ids, which are random already.
+type idShard struct{}
+
+func (idShard) shardOf(id [16]byte) int { return int(id[15]^id[7]^id[0]) % cowShards }
+
+// newCowMap is an empty cowMap.
+func newCowMap[K comparable, V any, S sharder[K]]() cowMap[K, V, S] {
+	return cowMap[K, V, S]{shards: &[cowShards]map[K]V{}}
 }
 
-// nameShard is the shard of a topic name.
-func nameShard(s string) int { return int(maphash.String(cowSeed, s) % cowShards) }
+func (m cowMap[K, V, S]) shard(k K) int {
+	var s S
+	return s.shardOf(k)
+}
 
-// idShard is the shard of a topic id, which is random already.
-func idShard(id [16]byte) int { return int(id[15]^id[7]^id[0]) % cowShards }
-
-func (m cowMap[K, V]) get(k K) (V, bool) {
+func (m cowMap[K, V, S]) get(k K) (V, bool) {
 	v, ok := m.shards[m.shard(k)][k]
 	return v, ok
 }
 
-func (m cowMap[K, V]) len() int { return m.n }
+func (m cowMap[K, V, S]) len() int { return m.n }
 
 // all yields every entry in no particular order.
-func (m cowMap[K, V]) all() iter.Seq2[K, V] {
+func (m cowMap[K, V, S]) all() iter.Seq2[K, V] {
 	return func(yield func(K, V) bool) {
 		for _, s := range m.shards {
 			for k, v := range s {
@@ -57,7 +72,7 @@ func (m cowMap[K, V]) all() iter.Seq2[K, V] {
 	}
 }
 
-func (m cowMap[K, V]) keys() iter.Seq[K] {
+func (m cowMap[K, V, S]) keys() iter.Seq[K] {
 	return func(yield func(K) bool) {
 		for k := range m.all() {
 			if !yield(k) {
@@ -67,7 +82,7 @@ func (m cowMap[K, V]) keys() iter.Seq[K] {
 	}
 }
 
-func (m cowMap[K, V]) values() iter.Seq[V] {
+func (m cowMap[K, V, S]) values() iter.Seq[V] {
 	return func(yield func(V) bool) {
 		for _, v := range m.all() {
 			if !yield(v) {
@@ -79,13 +94,13 @@ func (m cowMap[K, V]) values() iter.Seq[V] {
 
 // cowWriter writes a cowMap of an image being built, copying the shard
 // array on the first write and each shard on its first write.
-type cowWriter[K comparable, V any] struct {
-	m        *cowMap[K, V]
+type cowWriter[K comparable, V any, S sharder[K]] struct {
+	m        *cowMap[K, V, S]
 	ownArray bool
 	owned    [cowShards]bool
 }
 
-func (w *cowWriter[K, V]) shard(k K) map[K]V {
+func (w *cowWriter[K, V, S]) shard(k K) map[K]V {
 	i := w.m.shard(k)
 	if !w.ownArray {
 		arr := *w.m.shards
@@ -103,7 +118,7 @@ func (w *cowWriter[K, V]) shard(k K) map[K]V {
 	return w.m.shards[i]
 }
 
-func (w *cowWriter[K, V]) set(k K, v V) {
+func (w *cowWriter[K, V, S]) set(k K, v V) {
 	s := w.shard(k)
 	if _, ok := s[k]; !ok {
 		w.m.n++
@@ -111,7 +126,7 @@ func (w *cowWriter[K, V]) set(k K, v V) {
 	s[k] = v
 }
 
-func (w *cowWriter[K, V]) delete(k K) {
+func (w *cowWriter[K, V, S]) delete(k K) {
 	s := w.shard(k)
 	if _, ok := s[k]; ok {
 		delete(s, k)

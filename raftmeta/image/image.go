@@ -19,9 +19,9 @@ type Image struct {
 	ClusterID string
 
 	offset         uint64
-	topics         cowMap[string, *TopicImage]
-	topicIDs       cowMap[[16]byte, *TopicImage]
-	normNames      cowMap[string, string] // unified name -> topic, for names with '.' or '_'
+	topics         cowMap[string, *TopicImage, nameShard]
+	topicIDs       cowMap[[16]byte, *TopicImage, idShard]
+	normNames      cowMap[string, string, nameShard] // unified name -> topic, for names with '.' or '_'
 	brokers        map[int32]*BrokerImage
 	brokerConfigs  map[string]map[string]string
 	groupConfigs   map[string]map[string]string // by group id (KIP-848/932 group configs)
@@ -78,9 +78,9 @@ type BrokerImage struct {
 func NewImage(clusterID string) *Image {
 	return &Image{
 		ClusterID:     clusterID,
-		topics:        newCowMap[string, *TopicImage](nameShard),
-		topicIDs:      newCowMap[[16]byte, *TopicImage](idShard),
-		normNames:     newCowMap[string, string](nameShard),
+		topics:        newCowMap[string, *TopicImage, nameShard](),
+		topicIDs:      newCowMap[[16]byte, *TopicImage, idShard](),
+		normNames:     newCowMap[string, string, nameShard](),
 		brokers:       map[int32]*BrokerImage{},
 		brokerConfigs: map[string]map[string]string{},
 		groupConfigs:  map[string]map[string]string{},
@@ -259,9 +259,9 @@ type imageBuilder struct {
 	ownedTopics                                          map[[16]byte]bool
 
 	// The topic maps' writers, set up by topicsW.
-	topics    cowWriter[string, *TopicImage]
-	topicIDs  cowWriter[[16]byte, *TopicImage]
-	normNames cowWriter[string, string]
+	topics    cowWriter[string, *TopicImage, nameShard]
+	topicIDs  cowWriter[[16]byte, *TopicImage, idShard]
+	normNames cowWriter[string, string, nameShard]
 }
 
 func newImageBuilder(base *Image) *imageBuilder {
@@ -271,9 +271,9 @@ func newImageBuilder(base *Image) *imageBuilder {
 
 func (b *imageBuilder) topicsW() {
 	if !b.ownTopics {
-		b.topics = cowWriter[string, *TopicImage]{m: &b.next.topics}
-		b.topicIDs = cowWriter[[16]byte, *TopicImage]{m: &b.next.topicIDs}
-		b.normNames = cowWriter[string, string]{m: &b.next.normNames}
+		b.topics = cowWriter[string, *TopicImage, nameShard]{m: &b.next.topics}
+		b.topicIDs = cowWriter[[16]byte, *TopicImage, idShard]{m: &b.next.topicIDs}
+		b.normNames = cowWriter[string, string, nameShard]{m: &b.next.normNames}
 		b.ownedTopics = map[[16]byte]bool{}
 		b.ownTopics = true
 	}
@@ -648,7 +648,7 @@ type TopicsDiff struct {
 // lookup per topic.
 func DiffTopics(prev, next *Image) TopicsDiff {
 	var d TopicsDiff
-	prevIDs := newCowMap[[16]byte, *TopicImage](idShard)
+	prevIDs := newCowMap[[16]byte, *TopicImage, idShard]()
 	if prev != nil {
 		prevIDs = prev.topicIDs
 	}
