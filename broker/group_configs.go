@@ -283,6 +283,17 @@ func (s *Server) groupConfigLookup(group, name string) (string, bool) {
 	return s.meta.Image().GroupConfig(group, name)
 }
 
+// groupConfigInt32 is the group's override of an int config, if it has
+// one (its value was checked when it was set).
+func groupConfigInt32(over map[string]string, name string) (int32, bool) {
+	v, ok := over[name]
+	if !ok {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 32)
+	return int32(n), err == nil
+}
+
 // consumerGroupOverrides are a consumer group's group configs, for the group
 // coordinator; it calls this on its shards, so it only reads the image.
 func (s *Server) consumerGroupOverrides(id string) group.ConsumerGroupOverrides {
@@ -291,14 +302,7 @@ func (s *Server) consumerGroupOverrides(id string) group.ConsumerGroupOverrides 
 	if len(over) == 0 {
 		return o
 	}
-	num := func(name string) (int32, bool) {
-		v, ok := over[name]
-		if !ok {
-			return 0, false
-		}
-		n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 32)
-		return int32(n), err == nil
-	}
+	num := func(name string) (int32, bool) { return groupConfigInt32(over, name) }
 	if n, ok := num("consumer.assignment.interval.ms"); ok {
 		o.AssignmentIntervalMs = n
 	}
@@ -319,14 +323,7 @@ func (s *Server) streamsGroupOverrides(id string) group.StreamsGroupOverrides {
 	if len(over) == 0 {
 		return o
 	}
-	num := func(name string) (int32, bool) {
-		v, ok := over[name]
-		if !ok {
-			return 0, false
-		}
-		n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 32)
-		return int32(n), err == nil
-	}
+	num := func(name string) (int32, bool) { return groupConfigInt32(over, name) }
 	if n, ok := num("streams.session.timeout.ms"); ok {
 		o.SessionTimeoutMs = n
 	}
