@@ -18,8 +18,10 @@ import (
 const (
 	memCheckEvery = 10 * time.Second
 	// memReturnAt is how much idle heap (garbage and free pages not yet
-	// returned) makes a return worth a collection.
-	memReturnAt = 32 << 20
+	// returned) makes a return worth a collection. Loading 10,000 idle
+	// partitions at start leaves about 16 MiB of it, which at 32 MiB was
+	// kept: 68 MiB of RSS after a restart against 52 MiB returned.
+	memReturnAt = 8 << 20
 	// memQuietBelow is the allocation over one check interval under which
 	// the process counts as quiet.
 	memQuietBelow = 32 << 20
