@@ -239,11 +239,10 @@ func (s *Server) checkGroupTimeouts(group string, set map[string]*string) error 
 	over := s.meta.Image().GroupConfigs(group)
 	effective := func(name string) int64 {
 		v, ok := over[name]
-		if p, changed := set[name]; changed {
-			v, ok = "", p != nil
-			if p != nil {
-				v = *p
-			}
+		if p, changed := set[name]; changed && p != nil {
+			v, ok = *p, true
+		} else if changed {
+			ok = false // deleted: the broker's default
 		}
 		if !ok {
 			d, _ := groupConfigDefOf(name)
