@@ -46,7 +46,11 @@ func whileCoordinatorLoads[R any](t *testing.T, send func() (R, int16)) R {
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		resp, code := send()
-		if (code == kerr.CoordinatorLoadInProgress.Code || code == kerr.CoordinatorNotAvailable.Code) && time.Now().Before(deadline) {
+		// NOT_COORDINATOR: FindCoordinator answers once the metadata
+		// holds __consumer_offsets; the coordinator takes its partition
+		// a moment later, and a client finds it again and retries.
+		retriable := code == kerr.CoordinatorLoadInProgress.Code || code == kerr.CoordinatorNotAvailable.Code || code == kerr.NotCoordinator.Code
+		if retriable && time.Now().Before(deadline) {
 			time.Sleep(100 * time.Millisecond)
 			continue
 		}
