@@ -407,7 +407,7 @@ func (m *machine) consumerHeartbeat(p *partitionState, ci ClientInfo, req *kmsg.
 	id := next.id
 	r.MemberID = &id
 	r.MemberEpoch = next.epoch
-	r.HeartbeatIntervalMillis = m.consumerHeartbeatIntervalMs(g.id)
+	r.HeartbeatIntervalMillis = m.consumerSettings(g.id).heartbeatIntervalMs
 	full := joining || (req.RebalanceTimeoutMillis != -1 && (req.SubscribedTopicNames != nil || req.SubscribedTopicRegex != nil) && req.Topics != nil)
 	if full || old == nil || !next.assigned.equal(old.assigned) {
 		r.Assignment = heartbeatAssignment(next.assigned)
@@ -459,7 +459,7 @@ func (m *machine) updateConsumerMember(op *consumerOp, old, updated *consumerMem
 	// target for all of them. Until then members reconcile towards the
 	// last target, whose epoch they take (a joiner gets nothing yet), so
 	// revocation still comes before assignment.
-	if g.epoch > g.assignmentEpoch && canComputeNextTargetAssignment(g.assignmentTimestampMs, m.consumerAssignmentIntervalMs(g.id), m.nowMs()) {
+	if g.epoch > g.assignmentEpoch && canComputeNextTargetAssignment(g.assignmentTimestampMs, m.consumerSettings(g.id).assignmentIntervalMs, m.nowMs()) {
 		op.begin()
 		m.computeTargetAssignment(op)
 	}
@@ -683,37 +683,28 @@ func canComputeNextTargetAssignment(lastMs int64, intervalMs int32, nowMs int64)
 	return lastMs == 0 || intervalMs == 0 || nowMs >= lastMs+int64(intervalMs)
 }
 
-// consumerAssignmentIntervalMs is the group's consumer.assignment.interval.ms,
-// or the broker's group.consumer.assignment.interval.ms.
-func (m *machine) consumerAssignmentIntervalMs(group string) int32 {
-	if m.cfg.ConsumerGroupConfig != nil {
-		if o := m.cfg.ConsumerGroupConfig(group); o.AssignmentIntervalMs >= 0 {
-			return o.AssignmentIntervalMs
-		}
-	}
-	return m.cfg.ConsumerGroupAssignmentIntervalMs
+// consumerSettings are a consumer group's pacing and session settings:
+// its group configs where set, else the broker's group.consumer.* values.
+type consumerSettings struct {
+	assignmentIntervalMs, sessionTimeoutMs, heartbeatIntervalMs int32
 }
 
-// consumerSessionTimeoutMs is the group's consumer.session.timeout.ms, or
-// the broker's group.consumer.session.timeout.ms.
-func (m *machine) consumerSessionTimeoutMs(group string) int32 {
-	if m.cfg.ConsumerGroupConfig != nil {
-		if o := m.cfg.ConsumerGroupConfig(group); o.SessionTimeoutMs > 0 {
-			return o.SessionTimeoutMs
-		}
+func (m *machine) consumerSettings(group string) consumerSettings {
+	s := consumerSettings{m.cfg.ConsumerGroupAssignmentIntervalMs, m.cfg.ConsumerGroupSessionTimeoutMs, m.cfg.ConsumerGroupHeartbeatIntervalMs}
+	if m.cfg.ConsumerGroupConfig == nil {
+		return s
 	}
-	return m.cfg.ConsumerGroupSessionTimeoutMs
-}
-
-// consumerHeartbeatIntervalMs is the group's consumer.heartbeat.interval.ms,
-// or the broker's group.consumer.heartbeat.interval.ms.
-func (m *machine) consumerHeartbeatIntervalMs(group string) int32 {
-	if m.cfg.ConsumerGroupConfig != nil {
-		if o := m.cfg.ConsumerGroupConfig(group); o.HeartbeatIntervalMs > 0 {
-			return o.HeartbeatIntervalMs
-		}
+	o := m.cfg.ConsumerGroupConfig(group)
+	if o.AssignmentIntervalMs >= 0 {
+		s.assignmentIntervalMs = o.AssignmentIntervalMs
 	}
-	return m.cfg.ConsumerGroupHeartbeatIntervalMs
+	if o.SessionTimeoutMs > 0 {
+		s.sessionTimeoutMs = o.SessionTimeoutMs
+	}
+	if o.HeartbeatIntervalMs > 0 {
+		s.heartbeatIntervalMs = o.HeartbeatIntervalMs
+	}
+	return s
 }
 
 // computeTargetAssignment runs the group's assignor over its members and
@@ -879,7 +870,7 @@ func consumerRebalanceKey(g *consumerGroup, id string) timerKey {
 // keeps the session timeout it joined with, as Kafka's
 // classicProtocolSessionTimeout.
 func (m *machine) scheduleConsumerSession(g *consumerGroup, id string) {
-	timeout := m.consumerSessionTimeoutMs(g.id)
+	timeout := m.consumerSettings(g.id).sessionTimeoutMs
 	if mem := g.members[id]; mem != nil && mem.classic != nil {
 		timeout = mem.classic.sessionTimeoutMs
 	}
@@ -893,7 +884,7 @@ func (m *machine) scheduleConsumerSession(g *consumerGroup, id string) {
 func (m *machine) scheduleConsumerRebalance(g *consumerGroup, mem *consumerMember) {
 	id, epoch, timeout := mem.id, mem.epoch, mem.rebalanceTimeoutMs
 	if timeout < 0 {
-		timeout = m.consumerSessionTimeoutMs(g.id)
+		timeout = m.consumerSettings(g.id).sessionTimeoutMs
 	}
 	m.fx.Schedule(consumerRebalanceKey(g, id), ms(int64(timeout)), func() {
 		m.expireConsumerMember(g, id, epoch, "it did not revoke its partitions within its rebalance timeout")
