@@ -51,7 +51,6 @@ type kafkaTools struct {
 	script  string        // absolute path of kafka-run-class.sh
 	javaDir string        // absolute path of compat/java
 	opts    string        // KAFKA_OPTS: JVM flags and the log4j2 configuration
-	dir     string        // scratch directory for the tools' JSON input files
 	slots   chan struct{} // bounds the JVMs running at once
 }
 
@@ -89,7 +88,6 @@ func newKafkaTools(t *testing.T) *kafkaTools {
 		// the output the tests parse.
 		opts: "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -Xlog:disable -Xlog:all=warning:stderr" +
 			" -Dlog4j2.configurationFile=" + filepath.Join(javaDir, "tools", "log4j2.properties"),
-		dir:   t.TempDir(),
 		slots: make(chan struct{}, toolJVMs),
 	}
 }
@@ -162,10 +160,12 @@ func (k *kafkaTools) must(t *testing.T, stdin, class string, args ...string) str
 	return r.stdout
 }
 
-// writeFile puts a tool's input file in the scratch directory.
+// writeFile puts a tool's input file in a directory of the calling test
+// alone: tests run in parallel (gregor's cluster beside Kafka's) write
+// files of the same name with different contents.
 func (k *kafkaTools) writeFile(t *testing.T, name, content string) string {
 	t.Helper()
-	path := filepath.Join(k.dir, name)
+	path := filepath.Join(t.TempDir(), name)
 	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
 		t.Fatal(err)
 	}
