@@ -3,6 +3,9 @@ package broker
 import (
 	"fmt"
 	"maps"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -20,7 +23,10 @@ import (
 // flush (storage.CreateLogs). Until session 9 it was 1 + 3: the
 // partition's partition.metadata, its directory and the log dir. The
 // topics are made one per request from one client, each answered and its
-// log made before the next, so nothing is shared between them.
+// log made before the next, so nothing is shared between them. Each new
+// partition's directory holds two files, its .log and partition.metadata:
+// the .index and .timeindex come with their first entry (until session 10
+// they were made with the segment, an inode each).
 func TestCreateTopicsFsyncsPerTopic(t *testing.T) {
 	var mu sync.Mutex
 	counting := false
@@ -90,5 +96,19 @@ func TestCreateTopicsFsyncsPerTopic(t *testing.T) {
 	// checkpoint or a broker heartbeat's record that happen to fall in.
 	if limit := n + n/5; total > limit {
 		t.Errorf("%d fsyncs for %d one-partition topics, want at most %d (%v)", total, n, limit, counts)
+	}
+	for i := range n {
+		dir := filepath.Join(ts.dir, fmt.Sprintf("fsyncs-%d-0", i))
+		ents, err := os.ReadDir(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		for _, e := range ents {
+			names = append(names, e.Name())
+		}
+		if want := []string{"00000000000000000000.log", "partition.metadata"}; !slices.Equal(names, want) {
+			t.Errorf("%s holds %v, want %v", dir, names, want)
+		}
 	}
 }

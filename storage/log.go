@@ -403,6 +403,7 @@ func (l *Log) rollAtLocked(base, now int64, inAppend bool) (*segment, error) {
 		return nil, err
 	}
 	old.unsynced = false
+	old.newIndexFiles = false // the directory is synced below
 	seg, err := createSegment(l.fsys, l.files, l.dir, base, now)
 	if err != nil {
 		return nil, err
@@ -626,6 +627,8 @@ func (l *Log) flushLocked() error {
 			}
 			toSync = append(toSync, syncing{s, s.flushFilesLocked()})
 			s.unsynced = false
+			l.dirDirty = l.dirDirty || s.newIndexFiles
+			s.newIndexFiles = false
 		} else if i < len(segs)-1 {
 			// Rolled and synced: nothing writes its indexes again.
 			if err := s.closeIndexFiles(); err != nil {

@@ -716,7 +716,7 @@ func (m *Manager) removeHalfMade(dir string) {
 func (m *Manager) removeHalfMadeLocked(dir string) bool {
 	for _, name := range []string{
 		partitionMetadataFile, partitionMetadataFile + ".tmp",
-		segmentName(0) + logSuffix, segmentName(0) + indexSuffix, segmentName(0) + timeIndexSuffix,
+		segmentName(0) + logSuffix,
 	} {
 		m.fsys.Remove(filepath.Join(dir, name))
 	}
