@@ -174,7 +174,11 @@ func (s *Server) reconcile(img *image.Image) error {
 				continue
 			}
 			toCreate = append(toCreate, newPart{tp: tp, i: i, pi: pi, tcfg: &tcfg})
-			specs = append(specs, storage.LogSpec{Topic: name, Partition: int32(i), TopicID: t.ID, Config: logConfig(tcfg)})
+			spec := storage.LogSpec{Topic: name, Partition: int32(i), TopicID: t.ID, Config: logConfig(tcfg)}
+			if pi.Leader == s.cfg.NodeID {
+				spec.Files = partition.NewLeaderLogFiles(pi.LeaderEpoch)
+			}
+			specs = append(specs, spec)
 		}
 		next[name] = tp
 	}

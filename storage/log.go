@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"math"
 	"os"
@@ -115,6 +116,7 @@ type Log struct {
 	// partition.metadata (CreateLogs). The first flush or roll syncs them
 	// before the recovery point moves (syncEntry).
 	entryUnsynced bool
+	entryFiles    []string // LogSpec.Files, synced with partition.metadata; set at creation only
 	topicID       [16]byte
 	infos         []batchInfo // scratch for Append
 
@@ -674,15 +676,23 @@ func (l *Log) flushLocked() error {
 }
 
 // syncEntry makes a new log's creation durable (entryUnsynced):
-// partition.metadata if the log has a topic id, the log's directory (the
-// entries of its files) and the log dir (the directory's entry), in that
+// partition.metadata if the log has a topic id and the files its LogSpec
+// named, the log's directory (the entries of its files) and the log dir
+// (the directory's entry), in that
 // order, so that a log whose records are durable is found, with its topic
 // id, after a power loss. It is paid once per log, at its first flush,
 // not by CreateTopics.
 func (l *Log) syncEntry(topicID [16]byte) error {
+	names := l.entryFiles
 	if topicID != ([16]byte{}) {
-		name := filepath.Join(l.dir, partitionMetadataFile)
+		names = append([]string{partitionMetadataFile}, names...)
+	}
+	for _, base := range names {
+		name := filepath.Join(l.dir, base)
 		f, err := l.fsys.Open(name)
+		if errors.Is(err, fs.ErrNotExist) && base != partitionMetadataFile {
+			continue // removed by its owner: nothing of it to keep
+		}
 		if err != nil {
 			return fmt.Errorf("sync %s: %w", name, err)
 		}
