@@ -51,7 +51,7 @@ func (f syncGateFile) Sync() error {
 func TestDeferredEpochCheckpointFsyncOutsideLock(t *testing.T) {
 	ts := startServer(t, "")
 	createTopic(t, ts.admin(t), "epoch-gate", 1, nil)
-	removeEpochCheckpoints(t, ts.dir, "epoch-gate", 1)
+	removeEpochCheckpoints(t, ts, "epoch-gate", 1)
 	p := ts.parts.get("epoch-gate", 0)
 	if p == nil {
 		t.Fatal("partition epoch-gate-0 not hosted")

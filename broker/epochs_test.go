@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -104,15 +105,19 @@ func waitEpochCheckpoint(t *testing.T, dir, want string) {
 }
 
 // removeEpochCheckpoints removes the leader-epoch-checkpoint a new topic's
-// partitions were made with (partition.NewLeaderLogFiles), before their
-// first append, so that it writes the first one as for a log made as a
-// follower that then leads.
-func removeEpochCheckpoints(t *testing.T, dir, topic string, parts int) {
+// partitions were made with (partition.NewLeaderLogFiles), and forgets
+// the epoch cache it started, before their first append, so that it
+// writes the first one as for a log made as a follower that then leads.
+func removeEpochCheckpoints(t *testing.T, ts *testServer, topic string, parts int) {
 	t.Helper()
 	for i := range parts {
-		if err := os.Remove(filepath.Join(dir, fmt.Sprintf("%s-%d", topic, i), partition.EpochCheckpointFile)); err != nil {
+		if err := os.Remove(filepath.Join(ts.dir, fmt.Sprintf("%s-%d", topic, i), partition.EpochCheckpointFile)); err != nil {
 			t.Fatal(err)
 		}
+		p := ts.parts.get(topic, int32(i))
+		p.Mu.Lock()
+		p.Epochs = nil
+		p.Mu.Unlock()
 	}
 }
 
@@ -153,7 +158,7 @@ func TestDeferredEpochCheckpointsSideBySide(t *testing.T) {
 	t.Cleanup(func() { s.Close() })
 	ts := &testServer{Server: s, dir: dir, addr: s.Addr().String()}
 	createTopic(t, ts.admin(t), "epw", parts, nil)
-	removeEpochCheckpoints(t, dir, "epw", parts)
+	removeEpochCheckpoints(t, ts, "epw", parts)
 	cl := ts.client(t, kgo.DefaultProduceTopic("epw"), kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	var recs []*kgo.Record
 	for i := range int32(parts) {
@@ -190,9 +195,17 @@ func TestNewLeaderEpochCheckpointAtCreation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The cache is the file's from the start: the first append need not
+	// read it back.
+	p := ts.parts.get("epc", 0)
+	p.Mu.Lock()
+	eps := slices.Clone(p.Epochs)
+	p.Mu.Unlock()
+	if !slices.Equal(eps, []partition.EpochEntry{{Epoch: 0, StartOffset: 0}}) {
+		t.Errorf("epoch cache of a new partition %v, want epoch 0 from offset 0", eps)
+	}
 	cl := ts.client(t, kgo.DefaultProduceTopic("epc"))
 	produceAll(t, cl, keyedRecords("epc", 10, "e"))
-	p := ts.parts.get("epc", 0)
 	if p.EpochsUnwritten() {
 		t.Error("the first produce deferred a checkpoint write")
 	}

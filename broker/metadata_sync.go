@@ -199,6 +199,9 @@ func (s *Server) reconcile(img *image.Image) error {
 				continue
 			}
 			p := partition.New(s.partEnv, s.cfg.NodeID, tp.name, int32(i), tp.id, logs[k], np.tcfg, np.pi.LeaderEpoch)
+			if len(specs[k].Files) > 0 && logs[k].MadeWith(partition.EpochCheckpointFile) {
+				p.StartEpochsAt(np.pi.LeaderEpoch)
+			}
 			p.Metrics = s.ops.metrics.Topic(tp.name)
 			s.applyAssignment(p, np.pi)
 			tp.parts[i] = p

@@ -9,6 +9,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -674,6 +675,10 @@ func (l *Log) flushLocked() error {
 	l.lastFlushMs.Store(l.nowMs())
 	return nil
 }
+
+// MadeWith reports whether CreateLogs made this log, in this process,
+// with a file of this name among its LogSpec.Files.
+func (l *Log) MadeWith(name string) bool { return slices.Contains(l.entryFiles, name) }
 
 // syncEntry makes a new log's creation durable (entryUnsynced):
 // partition.metadata if the log has a topic id and the files its LogSpec
