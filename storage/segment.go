@@ -490,7 +490,15 @@ func (s *segment) openFilesLocked() []vfs.File {
 // every open file (openFilesLocked), since it moves the recovery point
 // without waiting for a flush in progress. The caller holds Log.mu and
 // Log.flushMu.
-func (s *segment) flushFilesLocked() []vfs.File {
+//
+// Without offsetIndexes the .index and .timeindex are left out and stay
+// dirty, for the roll or the closing flush that syncs them: a flush of the
+// active segment does so (Log.flushLocked), since after an unclean
+// shutdown the segment holding the checkpointed recovery point, and every
+// later one, is recovered and its indexes rebuilt from the .log (loadLog,
+// as Kafka's LogLoader.recoverLog), so their fsync protects nothing
+// before the segment is rolled.
+func (s *segment) flushFilesLocked(offsetIndexes bool) []vfs.File {
 	var out []vfs.File
 	if s.log != nil {
 		out = append(out, s.log)
@@ -498,7 +506,11 @@ func (s *segment) flushFilesLocked() []vfs.File {
 	for _, f := range []struct {
 		file  vfs.File
 		dirty *bool
-	}{{s.idxFile, &s.idxDirty}, {s.timeFile, &s.timeDirty}, {s.txnFile, &s.txnDirty}} {
+		index bool
+	}{{s.idxFile, &s.idxDirty, true}, {s.timeFile, &s.timeDirty, true}, {s.txnFile, &s.txnDirty, false}} {
+		if f.index && !offsetIndexes {
+			continue
+		}
 		if f.file != nil && *f.dirty {
 			out = append(out, f.file)
 			*f.dirty = false
