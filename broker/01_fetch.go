@@ -129,14 +129,15 @@ func handleFetch(s *Server, r *request) (result, error) {
 // ending with the socket full and a wait in the poller for the client to
 // read, and each wake-up of either side waits for a core on a busy
 // machine (for a follower, on the path an acks=all produce waits for).
-// Measured on a 16-partition consume, that is about a fifth of the
-// broker's CPU per GiB fetched (docs/performance.md, issue 17). A
-// sendfile'd response queues references to page-cache pages, not copies,
-// so the larger buffer costs a consumer's connection little memory; a
-// TLS connection (which copies) keeps the configured buffer. With -1 the
-// kernel sizes the buffer itself and it is left alone, and a
-// socket.send.buffer.bytes the operator set is what every socket keeps:
-// only the default gives way, so the setting means what it says.
+// On a 16-partition consume that was about 0.13 s of the broker's 0.43
+// s of CPU per GiB fetched (docs/performance.md, issue 17, session 10).
+// A sendfile'd response queues references to page-cache pages, not
+// copies, so the larger buffer costs a consumer's connection little
+// memory; a consumer's TLS connection (which copies) keeps the
+// configured buffer. With -1 the kernel sizes the buffer itself and it
+// is left alone, and a socket.send.buffer.bytes the operator set is what
+// every socket keeps: only the default gives way, so the setting means
+// what it says.
 func (s *Server) sizeFetchConn(c *conn, maxBytes int) {
 	if _, set := s.cfg.Props["socket.send.buffer.bytes"]; set {
 		return
