@@ -504,7 +504,7 @@ func (l *Log) read(offset int64, maxBytes int32, maxOffset int64, minOneBatch, s
 			return res, true, nil
 		}
 		if slice && s.log.isOS() {
-			pos, size, last, found, err := s.readRange(offset, maxBytes, limit, minOneBatch, cfg, l.logger)
+			pos, size, last, found, err := s.readRange(offset, maxBytes, limit, minOneBatch, gen, cfg, l.logger)
 			if err == nil && size > 0 {
 				// The slice pins the .log open until its Release.
 				var f *os.File

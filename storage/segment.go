@@ -82,6 +82,9 @@ type segment struct {
 	// once.
 	sends     atomic.Int32
 	logClosed atomic.Bool
+	// hint is the batch the next fetch most likely starts at
+	// (readRange), nil until a read finds one.
+	hint atomic.Pointer[batchHint]
 
 	txn          atomic.Int32 // txnUnknown, txnNone or txnSome
 	rollJitterMs int64        // subtracted from segment.ms for this segment
