@@ -90,10 +90,10 @@ type conn struct {
 	// connection's end closes (shares.go).
 	id            uint64
 	shareSessions atomic.Bool
-	// followerSendBuffer is set once a follower's fetch has sized the
-	// socket's send buffer for replication (replication.go); only the
-	// reader touches it.
-	followerSendBuffer bool
+	// fetchSendBuffer is set once a fetch has sized the socket's send
+	// buffer for its responses (sizeFetchConn); only the reader touches
+	// it.
+	fetchSendBuffer bool
 	// follower is set once a replica fetch came on the connection (a
 	// follower's own, with one request in flight at a time): its large
 	// zero-copy answers are written by the reader too (answer); only the

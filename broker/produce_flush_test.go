@@ -1,6 +1,8 @@
 package broker
 
 import (
+	"bytes"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -250,5 +252,88 @@ func TestDurableHighWatermarkWaitsForFsync(t *testing.T) {
 				t.Fatal("long poll not answered after the fsync")
 			}
 		})
+	}
+}
+
+// TestDurableProduceSyncsOnlyTheLog: with flush.messages=1, each acks=all
+// produce of an idempotent client (the end-to-end benchmark's durable
+// case) waits for one fsync per partition, its segment's .log, although
+// every batch of 5 KiB adds an entry to the .index (index.interval.bytes
+// 4 KiB): the active segment's indexes are rebuilt by recovery after an
+// unclean shutdown (storage.TestDurableFlushSyncsOnlyTheLog), and the
+// produce waited for three fsyncs side by side when they were synced too.
+// Every record still reads back, and each answer came after its
+// partition's recovery point passed it.
+func TestDurableProduceSyncsOnlyTheLog(t *testing.T) {
+	var (
+		mu    sync.Mutex
+		syncs = map[string]int{}
+	)
+	ts := startServerOpts(t, Options{FS: vfs.NewFaulty(vfs.Default, func(op vfs.Op, path string) error {
+		if op == vfs.OpSync && strings.Contains(path, "durable-") {
+			mu.Lock()
+			syncs[path[strings.LastIndex(path, "."):]]++
+			mu.Unlock()
+		}
+		return nil
+	})})
+	one := "1"
+	createTopic(t, ts.admin(t), "durable", 2, map[string]*string{"flush.messages": &one})
+	prod := ts.client(t, kgo.DefaultProduceTopic("durable"), kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(0),
+		kgo.ProducerBatchCompression(kgo.NoCompression())) // the batches stay over 4 KiB
+	ctx := testContext(t)
+	value := func(i int) []byte {
+		v := make([]byte, 5<<10)
+		copy(v, fmt.Sprintf("record %d", i))
+		return v
+	}
+	produce := func(i int) {
+		t.Helper()
+		r := &kgo.Record{Partition: int32(i % 2), Value: value(i)}
+		if err := prod.ProduceSync(ctx, r).FirstErr(); err != nil {
+			t.Fatalf("produce %d: %v", i, err)
+		}
+		p := ts.parts.get("durable", r.Partition)
+		if rp := p.Log.RecoveryPoint(); rp <= r.Offset {
+			t.Fatalf("produce %d answered with offset %d of partition %d while its recovery point was %d", i, r.Offset, r.Partition, rp)
+		}
+	}
+	// The first append of each partition syncs its creation's files too.
+	produce(0)
+	produce(1)
+	mu.Lock()
+	clear(syncs)
+	mu.Unlock()
+	const n = 40
+	for i := 2; i < n+2; i++ {
+		produce(i)
+	}
+	mu.Lock()
+	logs, idx, tidx := syncs[".log"], syncs[".index"], syncs[".timeindex"]
+	mu.Unlock()
+	if logs != n {
+		t.Errorf("%d .log fsyncs for %d durable produces, want one each", logs, n)
+	}
+	if idx+tidx != 0 {
+		t.Errorf("%d .index and %d .timeindex fsyncs for %d durable produces, want none", idx, tidx, n)
+	}
+	cons := ts.client(t, kgo.ConsumeTopics("durable"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	seen := map[string]bool{}
+	for len(seen) < n+2 {
+		fs := cons.PollFetches(ctx)
+		if err := fs.Err0(); err != nil {
+			t.Fatal(err)
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			if r.Partition != 0 && r.Partition != 1 || len(r.Value) != 5<<10 {
+				t.Fatalf("read back a record of %d bytes from partition %d", len(r.Value), r.Partition)
+			}
+			seen[string(r.Value[:bytes.IndexByte(r.Value, 0)])] = true
+		})
+	}
+	for i := range n + 2 {
+		if !seen[fmt.Sprintf("record %d", i)] {
+			t.Errorf("record %d not read back", i)
+		}
 	}
 }

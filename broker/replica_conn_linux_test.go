@@ -8,10 +8,11 @@ import (
 	"testing"
 )
 
-// A follower's fetch raises its connection's send buffer from
+// A large fetch raises its connection's send buffer from
 // socket.send.buffer.bytes to what its responses may hold (within the
-// kernel's cap), once; a consumer's connection keeps the configured one.
-func TestFollowerFetchSizesSendBuffer(t *testing.T) {
+// kernel's cap), once; a socket.send.buffer.bytes the operator set is
+// kept.
+func TestFetchSizesSendBuffer(t *testing.T) {
 	ts := startServer(t, "")
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -48,16 +49,16 @@ func TestFollowerFetchSizesSendBuffer(t *testing.T) {
 	}
 	configured := sndbuf()
 	c := &conn{s: ts.Server, nc: nc}
-	ts.sizeFollowerConn(c, 1000) // a fetch that fits the configured buffer
+	ts.sizeFetchConn(c, 1000) // a fetch that fits the configured buffer
 	if got := sndbuf(); got != configured {
 		t.Fatalf("send buffer %d after a small fetch, want the configured %d", got, configured)
 	}
-	ts.sizeFollowerConn(c, 4<<20)
+	ts.sizeFetchConn(c, 4<<20)
 	raised := sndbuf()
 	if raised <= configured {
-		t.Fatalf("send buffer %d after a follower's 4 MiB fetch, configured %d", raised, configured)
+		t.Fatalf("send buffer %d after a 4 MiB fetch, configured %d", raised, configured)
 	}
-	if !c.followerSendBuffer {
+	if !c.fetchSendBuffer {
 		t.Fatal("the connection is not marked as sized")
 	}
 
@@ -81,8 +82,8 @@ func TestFollowerFetchSizesSendBuffer(t *testing.T) {
 	nc = acc
 	set := sndbuf()
 	c2 := &conn{s: ts.Server, nc: acc}
-	ts.sizeFollowerConn(c2, 4<<20)
-	if got := sndbuf(); got != set || c2.followerSendBuffer {
-		t.Fatalf("send buffer %d after a follower's fetch with socket.send.buffer.bytes set, want the configured %d", got, set)
+	ts.sizeFetchConn(c2, 4<<20)
+	if got := sndbuf(); got != set || c2.fetchSendBuffer {
+		t.Fatalf("send buffer %d after a fetch with socket.send.buffer.bytes set, want the configured %d", got, set)
 	}
 }

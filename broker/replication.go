@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"slices"
 	"time"
 
@@ -158,34 +157,6 @@ func (s *Server) followerFetched(p *partition.Partition, replica int32, brokerEp
 		s.goTracked(func() { s.alterISR(p, a, newISR) })
 	}
 	return nil
-}
-
-// sizeFollowerConn raises, once per connection, the send buffer of a
-// follower's connection to what one of its fetch responses may hold
-// (maxBytes, capped by the kernel's net.core.wmem_max). The buffer
-// socket.send.buffer.bytes gives every accepted socket (100 KiB, as
-// Kafka's) holds a tenth of a megabyte-long replica fetch response: the
-// leader's writer then sends it in ten and more pieces, each waiting for
-// the follower to read the last, and each wake-up of either side waits
-// for a core on a busy machine, on the path an acks=all produce waits
-// for. With -1 the kernel sizes the buffer itself and it is left alone,
-// and a socket.send.buffer.bytes the operator set is what every socket
-// keeps: only the default gives way, so the setting means what it says.
-func (s *Server) sizeFollowerConn(c *conn, maxBytes int) {
-	if _, set := s.cfg.Props["socket.send.buffer.bytes"]; set {
-		return
-	}
-	if c.followerSendBuffer || s.cfg.SocketSendBufferBytes == -1 || maxBytes <= int(s.cfg.SocketSendBufferBytes) {
-		return
-	}
-	c.followerSendBuffer = true
-	tc, ok := c.nc.(*net.TCPConn)
-	if !ok {
-		return
-	}
-	if err := tc.SetWriteBuffer(maxBytes); err != nil {
-		s.log.Debug("sizing a follower's send buffer", "err", err)
-	}
 }
 
 // isrRetry spaces out ISR changes the controller refused.

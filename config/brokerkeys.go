@@ -180,7 +180,7 @@ var brokerKeys = append([]brokerKey{
 		doc: "The largest request the server accepts; a larger size closes the connection.",
 		set: func(b *Broker, v value) { b.SocketRequestMaxBytes = int32(v.i) }},
 	{name: "socket.send.buffer.bytes", typ: TypeInt, dflt: "102400",
-		doc: "SO_SNDBUF of server sockets; -1 uses the OS default. Left unset, a follower's replication connection is raised to hold one of its fetch responses.",
+		doc: "SO_SNDBUF of server sockets; -1 uses the OS default. Left unset, a connection that fetches is raised to hold one of its fetch responses (capped by net.core.wmem_max): a follower's, and a consumer's whose records are sent from the segment files (not TLS).",
 		set: func(b *Broker, v value) { b.SocketSendBufferBytes = int32(v.i) }},
 	{name: "socket.receive.buffer.bytes", typ: TypeInt, dflt: "102400",
 		doc: "SO_RCVBUF of server sockets; -1 uses the OS default.",

@@ -90,8 +90,14 @@ func (f *FileSlice) Release() {
 // size is 0 when it found none to return. The offset index takes the
 // search close to the end of the range, so only a few batch headers are
 // read, not the records.
-func (s *segment) readRange(offset int64, maxBytes int32, limit int64, minOne bool, cfg *LogConfig, logger *slog.Logger) (pos, size, lastOffset int64, found bool, err error) {
-	first, ok, err := s.translate(offset, cfg, logger)
+//
+// gen is the log's truncation count when the read began: the header of
+// the batch just past the range, which the next fetch of the partition
+// usually starts at, is kept as the segment's hint for reads of the same
+// count, so that such a fetch reads no header to find its first batch (a
+// truncation moves the count on, and a read during one starts again).
+func (s *segment) readRange(offset int64, maxBytes int32, limit int64, minOne bool, gen int64, cfg *LogConfig, logger *slog.Logger) (pos, size, lastOffset int64, found bool, err error) {
+	first, ok, err := s.firstBatch(offset, gen, cfg, logger)
 	if err != nil || !ok {
 		return 0, 0, 0, false, err
 	}
@@ -113,6 +119,7 @@ func (s *segment) readRange(offset int64, maxBytes int32, limit int64, minOne bo
 	// batch before it below limit: all the batches from first to it are
 	// returned, so the scan can start there.
 	skip, prev := int64(-1), from
+	prevLast := int64(-1) // the last offset of the indexed batch at prev, when there is one
 	s.mu.RLock()
 	j := sort.Search(len(s.offIdx), func(i int) bool {
 		e := s.offIdx[i]
@@ -120,8 +127,8 @@ func (s *segment) readRange(offset int64, maxBytes int32, limit int64, minOne bo
 	})
 	if j > 0 && int64(s.offIdx[j-1].pos) > from {
 		skip = int64(s.offIdx[j-1].pos)
-		if j > 1 && int64(s.offIdx[j-2].pos) > from {
-			prev = int64(s.offIdx[j-2].pos)
+		if j > 1 && int64(s.offIdx[j-2].pos) >= from {
+			prev, prevLast = int64(s.offIdx[j-2].pos), s.base+int64(s.offIdx[j-2].rel)
 		}
 	}
 	s.mu.RUnlock()
@@ -130,12 +137,20 @@ func (s *segment) readRange(offset int64, maxBytes int32, limit int64, minOne bo
 	defer hr.release()
 	if skip < 0 {
 		stop, last := hr.scan(from, end, limit)
+		s.keepHint(hr, gen)
 		if stop == from {
 			last = first.lastOffset
 		}
 		return first.pos, stop - first.pos, last, true, nil
 	}
 	stop, last := hr.scan(skip, end, limit)
+	s.keepHint(hr, gen)
+	if stop == skip && hr.hasNext && hr.next.pos == skip && prevLast == hr.next.baseOffset-1 {
+		// The batch at prev ends just below the one at skip in offsets,
+		// and every batch holds at least one: none lies between them, so
+		// it is the last one returned.
+		return first.pos, skip - first.pos, prevLast, true, nil
+	}
 	if stop == skip {
 		// Nothing after skip fits: the last batch returned is the one
 		// ending at skip, found from the entry before.
@@ -150,6 +165,35 @@ func (s *segment) readRange(offset int64, maxBytes int32, limit int64, minOne bo
 	return first.pos, stop - first.pos, last, true, nil
 }
 
+// firstBatch is translate, answered from the segment's hint when that is
+// the batch holding offset, read at the same truncation count gen.
+func (s *segment) firstBatch(offset, gen int64, cfg *LogConfig, logger *slog.Logger) (batchInfo, bool, error) {
+	h := s.hint.Load()
+	if h == nil || h.gen != gen || offset < h.b.baseOffset || offset > h.b.lastOffset || h.b.pos+h.b.size > s.size.Load() {
+		return s.translate(offset, cfg, logger)
+	}
+	// The rest of readRange uses the indexes.
+	if err := s.ensureLoaded(cfg, logger); err != nil {
+		return batchInfo{}, false, err
+	}
+	return h.b, true, nil
+}
+
+// batchHint is the header of a batch readRange found just past its
+// range, at the log's truncation count gen.
+type batchHint struct {
+	gen int64
+	b   batchInfo
+}
+
+// keepHint makes the batch the scan stopped at, if it read one, the
+// segment's hint.
+func (s *segment) keepHint(hr *headerReader, gen int64) {
+	if hr.hasNext {
+		s.hint.Store(&batchHint{gen: gen, b: hr.next})
+	}
+}
+
 // headerReader reads batch headers at chosen positions of a segment,
 // through a small window, so that a run of small batches costs one read
 // and a large batch costs the read of its header only.
@@ -158,6 +202,10 @@ type headerReader struct {
 	buf  []byte
 	bpos int64 // file position of buf[0]
 	blen int   // valid bytes in buf
+	// next is the whole batch the last scan stopped at, which lay past
+	// its end or limit, when hasNext is set.
+	next    batchInfo
+	hasNext bool
 }
 
 const headerWindow = 4 << 10
@@ -194,7 +242,11 @@ func (h *headerReader) scan(pos, end, limit int64) (stop, lastOffset int64) {
 		}
 		off := pos - h.bpos
 		b, err := decodeBatchPrefix(h.buf[off:off+protocol.BatchHeaderSize], pos)
-		if err != nil || b.baseOffset >= limit || pos+b.size > end {
+		if err != nil {
+			return stop, lastOffset
+		}
+		if b.baseOffset >= limit || pos+b.size > end {
+			h.next, h.hasNext = b, true
 			return stop, lastOffset
 		}
 		big = b.size > int64(len(h.buf))

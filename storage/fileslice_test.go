@@ -190,3 +190,121 @@ func TestFileSliceOutlivesDeletion(t *testing.T) {
 		t.Fatalf("file still open after the last release: %v", err)
 	}
 }
+
+// TestReadSliceHintsMatchRead reads a log as a consumer does, each read
+// starting after the last one's last offset, where readRange finds the
+// first batch from the hint the read before left on the segment and may
+// take the last batch's last offset from the index: with gaps between
+// batches' offsets (a follower's copy of a compacted log), and after a
+// truncation and appends that put other batches at the hinted positions,
+// every read returns exactly what Read returns.
+func TestReadSliceHintsMatchRead(t *testing.T) {
+	for _, interval := range []int32{1, 300, 1 << 30} {
+		m := openOSTestManager(t)
+		l := createTestLog(t, m, smallConfig(64<<10, interval))
+		rng := rand.New(rand.NewPCG(uint64(interval), 11))
+		next := int64(0)
+		appendSome := func(count int) {
+			for range count {
+				n, size := 1+rng.IntN(4), 10+rng.IntN(200)
+				if rng.IntN(5) == 0 {
+					size = 3000 + rng.IntN(3000)
+				}
+				if rng.IntN(3) == 0 {
+					next += 1 + rng.Int64N(5) // a gap
+				}
+				res, err := l.AppendAsFollower(withBaseOffset(batchOf(n, 1, size), next))
+				if err != nil {
+					t.Fatal(err)
+				}
+				next = res.LastOffset + 1
+			}
+		}
+		appendSome(300)
+		consume := func(maxBytes int32) {
+			leo := l.LogEndOffset()
+			for off := l.LogStartOffset(); off < leo; {
+				want, err := l.Read(off, maxBytes, leo, true)
+				if err != nil {
+					t.Fatal(err)
+				}
+				got, err := l.ReadSlice(off, maxBytes, leo, true)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got.Slice == nil {
+					if len(want.Data) != 0 {
+						t.Fatalf("read(%d, %d): no slice, %d bytes read", off, maxBytes, len(want.Data))
+					}
+					off++ // in a gap at a segment's end
+					continue
+				}
+				if b := sliceBytes(t, got.Slice); !bytes.Equal(b, want.Data) {
+					t.Fatalf("read(%d, %d): slice of %d bytes differs from %d bytes read", off, maxBytes, len(b), len(want.Data))
+				}
+				hs := parseAll(t, want.Data)
+				last := hs[len(hs)-1].LastOffset()
+				if got.Slice.LastOffset() != last {
+					t.Fatalf("read(%d, %d): last offset %d, want %d", off, maxBytes, got.Slice.LastOffset(), last)
+				}
+				got.Slice.Release()
+				off = last + 1
+			}
+		}
+		for _, mb := range []int32{1, 700, 5000, 20000, 1 << 20} {
+			consume(mb)
+		}
+		// Cut the log in the middle, where hints point, and append other
+		// batches there.
+		if err := l.TruncateTo(l.LogEndOffset() / 2); err != nil {
+			t.Fatal(err)
+		}
+		next = l.LogEndOffset()
+		appendSome(150)
+		for _, mb := range []int32{20000, 700, 5000} {
+			consume(mb)
+		}
+	}
+}
+
+// TestReadSliceHintAfterTruncation leaves a segment's hint on a batch,
+// truncates the log below it and appends a different batch at the same
+// position and offset: the next read from that offset finds the new one.
+func TestReadSliceHintAfterTruncation(t *testing.T) {
+	m := openOSTestManager(t)
+	l := createTestLog(t, m, smallConfig(1<<20, 1))
+	for range 10 {
+		mustAppend(t, l, batchOf(3, 1, 500), 0)
+	}
+	leo := l.LogEndOffset()
+	first, err := l.Read(0, 1, leo, true) // the first batch alone
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Room for the first batch and the second's header, not the second.
+	got, err := l.ReadSlice(0, int32(len(first.Data)+100), leo, true)
+	if err != nil || got.Slice == nil || got.Slice.LastOffset() != 2 {
+		t.Fatalf("first read: %+v, %v", got, err)
+	}
+	got.Slice.Release()
+	if err := l.TruncateTo(3); err != nil {
+		t.Fatal(err)
+	}
+	mustAppend(t, l, batchOf(1, 1, 50), 0)
+	for range 10 { // past the end of the batch the hint saw
+		mustAppend(t, l, batchOf(3, 1, 500), 0)
+	}
+	want, err := l.Read(3, 1000, l.LogEndOffset(), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err = l.ReadSlice(3, 1000, l.LogEndOffset(), true)
+	if err != nil || got.Slice == nil {
+		t.Fatalf("read after truncation: %+v, %v", got, err)
+	}
+	defer got.Slice.Release()
+	hs := parseAll(t, want.Data)
+	if b := sliceBytes(t, got.Slice); !bytes.Equal(b, want.Data) || got.Slice.LastOffset() != hs[len(hs)-1].LastOffset() {
+		t.Fatalf("read after truncation: %d bytes up to offset %d, want %d bytes up to %d", len(b), got.Slice.LastOffset(), len(want.Data), hs[len(hs)-1].LastOffset())
+	}
+}

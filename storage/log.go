@@ -221,7 +221,7 @@ func (l *Log) FlushTo(offset int64) error {
 	if l.rp.Load() >= offset {
 		return l.Err()
 	}
-	return l.flushLocked()
+	return l.flushLocked(false)
 }
 
 func (l *Log) append(batches []byte, leaderEpoch int32, now int64) (res AppendResult, flush bool, err error) {
@@ -508,7 +508,7 @@ func (l *Log) read(offset int64, maxBytes int32, maxOffset int64, minOneBatch, s
 			return res, true, nil
 		}
 		if slice && s.log.isOS() {
-			pos, size, last, found, err := s.readRange(offset, maxBytes, limit, minOneBatch, cfg, l.logger)
+			pos, size, last, found, err := s.readRange(offset, maxBytes, limit, minOneBatch, gen, cfg, l.logger)
 			if err == nil && size > 0 {
 				// The slice pins the .log open until its Release.
 				var f *os.File
@@ -589,16 +589,25 @@ func (l *Log) FlushIfStale() (bool, error) {
 	return true, l.Flush()
 }
 
-// Flush fsyncs everything written so far and advances the recovery point
-// to the log end offset it saw. It does not block appends while it syncs.
+// Flush fsyncs everything written so far, except the active segment's
+// offset and time indexes (see flushLocked), and advances the recovery
+// point to the log end offset it saw. It does not block appends while it
+// syncs.
 func (l *Log) Flush() error {
 	l.flushMu.Lock()
 	defer l.flushMu.Unlock()
-	return l.flushLocked()
+	return l.flushLocked(false)
 }
 
-// flushLocked flushes with flushMu held.
-func (l *Log) flushLocked() error {
+// flushLocked flushes with flushMu held. The active segment's .index and
+// .timeindex are synced only by the final flush of Close (final), which
+// the clean-shutdown marker trusts, and by a roll: after an unclean
+// shutdown the active segment, holding the checkpointed recovery point or
+// past it, is recovered and its indexes rebuilt from the .log
+// (segment.flushFilesLocked). With flush.messages=1 and index entries
+// every index.interval.bytes, most produces wrote an index entry, and a
+// flush waited for three fsyncs side by side instead of one.
+func (l *Log) flushLocked(final bool) error {
 	l.mu.Lock()
 	if l.closed.Load() {
 		l.mu.Unlock()
@@ -628,7 +637,7 @@ func (l *Log) flushLocked() error {
 				l.mu.Unlock()
 				return err
 			}
-			toSync = append(toSync, syncing{s, s.flushFilesLocked()})
+			toSync = append(toSync, syncing{s, s.flushFilesLocked(final || i < len(segs)-1)})
 			s.unsynced = false
 			l.dirDirty = l.dirDirty || s.newIndexFiles
 			s.newIndexFiles = false
@@ -770,7 +779,7 @@ func (l *Log) close(flush bool) error {
 		l.mu.Unlock()
 	}
 	if flush {
-		if err := l.flushLocked(); err != nil {
+		if err := l.flushLocked(true); err != nil {
 			errs = append(errs, err)
 		}
 	}

@@ -83,6 +83,9 @@ type segment struct {
 	// once.
 	sends     atomic.Int32
 	logClosed atomic.Bool
+	// hint is the batch the next fetch most likely starts at
+	// (readRange), nil until a read finds one.
+	hint atomic.Pointer[batchHint]
 
 	txn          atomic.Int32 // txnUnknown, txnNone or txnSome
 	rollJitterMs int64        // subtracted from segment.ms for this segment
@@ -544,7 +547,15 @@ func (s *segment) openFilesLocked() []vfs.File {
 // every open file (openFilesLocked), since it moves the recovery point
 // without waiting for a flush in progress. The caller holds Log.mu and
 // Log.flushMu.
-func (s *segment) flushFilesLocked() []vfs.File {
+//
+// Without offsetIndexes the .index and .timeindex are left out and stay
+// dirty, for the roll or the closing flush that syncs them: a flush of the
+// active segment does so (Log.flushLocked), since after an unclean
+// shutdown the segment holding the checkpointed recovery point, and every
+// later one, is recovered and its indexes rebuilt from the .log (loadLog,
+// as Kafka's LogLoader.recoverLog), so their fsync protects nothing
+// before the segment is rolled.
+func (s *segment) flushFilesLocked(offsetIndexes bool) []vfs.File {
 	var out []vfs.File
 	if s.log != nil {
 		out = append(out, s.log)
@@ -552,7 +563,11 @@ func (s *segment) flushFilesLocked() []vfs.File {
 	for _, f := range []struct {
 		file  vfs.File
 		dirty *bool
-	}{{s.idxFile, &s.idxDirty}, {s.timeFile, &s.timeDirty}, {s.txnFile, &s.txnDirty}} {
+		index bool
+	}{{s.idxFile, &s.idxDirty, true}, {s.timeFile, &s.timeDirty, true}, {s.txnFile, &s.txnDirty, false}} {
+		if f.index && !offsetIndexes {
+			continue
+		}
 		if f.file != nil && *f.dirty {
 			out = append(out, f.file)
 			*f.dirty = false

@@ -101,9 +101,9 @@ func TestSyncStallReported(t *testing.T) {
 	}
 }
 
-// TestFlushSyncsSegmentFilesSideBySide: a flush fsyncs a segment's .log
-// and its index files at the same time, so it waits for the slowest
-// rather than their sum (flush.messages=1 pays it on every produce). The
+// TestFlushSyncsSegmentFilesSideBySide: a flush that syncs a segment's
+// .log and its index files (Close's final flush; a roll) fsyncs them at
+// the same time, so it waits for the slowest rather than their sum. The
 // injector holds the .log's fsync until the .index's has started, which
 // one fsync after the other never does; the recovery point moves only
 // after both.
@@ -140,13 +140,13 @@ func TestFlushSyncsSegmentFilesSideBySide(t *testing.T) {
 		mustAppend(t, l, batchOf(1, 1, 1000), 0)
 	}
 	armed.Store("on", true)
-	if err := l.Flush(); err != nil {
+	if err := l.Close(); err != nil {
 		t.Fatal(err)
 	}
 	select {
 	case <-indexStarted:
 	default:
-		t.Fatal("the flush synced no .index file")
+		t.Fatal("the closing flush synced no .index file")
 	}
 	if _, ok := waitedOut.Load("yes"); ok {
 		t.Error("the .log's fsync finished before the .index's started: the segment's files were synced one after another")
@@ -156,88 +156,174 @@ func TestFlushSyncsSegmentFilesSideBySide(t *testing.T) {
 	}
 }
 
-// TestFlushSyncsOnlyWrittenIndexFiles: with flush.messages=1 a flush
-// fsyncs the .log every time but an index file only when the flush wrote
-// or trimmed it, since an fsync of an unchanged file still costs the disk
-// a cache flush (about 1 ms on the benchmark machine) and most appends add
-// no index entry. After a power loss, the indexes must still hold every
-// entry the last flush persisted, and every acknowledged batch must read
-// back by offset.
-func TestFlushSyncsOnlyWrittenIndexFiles(t *testing.T) {
-	mem := vfs.NewMem()
-	var mu sync.Mutex
-	syncs := map[string]int{}
-	fsys := vfs.NewFaulty(mem, func(op vfs.Op, path string) error {
-		if op == vfs.OpSync {
-			mu.Lock()
-			syncs[path[strings.LastIndex(path, "."):]]++
-			mu.Unlock()
-		}
-		return nil
-	})
-	cfg := smallConfig(1<<30, 4096)
-	cfg.FlushMessages = 1
-	m := openTestManager(t, fsys, cfg)
-	l := createTestLog(t, m, cfg)
-	mu.Lock()
-	clear(syncs)
-	mu.Unlock()
+// TestDurableFlushSyncsOnlyTheLog: with flush.messages=1 a flush fsyncs
+// the active segment's .log every time and its .index and .timeindex
+// never (with 1 KiB records a produce wrote an index entry most times, and
+// waited for three fsyncs instead of one). That is safe because the
+// indexes of the segment holding the checkpointed recovery point, and of
+// every later one, are rebuilt by the recovery after an unclean shutdown,
+// while a roll and the closing flush sync them for the segments that are
+// not recovered. For each way the log can end (a power loss with the
+// recovery point checkpointed inside the active segment, after rolls, and
+// after a clean close), the test checks what the disk holds afterwards:
+// every acknowledged batch, and indexes with every entry.
+func TestDurableFlushSyncsOnlyTheLog(t *testing.T) {
 	const appends = 40
-	var acked []appended
-	for i := range appends {
-		acked = append(acked, mustAppend(t, l, batchOf(1, int64(1000+i), 1000), 0))
+	type run struct {
+		mem          *vfs.MemFS
+		syncs        map[string]int
+		acked        []appended
+		idx, timeIdx []int // entries per segment before the end, by segment
+		paths        [][2]string
+		cfg          LogConfig
+		m            *Manager
 	}
-	seg := l.active()
-	seg.mu.RLock()
-	entries := len(seg.offIdx)
-	seg.mu.RUnlock()
-	mu.Lock()
-	logSyncs, idxSyncs, timeSyncs := syncs[logSuffix], syncs[indexSuffix], syncs[timeIndexSuffix]
-	mu.Unlock()
-	// Batches of about 1.1 KiB against index.interval.bytes of 4 KiB: an
-	// entry every fourth append or so.
-	if entries < appends/5 || entries > appends/2 {
-		t.Fatalf("%d index entries for %d appends; the test expects one every few appends", entries, appends)
+	start := func(t *testing.T, segmentBytes int64) *run {
+		r := &run{mem: vfs.NewMem(), syncs: map[string]int{}}
+		var mu sync.Mutex
+		fsys := vfs.NewFaulty(r.mem, func(op vfs.Op, path string) error {
+			if op == vfs.OpSync {
+				mu.Lock()
+				r.syncs[path[strings.LastIndex(path, "."):]]++
+				mu.Unlock()
+			}
+			return nil
+		})
+		r.cfg = smallConfig(segmentBytes, 4096)
+		r.cfg.FlushMessages = 1
+		r.m = openTestManager(t, fsys, r.cfg)
+		l := createTestLog(t, r.m, r.cfg)
+		mu.Lock()
+		clear(r.syncs)
+		mu.Unlock()
+		for i := range appends {
+			r.acked = append(r.acked, mustAppend(t, l, batchOf(1, int64(1000+i), 1000), 0))
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		for _, s := range l.segments() {
+			s.mu.RLock()
+			r.idx, r.timeIdx = append(r.idx, len(s.offIdx)), append(r.timeIdx, len(s.timeIdx))
+			s.mu.RUnlock()
+			r.paths = append(r.paths, [2]string{s.path(indexSuffix), s.path(timeIndexSuffix)})
+		}
+		return r
 	}
-	if logSyncs != appends {
-		t.Errorf(".log synced %d times for %d appends with flush.messages=1, want every time", logSyncs, appends)
+	// onDisk is the size of each segment's index files as a power loss
+	// now would leave them.
+	onDisk := func(t *testing.T, r *run) (idx, timeIdx []int64) {
+		t.Helper()
+		r.mem.Crash()
+		for _, p := range r.paths {
+			var sz [2]int64
+			for i, name := range p {
+				if st, err := r.mem.Stat(name); err == nil {
+					sz[i] = st.Size()
+				}
+			}
+			idx, timeIdx = append(idx, sz[0]), append(timeIdx, sz[1])
+		}
+		return idx, timeIdx
 	}
-	if idxSyncs < entries || idxSyncs > entries+1 {
-		t.Errorf(".index synced %d times for %d entries written (%d flushes): want once per flush that wrote one", idxSyncs, entries, appends)
-	}
-	if timeSyncs > appends/2 {
-		t.Errorf(".timeindex synced %d times in %d flushes: unchanged files synced", timeSyncs, appends)
-	}
-	idxPath := seg.path(indexSuffix)
-	before, err := mem.Stat(idxPath)
-	if err != nil {
-		t.Fatal(err)
+	// reopen loads the log after the power loss and checks that every
+	// acknowledged batch reads back, by its offset, through the index.
+	reopen := func(t *testing.T, r *run) *Manager {
+		t.Helper()
+		m2 := openTestManager(t, r.mem, r.cfg)
+		l2, ok := m2.Log("orders", 0)
+		if !ok {
+			t.Fatal("log lost")
+		}
+		if l2.LogEndOffset() != appends {
+			t.Fatalf("log end %d after the power loss, want %d (every append was acknowledged)", l2.LogEndOffset(), appends)
+		}
+		for _, a := range r.acked {
+			rd, err := l2.Read(a.base, 1, appends, true)
+			if err != nil {
+				t.Fatalf("read at %d: %v", a.base, err)
+			}
+			if hs := parseAll(t, rd.Data); len(hs) == 0 || hs[0].BaseOffset != a.base || !bytes.Equal(rd.Data[:len(a.data)], withBaseOffset(a.data, a.base)) {
+				t.Fatalf("read at %d returned other data", a.base)
+			}
+		}
+		return m2
 	}
 
-	mem.Crash()
-	after, err := mem.Stat(idxPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if after.Size() != before.Size() || before.Size() != int64(entries)*offsetEntrySize {
-		t.Fatalf(".index of %d bytes after the power loss, %d before, want %d entries of %d", after.Size(), before.Size(), entries, offsetEntrySize)
-	}
-	m2 := openTestManager(t, mem, cfg)
-	defer m2.Close()
-	l2, ok := m2.Log("orders", 0)
-	if !ok {
-		t.Fatal("log lost")
-	}
-	if l2.LogEndOffset() != appends {
-		t.Fatalf("log end %d after the power loss, want %d (every append was acknowledged)", l2.LogEndOffset(), appends)
-	}
-	for _, a := range acked {
-		r, err := l2.Read(a.base, 1, appends, true)
-		if err != nil {
-			t.Fatalf("read at %d: %v", a.base, err)
+	t.Run("power loss in the active segment", func(t *testing.T) {
+		r := start(t, 1<<30)
+		// Batches of about 1.1 KiB against index.interval.bytes of 4
+		// KiB: an entry every fourth append or so.
+		if len(r.idx) != 1 || r.idx[0] < appends/5 || r.idx[0] > appends/2 {
+			t.Fatalf("index entries per segment %v for %d appends; the test expects one segment with an entry every few appends", r.idx, appends)
 		}
-		if hs := parseAll(t, r.Data); len(hs) == 0 || hs[0].BaseOffset != a.base || !bytes.Equal(r.Data[:len(a.data)], withBaseOffset(a.data, a.base)) {
-			t.Fatalf("read at %d returned other data", a.base)
+		if r.syncs[logSuffix] != appends {
+			t.Errorf(".log synced %d times for %d appends with flush.messages=1, want every time", r.syncs[logSuffix], appends)
 		}
-	}
+		if n := r.syncs[indexSuffix] + r.syncs[timeIndexSuffix]; n != 0 {
+			t.Errorf("the active segment's index files synced %d times in %d flushes, want none", n, appends)
+		}
+		// The recovery point goes to disk inside the active segment.
+		if err := r.m.Checkpoint(); err != nil {
+			t.Fatal(err)
+		}
+		if idx, _ := onDisk(t, r); idx[0] >= int64(r.idx[0])*offsetEntrySize {
+			t.Fatalf(".index of %d bytes after the power loss: the test means the entries to be lost", idx[0])
+		}
+		m2 := reopen(t, r)
+		defer m2.Close()
+		if n := m2.recoveredSegments.Load(); n != 1 {
+			t.Fatalf("%d segments recovered, want the active one, which holds the checkpointed recovery point", n)
+		}
+		// Recovery rebuilt the indexes and synced them.
+		idx, timeIdx := onDisk(t, r)
+		// (The rebuilt .timeindex may end in an entry for the largest
+		// timestamp, as a rolled segment's does.)
+		if idx[0] != int64(r.idx[0])*offsetEntrySize || timeIdx[0] < int64(r.timeIdx[0])*timeEntrySize {
+			t.Fatalf("after recovery and a second power loss: .index %d bytes, .timeindex %d, want %d and at least %d entries",
+				idx[0], timeIdx[0], r.idx[0], r.timeIdx[0])
+		}
+	})
+
+	t.Run("power loss after rolls", func(t *testing.T) {
+		r := start(t, 16<<10)
+		if len(r.idx) < 3 {
+			t.Fatalf("%d segments, the test expects rolls", len(r.idx))
+		}
+		if err := r.m.Checkpoint(); err != nil {
+			t.Fatal(err)
+		}
+		idx, timeIdx := onDisk(t, r)
+		// A rolled segment below the recovery point's is not recovered:
+		// the roll must have synced its indexes.
+		for i := range len(r.idx) - 1 {
+			if idx[i] != int64(r.idx[i])*offsetEntrySize || timeIdx[i] < int64(r.timeIdx[i])*timeEntrySize {
+				t.Errorf("rolled segment %d after the power loss: .index %d bytes, .timeindex %d, want %d and at least %d entries",
+					i, idx[i], timeIdx[i], r.idx[i], r.timeIdx[i])
+			}
+		}
+		m2 := reopen(t, r)
+		defer m2.Close()
+		if n := m2.recoveredSegments.Load(); n != 1 {
+			t.Fatalf("%d segments recovered, want the active one only", n)
+		}
+	})
+
+	t.Run("clean close", func(t *testing.T) {
+		r := start(t, 1<<30)
+		if err := r.m.Close(); err != nil {
+			t.Fatal(err)
+		}
+		// The clean-shutdown marker lets the next start trust the
+		// active segment's indexes: the closing flush synced them.
+		idx, timeIdx := onDisk(t, r)
+		if idx[0] != int64(r.idx[0])*offsetEntrySize || timeIdx[0] < int64(r.timeIdx[0])*timeEntrySize {
+			t.Fatalf("after a clean close and a power loss: .index %d bytes, .timeindex %d, want %d and at least %d entries",
+				idx[0], timeIdx[0], r.idx[0], r.timeIdx[0])
+		}
+		m2 := reopen(t, r)
+		defer m2.Close()
+		if n := m2.recoveredSegments.Load(); n != 0 {
+			t.Fatalf("%d segments recovered after a clean close, want none", n)
+		}
+	})
 }

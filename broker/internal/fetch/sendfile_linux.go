@@ -13,19 +13,20 @@ const HaveSendfile = true
 // sendfile sends n bytes of f from pos to the socket behind conn with
 // sendfile(2) and an explicit offset, so that senders sharing f never
 // touch its file offset. It waits in the poller while the socket is full.
-// It returns fewer than n bytes without an error only when f ends first.
-func sendfile(conn syscall.RawConn, f *os.File, pos, n int64) (int64, error) {
+// It returns fewer than n bytes without an error only when f ends first,
+// and the number of sendfile calls made.
+func sendfile(conn syscall.RawConn, f *os.File, pos, n int64) (sent, calls int64, err error) {
 	fc, err := f.SyscallConn()
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
-	var sent int64
 	var serr error
 	err = fc.Read(func(src uintptr) bool {
 		off := pos
 		werr := conn.Write(func(dst uintptr) bool {
 			for sent < n {
 				m, err := syscall.Sendfile(int(dst), int(src), &off, int(min(n-sent, 1<<30)))
+				calls++
 				if m > 0 {
 					sent += int64(m)
 				}
@@ -50,7 +51,7 @@ func sendfile(conn syscall.RawConn, f *os.File, pos, n int64) (int64, error) {
 	if err == nil {
 		err = serr
 	}
-	return sent, err
+	return sent, calls, err
 }
 
 // cork sets (on) or clears TCP_CORK on the socket behind conn. While it

@@ -92,12 +92,20 @@ var (
 	placeholderHi = bytes.Repeat([]byte{0xff}, placeholderLen)
 )
 
-// sendfileBytes counts the record bytes sent with sendfile, for tests.
-var sendfileBytes atomic.Int64
+// sendfileBytes counts the record bytes sent with sendfile,
+// sendfileCalls the sendfile system calls made (those that found the
+// socket full too) and sendfileSlices the file slices sent, for tests.
+var sendfileBytes, sendfileCalls, sendfileSlices atomic.Int64
 
 // SendfileBytes is the number of record bytes sent with sendfile since the
 // process started, for tests.
 func SendfileBytes() int64 { return sendfileBytes.Load() }
+
+// SendfileCalls is the number of sendfile system calls made since the
+// process started, and SendfileSlices the number of file slices (one
+// partition's records each) they sent, for tests: a slice that takes many
+// calls waited on a full socket between them.
+func SendfileCalls() (calls, slices int64) { return sendfileCalls.Load(), sendfileSlices.Load() }
 
 // ErrRecordsChanged ends a connection whose response read segment bytes
 // that a truncation may have changed during the send.
@@ -279,8 +287,10 @@ func (zw *Writer) writePiece(w *bufio.Writer, p framePiece, n int64) error {
 		return err
 	}
 	f, pos := p.slice.File()
-	sent, err := sendfile(zw.raw, f, pos, n)
+	sent, calls, err := sendfile(zw.raw, f, pos, n)
 	sendfileBytes.Add(sent)
+	sendfileCalls.Add(calls)
+	sendfileSlices.Add(1)
 	if err != nil {
 		return fmt.Errorf("fetch: sendfile %s: %w", f.Name(), err)
 	}

@@ -124,20 +124,63 @@ func replayProducers(p *Partition, st *producerstate.State, from int64) error {
 			}
 			data = rest
 			off = h.LastOffset() + 1
-			if h.ProducerID < 0 || h.LastOffset() < from {
+			if h.LastOffset() < from {
 				continue
 			}
-			if !h.IsControl() {
-				st.Replay(BatchProducerInfo(&h), h.BaseOffset, h.LastOffset(), h.MaxTimestamp)
-				continue
+			if err := replayBatch(st, batch, &h); err != nil {
+				return err
 			}
-			commit, coordEpoch, err := DecodeMarker(batch)
-			if err != nil {
-				return fmt.Errorf("marker at offset %d: %w", h.BaseOffset, err)
-			}
-			st.ApplyMarker(producerstate.Marker{
-				ProducerID: h.ProducerID, ProducerEpoch: h.ProducerEpoch, CoordinatorEpoch: coordEpoch, Commit: commit,
-			}, h.BaseOffset, h.MaxTimestamp)
+		}
+	}
+	return nil
+}
+
+// replayBatch applies one batch of the log to the producer state: a
+// producer's batch, or a marker, which ends a transaction.
+func replayBatch(st *producerstate.State, batch []byte, h *protocol.BatchHeader) error {
+	if h.ProducerID < 0 {
+		return nil
+	}
+	if !h.IsControl() {
+		st.Replay(BatchProducerInfo(h), h.BaseOffset, h.LastOffset(), h.MaxTimestamp)
+		return nil
+	}
+	commit, coordEpoch, err := DecodeMarker(batch)
+	if err != nil {
+		return fmt.Errorf("marker at offset %d: %w", h.BaseOffset, err)
+	}
+	st.ApplyMarker(producerstate.Marker{
+		ProducerID: h.ProducerID, ProducerEpoch: h.ProducerEpoch, CoordinatorEpoch: coordEpoch, Commit: commit,
+	}, h.BaseOffset, h.MaxTimestamp)
+	return nil
+}
+
+// FollowerAppendedLocked brings the producer state up to date with
+// batches a follower has just appended to its log, as Kafka's follower
+// append updates its producer state manager. A follower that kept no
+// state loads it now, once, from its newest snapshot and the log after
+// it; from then on it snapshots at each roll, so that its promotion to
+// leader, or its restart, replays at most the active segment rather than
+// the whole log. The follower's log rolls only before a whole append, so
+// at a roll inside the append the state holds exactly the records below
+// the new segment. The caller holds p.Mu.
+func (p *Partition) FollowerAppendedLocked(appended []byte) error {
+	if p.Producers == nil {
+		// The load replays the log to its end, appended batches
+		// included.
+		_, err := p.ProducerStateLocked()
+		return err
+	}
+	end := p.Log.LogEndOffset()
+	for data := appended; len(data) > 0; {
+		batch, rest, h, err := protocol.NextBatch(data)
+		if err != nil || h.LastOffset() >= end {
+			return nil // a batch cut short by the leader's fetch size, not appended
+		}
+		data = rest
+		if err := replayBatch(p.Producers, batch, &h); err != nil {
+			p.Producers = nil // rebuilt from the log when next needed
+			return fmt.Errorf("producer state of %s-%d: %w", p.Topic, p.Index, err)
 		}
 	}
 	return nil

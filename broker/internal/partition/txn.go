@@ -78,6 +78,10 @@ func (p *Partition) LastStableOffset() (int64, error) {
 	if _, err := p.TxnStateLocked(); err != nil {
 		return 0, err
 	}
+	// A follower's state, kept up to date by its appends
+	// (FollowerAppendedLocked), was loaded before this node led the
+	// partition: the LSO is computed from it now.
+	p.UpdateLastStableOffsetLocked()
 	p.TxnReady.Store(true)
 	return p.LSO.Load(), nil
 }

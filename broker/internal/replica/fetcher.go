@@ -513,7 +513,9 @@ func (m *Manager) ApplyFetched(p *partition.Partition, st *FollowState, rp *kmsg
 		if err := noteFetchedEpochsLocked(p, rp.RecordBatches); err != nil {
 			return err
 		}
-		p.Producers = nil
+		if err := p.FollowerAppendedLocked(rp.RecordBatches); err != nil {
+			return err
+		}
 	}
 	if rp.LogStartOffset > p.Log.LogStartOffset() {
 		if err := p.Log.IncrementLogStartOffset(min(rp.LogStartOffset, p.Log.LogEndOffset())); err != nil {
