@@ -43,12 +43,15 @@ func (f syncGateFile) Sync() error {
 }
 
 // TestDeferredEpochCheckpointFsyncOutsideLock: the background write of a
-// new partition's first leader-epoch-checkpoint fsyncs without the
-// partition's lock: while its fsync is held, appends to the partition go
-// on, and once it is let go the file holds the cache.
+// first leader-epoch-checkpoint fsyncs without the partition's lock: while
+// its fsync is held, appends to the partition go on, and once it is let
+// go the file holds the cache. (A partition made as the leader has its
+// checkpoint from its creation: it is removed here, as a log made as a
+// follower that then leads has none.)
 func TestDeferredEpochCheckpointFsyncOutsideLock(t *testing.T) {
 	ts := startServer(t, "")
 	createTopic(t, ts.admin(t), "epoch-gate", 1, nil)
+	removeEpochCheckpoints(t, ts, "epoch-gate", 1)
 	p := ts.parts.get("epoch-gate", 0)
 	if p == nil {
 		t.Fatal("partition epoch-gate-0 not hosted")

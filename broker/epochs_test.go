@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -103,6 +104,23 @@ func waitEpochCheckpoint(t *testing.T, dir, want string) {
 	t.Fatalf("leader-epoch-checkpoint %q %v, want %q", data, err, want)
 }
 
+// removeEpochCheckpoints removes the leader-epoch-checkpoint a new topic's
+// partitions were made with (partition.NewLeaderLogFiles), and forgets
+// the epoch cache it started, before their first append, so that it
+// writes the first one as for a log made as a follower that then leads.
+func removeEpochCheckpoints(t *testing.T, ts *testServer, topic string, parts int) {
+	t.Helper()
+	for i := range parts {
+		if err := os.Remove(filepath.Join(ts.dir, fmt.Sprintf("%s-%d", topic, i), partition.EpochCheckpointFile)); err != nil {
+			t.Fatal(err)
+		}
+		p := ts.parts.get(topic, int32(i))
+		p.Mu.Lock()
+		p.Epochs = nil
+		p.Mu.Unlock()
+	}
+}
+
 // TestDeferredEpochCheckpointsSideBySide: the background writer writes
 // the deferred leader-epoch-checkpoints of a new topic's partitions side
 // by side, not one after another: each write holds its partition's lock
@@ -140,6 +158,7 @@ func TestDeferredEpochCheckpointsSideBySide(t *testing.T) {
 	t.Cleanup(func() { s.Close() })
 	ts := &testServer{Server: s, dir: dir, addr: s.Addr().String()}
 	createTopic(t, ts.admin(t), "epw", parts, nil)
+	removeEpochCheckpoints(t, ts, "epw", parts)
 	cl := ts.client(t, kgo.DefaultProduceTopic("epw"), kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	var recs []*kgo.Record
 	for i := range int32(parts) {
@@ -156,4 +175,58 @@ func TestDeferredEpochCheckpointsSideBySide(t *testing.T) {
 	if most < 2 {
 		t.Errorf("at most %d checkpoint fsync ran at once for %d new partitions: written one after another", most, parts)
 	}
+}
+
+// TestNewLeaderEpochCheckpointAtCreation: a partition made with this node
+// as its leader has its leader-epoch-checkpoint from its creation, epoch 0
+// from offset 0, as Kafka's makeLeader records it; its first produce
+// leaves it as it is and defers no write. A crash that leaves it torn (it
+// is not synced until the log's first flush) restarts with the cache
+// rebuilt from the batches.
+func TestNewLeaderEpochCheckpointAtCreation(t *testing.T) {
+	ts := startServer(t, "")
+	createTopic(t, ts.admin(t), "epc", 1, nil)
+	dir := filepath.Join(ts.dir, "epc-0")
+	data, err := os.ReadFile(filepath.Join(dir, partition.EpochCheckpointFile))
+	if err != nil || string(data) != "0\n1\n0 0\n" {
+		t.Fatalf("leader-epoch-checkpoint of a new partition %q %v", data, err)
+	}
+	before, err := os.Stat(filepath.Join(dir, partition.EpochCheckpointFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The cache is the file's from the start: the first append need not
+	// read it back.
+	p := ts.parts.get("epc", 0)
+	p.Mu.Lock()
+	eps := slices.Clone(p.Epochs)
+	p.Mu.Unlock()
+	if !slices.Equal(eps, []partition.EpochEntry{{Epoch: 0, StartOffset: 0}}) {
+		t.Errorf("epoch cache of a new partition %v, want epoch 0 from offset 0", eps)
+	}
+	cl := ts.client(t, kgo.DefaultProduceTopic("epc"))
+	produceAll(t, cl, keyedRecords("epc", 10, "e"))
+	if p.EpochsUnwritten() {
+		t.Error("the first produce deferred a checkpoint write")
+	}
+	after, err := os.Stat(filepath.Join(dir, partition.EpochCheckpointFile))
+	if err != nil || !os.SameFile(before, after) {
+		t.Errorf("the first produce rewrote the leader-epoch-checkpoint (%v)", err)
+	}
+	if got := offsetForLeaderEpoch(t, cl, "epc", 0); got.ErrorCode != 0 || got.LeaderEpoch != 0 || got.EndOffset != 10 {
+		t.Fatalf("offset for epoch 0: %+v", got)
+	}
+	cl.Close()
+
+	crashed := crashCopy(t, ts.dir)
+	if err := os.WriteFile(filepath.Join(crashed, "epc-0", partition.EpochCheckpointFile), []byte("0\n1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rs := startServer(t, crashed)
+	rc := rs.client(t, kgo.DefaultProduceTopic("epc"))
+	produceAll(t, rc, keyedRecords("epc", 5, "f"))
+	if got := offsetForLeaderEpoch(t, rc, "epc", 0); got.ErrorCode != 0 || got.LeaderEpoch != 0 || got.EndOffset != 15 {
+		t.Fatalf("offset for epoch 0 after a crash with a torn checkpoint: %+v", got)
+	}
+	waitEpochCheckpoint(t, filepath.Join(crashed, "epc-0"), "0\n1\n0 0\n")
 }

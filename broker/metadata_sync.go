@@ -174,7 +174,11 @@ func (s *Server) reconcile(img *image.Image) error {
 				continue
 			}
 			toCreate = append(toCreate, newPart{tp: tp, i: i, pi: pi, tcfg: &tcfg})
-			specs = append(specs, storage.LogSpec{Topic: name, Partition: int32(i), TopicID: t.ID, Config: logConfig(tcfg)})
+			spec := storage.LogSpec{Topic: name, Partition: int32(i), TopicID: t.ID, Config: logConfig(tcfg)}
+			if pi.Leader == s.cfg.NodeID {
+				spec.Files = partition.NewLeaderLogFiles(pi.LeaderEpoch)
+			}
+			specs = append(specs, spec)
 		}
 		next[name] = tp
 	}
@@ -195,6 +199,9 @@ func (s *Server) reconcile(img *image.Image) error {
 				continue
 			}
 			p := partition.New(s.partEnv, s.cfg.NodeID, tp.name, int32(i), tp.id, logs[k], np.tcfg, np.pi.LeaderEpoch)
+			if len(specs[k].Files) > 0 && logs[k].MadeWith(partition.EpochCheckpointFile) {
+				p.StartEpochsAt(np.pi.LeaderEpoch)
+			}
 			p.Metrics = s.ops.metrics.Topic(tp.name)
 			s.applyAssignment(p, np.pi)
 			tp.parts[i] = p

@@ -351,8 +351,8 @@ func (cl *cleaning) cleanSegments(group []*segment, tracker *txnTracker, roundEn
 	if err != nil {
 		return err
 	}
-	// The index files are written whole at the end.
-	dest.closeIndexFiles()
+	// The index files are written whole at the end, if they have
+	// entries.
 	ok := false
 	defer func() {
 		if !ok {
@@ -379,7 +379,7 @@ func (cl *cleaning) cleanSegments(group []*segment, tracker *txnTracker, roundEn
 	}
 	dest.mu.Lock()
 	dest.addFinalTimeEntryLocked()
-	err = dest.rewriteIndexFilesLocked()
+	_, err = dest.rewriteIndexFilesLocked()
 	if err == nil {
 		err = dest.replaceTxnIndexLocked(cl.destTxns)
 	}

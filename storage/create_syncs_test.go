@@ -1,6 +1,8 @@
 package storage
 
 import (
+	"errors"
+	"io/fs"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -308,4 +310,97 @@ func TestCloseLeavesNeverWrittenLogsUnsynced(t *testing.T) {
 		t.Errorf("topic id %v", l.TopicID())
 	}
 	checkBatches(t, "written-0", readAll(t, l), a)
+}
+
+// TestCreateLogFiles: the files a LogSpec names are written into a log the
+// call makes, with no fsync; the log's first flush syncs them with
+// partition.metadata, before its recovery point moves, so a power loss
+// after it keeps them; an existing log is not given them; a name that is
+// not a plain file name, or a segment's, is refused; and a file its owner
+// removed before the first flush does not fail that flush.
+func TestCreateLogFiles(t *testing.T) {
+	mem := vfs.NewMem()
+	var mu sync.Mutex
+	synced := map[string]int{}
+	fsys := vfs.NewFaulty(mem, func(op vfs.Op, path string) error {
+		if op == vfs.OpSync {
+			mu.Lock()
+			synced[filepath.Base(path)]++
+			mu.Unlock()
+		}
+		return nil
+	})
+	m := openTestManager(t, fsys)
+	mu.Lock()
+	clear(synced)
+	mu.Unlock()
+	files := []LogFile{{Name: "owner-checkpoint", Data: []byte("0\n1\n0 0\n")}}
+	specs := []LogSpec{
+		{Topic: "withfiles", Partition: 0, TopicID: [16]byte{4}, Config: DefaultLogConfig(), Files: files},
+		{Topic: "withfiles", Partition: 1, TopicID: [16]byte{4}, Config: DefaultLogConfig(), Files: files},
+	}
+	logs, errs := m.CreateLogs(specs)
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("log %d: %v", i, err)
+		}
+	}
+	for _, l := range logs {
+		if data, err := vfs.ReadFile(mem, filepath.Join(l.Dir(), "owner-checkpoint")); err != nil || string(data) != "0\n1\n0 0\n" {
+			t.Fatalf("%s: owner-checkpoint %q %v", l.Dir(), data, err)
+		}
+	}
+	mu.Lock()
+	if len(synced) != 0 {
+		t.Errorf("creating the logs synced %v, want nothing", synced)
+	}
+	mu.Unlock()
+
+	mustAppend(t, logs[0], batchOf(1, 1, 10), 0)
+	if err := logs[0].Flush(); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	if synced["owner-checkpoint"] != 1 || synced[partitionMetadataFile] != 1 {
+		t.Errorf("the first flush synced %v, want owner-checkpoint and partition.metadata once each", synced)
+	}
+	mu.Unlock()
+	// Removed by its owner before the first flush: not an error.
+	if err := mem.Remove(filepath.Join(logs[1].Dir(), "owner-checkpoint")); err != nil {
+		t.Fatal(err)
+	}
+	mustAppend(t, logs[1], batchOf(1, 1, 10), 0)
+	if err := logs[1].Flush(); err != nil {
+		t.Fatalf("first flush after the file was removed: %v", err)
+	}
+
+	// An existing log keeps its directory as it is.
+	again := []LogSpec{{Topic: "withfiles", Partition: 1, TopicID: [16]byte{4}, Config: DefaultLogConfig(), Files: files}}
+	if _, errs := m.CreateLogs(again); errs[0] != nil {
+		t.Fatal(errs[0])
+	}
+	if _, err := mem.Stat(filepath.Join(logs[1].Dir(), "owner-checkpoint")); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("an existing log was given the file again: %v", err)
+	}
+	for _, name := range []string{"", ".", "..", "a/b", "../escape", partitionMetadataFile, segmentName(0) + indexSuffix} {
+		bad := []LogSpec{{Topic: "badfile", Partition: 0, Config: DefaultLogConfig(), Files: []LogFile{{Name: name, Data: []byte("x")}}}}
+		if _, errs := m.CreateLogs(bad); errs[0] == nil {
+			t.Errorf("a file named %q was accepted", name)
+		}
+	}
+	if _, err := mem.Stat(filepath.Join(testDir, "badfile-0")); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("a refused log left its directory: %v", err)
+	}
+
+	// A power loss after the first flush keeps the file.
+	mem.Crash()
+	m2 := openTestManager(t, mem)
+	defer m2.Close()
+	l2, ok := m2.Log("withfiles", 0)
+	if !ok {
+		t.Fatal("log lost")
+	}
+	if data, err := vfs.ReadFile(mem, filepath.Join(l2.Dir(), "owner-checkpoint")); err != nil || string(data) != "0\n1\n0 0\n" {
+		t.Fatalf("after a power loss: owner-checkpoint %q %v", data, err)
+	}
 }

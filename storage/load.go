@@ -17,7 +17,8 @@ import (
 // recovers every segment from the one holding the recovery point, and if
 // one had to be truncated it deletes the segments after it: what followed
 // a torn batch is not trustworthy. A segment whose index files are missing
-// gets them rebuilt wherever it is. The recovery point afterwards is the
+// gets its entries rebuilt wherever it is (a segment whose indexes never
+// had an entry has no files: createSegmentFiles). The recovery point afterwards is the
 // log end offset, since recovery fsyncs what it keeps.
 func (m *Manager) loadLog(parent string, tp TopicPartition, rpCkpt, lsoCkpt int64, clean bool) (*Log, error) {
 	dir := filepath.Join(parent, tp.String())

@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -115,6 +117,7 @@ type Log struct {
 	// partition.metadata (CreateLogs). The first flush or roll syncs them
 	// before the recovery point moves (syncEntry).
 	entryUnsynced bool
+	entryFiles    []string // LogSpec.Files, synced with partition.metadata; set at creation only
 	topicID       [16]byte
 	infos         []batchInfo // scratch for Append
 
@@ -403,6 +406,7 @@ func (l *Log) rollAtLocked(base, now int64, inAppend bool) (*segment, error) {
 		return nil, err
 	}
 	old.unsynced = false
+	old.newIndexFiles = false // the directory is synced below
 	seg, err := createSegment(l.fsys, l.files, l.dir, base, now)
 	if err != nil {
 		return nil, err
@@ -635,6 +639,8 @@ func (l *Log) flushLocked(final bool) error {
 			}
 			toSync = append(toSync, syncing{s, s.flushFilesLocked(final || i < len(segs)-1)})
 			s.unsynced = false
+			l.dirDirty = l.dirDirty || s.newIndexFiles
+			s.newIndexFiles = false
 		} else if i < len(segs)-1 {
 			// Rolled and synced: nothing writes its indexes again.
 			if err := s.closeIndexFiles(); err != nil {
@@ -679,16 +685,28 @@ func (l *Log) flushLocked(final bool) error {
 	return nil
 }
 
+// MadeWith reports whether CreateLogs made this log, in this process,
+// with a file of this name among its LogSpec.Files.
+func (l *Log) MadeWith(name string) bool { return slices.Contains(l.entryFiles, name) }
+
 // syncEntry makes a new log's creation durable (entryUnsynced):
-// partition.metadata if the log has a topic id, the log's directory (the
-// entries of its files) and the log dir (the directory's entry), in that
+// partition.metadata if the log has a topic id and the files its LogSpec
+// named, the log's directory (the entries of its files) and the log dir
+// (the directory's entry), in that
 // order, so that a log whose records are durable is found, with its topic
 // id, after a power loss. It is paid once per log, at its first flush,
 // not by CreateTopics.
 func (l *Log) syncEntry(topicID [16]byte) error {
+	names := l.entryFiles
 	if topicID != ([16]byte{}) {
-		name := filepath.Join(l.dir, partitionMetadataFile)
+		names = append([]string{partitionMetadataFile}, names...)
+	}
+	for _, base := range names {
+		name := filepath.Join(l.dir, base)
 		f, err := l.fsys.Open(name)
+		if errors.Is(err, fs.ErrNotExist) && base != partitionMetadataFile {
+			continue // removed by its owner: nothing of it to keep
+		}
 		if err != nil {
 			return fmt.Errorf("sync %s: %w", name, err)
 		}

@@ -460,6 +460,18 @@ type LogSpec struct {
 	Partition int32
 	TopicID   [16]byte
 	Config    LogConfig
+	// Files are written into the directory of a log this call makes
+	// (not one that exists), unsynced as partition.metadata is, and
+	// synced with it by the log's first flush or roll (Log.syncEntry):
+	// the broker's leader-epoch-checkpoint of a new partition, which a
+	// restart that finds it missing or torn rebuilds from the batches.
+	Files []LogFile
+}
+
+// LogFile is a file CreateLogs writes into a new log's directory.
+type LogFile struct {
+	Name string // a plain file name, not a segment's
+	Data []byte
 }
 
 // CreateLogs is GetOrCreateLog for many logs: logs[i] or errs[i] is the
@@ -566,7 +578,7 @@ func (m *Manager) CreateLogs(specs []LogSpec) ([]*Log, []error) {
 			for j := range next {
 				sp := specs[j.i]
 				tp := TopicPartition{Topic: sp.Topic, Partition: sp.Partition}
-				l, err := m.createLog(j.parent, j.dir, tp, sp.TopicID, sp.Config)
+				l, err := m.createLog(j.parent, j.dir, tp, sp)
 				if err != nil {
 					errs[j.i] = fmt.Errorf("create log %s: %w", tp, err)
 					continue
@@ -683,24 +695,33 @@ func (m *Manager) DirOffline(dir string) bool {
 
 // createLog makes a new log in dir, a directory of parent that does not
 // exist, without syncing anything (see CreateLogs). It runs without m.mu.
-func (m *Manager) createLog(parent, dir string, tp TopicPartition, topicID [16]byte, cfg LogConfig) (*Log, error) {
+func (m *Manager) createLog(parent, dir string, tp TopicPartition, sp LogSpec) (*Log, error) {
+	for _, f := range sp.Files {
+		if f.Name == "" || f.Name != filepath.Base(f.Name) || f.Name == "." || f.Name == ".." || f.Name == partitionMetadataFile || strings.HasPrefix(f.Name, segmentName(0)) {
+			return nil, fmt.Errorf("a new log's file may not be named %q", f.Name)
+		}
+	}
 	if err := m.fsys.MkdirAll(dir, 0o755); err != nil {
-		m.removeHalfMade(dir)
+		m.removeHalfMade(dir, sp.Files)
 		return nil, err
 	}
-	l, err := m.createLogIn(parent, dir, tp, topicID, cfg)
+	l, err := m.createLogIn(parent, dir, tp, sp)
 	if err != nil {
 		// Out of file descriptors or space, the broker tries again
 		// later: the directory must not stay behind half made, or the
 		// next try would find it and refuse, and a restart load it.
-		m.removeHalfMade(dir)
+		m.removeHalfMade(dir, sp.Files)
 		return nil, err
 	}
 	return l, nil
 }
 
-// removeHalfMade is removeHalfMadeLocked for a caller without m.mu.
-func (m *Manager) removeHalfMade(dir string) {
+// removeHalfMade is removeHalfMadeLocked for a caller without m.mu; it
+// removes the spec's files first.
+func (m *Manager) removeHalfMade(dir string, files []LogFile) {
+	for _, f := range files {
+		m.fsys.Remove(filepath.Join(dir, f.Name))
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.removeHalfMadeLocked(dir)
@@ -716,7 +737,7 @@ func (m *Manager) removeHalfMade(dir string) {
 func (m *Manager) removeHalfMadeLocked(dir string) bool {
 	for _, name := range []string{
 		partitionMetadataFile, partitionMetadataFile + ".tmp",
-		segmentName(0) + logSuffix, segmentName(0) + indexSuffix, segmentName(0) + timeIndexSuffix,
+		segmentName(0) + logSuffix,
 	} {
 		m.fsys.Remove(filepath.Join(dir, name))
 	}
@@ -738,7 +759,8 @@ func (m *Manager) removeHalfMadeLocked(dir string) bool {
 
 // createLogIn makes the files of a new log in dir, which exists. None is
 // synced: the log's first flush syncs them (entryUnsynced).
-func (m *Manager) createLogIn(parent, dir string, tp TopicPartition, topicID [16]byte, cfg LogConfig) (*Log, error) {
+func (m *Manager) createLogIn(parent, dir string, tp TopicPartition, sp LogSpec) (*Log, error) {
+	topicID, cfg := sp.TopicID, sp.Config
 	now := m.nowMs()
 	seg, err := createSegment(m.fsys, m.files, dir, 0, now)
 	if err != nil {
@@ -755,9 +777,18 @@ func (m *Manager) createLogIn(parent, dir string, tp TopicPartition, topicID [16
 			return nil, err
 		}
 	}
+	var names []string
+	for _, f := range sp.Files {
+		if err := writeNewFile(m.fsys, filepath.Join(dir, f.Name), f.Data); err != nil {
+			seg.close()
+			return nil, err
+		}
+		names = append(names, f.Name)
+	}
 	l := m.newLog(parent, tp, []*segment{seg}, cfg)
 	l.topicID = topicID
 	l.entryUnsynced = true
+	l.entryFiles = names
 	return l, nil
 }
 

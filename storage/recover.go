@@ -64,7 +64,7 @@ func (s *segment) recover(cfg *LogConfig, batches, done *atomic.Int64, txns *txn
 	}
 	s.size.Store(valid)
 	s.addFinalTimeEntryLocked()
-	if err := s.rewriteIndexFilesLocked(); err != nil {
+	if _, err := s.rewriteIndexFilesLocked(); err != nil {
 		if !IsExhausted(err) {
 			return 0, reason, fmt.Errorf("recover segment %d: %w", s.base, err)
 		}

@@ -50,7 +50,8 @@ func segmentPath(dir string, base int64, suffix string) string {
 	return filepath.Join(dir, segmentName(base)+suffix)
 }
 
-// segment is one .log file and its two indexes.
+// segment is one .log file and its two indexes, whose files exist once
+// they have an entry (createSegmentFiles).
 //
 // Readers find batches through the in-memory copies of the indexes and read
 // the .log with ReadAt, never past size. The log's single writer appends
@@ -111,6 +112,10 @@ type segment struct {
 	// the disk a cache flush, and with flush.messages=1 most flushes add
 	// no index entry.
 	idxDirty, timeDirty, txnDirty bool
+	// The index files were made since the directory was last synced
+	// (openIndexFiles): the flush that syncs their first entries syncs
+	// the directory too, so that a power loss keeps them.
+	newIndexFiles bool
 
 	// The transaction index (txnindex.go): txnIdx and txnLoaded are
 	// guarded by mu, loaded on first use; txnFile and txnPersisted are
@@ -121,37 +126,36 @@ type segment struct {
 	txnPersisted int
 }
 
-// createSegment creates the three empty files of a new segment. The caller
-// syncs the directory.
+// createSegment creates the .log of a new segment. The caller syncs the
+// directory.
 func createSegment(fsys vfs.FS, files *fdCache, dir string, base, now int64) (*segment, error) {
 	return createSegmentFiles(fsys, files, dir, base, now, "")
 }
 
 // createSegmentFiles creates a segment whose file names end in suffix
 // (the cleaner's .cleaned files).
+//
+// Only the .log is made. The .index and .timeindex come with their first
+// entry (openIndexFiles), as Kafka's LazyIndex makes them on first use:
+// most segments of a broker with many partitions never get one, and
+// creating an inode cost a new partition more than anything else it did.
+// A segment without them has no entries, which loading rebuilds from the
+// .log if it finds the files missing (ensureLoaded). The .log is created
+// but not held open: an idle partition costs no file descriptor; it opens
+// on its first read or write (logFile).
 func createSegmentFiles(fsys vfs.FS, files *fdCache, dir string, base, now int64, suffix string) (*segment, error) {
 	s := &segment{fsys: fsys, dir: dir, base: base, loaded: true, txnLoaded: true, nextOffset: base, fileSuffix: suffix,
 		maxTs: noTimestamp, maxTsOffset: base, created: now, rollTs: noTimestamp, rollTsKnown: true}
 	s.txn.Store(txnNone)
-	const flags = os.O_RDWR | os.O_CREATE | os.O_TRUNC
-	// The files are created empty, as Kafka creates them, but not held
-	// open: an idle partition then costs no file descriptor. The .log
-	// opens on its first read or write (logFile), and
-	// persistIndexesLocked opens the indexes when it has entries to
-	// write.
-	for _, ext := range []string{logSuffix, indexSuffix, timeIndexSuffix} {
-		f, err := fsys.OpenFile(s.path(ext), flags, 0o644)
-		if err == nil {
-			err = f.Close()
-		}
-		if err != nil {
-			// Out of space, the roll is tried again later; leave no
-			// half-made segment for a restart to load meanwhile.
-			for _, ext := range []string{logSuffix, indexSuffix, timeIndexSuffix} {
-				fsys.Remove(s.path(ext))
-			}
-			return nil, fmt.Errorf("create segment %d: %w", base, err)
-		}
+	f, err := fsys.OpenFile(s.path(logSuffix), os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err == nil {
+		err = f.Close()
+	}
+	if err != nil {
+		// Out of space, the roll is tried again later; leave no
+		// half-made segment for a restart to load meanwhile.
+		fsys.Remove(s.path(logSuffix))
+		return nil, fmt.Errorf("create segment %d: %w", base, err)
 	}
 	s.log = newLogFile(fsys, files, s.path(logSuffix))
 	return s, nil
@@ -268,18 +272,38 @@ func (s *segment) ensureLoaded(cfg *LogConfig, logger *slog.Logger) error {
 		s.loaded = true
 		return nil
 	}
-	logger.Warn("rebuilding segment indexes", "segment", s.path(logSuffix), "reason", err)
-	if err := s.rebuildIndexesLocked(cfg); err != nil {
-		return err
+	created, rerr := s.rebuildIndexesLocked(cfg)
+	switch {
+	case !errors.Is(err, errNoIndexFiles):
+		logger.Warn("rebuilt segment indexes", "segment", s.path(logSuffix), "reason", err)
+	case created:
+		// Both files were missing, yet the .log has entries for them:
+		// they were lost, not never made.
+		logger.Warn("rebuilt missing segment index files", "segment", s.path(logSuffix))
+	}
+	if rerr != nil {
+		return rerr
 	}
 	s.loaded = true
 	return nil
 }
 
-// loadIndexesLocked reads both index files and checks them.
+// errNoIndexFiles says a segment has neither index file, as a segment
+// whose indexes never got an entry (createSegmentFiles).
+var errNoIndexFiles = errors.New("no index files")
+
+// loadIndexesLocked reads both index files and checks them. A segment has
+// both or neither; with neither it returns errNoIndexFiles, and the caller
+// rebuilds the entries from the .log, which is short if they were never
+// made: an .index entry comes after index.interval.bytes of batches.
 func (s *segment) loadIndexesLocked() error {
 	size := s.size.Load()
 	b, err := vfs.ReadFile(s.fsys, s.path(indexSuffix))
+	if errors.Is(err, fs.ErrNotExist) {
+		if _, terr := s.fsys.Stat(s.path(timeIndexSuffix)); errors.Is(terr, fs.ErrNotExist) {
+			return errNoIndexFiles
+		}
+	}
 	if err != nil {
 		return err
 	}
@@ -305,10 +329,10 @@ func (s *segment) loadIndexesLocked() error {
 }
 
 // rebuildIndexesLocked walks the batch headers of the whole segment and
-// rewrites both index files. It stops at the first batch it cannot parse;
-// a segment below the recovery point is not truncated for that, but reads
-// past it will fail.
-func (s *segment) rebuildIndexesLocked(cfg *LogConfig) error {
+// rewrites the index files, reporting whether it created one. It stops at
+// the first batch it cannot parse; a segment below the recovery point is
+// not truncated for that, but reads past it will fail.
+func (s *segment) rebuildIndexesLocked(cfg *LogConfig) (bool, error) {
 	s.offIdx, s.timeIdx = nil, nil
 	s.maxTs, s.maxTsOffset = noTimestamp, s.base
 	var bytesSince int64
@@ -322,15 +346,18 @@ func (s *segment) rebuildIndexesLocked(cfg *LogConfig) error {
 		s.indexBatchLocked(b, cfg, &bytesSince)
 	}
 	s.addFinalTimeEntryLocked()
-	if err := s.rewriteIndexFilesLocked(); err != nil {
+	created, err := s.rewriteIndexFilesLocked()
+	if err != nil {
 		if IsExhausted(err) {
 			s.deferIndexFilesLocked()
-			return nil
+			return false, nil
 		}
-		return err
+		return false, err
 	}
-	// A missing index file was just created.
-	return s.fsys.SyncDir(s.dir)
+	if !created {
+		return false, nil
+	}
+	return true, s.fsys.SyncDir(s.dir)
 }
 
 // indexBatchLocked updates the in-memory indexes for a batch just appended
@@ -373,12 +400,18 @@ func (s *segment) addFinalTimeEntryLocked() {
 }
 
 // rewriteIndexFilesLocked replaces both index files with the in-memory
-// entries and syncs them. A segment waiting for deletion keeps its
-// entries in memory only: its files are about to go.
-func (s *segment) rewriteIndexFilesLocked() error {
+// entries and syncs them, reporting whether it created a file. A segment
+// without entries gets no files (createSegmentFiles); files it has are
+// emptied. A segment waiting for deletion keeps its entries in memory
+// only: its files are about to go.
+func (s *segment) rewriteIndexFilesLocked() (created bool, err error) {
 	if s.fileSuffix == deletedFileSuffix {
 		s.offPersisted, s.timePersisted = len(s.offIdx), len(s.timeIdx)
-		return nil
+		return false, nil
+	}
+	flags := os.O_WRONLY | os.O_TRUNC
+	if len(s.offIdx) > 0 || len(s.timeIdx) > 0 {
+		flags |= os.O_CREATE
 	}
 	for _, x := range []struct {
 		suffix string
@@ -388,10 +421,19 @@ func (s *segment) rewriteIndexFilesLocked() error {
 		{timeIndexSuffix, appendTimeEntries(nil, s.timeIdx)},
 	} {
 		name := s.path(x.suffix)
-		f, err := s.fsys.Create(name)
-		if err != nil {
-			return fmt.Errorf("rewrite %s: %w", name, err)
+		existed := true
+		if flags&os.O_CREATE != 0 {
+			_, serr := s.fsys.Stat(name)
+			existed = serr == nil
 		}
+		f, err := s.fsys.OpenFile(name, flags, 0o644)
+		if errors.Is(err, fs.ErrNotExist) && flags&os.O_CREATE == 0 {
+			continue // no entries and no file: nothing to write
+		}
+		if err != nil {
+			return created, fmt.Errorf("rewrite %s: %w", name, err)
+		}
+		created = created || !existed
 		_, err = f.Write(x.data)
 		if err == nil {
 			err = f.Sync()
@@ -400,11 +442,11 @@ func (s *segment) rewriteIndexFilesLocked() error {
 			err = cerr
 		}
 		if err != nil {
-			return fmt.Errorf("rewrite %s: %w", name, err)
+			return created, fmt.Errorf("rewrite %s: %w", name, err)
 		}
 	}
 	s.offPersisted, s.timePersisted = len(s.offIdx), len(s.timeIdx)
-	return nil
+	return created, nil
 }
 
 // persistIndexesLocked writes index entries added since the last call to
@@ -421,7 +463,7 @@ func (s *segment) persistIndexesLocked() error {
 	if len(offNew) == 0 && len(timeNew) == 0 {
 		return nil
 	}
-	if err := s.openIndexFiles(); err != nil {
+	if err := s.openIndexFiles(true); err != nil {
 		return err
 	}
 	if len(offNew) > 0 {
@@ -441,13 +483,22 @@ func (s *segment) persistIndexesLocked() error {
 	return nil
 }
 
-// openIndexFiles opens the index files for writing if they are not open.
-// They are trimmed to the persisted entries, dropping any padding a Kafka
-// broker preallocated.
-func (s *segment) openIndexFiles() error {
+// openIndexFiles opens the index files for writing if they are not open,
+// creating them if create is set: a segment has both or neither
+// (loadIndexesLocked). Without create a missing file stays unopened, for a
+// truncation that only trims what exists. They are trimmed to the
+// persisted entries, dropping any padding a Kafka broker preallocated.
+func (s *segment) openIndexFiles(create bool) error {
+	flags := os.O_RDWR
+	if create {
+		flags |= os.O_CREATE
+	}
 	open := func(suffix string, entries, size int) (vfs.File, error) {
 		name := s.path(suffix)
-		f, err := s.fsys.OpenFile(name, os.O_RDWR|os.O_CREATE, 0o644)
+		f, err := s.fsys.OpenFile(name, flags, 0o644)
+		if !create && errors.Is(err, fs.ErrNotExist) {
+			return nil, nil
+		}
 		if err != nil {
 			return nil, fmt.Errorf("open %s: %w", name, err)
 		}
@@ -457,18 +508,21 @@ func (s *segment) openIndexFiles() error {
 		}
 		return f, nil
 	}
+	if create && s.idxFile == nil && s.offPersisted == 0 && s.timePersisted == 0 {
+		s.newIndexFiles = true // or empty ones that existed: syncing the directory again is harmless
+	}
 	var err error
 	if s.idxFile == nil {
-		s.idxDirty = true
 		if s.idxFile, err = open(indexSuffix, s.offPersisted, offsetEntrySize); err != nil {
 			return err
 		}
+		s.idxDirty = s.idxFile != nil
 	}
 	if s.timeFile == nil {
-		s.timeDirty = true
 		if s.timeFile, err = open(timeIndexSuffix, s.timePersisted, timeEntrySize); err != nil {
 			return err
 		}
+		s.timeDirty = s.timeFile != nil
 	}
 	return nil
 }

@@ -379,11 +379,12 @@ func (s *segment) applyTruncationLocked(p segmentTruncation, now int64) error {
 	s.mu.Unlock()
 
 	// Reopening trims the files to the entries persisted and kept; the
-	// kept entries not yet persisted are written after.
+	// kept entries not yet persisted are written after, creating the
+	// files if the segment had none.
 	if err := s.closeIndexFiles(); err != nil {
 		return fmt.Errorf("segment %d: close indexes: %w", s.base, err)
 	}
-	if err := s.openIndexFiles(); err != nil {
+	if err := s.openIndexFiles(false); err != nil {
 		return fmt.Errorf("segment %d: %w", s.base, err)
 	}
 	if err := s.persistIndexesLocked(); err != nil {

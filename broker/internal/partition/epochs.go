@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/gregorbroker/gregor/protocol"
+	"github.com/gregorbroker/gregor/storage"
 	"github.com/gregorbroker/gregor/vfs"
 )
 
@@ -61,6 +62,33 @@ func (p *Partition) EpochsLocked() ([]EpochEntry, error) {
 	return entries, p.WriteEpochsLocked()
 }
 
+// NewLeaderLogFiles is what the new log of a partition this node leads at
+// epoch starts with (storage.LogSpec.Files): its leader-epoch-checkpoint,
+// saying that epoch begins at offset 0, as Kafka's makeLeader records a
+// new leader's epoch at its log end. Made with the log, by CreateLogs'
+// workers and unsynced (the log's first flush syncs it), rather than at
+// the first append, where creating and fsyncing it took 23% of the
+// broker's CPU producing to 1,000 new partitions. A restart that finds
+// it missing or torn rebuilds it from the batches (EpochsLocked).
+// CreateLogs writes the files only into a log it makes, which is empty
+// and starts at 0; a log that exists keeps its own checkpoint.
+func NewLeaderLogFiles(epoch int32) []storage.LogFile {
+	if epoch < 0 {
+		return nil
+	}
+	return []storage.LogFile{{Name: EpochCheckpointFile, Data: encodeEpochCheckpoint([]EpochEntry{{Epoch: epoch, StartOffset: 0}})}}
+}
+
+// StartEpochsAt sets the epoch cache of a partition whose log was just
+// made with NewLeaderLogFiles(epoch), to what that file says, so that the
+// first append does not read it back (an open and a read per new
+// partition, 1.5% of the broker's CPU producing to 1,000 of them).
+func (p *Partition) StartEpochsAt(epoch int32) {
+	p.Mu.Lock()
+	defer p.Mu.Unlock()
+	p.Epochs = []EpochEntry{{Epoch: epoch, StartOffset: 0}}
+}
+
 // rebuildEpochs reads the partition leader epoch of every batch.
 func rebuildEpochs(p *Partition) ([]EpochEntry, error) {
 	var out []EpochEntry
@@ -101,8 +129,11 @@ func (p *Partition) noteLeaderEpochLocked(epoch int32) error {
 	}
 	p.Epochs = append(entries, EpochEntry{epoch, p.Log.LogEndOffset()})
 	if p.epochFileAbsent && len(entries) == 0 {
-		// The partition's first epoch (a new partition's first
-		// append): its entry is also in the log, as the partition
+		// The partition's first epoch, in a log without a checkpoint
+		// (a new partition's checkpoint comes with its log, from
+		// NewLeaderLogFiles, when it is made as the leader; not when
+		// made as a follower that then leads an empty log, or when the
+		// file was lost): its entry is also in the log, as the partition
 		// leader epoch of the batch about to be appended, and with no
 		// file a restart rebuilds the cache from the batches
 		// (EpochsLocked). So the write, a file created and fsynced
