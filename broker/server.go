@@ -128,6 +128,11 @@ type Server struct {
 	// swept is set, under reconcileMu, once a reconcile has checked every
 	// log for deletion without a failure (metadata_sync.go).
 	swept bool
+	// reconciled is, under reconcileMu, the image the partition table was
+	// last made from, when every log of it was made; nil otherwise. The
+	// next reconcile looks only at the topics changed since
+	// (metadata_sync.go).
+	reconciled *image.Image
 
 	// partEnv is what the hosted partitions need of the server.
 	partEnv *partition.Env
