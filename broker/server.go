@@ -124,6 +124,11 @@ type Server struct {
 
 	producerIDs *producerstate.IDAllocator
 
+	// createdConfigs is the configs CreateTopics answers for a topic
+	// without overrides (defaultTopicConfigs).
+	createdConfigsOnce sync.Once
+	createdConfigs     []kmsg.CreateTopicsResponseTopicConfig
+
 	reconcileMu sync.Mutex
 	// swept is set, under reconcileMu, once a reconcile has checked every
 	// log for deletion without a failure (metadata_sync.go).
