@@ -175,7 +175,24 @@ type Node struct {
 type proposal struct {
 	data []byte
 	seq  uint64
-	done chan proposeResult // buffered: the loop never blocks on it
+	done chan proposeResult // buffered: the loop never blocks on it; nil with then
+	// then, when set, is run on the Ready loop with the result instead
+	// (SubmitFunc), from when start was taken.
+	then  func(*image.Image, error)
+	start time.Time
+}
+
+// finish hands p its result: on its channel, or to its callback.
+func (n *Node) finish(p *proposal, res proposeResult) {
+	if p.then == nil {
+		p.done <- res
+		return
+	}
+	if res.err == nil {
+		n.commits.Add(1)
+		n.commitNanos.Add(int64(time.Since(p.start)))
+	}
+	p.then(res.img, res.err)
 }
 
 type proposeResult struct {
@@ -429,7 +446,7 @@ func (n *Node) shutdown() {
 	// donec closed (see wait).
 	for len(n.propc) > 0 {
 		p := <-n.propc
-		p.done <- proposeResult{err: cause}
+		n.finish(p, proposeResult{err: cause})
 	}
 	if err := n.st.close(); err != nil && n.err == nil {
 		n.err = err
@@ -446,14 +463,14 @@ func (n *Node) shutdown() {
 
 func (n *Node) propose(p *proposal) {
 	if !n.active.Load() {
-		p.done <- proposeResult{err: ErrNotController}
+		n.finish(p, proposeResult{err: ErrNotController})
 		return
 	}
 	n.seq++
 	p.seq = n.seq
 	setEntryHeader(p.data, entryHeader{node: n.cfg.NodeID, incarnation: n.incarnation, seq: p.seq})
 	if err := n.rn.Propose(p.data); err != nil {
-		p.done <- proposeResult{err: fmt.Errorf("%w: %w", ErrProposalDropped, err)}
+		n.finish(p, proposeResult{err: fmt.Errorf("%w: %w", ErrProposalDropped, err)})
 		return
 	}
 	n.waiters = append(n.waiters, p)
@@ -547,7 +564,7 @@ func (n *Node) handleReady() error {
 		n.notify()
 	}
 	for _, r := range n.resolved {
-		r.p.done <- r.res
+		n.finish(r.p, r.res)
 	}
 	clear(n.resolved)
 	n.resolved = n.resolved[:0]
@@ -636,7 +653,7 @@ func (n *Node) resolve(seq uint64, res proposeResult) {
 
 func (n *Node) failWaiters(err error) {
 	for _, p := range n.waiters {
-		p.done <- proposeResult{err: err}
+		n.finish(p, proposeResult{err: err})
 	}
 	n.waiters = nil
 }
@@ -731,12 +748,21 @@ type Pending struct {
 // validate several requests in order and wait for their commits
 // elsewhere.
 func (n *Node) Submit(ctx context.Context, recs ...image.Record) (*Pending, error) {
-	start := time.Now()
-	p, err := n.submit(ctx, recs)
-	if err != nil {
+	p := &proposal{done: make(chan proposeResult, 1), start: time.Now()}
+	if err := n.submit(ctx, p, recs); err != nil {
 		return nil, err
 	}
-	return &Pending{n: n, p: p, start: start}, nil
+	return &Pending{n: n, p: p, start: p.start}, nil
+}
+
+// SubmitFunc queues recs as one entry, as Submit does, and runs then on
+// the Ready loop with what Wait would return once the entry has applied
+// or failed, without a goroutine waiting for it: a CreateTopics answer
+// then wakes one goroutine less on its way. then must not block (it
+// holds up the metadata log). It runs exactly once unless SubmitFunc
+// returns an error, or the node stops (Done) with the entry still queued.
+func (n *Node) SubmitFunc(ctx context.Context, then func(*image.Image, error), recs ...image.Record) error {
+	return n.submit(ctx, &proposal{then: then, start: time.Now()}, recs)
 }
 
 // Wait returns the image just after the entry applied, or why it did not:
@@ -781,27 +807,27 @@ func (n *Node) wait(cancel <-chan struct{}, p *proposal) proposeResult {
 	}
 }
 
-// submit encodes recs and queues them for the Ready loop.
-func (n *Node) submit(ctx context.Context, recs []image.Record) (*proposal, error) {
+// submit encodes recs into p and queues it for the Ready loop.
+func (n *Node) submit(ctx context.Context, p *proposal, recs []image.Record) error {
 	if len(recs) == 0 {
-		return nil, errors.New("propose: no records")
+		return errors.New("propose: no records")
 	}
-	p := &proposal{data: encodeEntry(recs), done: make(chan proposeResult, 1)}
+	p.data = encodeEntry(recs)
 	if len(p.data) > maxEntryBytes {
-		return nil, fmt.Errorf("propose: entry of %d bytes exceeds %d", len(p.data), maxEntryBytes)
+		return fmt.Errorf("propose: entry of %d bytes exceeds %d", len(p.data), maxEntryBytes)
 	}
 	select {
 	case <-n.donec:
-		return nil, ErrClosed
+		return ErrClosed
 	default:
 	}
 	select {
 	case n.propc <- p:
-		return p, nil
+		return nil
 	case <-n.donec:
-		return nil, ErrClosed
+		return ErrClosed
 	case <-ctx.Done():
-		return nil, ctx.Err()
+		return ctx.Err()
 	}
 }
 
