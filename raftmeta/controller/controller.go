@@ -181,14 +181,12 @@ func (c *Controller) run() {
 	// A node that has just become the active controller checks the
 	// brokers at once rather than at the next tick: a dead old
 	// controller's broker is fenced, and its partitions move, sooner.
-	changes := c.node.Changes()
+	// Only a change of the active controller matters here, not each new
+	// image (every CreateTopics makes one).
+	active := c.node.ActiveChanges()
 	for {
 		select {
-		case _, ok := <-changes:
-			if !ok {
-				changes = nil
-				continue
-			}
+		case <-active:
 			if c.node.IsLeader() && c.node.ActiveTerm() != c.term {
 				c.awaitInflight()
 				c.periodic()

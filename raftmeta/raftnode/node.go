@@ -132,6 +132,9 @@ type Node struct {
 	subsMu     sync.Mutex
 	subs       []chan struct{}
 	subsClosed bool
+	// activec is signalled when this node becomes the active controller
+	// or stops being it (ActiveChanges).
+	activec chan struct{}
 
 	// Reports from the transport, taken by the loop (see quorum.go).
 	reportMu    sync.Mutex
@@ -312,6 +315,7 @@ func newNode(cfg Config, log *slog.Logger, st *diskStorage) (*Node, error) {
 		recvc:        make(chan *pb.Message, 256),
 		stopc:        make(chan struct{}),
 		donec:        make(chan struct{}),
+		activec:      make(chan struct{}, 1),
 		reportc:      make(chan struct{}, 1),
 		loopc:        make(chan func()),
 		unreachable:  map[uint64]bool{},
@@ -570,6 +574,7 @@ func (n *Node) handleReady() error {
 	n.resolved = n.resolved[:0]
 	if lostLead {
 		n.active.Store(false)
+		n.signalActive()
 		n.log.Info("no longer the active controller", "leader", n.lead.Load())
 		n.failWaiters(ErrNotController)
 	}
@@ -596,6 +601,7 @@ func (n *Node) applyEntry(img *image.Image, e *pb.Entry) (*image.Image, error) {
 		// requests against it.
 		n.activeTerm.Store(n.leaderTerm)
 		n.active.Store(true)
+		n.signalActive()
 		n.log.Debug("became the active controller", "term", n.leaderTerm, "offset", idx)
 	}
 	switch e.GetType() {
@@ -686,6 +692,21 @@ func (n *Node) Changes() <-chan struct{} {
 	}
 	n.subs = append(n.subs, c)
 	return c
+}
+
+// ActiveChanges returns a channel that receives a value after this node
+// becomes the active controller or stops being it (signals coalesce; the
+// reader checks IsLeader and ActiveTerm). Unlike Changes it does not wake
+// its reader for every image, as each CreateTopics makes one. There is
+// one channel for all callers: it is for the controller goroutine.
+func (n *Node) ActiveChanges() <-chan struct{} { return n.activec }
+
+// signalActive tells the reader of ActiveChanges that the active flag moved.
+func (n *Node) signalActive() {
+	select {
+	case n.activec <- struct{}{}:
+	default: // already signalled
+	}
 }
 
 // IsLeader reports whether this node is the active controller: the raft

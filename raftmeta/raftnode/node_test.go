@@ -557,3 +557,24 @@ func TestNodeSubmitFunc(t *testing.T) {
 	default:
 	}
 }
+
+// TestNodeActiveChanges: becoming the active controller signals
+// ActiveChanges once; new images (a topic created) do not.
+func TestNodeActiveChanges(t *testing.T) {
+	n := startNode(t, t.TempDir())
+	select {
+	case <-n.ActiveChanges():
+	case <-time.After(10 * time.Second):
+		t.Fatal("no signal on becoming the active controller")
+	}
+	if !n.IsLeader() || n.ActiveTerm() == 0 {
+		t.Fatalf("signalled, but leader %v at term %d", n.IsLeader(), n.ActiveTerm())
+	}
+	createTopic(t, n, "a", 1)
+	createTopic(t, n, "b", 1)
+	select {
+	case <-n.ActiveChanges():
+		t.Fatal("a new image signalled ActiveChanges")
+	case <-time.After(50 * time.Millisecond):
+	}
+}
