@@ -200,7 +200,13 @@ func (s *Server) reconcile(img *image.Image) error {
 			s.ops.metrics.DeleteTopic(name) // as Kafka drops a deleted topic's metrics
 		}
 	}
-	s.fetchers.Reconcile(hostedPartitions(next))
+	if !s.fetchers.Idle() || followsAny(names, next, s.cfg.NodeID) {
+		// Listing every hosted partition costs each metadata change a
+		// pass over all of them; a node that follows nothing and whose
+		// changed topics it leads or does not host has nothing to hand
+		// the fetchers (a single node, always).
+		s.fetchers.Reconcile(hostedPartitions(next))
+	}
 	if s.groups != nil {
 		s.groups.reconcile(img)
 	}
@@ -369,6 +375,26 @@ func (t *partitionTable) all() map[string]*topicPartitions {
 		return nil
 	}
 	return *m
+}
+
+// followsAny reports whether a hosted partition of the named topics of
+// table has a leader other than node.
+func followsAny(names []string, table map[string]*topicPartitions, node int32) bool {
+	for _, name := range names {
+		tp := table[name]
+		if tp == nil {
+			continue
+		}
+		for _, p := range tp.parts {
+			if p == nil {
+				continue
+			}
+			if a := p.Assign.Load(); a != nil && a.Leader >= 0 && a.Leader != node {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // hostedPartitions lists the partitions of a partition table.
