@@ -3,8 +3,10 @@ package broker
 import (
 	"context"
 	"fmt"
+	"maps"
 	"runtime"
 	"strconv"
+	"sync/atomic"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
@@ -47,7 +49,7 @@ func (s *Server) startGroupCoordinator() error {
 	cfg.OffsetsRetentionMs = int64(s.cfg.OffsetsRetentionMinutes) * 60_000
 	cfg.OffsetsRetentionCheckIntervalMs = s.cfg.OffsetsRetentionCheckIntervalMs
 	cfg.Logger = s.log.With("component", "groups")
-	cfg.Topics = imageTopics{s}
+	cfg.Topics = newImageTopics(s)
 	cfg.ConsumerGroupSessionTimeoutMs = s.cfg.GroupConsumerSessionTimeoutMs
 	cfg.ConsumerGroupHeartbeatIntervalMs = s.cfg.GroupConsumerHeartbeatIntervalMs
 	cfg.ConsumerGroupMaxSize = s.cfg.GroupConsumerMaxSize
@@ -151,17 +153,52 @@ func (s *Server) appendInternal(ctx context.Context, topic string, partition int
 }
 
 // imageTopics is the coordinator's view of the topics, for KIP-848
-// assignments: a new map from the current image on every call.
-type imageTopics struct{ s *Server }
+// assignments. It keeps the last map it made and the image it made it
+// from, and makes the next from a copy of that and the topics changed
+// since (image.ChangedTopicNames) rather than from every topic: the
+// metadata watcher asks after each change, each CreateTopics. A map once
+// returned is never written; concurrent callers may both make one.
+type imageTopics struct {
+	s    *Server
+	last *atomic.Pointer[topicsView]
+}
+
+// topicsView is a map imageTopics made and the image it shows.
+type topicsView struct {
+	img    *image.Image
+	topics map[string]group.TopicInfo
+}
+
+func newImageTopics(s *Server) imageTopics {
+	return imageTopics{s: s, last: new(atomic.Pointer[topicsView])}
+}
 
 func (v imageTopics) Topics() map[string]group.TopicInfo {
 	img := v.s.meta.Image()
-	// A map needs no sorted names (TopicNames sorts every name, which
-	// cost each metadata change as much as the map itself).
-	out := make(map[string]group.TopicInfo, img.NumTopics())
-	for t := range img.AllTopics() {
-		out[t.Name] = group.TopicInfo{ID: t.ID, Partitions: int32(len(t.Partitions))}
+	prev := v.last.Load()
+	if prev != nil && prev.img == img {
+		return prev.topics
 	}
+	info := func(t *image.TopicImage) group.TopicInfo {
+		return group.TopicInfo{ID: t.ID, Partitions: int32(len(t.Partitions))}
+	}
+	var out map[string]group.TopicInfo
+	if prev == nil {
+		out = make(map[string]group.TopicInfo, img.NumTopics())
+		for t := range img.AllTopics() {
+			out[t.Name] = info(t)
+		}
+	} else {
+		out = maps.Clone(prev.topics)
+		for name := range img.ChangedTopicNames(prev.img) {
+			if t, ok := img.Topic(name); ok {
+				out[name] = info(t)
+			} else {
+				delete(out, name)
+			}
+		}
+	}
+	v.last.Store(&topicsView{img: img, topics: out})
 	return out
 }
 

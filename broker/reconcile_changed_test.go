@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+
+	"github.com/gregorbroker/gregor/broker/group"
 )
 
 // TestReconcileChangedTopicsOnly: reconcile looks only at the topics that
@@ -97,5 +99,45 @@ func checkLogsMatchTable(t *testing.T, ts *testServer, table map[string]string) 
 	slices.Sort(hosted)
 	if !slices.Equal(logs, hosted) {
 		t.Errorf("logs %v, hosted partitions %v", logs, hosted)
+	}
+}
+
+// TestImageTopicsFollowsChanges: the group coordinator's topic view,
+// made from the previous one and the topics changed since, is the one a
+// walk of every topic gives after creations, new partitions and a
+// deletion, and a map it returned earlier is left as it was.
+func TestImageTopicsFollowsChanges(t *testing.T) {
+	ts := startServer(t, "")
+	adm := ts.admin(t)
+	ctx := testContext(t)
+	createTopic(t, adm, "first", 1, nil)
+	createTopic(t, adm, "second", 1, nil)
+	v := newImageTopics(ts.Server)
+	before := v.Topics()
+	snapshot := maps.Clone(before)
+	createTopic(t, adm, "third", 2, nil)
+	if _, err := adm.CreatePartitions(ctx, 3, "first"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := adm.DeleteTopics(ctx, "second"); err != nil {
+		t.Fatal(err)
+	}
+	after := v.Topics()
+	img := ts.meta.Image()
+	want := map[string]group.TopicInfo{}
+	for tp := range img.AllTopics() {
+		want[tp.Name] = group.TopicInfo{ID: tp.ID, Partitions: int32(len(tp.Partitions))}
+	}
+	if !maps.Equal(after, want) {
+		t.Errorf("view after the changes %v, want %v", after, want)
+	}
+	if after["first"].Partitions != 4 || after["third"].Partitions != 2 {
+		t.Errorf("first %+v, third %+v", after["first"], after["third"])
+	}
+	if _, ok := after["second"]; ok {
+		t.Error("the deleted topic is still in the view")
+	}
+	if !maps.Equal(before, snapshot) {
+		t.Error("an earlier view was written")
 	}
 }

@@ -77,7 +77,8 @@ func (c *Coordinator) TopicsChanged() {
 	if c.cfg.Topics != nil {
 		topics = c.cfg.Topics.Topics()
 	}
-	c.rt.Each(func(m *machine) { m.setTopics(topics) })
+	names := topicNamesOf(topics)
+	c.rt.Each(func(m *machine) { m.setTopicsNamed(topics, names) })
 }
 
 // consumerGroupDescribe describes one group as Kafka's ConsumerGroup.
