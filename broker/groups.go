@@ -163,43 +163,61 @@ type imageTopics struct {
 	last *atomic.Pointer[topicsView]
 }
 
-// topicsView is a map imageTopics made and the image it shows.
+// topicsView is the maps imageTopics made and the image they show.
 type topicsView struct {
 	img    *image.Image
 	topics map[string]group.TopicInfo
+	names  map[[16]byte]string // the topics' names by id
 }
+
+// The coordinator takes the names by id from the view, not from a pass
+// over its map.
+var _ group.TopicNamesView = imageTopics{}
 
 func newImageTopics(s *Server) imageTopics {
 	return imageTopics{s: s, last: new(atomic.Pointer[topicsView])}
 }
 
 func (v imageTopics) Topics() map[string]group.TopicInfo {
+	topics, _ := v.TopicsAndNames()
+	return topics
+}
+
+// TopicsAndNames is Topics and the topics' names by id
+// (group.TopicNamesView).
+func (v imageTopics) TopicsAndNames() (map[string]group.TopicInfo, map[[16]byte]string) {
 	img := v.s.meta.Image()
 	prev := v.last.Load()
 	if prev != nil && prev.img == img {
-		return prev.topics
+		return prev.topics, prev.names
 	}
-	info := func(t *image.TopicImage) group.TopicInfo {
-		return group.TopicInfo{ID: t.ID, Partitions: int32(len(t.Partitions))}
-	}
-	var out map[string]group.TopicInfo
+	next := &topicsView{img: img}
 	if prev == nil {
-		out = make(map[string]group.TopicInfo, img.NumTopics())
+		next.topics = make(map[string]group.TopicInfo, img.NumTopics())
+		next.names = make(map[[16]byte]string, img.NumTopics())
 		for t := range img.AllTopics() {
-			out[t.Name] = info(t)
+			next.set(t)
 		}
 	} else {
-		out = maps.Clone(prev.topics)
+		next.topics, next.names = maps.Clone(prev.topics), maps.Clone(prev.names)
 		for name := range img.ChangedTopicNames(prev.img) {
+			if old, ok := next.topics[name]; ok {
+				delete(next.names, old.ID)
+				delete(next.topics, name)
+			}
 			if t, ok := img.Topic(name); ok {
-				out[name] = info(t)
-			} else {
-				delete(out, name)
+				next.set(t)
 			}
 		}
 	}
-	v.last.Store(&topicsView{img: img, topics: out})
-	return out
+	v.last.Store(next)
+	return next.topics, next.names
+}
+
+// set puts topic t in the view being made.
+func (v *topicsView) set(t *image.TopicImage) {
+	v.topics[t.Name] = group.TopicInfo{ID: t.ID, Partitions: int32(len(t.Partitions))}
+	v.names[t.ID] = t.Name
 }
 
 // reconcile loads the __consumer_offsets partitions this node now leads

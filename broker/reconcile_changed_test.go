@@ -140,4 +140,12 @@ func TestImageTopicsFollowsChanges(t *testing.T) {
 	if !maps.Equal(before, snapshot) {
 		t.Error("an earlier view was written")
 	}
+	_, names := v.TopicsAndNames()
+	wantNames := map[[16]byte]string{}
+	for name, info := range want {
+		wantNames[info.ID] = name
+	}
+	if !maps.Equal(names, wantNames) {
+		t.Errorf("names by id %v, want %v", names, wantNames)
+	}
 }
