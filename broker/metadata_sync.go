@@ -107,6 +107,8 @@ func (s *Server) reconcile(img *image.Image) error {
 		}
 	}
 
+	s.reconcileLooked = len(names)
+
 	// First remove what is gone: topics deleted (or deleted and created
 	// again under the same name, which reuses the directory names), and
 	// stray logs left by a crash between a deletion and its logs' removal.

@@ -55,6 +55,34 @@ func TestReconcileChangedTopicsOnly(t *testing.T) {
 	incremental := tableOf(ts)
 	checkLogsMatchTable(t, ts, incremental)
 
+	// One more topic next to 60: the watcher looks at it alone.
+	var many []string
+	for i := range 60 {
+		many = append(many, fmt.Sprintf("many-%d", i))
+	}
+	if resp, err := adm.CreateTopics(ctx, 1, 1, nil, many...); err != nil || resp.Error() != nil {
+		t.Fatalf("create 60 topics: %v %v", err, resp.Error())
+	}
+	waitReconciled := func() {
+		t.Helper()
+		want := ts.meta.Image()
+		waitFor(t, "the watcher reconciling the last change", func() bool {
+			ts.reconcileMu.Lock()
+			defer ts.reconcileMu.Unlock()
+			return ts.reconciled != nil && ts.reconciled.Offset() >= want.Offset()
+		})
+	}
+	waitReconciled()
+	createTopic(t, adm, "one-more", 1, nil)
+	waitReconciled()
+	ts.reconcileMu.Lock()
+	looked := ts.reconcileLooked
+	ts.reconcileMu.Unlock()
+	if looked < 1 || looked > 2 {
+		t.Errorf("the reconcile of one new topic next to %d looked at %d topics", ts.meta.Image().NumTopics(), looked)
+	}
+	incremental = tableOf(ts)
+
 	// A reconcile of every topic finds nothing to change.
 	ts.reconcileMu.Lock()
 	ts.reconciled = nil

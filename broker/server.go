@@ -138,6 +138,9 @@ type Server struct {
 	// next reconcile looks only at the topics changed since
 	// (metadata_sync.go).
 	reconciled *image.Image
+	// reconcileLooked is how many topics the last reconcile looked at,
+	// under reconcileMu: the changed ones, not every topic (a test reads it).
+	reconcileLooked int
 
 	// partEnv is what the hosted partitions need of the server.
 	partEnv *partition.Env
