@@ -3,8 +3,10 @@ package broker
 import (
 	"context"
 	"fmt"
+	"maps"
 	"runtime"
 	"strconv"
+	"sync/atomic"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
@@ -47,7 +49,7 @@ func (s *Server) startGroupCoordinator() error {
 	cfg.OffsetsRetentionMs = int64(s.cfg.OffsetsRetentionMinutes) * 60_000
 	cfg.OffsetsRetentionCheckIntervalMs = s.cfg.OffsetsRetentionCheckIntervalMs
 	cfg.Logger = s.log.With("component", "groups")
-	cfg.Topics = imageTopics{s}
+	cfg.Topics = newImageTopics(s)
 	cfg.ConsumerGroupSessionTimeoutMs = s.cfg.GroupConsumerSessionTimeoutMs
 	cfg.ConsumerGroupHeartbeatIntervalMs = s.cfg.GroupConsumerHeartbeatIntervalMs
 	cfg.ConsumerGroupMaxSize = s.cfg.GroupConsumerMaxSize
@@ -151,17 +153,71 @@ func (s *Server) appendInternal(ctx context.Context, topic string, partition int
 }
 
 // imageTopics is the coordinator's view of the topics, for KIP-848
-// assignments: a new map from the current image on every call.
-type imageTopics struct{ s *Server }
+// assignments. It keeps the last map it made and the image it made it
+// from, and makes the next from a copy of that and the topics changed
+// since (image.ChangedTopicNames) rather than from every topic: the
+// metadata watcher asks after each change, each CreateTopics. A map once
+// returned is never written; concurrent callers may both make one.
+type imageTopics struct {
+	s    *Server
+	last *atomic.Pointer[topicsView]
+}
+
+// topicsView is the maps imageTopics made and the image they show.
+type topicsView struct {
+	img    *image.Image
+	topics map[string]group.TopicInfo
+	names  map[[16]byte]string // the topics' names by id
+}
+
+// The coordinator takes the names by id from the view, not from a pass
+// over its map.
+var _ group.TopicNamesView = imageTopics{}
+
+func newImageTopics(s *Server) imageTopics {
+	return imageTopics{s: s, last: new(atomic.Pointer[topicsView])}
+}
 
 func (v imageTopics) Topics() map[string]group.TopicInfo {
+	topics, _ := v.TopicsAndNames()
+	return topics
+}
+
+// TopicsAndNames is Topics and the topics' names by id
+// (group.TopicNamesView).
+func (v imageTopics) TopicsAndNames() (map[string]group.TopicInfo, map[[16]byte]string) {
 	img := v.s.meta.Image()
-	out := make(map[string]group.TopicInfo)
-	for _, name := range img.TopicNames() {
-		t, _ := img.Topic(name)
-		out[name] = group.TopicInfo{ID: t.ID, Partitions: int32(len(t.Partitions))}
+	prev := v.last.Load()
+	if prev != nil && prev.img == img {
+		return prev.topics, prev.names
 	}
-	return out
+	next := &topicsView{img: img}
+	if prev == nil {
+		next.topics = make(map[string]group.TopicInfo, img.NumTopics())
+		next.names = make(map[[16]byte]string, img.NumTopics())
+		for t := range img.AllTopics() {
+			next.set(t)
+		}
+	} else {
+		next.topics, next.names = maps.Clone(prev.topics), maps.Clone(prev.names)
+		for name := range img.ChangedTopicNames(prev.img) {
+			if old, ok := next.topics[name]; ok {
+				delete(next.names, old.ID)
+				delete(next.topics, name)
+			}
+			if t, ok := img.Topic(name); ok {
+				next.set(t)
+			}
+		}
+	}
+	v.last.Store(next)
+	return next.topics, next.names
+}
+
+// set puts topic t in the view being made.
+func (v *topicsView) set(t *image.TopicImage) {
+	v.topics[t.Name] = group.TopicInfo{ID: t.ID, Partitions: int32(len(t.Partitions))}
+	v.names[t.ID] = t.Name
 }
 
 // reconcile loads the __consumer_offsets partitions this node now leads

@@ -124,10 +124,23 @@ type Server struct {
 
 	producerIDs *producerstate.IDAllocator
 
+	// createdConfigs is the configs CreateTopics answers for a topic
+	// without overrides (defaultTopicConfigs).
+	createdConfigsOnce sync.Once
+	createdConfigs     []kmsg.CreateTopicsResponseTopicConfig
+
 	reconcileMu sync.Mutex
 	// swept is set, under reconcileMu, once a reconcile has checked every
 	// log for deletion without a failure (metadata_sync.go).
 	swept bool
+	// reconciled is, under reconcileMu, the image the partition table was
+	// last made from, when every log of it was made; nil otherwise. The
+	// next reconcile looks only at the topics changed since
+	// (metadata_sync.go).
+	reconciled *image.Image
+	// reconcileLooked is how many topics the last reconcile looked at,
+	// under reconcileMu: the changed ones, not every topic (a test reads it).
+	reconcileLooked int
 
 	// partEnv is what the hosted partitions need of the server.
 	partEnv *partition.Env

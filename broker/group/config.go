@@ -120,6 +120,15 @@ type TopicsView interface {
 	Topics() map[string]TopicInfo
 }
 
+// TopicNamesView is a TopicsView that also gives the names by id of the
+// topics it returns, which the coordinator would otherwise make from the
+// map on every change, a pass over every topic. The coordinator keeps
+// both maps: the view must not change them afterwards.
+type TopicNamesView interface {
+	TopicsView
+	TopicsAndNames() (map[string]TopicInfo, map[[16]byte]string)
+}
+
 // TopicInfo is what an assignment needs to know of a topic.
 type TopicInfo struct {
 	// ID is the topic's UUID, which ConsumerGroupHeartbeat names it by.

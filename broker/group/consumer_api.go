@@ -74,10 +74,16 @@ func (c *Coordinator) ConsumerGroupDescribe(ctx context.Context, req *kmsg.Consu
 // has the snapshot.
 func (c *Coordinator) TopicsChanged() {
 	var topics map[string]TopicInfo
-	if c.cfg.Topics != nil {
-		topics = c.cfg.Topics.Topics()
+	var names map[[16]byte]string
+	if nv, ok := c.cfg.Topics.(TopicNamesView); ok {
+		topics, names = nv.TopicsAndNames()
+	} else {
+		if c.cfg.Topics != nil {
+			topics = c.cfg.Topics.Topics()
+		}
+		names = topicNamesOf(topics)
 	}
-	c.rt.Each(func(m *machine) { m.setTopics(topics) })
+	c.rt.Each(func(m *machine) { m.setTopicsNamed(topics, names) })
 }
 
 // consumerGroupDescribe describes one group as Kafka's ConsumerGroup.
@@ -144,7 +150,7 @@ func (m *machine) describeAssignment(s tpSet) kmsg.Assignment {
 	a := kmsg.NewAssignment()
 	a.TopicPartitions = []kmsg.AssignmentTopicPartition{}
 	for _, id := range s.topics() {
-		name, ok := m.topicNames[id]
+		name, ok := m.topicNames[[16]byte(id)]
 		if !ok {
 			continue
 		}

@@ -615,7 +615,7 @@ func (m *machine) serializeAssignment(s tpSet, subscription []byte) []byte {
 	a := kmsg.NewConsumerMemberAssignment()
 	a.Version = version
 	for _, id := range s.topics() {
-		name, ok := m.topicNames[id]
+		name, ok := m.topicNames[[16]byte(id)]
 		if !ok {
 			continue
 		}

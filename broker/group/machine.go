@@ -108,7 +108,7 @@ type machine struct {
 	// topics is the latest snapshot of the broker's topics, by name and
 	// by id; topicsVersion counts snapshots.
 	topics        map[string]TopicInfo
-	topicNames    map[topicID]string
+	topicNames    map[[16]byte]string // by topic id; shared, never written
 	topicsVersion int64
 }
 
@@ -131,14 +131,27 @@ func (m *machine) start() {
 // recompute their subscriptions on their next heartbeat, as Kafka's groups
 // do on a new metadata image.
 func (m *machine) setTopics(topics map[string]TopicInfo) {
+	m.setTopicsNamed(topics, topicNamesOf(topics))
+}
+
+// topicNamesOf is the topic names of topics by id.
+func topicNamesOf(topics map[string]TopicInfo) map[[16]byte]string {
+	names := make(map[[16]byte]string, len(topics))
+	for name, t := range topics {
+		names[t.ID] = name
+	}
+	return names
+}
+
+// setTopicsNamed is setTopics with the names by id made already, which
+// the shards share (neither map is written once installed): each
+// metadata change costs one pass over the topics, not one per shard.
+func (m *machine) setTopicsNamed(topics map[string]TopicInfo, names map[[16]byte]string) {
 	if topics == nil {
 		topics = map[string]TopicInfo{}
 	}
 	m.topics = topics
-	m.topicNames = make(map[topicID]string, len(topics))
-	for name, t := range topics {
-		m.topicNames[t.ID] = name
-	}
+	m.topicNames = names
 	m.topicsVersion++
 	for _, p := range m.partitions {
 		for _, g := range p.consumers {

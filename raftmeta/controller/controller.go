@@ -89,10 +89,11 @@ type Controller struct {
 	// (PeerGone) to the controller goroutine.
 	gone chan int32
 
-	// The creations submitted but not yet settled (pipeline.go); owned by
-	// the controller goroutine, which learns of each settling on settled.
+	// The creations submitted and the overlay of their topics
+	// (pipeline.go); owned by the controller goroutine, which forgets a
+	// creation (settle) once its done is closed.
 	inflight createOverlay
-	settled  chan *pendingCreate
+	pending  []*pendingCreate
 }
 
 // Config holds the settings of the active controller.
@@ -168,7 +169,6 @@ func New(node *raftnode.Node, logger *slog.Logger, cfg Config) *Controller {
 		graceEnds:    map[int32]time.Time{},
 		arrived:      map[int32]heartbeatArrival{},
 		gone:         make(chan int32, 64),
-		settled:      make(chan *pendingCreate, 64),
 	}
 	go c.run()
 	return c
@@ -181,14 +181,12 @@ func (c *Controller) run() {
 	// A node that has just become the active controller checks the
 	// brokers at once rather than at the next tick: a dead old
 	// controller's broker is fenced, and its partitions move, sooner.
-	changes := c.node.Changes()
+	// Only a change of the active controller matters here, not each new
+	// image (every CreateTopics makes one).
+	active := c.node.ActiveChanges()
 	for {
 		select {
-		case _, ok := <-changes:
-			if !ok {
-				changes = nil
-				continue
-			}
+		case <-active:
 			if c.node.IsLeader() && c.node.ActiveTerm() != c.term {
 				c.awaitInflight()
 				c.periodic()
@@ -203,8 +201,6 @@ func (c *Controller) run() {
 				req.ran = true
 			}
 			close(req.done)
-		case pc := <-c.settled:
-			c.settle(pc)
 		case id := <-c.gone:
 			c.awaitInflight()
 			c.peerGone(id)
@@ -333,7 +329,7 @@ func (c *Controller) CreateTopics(ctx context.Context, topics []CreateTopic, val
 		fn: func() { out, pc = c.createTopics(in, validateOnly) }})
 	if err == nil && pc != nil {
 		// The topics answer success only once their records committed.
-		out, err = pc.wait(ctx)
+		out, err = pc.wait(ctx, c.node.Done())
 	}
 	if err != nil {
 		out = make([]CreateTopicResult, len(topics))
@@ -378,6 +374,7 @@ func (c *Controller) createTopics(topics []CreateTopic, validateOnly bool) ([]Cr
 		counts[t.Name]++
 	}
 
+	c.settle()
 	img := c.node.Image()
 	// The names and IDs of the creations in flight count as taken, as
 	// those of the topics made earlier in this request do: planTopic sees

@@ -3,14 +3,18 @@ package controller
 import (
 	"context"
 
+	"github.com/twmb/franz-go/pkg/kerr"
+
 	"github.com/gregorbroker/gregor/raftmeta/image"
 )
 
 // The pipeline of CreateTopics, as Redpanda's two-phase handlers and
 // Kafka's QuorumController do it: the controller goroutine validates a
 // creation against the image plus the creations still in flight, submits
-// its entry and goes on to the next request; a goroutine per creation
-// waits for the commit and answers. Entries submitted while the raft
+// its entry and goes on to the next request; the raft node's Ready loop
+// settles the creation when the entry has applied (raftnode.SubmitFunc),
+// which wakes the request's goroutine and nothing else: the controller
+// goroutine forgets settled creations when it next needs the overlay. Entries submitted while the raft
 // node writes the previous ones share its next fsync, so concurrent
 // clients are no longer limited to one metadata-log fsync per request.
 //
@@ -28,7 +32,6 @@ type createOverlay struct {
 	names map[string]int
 	norm  map[string]string // unified (collision) name to the name
 	ids   map[[16]byte]bool
-	count int // creations in flight
 }
 
 // add marks a topic taken.
@@ -70,41 +73,43 @@ type pendingCreate struct {
 }
 
 // wait returns pc's results once its entry has committed or failed, or a
-// timeout if ctx ends first (the topics may still be created then).
-func (pc *pendingCreate) wait(ctx context.Context) ([]CreateTopicResult, error) {
+// timeout if ctx ends first (the topics may still be created then), or
+// NOT_CONTROLLER if the node stopped (stopped closed) without settling
+// it.
+func (pc *pendingCreate) wait(ctx context.Context, stopped <-chan struct{}) ([]CreateTopicResult, error) {
 	select {
 	case <-pc.done:
 		return pc.res, nil
 	case <-ctx.Done():
 		return nil, timeoutError(ctx)
+	case <-stopped:
+		// The loop settles every entry it took before it stops.
+		select {
+		case <-pc.done:
+			return pc.res, nil
+		default:
+			return nil, apiError(kerr.NotController, "the metadata node stopped")
+		}
 	}
 }
 
-// submitCreate submits the records of pc and starts the goroutine that
-// waits for their commit. It runs on the controller goroutine.
+// submitCreate submits the records of pc, to be settled on the raft
+// node's Ready loop. It runs on the controller goroutine.
 func (c *Controller) submitCreate(pc *pendingCreate, recs []image.Record) {
-	p, err := c.node.Submit(c.ctx, recs...)
+	err := c.node.SubmitFunc(c.ctx, func(_ *image.Image, err error) {
+		// On the Ready loop: nothing here may block.
+		if err != nil {
+			c.failCreate(pc, c.proposeError(err))
+		}
+		close(pc.done)
+	}, recs...)
 	if err != nil {
 		c.failCreate(pc, c.proposeError(err))
 		c.inflight.remove(pc)
 		close(pc.done)
 		return
 	}
-	c.inflight.count++
-	go func() {
-		// Wait on the controller's context, not the caller's: the
-		// overlay must learn the outcome whatever the caller does.
-		if _, err := p.Wait(c.ctx); err != nil {
-			c.failCreate(pc, c.proposeError(err))
-		} else {
-			c.log.Debug("created topics", "count", len(pc.created))
-		}
-		close(pc.done)
-		select {
-		case c.settled <- pc:
-		case <-c.ctx.Done():
-		}
-	}()
+	c.pending = append(c.pending, pc)
 }
 
 // failCreate gives every topic pc would have created the error err.
@@ -114,21 +119,39 @@ func (c *Controller) failCreate(pc *pendingCreate, err error) {
 	}
 }
 
-// settle forgets a creation whose entry committed (its topics are in the
-// image now) or failed (its names are free again).
-func (c *Controller) settle(pc *pendingCreate) {
-	c.inflight.remove(pc)
-	c.inflight.count--
+// settle forgets the creations whose entries committed (their topics
+// are in the image now, published before the entry settles) or failed
+// (their names are free again). It runs on the controller goroutine.
+func (c *Controller) settle() {
+	kept := c.pending[:0]
+	for _, pc := range c.pending {
+		select {
+		case <-pc.done:
+			c.inflight.remove(pc)
+		default:
+			kept = append(kept, pc)
+		}
+	}
+	clear(c.pending[len(kept):])
+	c.pending = kept
 }
 
 // awaitInflight waits until no creation is in flight, so that what runs
 // next sees every request before it in the image. It runs on the
 // controller goroutine.
 func (c *Controller) awaitInflight() {
-	for c.inflight.count > 0 {
+	for len(c.pending) > 0 {
 		select {
-		case pc := <-c.settled:
-			c.settle(pc)
+		case <-c.pending[0].done:
+			c.settle()
+		case <-c.node.Done():
+			// No entry settles any more; their waiters see the node
+			// stopped (pendingCreate.wait).
+			for _, pc := range c.pending {
+				c.inflight.remove(pc)
+			}
+			clear(c.pending)
+			c.pending = c.pending[:0]
 		case <-c.ctx.Done():
 			return
 		}

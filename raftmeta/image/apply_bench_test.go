@@ -3,6 +3,7 @@ package image
 import (
 	"encoding/binary"
 	"fmt"
+	"slices"
 	"testing"
 )
 
@@ -118,5 +119,82 @@ func TestApplyCopiesOnlyWhatChanges(t *testing.T) {
 	}
 	if d := DiffTopics(base, gone); len(d.Created) != 1 || len(d.Deleted) != 1 || len(d.Changed) != 0 {
 		t.Errorf("diff: %d created, %d deleted, %d changed", len(d.Created), len(d.Deleted), len(d.Changed))
+	}
+}
+
+// TestChangedTopicNames: the topics a create, a change and a deletion
+// touched, and nothing else, whatever lies between the two images; every
+// topic against the empty image or an image decoded anew (it shares
+// nothing).
+func TestChangedTopicNames(t *testing.T) {
+	const n = 1000
+	base := imageWithTopics(t, n)
+	t3, _ := base.Topic("t3")
+	t7, _ := base.Topic("t7")
+	next, err := base.Apply(base.Offset()+1, createTopicRecords("added", n+1)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	next, err = next.Apply(next.Offset()+1, &PartitionChangeRecord{TopicID: t3.ID, Partition: 0, Leader: 1, ISR: []int32{1}, Replicas: []int32{1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	last, err := next.Apply(next.Offset()+1, &RemoveTopicRecord{TopicID: t7.ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	changed := func(prev, img *Image) []string {
+		names := slices.Collect(img.ChangedTopicNames(prev))
+		slices.Sort(names)
+		return names
+	}
+	for _, c := range []struct {
+		prev, img *Image
+		want      []string
+	}{
+		{base, last, []string{"added", "t3", "t7"}},
+		{last, base, []string{"added", "t3", "t7"}},
+		{next, last, []string{"t7"}},
+		{base, base, nil},
+		{last, last.WithOffset(last.Offset() + 1), nil},
+	} {
+		if got := changed(c.prev, c.img); !slices.Equal(got, c.want) {
+			t.Errorf("from %d to %d: %v, want %v", c.prev.Offset(), c.img.Offset(), got, c.want)
+		}
+	}
+	if got := changed(nil, base); len(got) != n {
+		t.Errorf("against no image: %d names, want %d", len(got), n)
+	}
+	decoded, err := DecodeImage(EncodeImage(base))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := changed(base, decoded); len(got) != n {
+		t.Errorf("against a decoded copy: %d names, want every one of %d", len(got), n)
+	}
+}
+
+// BenchmarkChangedTopicNames: what the metadata watcher pays to find the
+// topic one CreateTopics added to an image of n topics (DiffTopics walks
+// every topic).
+func BenchmarkChangedTopicNames(b *testing.B) {
+	for _, n := range []int{100, 1000, 10000} {
+		b.Run(fmt.Sprintf("topics=%d", n), func(b *testing.B) {
+			img := imageWithTopics(b, n)
+			next, err := img.Apply(img.Offset()+1, createTopicRecords("new", uint64(n)+1)...)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				count := 0
+				for range next.ChangedTopicNames(img) {
+					count++
+				}
+				if count != 1 {
+					b.Fatalf("%d changed", count)
+				}
+			}
+		})
 	}
 }

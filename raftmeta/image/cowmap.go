@@ -4,6 +4,7 @@ import (
 	"hash/maphash"
 	"iter"
 	"maps"
+	"reflect"
 )
 
 // cowShards is how many maps a cowMap is split into.
@@ -90,6 +91,41 @@ func (m cowMap[K, V, S]) values() iter.Seq[V] {
 			}
 		}
 	}
+}
+
+// changedKeys yields every key that only one of prev and next holds, or
+// that they map to different values, looking only at the shards the two
+// do not share: a change costs its shards' entries (topics/128 each),
+// not a walk of every key. Maps unrelated by Apply share no shard, and
+// every key of either is looked at.
+func changedKeys[K, V comparable, S sharder[K]](prev, next cowMap[K, V, S]) iter.Seq[K] {
+	return func(yield func(K) bool) {
+		if prev.shards == next.shards {
+			return
+		}
+		for i, ns := range next.shards {
+			ps := prev.shards[i]
+			if sameMap(ps, ns) {
+				continue
+			}
+			for k, v := range ns {
+				if old, ok := ps[k]; (!ok || old != v) && !yield(k) {
+					return
+				}
+			}
+			for k := range ps {
+				if _, ok := ns[k]; !ok && !yield(k) {
+					return
+				}
+			}
+		}
+	}
+}
+
+// sameMap reports whether a and b are the same map (not merely equal):
+// a shard an image shares with the one it was built from.
+func sameMap[K comparable, V any](a, b map[K]V) bool {
+	return reflect.ValueOf(a).UnsafePointer() == reflect.ValueOf(b).UnsafePointer()
 }
 
 // cowWriter writes a cowMap of an image being built, copying the shard

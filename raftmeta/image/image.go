@@ -113,6 +113,20 @@ func (img *Image) TopicNames() []string {
 	return names
 }
 
+// ChangedTopicNames yields, in no particular order, the name of every
+// topic created, deleted or changed (a different *TopicImage) between
+// prev (nil for the empty image) and img. It relies on images sharing
+// what Apply did not change, and costs the changed topics' shards of
+// the topic map (topics/128 entries each), not a pass over every topic
+// as DiffTopics does: the broker's metadata watcher calls it on every
+// metadata change.
+func (img *Image) ChangedTopicNames(prev *Image) iter.Seq[string] {
+	if prev == nil {
+		prev = NewImage(img.ClusterID)
+	}
+	return changedKeys(prev.topics, img.topics)
+}
+
 // Topics returns all topics sorted by name.
 func (img *Image) Topics() []*TopicImage {
 	ts := slices.Collect(img.topics.values())

@@ -132,6 +132,9 @@ type Node struct {
 	subsMu     sync.Mutex
 	subs       []chan struct{}
 	subsClosed bool
+	// activec is signalled when this node becomes the active controller
+	// or stops being it (ActiveChanges).
+	activec chan struct{}
 
 	// Reports from the transport, taken by the loop (see quorum.go).
 	reportMu    sync.Mutex
@@ -175,7 +178,24 @@ type Node struct {
 type proposal struct {
 	data []byte
 	seq  uint64
-	done chan proposeResult // buffered: the loop never blocks on it
+	done chan proposeResult // buffered: the loop never blocks on it; nil with then
+	// then, when set, is run on the Ready loop with the result instead
+	// (SubmitFunc), from when start was taken.
+	then  func(*image.Image, error)
+	start time.Time
+}
+
+// finish hands p its result: on its channel, or to its callback.
+func (n *Node) finish(p *proposal, res proposeResult) {
+	if p.then == nil {
+		p.done <- res
+		return
+	}
+	if res.err == nil {
+		n.commits.Add(1)
+		n.commitNanos.Add(int64(time.Since(p.start)))
+	}
+	p.then(res.img, res.err)
 }
 
 type proposeResult struct {
@@ -295,6 +315,7 @@ func newNode(cfg Config, log *slog.Logger, st *diskStorage) (*Node, error) {
 		recvc:        make(chan *pb.Message, 256),
 		stopc:        make(chan struct{}),
 		donec:        make(chan struct{}),
+		activec:      make(chan struct{}, 1),
 		reportc:      make(chan struct{}, 1),
 		loopc:        make(chan func()),
 		unreachable:  map[uint64]bool{},
@@ -429,7 +450,7 @@ func (n *Node) shutdown() {
 	// donec closed (see wait).
 	for len(n.propc) > 0 {
 		p := <-n.propc
-		p.done <- proposeResult{err: cause}
+		n.finish(p, proposeResult{err: cause})
 	}
 	if err := n.st.close(); err != nil && n.err == nil {
 		n.err = err
@@ -446,14 +467,14 @@ func (n *Node) shutdown() {
 
 func (n *Node) propose(p *proposal) {
 	if !n.active.Load() {
-		p.done <- proposeResult{err: ErrNotController}
+		n.finish(p, proposeResult{err: ErrNotController})
 		return
 	}
 	n.seq++
 	p.seq = n.seq
 	setEntryHeader(p.data, entryHeader{node: n.cfg.NodeID, incarnation: n.incarnation, seq: p.seq})
 	if err := n.rn.Propose(p.data); err != nil {
-		p.done <- proposeResult{err: fmt.Errorf("%w: %w", ErrProposalDropped, err)}
+		n.finish(p, proposeResult{err: fmt.Errorf("%w: %w", ErrProposalDropped, err)})
 		return
 	}
 	n.waiters = append(n.waiters, p)
@@ -547,12 +568,13 @@ func (n *Node) handleReady() error {
 		n.notify()
 	}
 	for _, r := range n.resolved {
-		r.p.done <- r.res
+		n.finish(r.p, r.res)
 	}
 	clear(n.resolved)
 	n.resolved = n.resolved[:0]
 	if lostLead {
 		n.active.Store(false)
+		n.signalActive()
 		n.log.Info("no longer the active controller", "leader", n.lead.Load())
 		n.failWaiters(ErrNotController)
 	}
@@ -579,6 +601,7 @@ func (n *Node) applyEntry(img *image.Image, e *pb.Entry) (*image.Image, error) {
 		// requests against it.
 		n.activeTerm.Store(n.leaderTerm)
 		n.active.Store(true)
+		n.signalActive()
 		n.log.Debug("became the active controller", "term", n.leaderTerm, "offset", idx)
 	}
 	switch e.GetType() {
@@ -636,7 +659,7 @@ func (n *Node) resolve(seq uint64, res proposeResult) {
 
 func (n *Node) failWaiters(err error) {
 	for _, p := range n.waiters {
-		p.done <- proposeResult{err: err}
+		n.finish(p, proposeResult{err: err})
 	}
 	n.waiters = nil
 }
@@ -669,6 +692,21 @@ func (n *Node) Changes() <-chan struct{} {
 	}
 	n.subs = append(n.subs, c)
 	return c
+}
+
+// ActiveChanges returns a channel that receives a value after this node
+// becomes the active controller or stops being it (signals coalesce; the
+// reader checks IsLeader and ActiveTerm). Unlike Changes it does not wake
+// its reader for every image, as each CreateTopics makes one. There is
+// one channel for all callers: it is for the controller goroutine.
+func (n *Node) ActiveChanges() <-chan struct{} { return n.activec }
+
+// signalActive tells the reader of ActiveChanges that the active flag moved.
+func (n *Node) signalActive() {
+	select {
+	case n.activec <- struct{}{}:
+	default: // already signalled
+	}
 }
 
 // IsLeader reports whether this node is the active controller: the raft
@@ -731,12 +769,21 @@ type Pending struct {
 // validate several requests in order and wait for their commits
 // elsewhere.
 func (n *Node) Submit(ctx context.Context, recs ...image.Record) (*Pending, error) {
-	start := time.Now()
-	p, err := n.submit(ctx, recs)
-	if err != nil {
+	p := &proposal{done: make(chan proposeResult, 1), start: time.Now()}
+	if err := n.submit(ctx, p, recs); err != nil {
 		return nil, err
 	}
-	return &Pending{n: n, p: p, start: start}, nil
+	return &Pending{n: n, p: p, start: p.start}, nil
+}
+
+// SubmitFunc queues recs as one entry, as Submit does, and runs then on
+// the Ready loop with what Wait would return once the entry has applied
+// or failed, without a goroutine waiting for it: a CreateTopics answer
+// then wakes one goroutine less on its way. then must not block (it
+// holds up the metadata log). It runs exactly once unless SubmitFunc
+// returns an error, or the node stops (Done) with the entry still queued.
+func (n *Node) SubmitFunc(ctx context.Context, then func(*image.Image, error), recs ...image.Record) error {
+	return n.submit(ctx, &proposal{then: then, start: time.Now()}, recs)
 }
 
 // Wait returns the image just after the entry applied, or why it did not:
@@ -781,27 +828,27 @@ func (n *Node) wait(cancel <-chan struct{}, p *proposal) proposeResult {
 	}
 }
 
-// submit encodes recs and queues them for the Ready loop.
-func (n *Node) submit(ctx context.Context, recs []image.Record) (*proposal, error) {
+// submit encodes recs into p and queues it for the Ready loop.
+func (n *Node) submit(ctx context.Context, p *proposal, recs []image.Record) error {
 	if len(recs) == 0 {
-		return nil, errors.New("propose: no records")
+		return errors.New("propose: no records")
 	}
-	p := &proposal{data: encodeEntry(recs), done: make(chan proposeResult, 1)}
+	p.data = encodeEntry(recs)
 	if len(p.data) > maxEntryBytes {
-		return nil, fmt.Errorf("propose: entry of %d bytes exceeds %d", len(p.data), maxEntryBytes)
+		return fmt.Errorf("propose: entry of %d bytes exceeds %d", len(p.data), maxEntryBytes)
 	}
 	select {
 	case <-n.donec:
-		return nil, ErrClosed
+		return ErrClosed
 	default:
 	}
 	select {
 	case n.propc <- p:
-		return p, nil
+		return nil
 	case <-n.donec:
-		return nil, ErrClosed
+		return ErrClosed
 	case <-ctx.Done():
-		return nil, ctx.Err()
+		return ctx.Err()
 	}
 }
 

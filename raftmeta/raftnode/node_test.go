@@ -497,3 +497,84 @@ func TestNodeSnapshotKeepsMargin(t *testing.T) {
 		}
 	}
 }
+
+// TestNodeSubmitFunc: the callback of a submitted entry runs once, on the
+// Ready loop, after the image holding the entry is published, with that
+// image (or the apply error of an entry that does not apply), in
+// submission order; a submission after Close is refused and its
+// callback never runs.
+func TestNodeSubmitFunc(t *testing.T) {
+	n := startNode(t, t.TempDir())
+	type call struct {
+		name      string
+		offset    uint64
+		published bool
+		err       error
+	}
+	calls := make(chan call, 8)
+	submit := func(name string, recs ...image.Record) {
+		t.Helper()
+		err := n.SubmitFunc(ctxT(t), func(img *image.Image, err error) {
+			c := call{name: name, err: err}
+			if img != nil {
+				c.offset = img.Offset()
+				c.published = n.Image().Offset() >= img.Offset()
+			}
+			calls <- c
+		}, recs...)
+		if err != nil {
+			t.Fatalf("SubmitFunc %s: %v", name, err)
+		}
+	}
+	submit("a", topicRecords("a", 1, 1, nil)...)
+	submit("bad", &image.RemoveTopicRecord{TopicID: idB})
+	submit("c", topicRecords("c", 2, 1, nil)...)
+	var got []call
+	for range 3 {
+		select {
+		case c := <-calls:
+			got = append(got, c)
+		case <-time.After(10 * time.Second):
+			t.Fatalf("callbacks after 10s: %+v", got)
+		}
+	}
+	if got[0].name != "a" || got[0].err != nil || !got[0].published || got[1].name != "bad" || got[1].err == nil || got[2].name != "c" || got[2].err != nil || got[2].offset <= got[0].offset {
+		t.Fatalf("callbacks %+v", got)
+	}
+	if ti, ok := n.Image().Topic("c"); !ok || len(ti.Partitions) != 2 {
+		t.Fatalf("topic c in the image: %v", ti)
+	}
+	if count, _ := n.CommitLatency(); count != 2 {
+		t.Errorf("%d commits counted, want 2 (the entry that did not apply is not one)", count)
+	}
+	n.Close()
+	if err := n.SubmitFunc(ctxT(t), func(*image.Image, error) { t.Error("callback of a refused submission ran") }, topicRecords("d", 1, 1, nil)...); !errors.Is(err, ErrClosed) {
+		t.Fatalf("SubmitFunc after Close: %v", err)
+	}
+	select {
+	case c := <-calls:
+		t.Fatalf("extra callback %+v", c)
+	default:
+	}
+}
+
+// TestNodeActiveChanges: becoming the active controller signals
+// ActiveChanges once; new images (a topic created) do not.
+func TestNodeActiveChanges(t *testing.T) {
+	n := startNode(t, t.TempDir())
+	select {
+	case <-n.ActiveChanges():
+	case <-time.After(10 * time.Second):
+		t.Fatal("no signal on becoming the active controller")
+	}
+	if !n.IsLeader() || n.ActiveTerm() == 0 {
+		t.Fatalf("signalled, but leader %v at term %d", n.IsLeader(), n.ActiveTerm())
+	}
+	createTopic(t, n, "a", 1)
+	createTopic(t, n, "b", 1)
+	select {
+	case <-n.ActiveChanges():
+		t.Fatal("a new image signalled ActiveChanges")
+	case <-time.After(50 * time.Millisecond):
+	}
+}

@@ -93,6 +93,14 @@ func (m *Manager) Reconcile(hosted []*partition.Partition) {
 	}
 }
 
+// Idle reports whether no fetcher runs: the node follows no partition, so
+// a change that makes it follow none either need not Reconcile.
+func (m *Manager) Idle() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.fetchers) == 0
+}
+
 // Close stops every fetcher and waits for each to finish what it was
 // doing, so that none appends to a log after Close returns.
 func (m *Manager) Close() {
