@@ -3,6 +3,7 @@ package broker
 import (
 	"errors"
 	"fmt"
+	"iter"
 	"maps"
 	"slices"
 	"strconv"
@@ -404,6 +405,20 @@ func followsAny(names []string, table map[string]*topicPartitions, node int32) b
 		}
 	}
 	return false
+}
+
+// eachHostedPartition walks the partitions of a partition table, for a
+// caller that keeps none of them (log maintenance, every second).
+func eachHostedPartition(table map[string]*topicPartitions) iter.Seq[*partition.Partition] {
+	return func(yield func(*partition.Partition) bool) {
+		for _, tp := range table {
+			for _, p := range tp.parts {
+				if p != nil && !yield(p) {
+					return
+				}
+			}
+		}
+	}
 }
 
 // hostedPartitions lists the partitions of a partition table.

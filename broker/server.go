@@ -14,6 +14,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"iter"
 	"log/slog"
 	"net"
 	"net/http"
@@ -324,7 +325,7 @@ func (s *Server) open() error {
 	}
 	s.maint = logmaint.New(logmaint.Deps{
 		Cfg: s.cfg, FS: s.fs, Logs: s.logs, Ctx: s.ctx, Go: s.goTracked, Logger: s.log, Now: s.now,
-		Partitions:    func() []*partition.Partition { return hostedPartitions(s.parts.all()) },
+		Partitions:    func() iter.Seq[*partition.Partition] { return eachHostedPartition(s.parts.all()) },
 		Partition:     s.parts.get,
 		StorageFailed: s.storageFailed,
 	})

@@ -34,7 +34,7 @@ func (m *Maintainer) FlushScheduler() {
 // flushStaleLogs flushes the hosted logs past their flush.ms; a disk
 // error takes the log's dir offline, as one met by an append does.
 func (m *Maintainer) flushStaleLogs() {
-	for _, p := range m.d.Partitions() {
+	for p := range m.d.Partitions() {
 		if p.Log == nil {
 			continue
 		}
@@ -108,7 +108,7 @@ func (m *Maintainer) WriteDeferredEpochs() error {
 		errs []error
 	)
 	slots := make(chan struct{}, maxEpochWriters)
-	for _, p := range m.d.Partitions() {
+	for p := range m.d.Partitions() {
 		if !p.EpochsUnwritten() {
 			continue
 		}

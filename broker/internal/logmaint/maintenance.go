@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"iter"
 	"log/slog"
 	"path/filepath"
 	"time"
@@ -33,9 +34,11 @@ type Deps struct {
 	Go     func(func())    // starts a goroutine the server waits for when it closes
 	Logger *slog.Logger
 	Now    func() time.Time
-	// Partitions are the hosted partitions, and Partition one of them,
-	// or nil.
-	Partitions func() []*partition.Partition
+	// Partitions walks the hosted partitions, and Partition is one of
+	// them, or nil. A walk, not a slice: the loops below run every
+	// second, and a slice of 10,000 partitions each time was about 1 MB/s
+	// of garbage on an idle broker.
+	Partitions func() iter.Seq[*partition.Partition]
 	Partition  func(topic string, index int32) *partition.Partition
 	// StorageFailed takes a partition's log dir offline after a disk
 	// error.
@@ -138,7 +141,7 @@ func (m *Maintainer) activeProducers(tp storage.TopicPartition) map[int64]storag
 // nothing. It runs at clean shutdown, after the last append.
 func (m *Maintainer) WriteProducerSnapshots() error {
 	var errs []error
-	for _, p := range m.d.Partitions() {
+	for p := range m.d.Partitions() {
 		p.Mu.Lock()
 		st := p.Producers
 		leo := p.Log.LogEndOffset()
@@ -169,7 +172,7 @@ func (m *Maintainer) WriteProducerSnapshots() error {
 // transaction open stays. It returns how many went.
 func (m *Maintainer) expireProducers(now time.Time) int {
 	n := 0
-	for _, p := range m.d.Partitions() {
+	for p := range m.d.Partitions() {
 		p.Mu.Lock()
 		if p.Producers != nil {
 			n += p.Producers.ExpireProducers(now.UnixMilli(), int64(m.d.Cfg.ProducerIDExpirationMs))
