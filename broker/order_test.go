@@ -300,6 +300,11 @@ func TestPipelinedTransactionRequestsInOrder(t *testing.T) {
 		t.Fatal(err)
 	}
 	cl.Close()
+	// The abort's markers are written after EndTxn answers; until then
+	// an AddPartitionsToTxn gets CONCURRENT_TRANSACTIONS, as in Kafka.
+	if d := waitTxnState(t, adm, "txn-ordered-id", "CompleteAbort"); d.State != "CompleteAbort" {
+		t.Fatalf("first transaction %s after its abort, want CompleteAbort", d.State)
+	}
 
 	// Each partition added on its own request, then the end of the
 	// transaction: Kafka would have added all before it ends.
