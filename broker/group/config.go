@@ -116,7 +116,9 @@ type Config struct {
 // assignment of KIP-848 consumer groups.
 type TopicsView interface {
 	// Topics returns every topic by name. The coordinator keeps the map
-	// it gets, so the view must not change it afterwards.
+	// it gets, so the view must not change it afterwards. It is called
+	// on the coordinator's goroutines, at the first use after
+	// Coordinator.TopicsChanged, and must not block.
 	Topics() map[string]TopicInfo
 }
 

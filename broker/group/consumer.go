@@ -585,7 +585,7 @@ func memberTombstones(group, member string) []Record {
 func (m *machine) subscriptionMetadata(topics map[string]int) map[string]topicMeta {
 	out := make(map[string]topicMeta, len(topics))
 	for name := range topics {
-		if t, ok := m.topics[name]; ok {
+		if t, ok := m.topicsByName()[name]; ok {
 			out[name] = topicMeta{id: t.ID, name: name, partitions: t.Partitions}
 		}
 	}
@@ -657,7 +657,7 @@ func (m *machine) resolveRegex(op *consumerOp, expr string) bool {
 	}
 	topics := []string{}
 	if re != nil {
-		for name := range m.topics {
+		for name := range m.topicsByName() {
 			if re.MatchString(name) && (op.describable == nil || op.describable(name)) {
 				topics = append(topics, name)
 			}

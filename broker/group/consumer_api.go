@@ -68,22 +68,12 @@ func (c *Coordinator) ConsumerGroupDescribe(ctx context.Context, req *kmsg.Consu
 }
 
 // TopicsChanged tells the coordinator that the broker's topics changed
-// (created, deleted, repartitioned). It reads Config.Topics once and hands
-// the snapshot to every shard; consumer groups rebalance on their next
-// heartbeat if what they subscribe to changed. It returns once every shard
-// has the snapshot.
+// (created, deleted, repartitioned). Each shard takes a new snapshot of
+// Config.Topics when it next needs one (the view shares one between
+// them); consumer groups rebalance on their next heartbeat if what they
+// subscribe to changed. It returns once every shard knows of the change.
 func (c *Coordinator) TopicsChanged() {
-	var topics map[string]TopicInfo
-	var names map[[16]byte]string
-	if nv, ok := c.cfg.Topics.(TopicNamesView); ok {
-		topics, names = nv.TopicsAndNames()
-	} else {
-		if c.cfg.Topics != nil {
-			topics = c.cfg.Topics.Topics()
-		}
-		names = topicNamesOf(topics)
-	}
-	c.rt.Each(func(m *machine) { m.setTopicsNamed(topics, names) })
+	c.rt.Each((*machine).topicsChanged)
 }
 
 // consumerGroupDescribe describes one group as Kafka's ConsumerGroup.
@@ -150,7 +140,7 @@ func (m *machine) describeAssignment(s tpSet) kmsg.Assignment {
 	a := kmsg.NewAssignment()
 	a.TopicPartitions = []kmsg.AssignmentTopicPartition{}
 	for _, id := range s.topics() {
-		name, ok := m.topicNames[[16]byte(id)]
+		name, ok := m.topicsByID()[[16]byte(id)]
 		if !ok {
 			continue
 		}

@@ -402,7 +402,7 @@ func (m *machine) classicJoinConsumerGroup(p *partitionState, g *consumerGroup, 
 
 	owned := make(tpSet)
 	for _, t := range sub.OwnedPartitions {
-		if info, ok := m.topics[t.Topic]; ok {
+		if info, ok := m.topicsByName()[t.Topic]; ok {
 			owned.add(info.ID, t.Partitions...)
 		}
 	}
@@ -596,7 +596,7 @@ func (m *machine) parseAssignment(b []byte) (tpSet, error) {
 		return nil, fmt.Errorf("malformed consumer protocol assignment: %w", err)
 	}
 	for _, t := range a.Topics {
-		if info, ok := m.topics[t.Topic]; ok {
+		if info, ok := m.topicsByName()[t.Topic]; ok {
 			out.add(info.ID, t.Partitions...)
 		}
 	}
@@ -615,7 +615,7 @@ func (m *machine) serializeAssignment(s tpSet, subscription []byte) []byte {
 	a := kmsg.NewConsumerMemberAssignment()
 	a.Version = version
 	for _, id := range s.topics() {
-		name, ok := m.topicNames[[16]byte(id)]
+		name, ok := m.topicsByID()[[16]byte(id)]
 		if !ok {
 			continue
 		}

@@ -106,9 +106,15 @@ type machine struct {
 	loadTokens uint64
 
 	// topics is the latest snapshot of the broker's topics, by name and
-	// by id; topicsVersion counts snapshots.
+	// by id (topicsByName, topicsByID); topicsVersion counts the changes
+	// the coordinator was told of. After a change the snapshot is stale
+	// and taken again from Config.Topics at its next use, not at the
+	// change: the metadata watcher reports every CreateTopics, and a
+	// snapshot is a pass over every topic that a shard with no group
+	// work would take for nothing.
 	topics        map[string]TopicInfo
 	topicNames    map[[16]byte]string // by topic id; shared, never written
+	topicsStale   bool
 	topicsVersion int64
 }
 
@@ -134,6 +140,51 @@ func (m *machine) setTopics(topics map[string]TopicInfo) {
 	m.setTopicsNamed(topics, topicNamesOf(topics))
 }
 
+// topicsChanged marks the snapshot stale: the next use takes a new one
+// from Config.Topics. Consumer groups recompute their subscriptions on
+// their next heartbeat, as Kafka's groups do on a new metadata image.
+func (m *machine) topicsChanged() {
+	m.topicsStale = true
+	m.bumpTopicsVersion()
+}
+
+// topicsByName is the snapshot of the topics by name, taken again first
+// if the topics changed since it was taken. The map is shared: never
+// written.
+func (m *machine) topicsByName() map[string]TopicInfo {
+	m.refreshTopics()
+	return m.topics
+}
+
+// topicsByID is the snapshot's topic names by id; shared as well.
+func (m *machine) topicsByID() map[[16]byte]string {
+	m.refreshTopics()
+	return m.topicNames
+}
+
+func (m *machine) refreshTopics() {
+	if !m.topicsStale {
+		return
+	}
+	m.topicsStale = false
+	var topics map[string]TopicInfo
+	var names map[[16]byte]string
+	switch v := m.cfg.Topics.(type) {
+	case nil:
+	case TopicNamesView:
+		topics, names = v.TopicsAndNames()
+	default:
+		topics = v.Topics()
+	}
+	if topics == nil {
+		topics = map[string]TopicInfo{}
+	}
+	if names == nil {
+		names = topicNamesOf(topics)
+	}
+	m.topics, m.topicNames = topics, names
+}
+
 // topicNamesOf is the topic names of topics by id.
 func topicNamesOf(topics map[string]TopicInfo) map[[16]byte]string {
 	names := make(map[[16]byte]string, len(topics))
@@ -152,6 +203,13 @@ func (m *machine) setTopicsNamed(topics map[string]TopicInfo, names map[[16]byte
 	}
 	m.topics = topics
 	m.topicNames = names
+	m.topicsStale = false
+	m.bumpTopicsVersion()
+}
+
+// bumpTopicsVersion counts a change of the topics and has every consumer
+// group look at its subscriptions again.
+func (m *machine) bumpTopicsVersion() {
 	m.topicsVersion++
 	for _, p := range m.partitions {
 		for _, g := range p.consumers {

@@ -401,7 +401,7 @@ func (m *machine) streamsHeartbeat(p *partitionState, ci ClientInfo, req *kmsg.S
 	// changed since.
 	configured := g.configured
 	if newTopology || configured == nil || g.configuredVersion != m.topicsVersion {
-		c, err := configureTopology(topology, m.topics)
+		c, err := configureTopology(topology, m.topicsByName())
 		if err != nil {
 			return nil, none, &hbError{code: errStreamsInvalidTopology, msg: err.Error()}
 		}
@@ -841,7 +841,7 @@ func (m *machine) endpointsToPartitions(g *streamsGroup) []kmsg.StreamsGroupHear
 				topics = append(topics, r.name)
 			}
 			for _, topic := range topics {
-				info, ok := m.topics[topic]
+				info, ok := m.topicsByName()[topic]
 				if ok && t.partition < info.Partitions && !slices.Contains(res[topic], t.partition) {
 					res[topic] = append(res[topic], t.partition)
 				}
