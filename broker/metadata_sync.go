@@ -4,10 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"iter"
-	"maps"
 	"slices"
 	"strconv"
-	"sync/atomic"
 	"time"
 
 	"github.com/gregorbroker/gregor/broker/internal/partition"
@@ -88,7 +86,7 @@ func (s *Server) reconcile(img *image.Image) error {
 		img = cur
 	}
 
-	old := s.parts.all()
+	old := s.parts.load()
 	var errs []error
 	// Only the topics changed since the last complete reconcile need a
 	// look: the others' tables are as that reconcile left them (each
@@ -101,7 +99,7 @@ func (s *Server) reconcile(img *image.Image) error {
 		names = slices.Collect(img.ChangedTopicNames(s.reconciled))
 	} else {
 		names = img.TopicNames()
-		for name := range old {
+		for name := range old.all() {
 			if _, ok := img.Topic(name); !ok {
 				names = append(names, name)
 			}
@@ -122,7 +120,7 @@ func (s *Server) reconcile(img *image.Image) error {
 		if sweep {
 			break
 		}
-		if prev := old[name]; prev != nil {
+		if prev := old.get(name); prev != nil {
 			if t, ok := img.Topic(name); !ok || t != prev.img {
 				sweep = true
 			}
@@ -134,7 +132,7 @@ func (s *Server) reconcile(img *image.Image) error {
 		keep := ok && int(tp.Partition) < len(t.Partitions) &&
 			slices.Contains(t.Partitions[tp.Partition].Replicas, s.cfg.NodeID)
 		if keep {
-			if prev := old[tp.Topic]; prev != nil && prev.id != t.ID {
+			if prev := old.get(tp.Topic); prev != nil && prev.id != t.ID {
 				keep = false
 			}
 		}
@@ -150,18 +148,17 @@ func (s *Server) reconcile(img *image.Image) error {
 	}
 
 	var failed createLogsError
-	next := maps.Clone(old)
-	if next == nil {
-		next = make(map[string]*topicPartitions, len(names))
-	}
+	next := newTableEdit(old)
 	var nc newLogs
 	for _, name := range names {
 		t, ok := img.Topic(name)
 		if !ok {
-			delete(next, name)
+			next.delete(name)
 			continue
 		}
-		next[name] = s.topicTable(t, old[name], &nc)
+		if prev, tp := old.get(name), s.topicTable(t, old.get(name), &nc); tp != prev {
+			next.set(name, tp)
+		}
 	}
 	toCreate, specs := nc.parts, nc.specs
 	if len(specs) > 0 {
@@ -195,23 +192,23 @@ func (s *Server) reconcile(img *image.Image) error {
 	if sweep {
 		s.swept = !deleteFailed
 	}
-	s.parts.byName.Store(&next)
+	s.parts.store(next)
 	s.reconciled = img
 	if failed.count > 0 {
 		// The failed topics' tables must be made again at the next try.
 		s.reconciled = nil
 	}
 	for _, name := range names {
-		if _, ok := next[name]; !ok && old[name] != nil {
+		if next.view.get(name) == nil && old.get(name) != nil {
 			s.ops.metrics.DeleteTopic(name) // as Kafka drops a deleted topic's metrics
 		}
 	}
-	if !s.fetchers.Idle() || followsAny(names, next, s.cfg.NodeID) {
+	if !s.fetchers.Idle() || followsAny(names, &next.view, s.cfg.NodeID) {
 		// Listing every hosted partition costs each metadata change a
 		// pass over all of them; a node that follows nothing and whose
 		// changed topics it leads or does not host has nothing to hand
 		// the fetchers (a single node, always).
-		s.fetchers.Reconcile(hostedPartitions(next))
+		s.fetchers.Reconcile(hostedPartitions(&next.view))
 	}
 	if s.groups != nil {
 		s.groups.reconcile(img)
@@ -336,20 +333,6 @@ type topicPartitions struct {
 	failed map[int32]error
 }
 
-// partitionTable maps topics to their hosted partitions. Readers load the
-// current immutable map; reconcile replaces it whole.
-type partitionTable struct {
-	byName atomic.Pointer[map[string]*topicPartitions]
-}
-
-func (t *partitionTable) topic(name string) *topicPartitions {
-	m := t.byName.Load()
-	if m == nil {
-		return nil
-	}
-	return (*m)[name]
-}
-
 func (t *partitionTable) get(topic string, index int32) *partition.Partition {
 	tp := t.topic(topic)
 	if tp == nil || index < 0 || int(index) >= len(tp.parts) {
@@ -379,19 +362,11 @@ func (t *partitionTable) anyCreateFailed() bool {
 	return false
 }
 
-func (t *partitionTable) all() map[string]*topicPartitions {
-	m := t.byName.Load()
-	if m == nil {
-		return nil
-	}
-	return *m
-}
-
 // followsAny reports whether a hosted partition of the named topics of
 // table has a leader other than node.
-func followsAny(names []string, table map[string]*topicPartitions, node int32) bool {
+func followsAny(names []string, table *tableView, node int32) bool {
 	for _, name := range names {
-		tp := table[name]
+		tp := table.get(name)
 		if tp == nil {
 			continue
 		}
@@ -409,9 +384,9 @@ func followsAny(names []string, table map[string]*topicPartitions, node int32) b
 
 // eachHostedPartition walks the partitions of a partition table, for a
 // caller that keeps none of them (log maintenance, every second).
-func eachHostedPartition(table map[string]*topicPartitions) iter.Seq[*partition.Partition] {
+func eachHostedPartition(table *tableView) iter.Seq[*partition.Partition] {
 	return func(yield func(*partition.Partition) bool) {
-		for _, tp := range table {
+		for _, tp := range table.all() {
 			for _, p := range tp.parts {
 				if p != nil && !yield(p) {
 					return
@@ -422,9 +397,9 @@ func eachHostedPartition(table map[string]*topicPartitions) iter.Seq[*partition.
 }
 
 // hostedPartitions lists the partitions of a partition table.
-func hostedPartitions(table map[string]*topicPartitions) []*partition.Partition {
+func hostedPartitions(table *tableView) []*partition.Partition {
 	var out []*partition.Partition
-	for _, tp := range table {
+	for _, tp := range table.all() {
 		for _, p := range tp.parts {
 			if p != nil {
 				out = append(out, p)

@@ -259,7 +259,7 @@ func (c *brokerCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	var urp, count, leaders int
 	led := make(map[string]map[int32]*partition.Partition)
-	for _, p := range hostedPartitions(s.parts.all()) {
+	for _, p := range hostedPartitions(s.parts.load()) {
 		count++
 		labels := []string{p.Topic, strconv.Itoa(int(p.Index))}
 		gauge(descLogSize, float64(p.Log.Size()), labels...)

@@ -90,7 +90,7 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	// is rebuilt when it becomes leader); Kafka's count includes
 	// followers'.
 	var pids int
-	for _, p := range hostedPartitions(s.parts.all()) {
+	for _, p := range hostedPartitions(s.parts.load()) {
 		p.Mu.Lock()
 		if p.Producers != nil {
 			pids += p.Producers.Len()

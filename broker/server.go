@@ -325,7 +325,7 @@ func (s *Server) open() error {
 	}
 	s.maint = logmaint.New(logmaint.Deps{
 		Cfg: s.cfg, FS: s.fs, Logs: s.logs, Ctx: s.ctx, Go: s.goTracked, Logger: s.log, Now: s.now,
-		Partitions:    func() iter.Seq[*partition.Partition] { return eachHostedPartition(s.parts.all()) },
+		Partitions:    func() iter.Seq[*partition.Partition] { return eachHostedPartition(s.parts.load()) },
 		Partition:     s.parts.get,
 		StorageFailed: s.storageFailed,
 	})
