@@ -575,6 +575,7 @@ func runRound(ctx context.Context, b *broker, cases []benchCase, round int, bin 
 			slog.Debug("created topic", "broker", b.name, "topic", topic, "partitions", c.Partitions, "took", time.Since(start))
 		}
 		topics[c.Name] = topic
+		settleDisk(b.name, c.Name)
 		if s, err := os.ReadFile("/proc/loadavg"); err == nil {
 			if l, err := loadAvg(string(s)); err == nil {
 				m.LoadMax = max(m.LoadMax, l)
@@ -590,6 +591,17 @@ func runRound(ctx context.Context, b *broker, cases []benchCase, round int, bin 
 		out = append(out, s)
 	}
 	return out, nil
+}
+
+// settleDisk writes back every dirty page before a case is measured
+// (sync(2), outside the measured interval): a produce case leaves
+// gigabytes in the page cache, and their write-back, minutes of disk
+// work, would otherwise fall on whichever case and broker come next,
+// an e2e case's fsyncs and tail most of all.
+func settleDisk(broker, cs string) {
+	start := time.Now()
+	syscall.Sync()
+	slog.Debug("synced before the case", "broker", broker, "case", cs, "took", time.Since(start))
 }
 
 // measure runs one case's `gregor perf` against b and reads the broker's
