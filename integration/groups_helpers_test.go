@@ -60,6 +60,17 @@ func grpWaitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 	}
 }
 
+// grpWaitUntil polls cond every 20 ms until it holds (true) or d passes
+// (false).
+func grpWaitUntil(d time.Duration, cond func() bool) bool {
+	for deadline := time.Now().Add(d); !cond(); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			return false
+		}
+	}
+	return true
+}
+
 // grpProduce writes n records spread evenly over the topic's partitions
 // and returns each partition's end offset.
 func grpProduce(t *testing.T, addr, topic string, n int) map[int32]int64 {
@@ -363,6 +374,12 @@ type grpMember struct {
 
 	mu     sync.Mutex
 	killed []grpTPO // the batch processed and never committed
+	// unsent holds offsets whose commit never reached the broker (it
+	// was down); the next commit carries them, as an application that
+	// commits its position would. Offsets refused by the coordinator
+	// (a rebalance, a fenced member) are dropped: the partition may be
+	// another member's by then.
+	unsent map[string]map[int32]kgo.EpochOffset
 }
 
 // grpNewMember makes a member of group on topic, with extra client
@@ -427,6 +444,9 @@ func (m *grpMember) run() {
 		recs := m.cl.PollRecords(ctx, m.maxPoll).Records()
 		cancel()
 		if len(recs) == 0 {
+			if m.hasUnsent() {
+				m.commit(nil)
+			}
 			m.cl.AllowRebalance()
 			continue
 		}
@@ -469,6 +489,11 @@ func (m *grpMember) die(recs []*kgo.Record) {
 // commit commits the offsets after recs and notes the acknowledgements.
 func (m *grpMember) commit(recs []*kgo.Record) {
 	offsets := make(map[string]map[int32]kgo.EpochOffset)
+	m.mu.Lock()
+	if len(m.unsent) > 0 {
+		offsets, m.unsent = m.unsent, nil
+	}
+	m.mu.Unlock()
 	for _, r := range recs {
 		ps := offsets[r.Topic]
 		if ps == nil {
@@ -485,6 +510,10 @@ func (m *grpMember) commit(recs []*kgo.Record) {
 		if err != nil {
 			m.t.Logf("%s: commit: %v", m.name, err)
 			m.ledger.commitFailed()
+			var dial *net.OpError
+			if errors.As(err, &dial) && dial.Op == "dial" {
+				m.keepUnsent(offsets)
+			}
 			return
 		}
 		for _, rt := range resp.Topics {
@@ -498,6 +527,32 @@ func (m *grpMember) commit(recs []*kgo.Record) {
 			}
 		}
 	})
+}
+
+// keepUnsent keeps offsets for the next commit, each partition's
+// highest.
+func (m *grpMember) keepUnsent(offsets map[string]map[int32]kgo.EpochOffset) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.unsent == nil {
+		m.unsent = make(map[string]map[int32]kgo.EpochOffset)
+	}
+	for topic, ps := range offsets {
+		if m.unsent[topic] == nil {
+			m.unsent[topic] = make(map[int32]kgo.EpochOffset)
+		}
+		for p, o := range ps {
+			if cur, ok := m.unsent[topic][p]; !ok || cur.Offset < o.Offset {
+				m.unsent[topic][p] = o
+			}
+		}
+	}
+}
+
+func (m *grpMember) hasUnsent() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.unsent) > 0
 }
 
 // leave makes the member leave the group cleanly and waits for it.

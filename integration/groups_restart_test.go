@@ -96,7 +96,9 @@ func TestGroupsSigkillMidFlight(t *testing.T) {
 		}
 	}
 	for _, r := range runs {
-		grpWaitFor(t, 60*time.Second, r.group+" to commit everything after the restart", func() bool { return r.ledger.committedTo(ends) })
+		if !grpWaitUntil(60*time.Second, func() bool { return r.ledger.committedTo(ends) }) {
+			t.Fatalf("%s did not commit everything within 60 s after the restart: acknowledged %v, end offsets %v", r.group, r.ledger.ackedCopy(), ends)
+		}
 	}
 
 	// Both groups re-formed around a alone.
