@@ -2,6 +2,7 @@ package integration
 
 import (
 	"fmt"
+	"math"
 	"testing"
 	"time"
 
@@ -40,8 +41,12 @@ func TestGroupsSigkillMidFlight(t *testing.T) {
 		r.ledger = newGrpLedger()
 		for _, name := range []string{"a", "b"} {
 			m := grpNewMember(t, p.addr, name, r.group, topic, r.ledger, r.opts...)
-			// Slow enough that the kill finds them mid-way.
+			// Slow enough that the kill finds them mid-way, and held
+			// below a third of the records each until the restart: a
+			// group whose other member was slow to get its partitions
+			// must not finish before the kill.
 			m.maxPoll, m.pause = 50, 10*time.Millisecond
+			m.quota.Store(records / 6)
 			r.members = append(r.members, m.start())
 		}
 	}
@@ -84,6 +89,9 @@ func TestGroupsSigkillMidFlight(t *testing.T) {
 	}
 
 	p = grpStartGregor(t, dir, port)
+	for _, r := range runs {
+		r.members[0].quota.Store(math.MaxInt64)
+	}
 	adm := kadm.NewClient(newClient(t, p.addr))
 	for _, r := range runs {
 		// Commits only move forward, so what is read back now is at
