@@ -40,10 +40,6 @@ func newCoordinator(cfg Config, store Store, clock Clock, newID func() string) (
 	}
 	log := coord.Logger(cfg.Logger, "group-coordinator")
 	c := &Coordinator{cfg: cfg, log: log, clock: clock}
-	var topics map[string]TopicInfo
-	if cfg.Topics != nil {
-		topics = cfg.Topics.Topics()
-	}
 	rtCfg := coord.Config{
 		Name:       "group coordinator",
 		Topic:      "__consumer_offsets",
@@ -54,9 +50,7 @@ func newCoordinator(cfg Config, store Store, clock Clock, newID func() string) (
 		Log:        log,
 	}
 	c.rt = coord.NewRuntime(rtCfg, func(s *shard) *machine {
-		m := newMachine(cfg, log, clock, shardEffects{s, store}, newID)
-		m.setTopics(topics)
-		return m
+		return newMachine(cfg, log, clock, shardEffects{s, store}, newID)
 	})
 	c.rt.Start((*machine).start)
 	return c, nil

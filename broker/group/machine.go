@@ -120,7 +120,7 @@ type machine struct {
 
 func newMachine(cfg Config, log *slog.Logger, clock Clock, fx effects, newID func() string) *machine {
 	m := &machine{cfg: cfg, log: log, clock: clock, fx: fx, newID: newID, partitions: make(map[int32]*partitionState)}
-	m.setTopics(nil)
+	m.topicsChanged() // the first use takes the first snapshot
 	return m
 }
 
@@ -133,19 +133,17 @@ func (m *machine) start() {
 	})
 }
 
-// setTopics installs a new snapshot of the topics. Consumer groups
-// recompute their subscriptions on their next heartbeat, as Kafka's groups
-// do on a new metadata image.
-func (m *machine) setTopics(topics map[string]TopicInfo) {
-	m.setTopicsNamed(topics, topicNamesOf(topics))
-}
-
 // topicsChanged marks the snapshot stale: the next use takes a new one
 // from Config.Topics. Consumer groups recompute their subscriptions on
 // their next heartbeat, as Kafka's groups do on a new metadata image.
 func (m *machine) topicsChanged() {
 	m.topicsStale = true
-	m.bumpTopicsVersion()
+	m.topicsVersion++
+	for _, p := range m.partitions {
+		for _, g := range p.consumers {
+			g.refresh = true
+		}
+	}
 }
 
 // topicsByName is the snapshot of the topics by name, taken again first
@@ -192,30 +190,6 @@ func topicNamesOf(topics map[string]TopicInfo) map[[16]byte]string {
 		names[t.ID] = name
 	}
 	return names
-}
-
-// setTopicsNamed is setTopics with the names by id made already, which
-// the shards share (neither map is written once installed): each
-// metadata change costs one pass over the topics, not one per shard.
-func (m *machine) setTopicsNamed(topics map[string]TopicInfo, names map[[16]byte]string) {
-	if topics == nil {
-		topics = map[string]TopicInfo{}
-	}
-	m.topics = topics
-	m.topicNames = names
-	m.topicsStale = false
-	m.bumpTopicsVersion()
-}
-
-// bumpTopicsVersion counts a change of the topics and has every consumer
-// group look at its subscriptions again.
-func (m *machine) bumpTopicsVersion() {
-	m.topicsVersion++
-	for _, p := range m.partitions {
-		for _, g := range p.consumers {
-			g.refresh = true
-		}
-	}
 }
 
 func (m *machine) nowMs() int64 { return m.clock.Now().UnixMilli() }
