@@ -27,21 +27,24 @@ const module = "github.com/gregorbroker/gregor/"
 // disk, the transport) → image (the metadata image and records) →
 // internal/compact (the encoding they share).
 var allowed = map[string][]string{
-	"vfs":      {},
-	"protocol": {},
-	"config":   {},
-	"storage":  {"protocol", "vfs"},
-	"security": {"config"},
+	// internal/cowmap is a leaf: the copy-on-write sharded map the
+	// metadata image and the broker's hosted partition table share.
+	"internal/cowmap": {},
+	"vfs":             {},
+	"protocol":        {},
+	"config":          {},
+	"storage":         {"protocol", "vfs"},
+	"security":        {"config"},
 	// authz decides with what it is handed: no config, no connections.
 	"security/authz": {},
 
 	"raftmeta/internal/compact": {},
-	"raftmeta/image":            {"raftmeta/internal/compact"},
+	"raftmeta/image":            {"raftmeta/internal/compact", "internal/cowmap"},
 	"raftmeta/raftnode":         {"raftmeta/image", "raftmeta/internal/compact", "vfs"},
 	"raftmeta/controller":       {"raftmeta/raftnode", "raftmeta/image", "raftmeta/internal/compact", "security/authz"},
 	"raftmeta":                  {"raftmeta/controller", "raftmeta/raftnode", "vfs"},
 
-	"broker": {"protocol", "storage", "raftmeta", "raftmeta/controller", "raftmeta/raftnode", "raftmeta/image", "config", "security", "security/authz", "vfs"},
+	"broker": {"protocol", "storage", "raftmeta", "raftmeta/controller", "raftmeta/raftnode", "raftmeta/image", "config", "security", "security/authz", "vfs", "internal/cowmap"},
 
 	// The web console is a Kafka client of the node (kgo/kadm over its
 	// client listener), beside the broker rather than in it: it imports
@@ -61,6 +64,7 @@ var forbiddenStd = map[string][]string{
 // forbiddenLayer are packages a raftmeta layer must not import, by path
 // prefix: the image is plain data, with no raft, disk or network in it.
 var forbiddenLayer = map[string][]string{
+	"internal/cowmap":           {"net", "os"},
 	"raftmeta/image":            {"go.etcd.io/raft", "net", "os"},
 	"raftmeta/internal/compact": {"go.etcd.io/raft", "net", "os"},
 }

@@ -99,7 +99,7 @@ func (s *Server) reconcile(img *image.Image) error {
 		names = slices.Collect(img.ChangedTopicNames(s.reconciled))
 	} else {
 		names = img.TopicNames()
-		for name := range old.all() {
+		for name := range old.Keys() {
 			if _, ok := img.Topic(name); !ok {
 				names = append(names, name)
 			}
@@ -120,7 +120,7 @@ func (s *Server) reconcile(img *image.Image) error {
 		if sweep {
 			break
 		}
-		if prev := old.get(name); prev != nil {
+		if prev := getTopic(old, name); prev != nil {
 			if t, ok := img.Topic(name); !ok || t != prev.img {
 				sweep = true
 			}
@@ -132,7 +132,7 @@ func (s *Server) reconcile(img *image.Image) error {
 		keep := ok && int(tp.Partition) < len(t.Partitions) &&
 			slices.Contains(t.Partitions[tp.Partition].Replicas, s.cfg.NodeID)
 		if keep {
-			if prev := old.get(tp.Topic); prev != nil && prev.id != t.ID {
+			if prev := getTopic(old, tp.Topic); prev != nil && prev.id != t.ID {
 				keep = false
 			}
 		}
@@ -153,11 +153,12 @@ func (s *Server) reconcile(img *image.Image) error {
 	for _, name := range names {
 		t, ok := img.Topic(name)
 		if !ok {
-			next.delete(name)
+			next.w.Delete(name)
 			continue
 		}
-		if prev, tp := old.get(name), s.topicTable(t, old.get(name), &nc); tp != prev {
-			next.set(name, tp)
+		prev := getTopic(old, name)
+		if tp := s.topicTable(t, prev, &nc); tp != prev {
+			next.w.Set(name, tp)
 		}
 	}
 	toCreate, specs := nc.parts, nc.specs
@@ -199,16 +200,16 @@ func (s *Server) reconcile(img *image.Image) error {
 		s.reconciled = nil
 	}
 	for _, name := range names {
-		if next.view.get(name) == nil && old.get(name) != nil {
+		if getTopic(next.view, name) == nil && getTopic(old, name) != nil {
 			s.ops.metrics.DeleteTopic(name) // as Kafka drops a deleted topic's metrics
 		}
 	}
-	if !s.fetchers.Idle() || followsAny(names, &next.view, s.cfg.NodeID) {
+	if !s.fetchers.Idle() || followsAny(names, next.view, s.cfg.NodeID) {
 		// Listing every hosted partition costs each metadata change a
 		// pass over all of them; a node that follows nothing and whose
 		// changed topics it leads or does not host has nothing to hand
 		// the fetchers (a single node, always).
-		s.fetchers.Reconcile(hostedPartitions(&next.view))
+		s.fetchers.Reconcile(hostedPartitions(next.view))
 	}
 	if s.groups != nil {
 		s.groups.reconcile(img)
@@ -362,11 +363,17 @@ func (t *partitionTable) anyCreateFailed() bool {
 	return false
 }
 
+// getTopic is the named topic's hosted partitions in table, or nil.
+func getTopic(table tableView, name string) *topicPartitions {
+	tp, _ := table.Get(name)
+	return tp
+}
+
 // followsAny reports whether a hosted partition of the named topics of
 // table has a leader other than node.
-func followsAny(names []string, table *tableView, node int32) bool {
+func followsAny(names []string, table tableView, node int32) bool {
 	for _, name := range names {
-		tp := table.get(name)
+		tp := getTopic(table, name)
 		if tp == nil {
 			continue
 		}
@@ -384,9 +391,9 @@ func followsAny(names []string, table *tableView, node int32) bool {
 
 // eachHostedPartition walks the partitions of a partition table, for a
 // caller that keeps none of them (log maintenance, every second).
-func eachHostedPartition(table *tableView) iter.Seq[*partition.Partition] {
+func eachHostedPartition(table tableView) iter.Seq[*partition.Partition] {
 	return func(yield func(*partition.Partition) bool) {
-		for _, tp := range table.all() {
+		for tp := range table.Values() {
 			for _, p := range tp.parts {
 				if p != nil && !yield(p) {
 					return
@@ -397,9 +404,9 @@ func eachHostedPartition(table *tableView) iter.Seq[*partition.Partition] {
 }
 
 // hostedPartitions lists the partitions of a partition table.
-func hostedPartitions(table *tableView) []*partition.Partition {
+func hostedPartitions(table tableView) []*partition.Partition {
 	var out []*partition.Partition
-	for _, tp := range table.all() {
+	for tp := range table.Values() {
 		for _, p := range tp.parts {
 			if p != nil {
 				out = append(out, p)

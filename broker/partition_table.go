@@ -2,117 +2,60 @@ package broker
 
 import (
 	"iter"
-	"maps"
 	"sync/atomic"
+
+	"github.com/gregorbroker/gregor/internal/cowmap"
 )
 
-// partitionTableShards is how many maps the hosted partition table is
-// split into. A metadata change copies only the shards of the topics it
-// touches: with one map, creating a topic next to 7,000 others copied
-// all 7,000 entries, and the garbage of that copy at every CreateTopics
-// kept the collector busy (a quarter of the broker's CPU with the group
+// tableView is the hosted partition table at one moment: topic names to
+// their hosted partitions, never written once published. It is a
+// copy-on-write sharded map (cowmap), as the image's topics are: a
+// metadata change copies only the shards of the topics it touches. With
+// one map, creating a topic next to 7,000 others copied all 7,000
+// entries, and the garbage of that copy at every CreateTopics kept the
+// collector busy (a quarter of the broker's CPU with the group
 // coordinator's like copies).
-const partitionTableShards = 64
+type tableView = cowmap.Map[string, *topicPartitions, cowmap.Strings]
 
-// partitionTable maps topics to their hosted partitions. Readers load a
-// shard's current immutable map; reconcile replaces the shards it
-// changed (tableEdit), each whole. A topic's entry therefore changes
-// atomically; two topics in different shards may be seen one changed
-// and the other not yet, as they could be by two reads of the table.
+// partitionTable maps topics to their hosted partitions. Readers load the
+// current view; reconcile publishes a new one whole (tableEdit).
 type partitionTable struct {
-	shards [partitionTableShards]atomic.Pointer[map[string]*topicPartitions]
-}
-
-// tableShard is the shard of a topic name (FNV-1a).
-func tableShard(name string) int {
-	h := uint32(2166136261)
-	for i := 0; i < len(name); i++ {
-		h ^= uint32(name[i])
-		h *= 16777619
-	}
-	return int(h % partitionTableShards)
+	byName atomic.Pointer[tableView]
 }
 
 // topic is the named topic's hosted partitions, or nil.
 func (t *partitionTable) topic(name string) *topicPartitions {
-	m := t.shards[tableShard(name)].Load()
-	if m == nil {
-		return nil
-	}
-	return (*m)[name]
+	return getTopic(t.load(), name)
 }
 
-// load is the table's shards as they are now.
-func (t *partitionTable) load() *tableView {
-	var v tableView
-	for i := range t.shards {
-		if m := t.shards[i].Load(); m != nil {
-			v[i] = *m
-		}
+// load is the table as it is now.
+func (t *partitionTable) load() tableView {
+	if v := t.byName.Load(); v != nil {
+		return *v
 	}
-	return &v
+	return tableView{}
 }
 
 // all walks every topic of the table as it is now.
 func (t *partitionTable) all() iter.Seq2[string, *topicPartitions] {
-	return t.load().all()
+	return t.load().All()
 }
 
-// store installs the shards e changed.
-func (t *partitionTable) store(e *tableEdit) {
-	for i := range e.view {
-		if e.copied&(1<<i) != 0 {
-			m := e.view[i]
-			t.shards[i].Store(&m)
-		}
-	}
-}
-
-// tableView is a partition table's shards at one moment; its maps are
-// never written.
-type tableView [partitionTableShards]map[string]*topicPartitions
-
-func (v *tableView) get(name string) *topicPartitions { return v[tableShard(name)][name] }
-
-// all walks every topic of the view.
-func (v *tableView) all() iter.Seq2[string, *topicPartitions] {
-	return func(yield func(string, *topicPartitions) bool) {
-		for _, m := range v {
-			for name, tp := range m {
-				if !yield(name, tp) {
-					return
-				}
-			}
-		}
-	}
-}
-
-// tableEdit is a view being changed: a shard is copied at its first
-// change, the others are shared with the view it started from.
+// tableEdit is a new version of a view being written; the view it
+// started from is left as it was.
 type tableEdit struct {
-	view   tableView
-	copied uint64 // bit i: shard i is this edit's own copy
+	view tableView
+	w    cowmap.Writer[string, *topicPartitions, cowmap.Strings]
 }
 
-func newTableEdit(from *tableView) *tableEdit { return &tableEdit{view: *from} }
-
-func (e *tableEdit) shard(name string) map[string]*topicPartitions {
-	i := tableShard(name)
-	if e.copied&(1<<i) == 0 {
-		if e.view[i] == nil {
-			e.view[i] = make(map[string]*topicPartitions)
-		} else {
-			e.view[i] = maps.Clone(e.view[i])
-		}
-		e.copied |= 1 << i
-	}
-	return e.view[i]
+func newTableEdit(from tableView) *tableEdit {
+	e := &tableEdit{view: from}
+	e.w = cowmap.NewWriter(&e.view)
+	return e
 }
 
-func (e *tableEdit) set(name string, tp *topicPartitions) { e.shard(name)[name] = tp }
-
-func (e *tableEdit) delete(name string) {
-	if e.view.get(name) != nil {
-		delete(e.shard(name), name)
-	}
+// store publishes the edited view.
+func (t *partitionTable) store(e *tableEdit) {
+	v := e.view
+	t.byName.Store(&v)
 }

@@ -70,7 +70,7 @@ func BenchmarkDiffTopics(b *testing.B) {
 }
 
 // TestApplyCopiesOnlyWhatChanges: images share the topics no record
-// touched (cowMap), and an Apply never changes the image it starts from,
+// touched (cowmap), and an Apply never changes the image it starts from,
 // whether it creates, deletes or fails half way.
 func TestApplyCopiesOnlyWhatChanges(t *testing.T) {
 	const n = 1000

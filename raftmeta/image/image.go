@@ -8,6 +8,8 @@ import (
 	"slices"
 	"sort"
 	"strings"
+
+	"github.com/gregorbroker/gregor/internal/cowmap"
 )
 
 // Image is an immutable view of the cluster metadata at one offset of the
@@ -19,9 +21,9 @@ type Image struct {
 	ClusterID string
 
 	offset         uint64
-	topics         cowMap[string, *TopicImage, nameShard]
-	topicIDs       cowMap[[16]byte, *TopicImage, idShard]
-	normNames      cowMap[string, string, nameShard] // unified name -> topic, for names with '.' or '_'
+	topics         topicsByName
+	topicIDs       topicsByID
+	normNames      namesByNorm // unified name -> topic, for names with '.' or '_'
 	brokers        map[int32]*BrokerImage
 	brokerConfigs  map[string]map[string]string
 	groupConfigs   map[string]map[string]string // by group id (KIP-848/932 group configs)
@@ -78,9 +80,9 @@ type BrokerImage struct {
 func NewImage(clusterID string) *Image {
 	return &Image{
 		ClusterID:     clusterID,
-		topics:        newCowMap[string, *TopicImage, nameShard](),
-		topicIDs:      newCowMap[[16]byte, *TopicImage, idShard](),
-		normNames:     newCowMap[string, string, nameShard](),
+		topics:        cowmap.New[string, *TopicImage, cowmap.Strings](),
+		topicIDs:      cowmap.New[[16]byte, *TopicImage, idShard](),
+		normNames:     cowmap.New[string, string, cowmap.Strings](),
 		brokers:       map[int32]*BrokerImage{},
 		brokerConfigs: map[string]map[string]string{},
 		groupConfigs:  map[string]map[string]string{},
@@ -93,22 +95,22 @@ func (img *Image) Offset() uint64 { return img.offset }
 
 // Topic returns the topic with the given name.
 func (img *Image) Topic(name string) (*TopicImage, bool) {
-	t, ok := img.topics.get(name)
+	t, ok := img.topics.Get(name)
 	return t, ok
 }
 
 // TopicByID returns the topic with the given ID.
 func (img *Image) TopicByID(id [16]byte) (*TopicImage, bool) {
-	t, ok := img.topicIDs.get(id)
+	t, ok := img.topicIDs.Get(id)
 	return t, ok
 }
 
 // NumTopics returns the number of topics.
-func (img *Image) NumTopics() int { return img.topics.len() }
+func (img *Image) NumTopics() int { return img.topics.Len() }
 
 // TopicNames returns the names of all topics, sorted.
 func (img *Image) TopicNames() []string {
-	names := slices.Collect(img.topics.keys())
+	names := slices.Collect(img.topics.Keys())
 	sort.Strings(names)
 	return names
 }
@@ -124,12 +126,12 @@ func (img *Image) ChangedTopicNames(prev *Image) iter.Seq[string] {
 	if prev == nil {
 		prev = NewImage(img.ClusterID)
 	}
-	return changedKeys(prev.topics, img.topics)
+	return cowmap.ChangedKeys(prev.topics, img.topics)
 }
 
 // Topics returns all topics sorted by name.
 func (img *Image) Topics() []*TopicImage {
-	ts := slices.Collect(img.topics.values())
+	ts := slices.Collect(img.topics.Values())
 	slices.SortFunc(ts, func(a, b *TopicImage) int { return strings.Compare(a.Name, b.Name) })
 	return ts
 }
@@ -137,7 +139,7 @@ func (img *Image) Topics() []*TopicImage {
 // AllTopics yields every topic in no particular order, for a reader that
 // needs no sorting.
 func (img *Image) AllTopics() iter.Seq[*TopicImage] {
-	return img.topics.values()
+	return img.topics.Values()
 }
 
 // CollidingTopic returns an existing topic whose name differs from name but
@@ -147,7 +149,7 @@ func (img *Image) CollidingTopic(name string) (string, bool) {
 	if !HasCollisionChars(name) {
 		return "", false
 	}
-	other, ok := img.normNames.get(UnifyCollisionChars(name))
+	other, ok := img.normNames.Get(UnifyCollisionChars(name))
 	if !ok || other == name {
 		return "", false
 	}
@@ -273,9 +275,9 @@ type imageBuilder struct {
 	ownedTopics                                          map[[16]byte]bool
 
 	// The topic maps' writers, set up by topicsW.
-	topics    cowWriter[string, *TopicImage, nameShard]
-	topicIDs  cowWriter[[16]byte, *TopicImage, idShard]
-	normNames cowWriter[string, string, nameShard]
+	topics    cowmap.Writer[string, *TopicImage, cowmap.Strings]
+	topicIDs  cowmap.Writer[[16]byte, *TopicImage, idShard]
+	normNames cowmap.Writer[string, string, cowmap.Strings]
 }
 
 func newImageBuilder(base *Image) *imageBuilder {
@@ -285,9 +287,9 @@ func newImageBuilder(base *Image) *imageBuilder {
 
 func (b *imageBuilder) topicsW() {
 	if !b.ownTopics {
-		b.topics = cowWriter[string, *TopicImage, nameShard]{m: &b.next.topics}
-		b.topicIDs = cowWriter[[16]byte, *TopicImage, idShard]{m: &b.next.topicIDs}
-		b.normNames = cowWriter[string, string, nameShard]{m: &b.next.normNames}
+		b.topics = cowmap.NewWriter(&b.next.topics)
+		b.topicIDs = cowmap.NewWriter(&b.next.topicIDs)
+		b.normNames = cowmap.NewWriter(&b.next.normNames)
 		b.ownedTopics = map[[16]byte]bool{}
 		b.ownTopics = true
 	}
@@ -295,7 +297,7 @@ func (b *imageBuilder) topicsW() {
 
 // topicW returns a topic that this builder may modify.
 func (b *imageBuilder) topicW(id [16]byte) (*TopicImage, error) {
-	t, ok := b.next.topicIDs.get(id)
+	t, ok := b.next.topicIDs.Get(id)
 	if !ok {
 		return nil, fmt.Errorf("unknown topic ID %s", UUIDString(id))
 	}
@@ -309,8 +311,8 @@ func (b *imageBuilder) topicW(id [16]byte) (*TopicImage, error) {
 		Partitions: slices.Clone(t.Partitions),
 		Configs:    maps.Clone(t.Configs),
 	}
-	b.topics.set(c.Name, c)
-	b.topicIDs.set(c.ID, c)
+	b.topics.Set(c.Name, c)
+	b.topicIDs.Set(c.ID, c)
 	b.ownedTopics[id] = true
 	return c, nil
 }
@@ -373,10 +375,10 @@ func (b *imageBuilder) applyTopic(r *TopicRecord) error {
 	if r.ID == ([16]byte{}) {
 		return fmt.Errorf("topic %s has the zero topic ID", r.Name)
 	}
-	if _, ok := b.next.topics.get(r.Name); ok {
+	if _, ok := b.next.topics.Get(r.Name); ok {
 		return fmt.Errorf("topic %s already exists", r.Name)
 	}
-	if _, ok := b.next.topicIDs.get(r.ID); ok {
+	if _, ok := b.next.topicIDs.Get(r.ID); ok {
 		return fmt.Errorf("topic ID %s already exists", UUIDString(r.ID))
 	}
 	if other, ok := b.next.CollidingTopic(r.Name); ok {
@@ -384,11 +386,11 @@ func (b *imageBuilder) applyTopic(r *TopicRecord) error {
 	}
 	b.topicsW()
 	t := &TopicImage{Name: r.Name, ID: r.ID, Configs: map[string]string{}}
-	b.topics.set(t.Name, t)
-	b.topicIDs.set(t.ID, t)
+	b.topics.Set(t.Name, t)
+	b.topicIDs.Set(t.ID, t)
 	b.ownedTopics[t.ID] = true
 	if HasCollisionChars(t.Name) {
-		b.normNames.set(UnifyCollisionChars(t.Name), t.Name)
+		b.normNames.Set(UnifyCollisionChars(t.Name), t.Name)
 	}
 	return nil
 }
@@ -521,16 +523,16 @@ func (b *imageBuilder) applyPartitionChange(r *PartitionChangeRecord) error {
 }
 
 func (b *imageBuilder) applyRemoveTopic(r *RemoveTopicRecord) error {
-	t, ok := b.next.topicIDs.get(r.TopicID)
+	t, ok := b.next.topicIDs.Get(r.TopicID)
 	if !ok {
 		return fmt.Errorf("unknown topic ID %s", UUIDString(r.TopicID))
 	}
 	b.topicsW()
-	b.topics.delete(t.Name)
-	b.topicIDs.delete(t.ID)
+	b.topics.Delete(t.Name)
+	b.topicIDs.Delete(t.ID)
 	delete(b.ownedTopics, t.ID)
 	if HasCollisionChars(t.Name) {
-		b.normNames.delete(UnifyCollisionChars(t.Name))
+		b.normNames.Delete(UnifyCollisionChars(t.Name))
 	}
 	return nil
 }
@@ -541,7 +543,7 @@ func (b *imageBuilder) applyConfig(r *ConfigRecord) error {
 	}
 	switch r.ResourceType {
 	case ResourceTopic:
-		t, ok := b.next.topics.get(r.ResourceName)
+		t, ok := b.next.topics.Get(r.ResourceName)
 		if !ok {
 			return fmt.Errorf("config %s of unknown topic %s", r.Name, r.ResourceName)
 		}
@@ -662,12 +664,12 @@ type TopicsDiff struct {
 // lookup per topic.
 func DiffTopics(prev, next *Image) TopicsDiff {
 	var d TopicsDiff
-	prevIDs := newCowMap[[16]byte, *TopicImage, idShard]()
+	prevIDs := cowmap.New[[16]byte, *TopicImage, idShard]()
 	if prev != nil {
 		prevIDs = prev.topicIDs
 	}
-	for id, t := range next.topicIDs.all() {
-		old, ok := prevIDs.get(id)
+	for id, t := range next.topicIDs.All() {
+		old, ok := prevIDs.Get(id)
 		switch {
 		case !ok:
 			d.Created = append(d.Created, t)
@@ -675,8 +677,8 @@ func DiffTopics(prev, next *Image) TopicsDiff {
 			d.Changed = append(d.Changed, t)
 		}
 	}
-	for id, t := range prevIDs.all() {
-		if _, ok := next.topicIDs.get(id); !ok {
+	for id, t := range prevIDs.All() {
+		if _, ok := next.topicIDs.Get(id); !ok {
 			d.Deleted = append(d.Deleted, t)
 		}
 	}
