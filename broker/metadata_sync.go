@@ -204,13 +204,7 @@ func (s *Server) reconcile(img *image.Image) error {
 			s.ops.metrics.DeleteTopic(name) // as Kafka drops a deleted topic's metrics
 		}
 	}
-	if !s.fetchers.Idle() || followsAny(names, next.view, s.cfg.NodeID) {
-		// Listing every hosted partition costs each metadata change a
-		// pass over all of them; a node that follows nothing and whose
-		// changed topics it leads or does not host has nothing to hand
-		// the fetchers (a single node, always).
-		s.fetchers.Reconcile(hostedPartitions(next.view))
-	}
+	s.fetchers.Update(changedPartitions(names, old, next.view))
 	if s.groups != nil {
 		s.groups.reconcile(img)
 	}
@@ -369,24 +363,35 @@ func getTopic(table tableView, name string) *topicPartitions {
 	return tp
 }
 
-// followsAny reports whether a hosted partition of the named topics of
-// table has a leader other than node.
-func followsAny(names []string, table tableView, node int32) bool {
+// changedPartitions is what a change of the named topics did to the
+// hosted partitions, from table old to table next: the partitions of those
+// topics that next hosts (their assignments may have changed), and those
+// old hosted that next does not. Only these can have changed leader, so
+// the replica fetchers are handed these rather than every hosted
+// partition: in a cluster each metadata change (a topic created, an ISR
+// changed) would otherwise cost a pass over all of them.
+func changedPartitions(names []string, old, next tableView) (changed, removed []*partition.Partition) {
 	for _, name := range names {
-		tp := getTopic(table, name)
-		if tp == nil {
+		now := getTopic(next, name)
+		if now != nil {
+			for _, p := range now.parts {
+				if p != nil {
+					changed = append(changed, p)
+				}
+			}
+		}
+		before := getTopic(old, name)
+		if before == nil {
 			continue
 		}
-		for _, p := range tp.parts {
-			if p == nil {
-				continue
-			}
-			if a := p.Assign.Load(); a != nil && a.Leader >= 0 && a.Leader != node {
-				return true
+		for i, p := range before.parts {
+			// A partition kept keeps its index (topicTable).
+			if p != nil && (now == nil || i >= len(now.parts) || now.parts[i] != p) {
+				removed = append(removed, p)
 			}
 		}
 	}
-	return false
+	return changed, removed
 }
 
 // eachHostedPartition walks the partitions of a partition table, for a

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/gregorbroker/gregor/broker/internal/partition"
 	"github.com/gregorbroker/gregor/internal/cowmap"
 )
 
@@ -50,4 +51,34 @@ func TestPartitionTableEditCopiesOnlyItsShards(t *testing.T) {
 	if n != 5000 {
 		t.Fatalf("%d topics in the table, want 5,000", n)
 	}
+}
+
+// changedPartitions names, for the changed topics only, the partitions the
+// new table hosts and those the old one hosted that it does not: a
+// partition kept at its index is not removed, and an unchanged topic's
+// partitions are in neither list.
+func TestChangedPartitions(t *testing.T) {
+	p := func() *partition.Partition { return &partition.Partition{} }
+	kept, dropped, added, other, renewed := p(), p(), p(), p(), p()
+	gone := p()
+	oldE := newTableEdit(tableView{})
+	oldE.w.Set("a", &topicPartitions{name: "a", parts: []*partition.Partition{kept, dropped}})
+	oldE.w.Set("b", &topicPartitions{name: "b", parts: []*partition.Partition{other}})
+	oldE.w.Set("c", &topicPartitions{name: "c", parts: []*partition.Partition{gone}})
+	oldE.w.Set("d", &topicPartitions{name: "d", parts: []*partition.Partition{p()}})
+	nextE := newTableEdit(oldE.view)
+	nextE.w.Set("a", &topicPartitions{name: "a", parts: []*partition.Partition{kept, nil, added}})
+	nextE.w.Delete("c")
+	nextE.w.Set("d", &topicPartitions{name: "d", parts: []*partition.Partition{renewed}}) // deleted and made again
+
+	changed, removed := changedPartitions([]string{"a", "c", "d"}, oldE.view, nextE.view)
+	want := func(what string, got, w []*partition.Partition) {
+		t.Helper()
+		if !slices.Equal(got, w) {
+			t.Fatalf("%s: %p, want %p", what, got, w)
+		}
+	}
+	want("changed", changed, []*partition.Partition{kept, added, renewed})
+	old := getTopic(oldE.view, "d").parts[0]
+	want("removed", removed, []*partition.Partition{dropped, gone, old})
 }

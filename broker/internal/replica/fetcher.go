@@ -27,7 +27,11 @@ type Manager struct {
 	d        Deps
 	mu       sync.Mutex
 	fetchers map[int32]*fetcher
-	// closed is set by Close: a reconcile after it starts no fetcher,
+	// following is the leader whose fetcher holds each followed
+	// partition, so that a metadata change costs the partitions it
+	// touched rather than a pass over every hosted one.
+	following map[*partition.Partition]int32
+	// closed is set by Close: an update after it starts no fetcher,
 	// so nothing appends to a log once Close has returned.
 	closed bool
 }
@@ -60,45 +64,61 @@ type Deps struct {
 
 // NewManager is a Manager with no fetcher yet.
 func NewManager(d Deps) *Manager {
-	return &Manager{d: d, fetchers: make(map[int32]*fetcher)}
+	return &Manager{d: d, fetchers: make(map[int32]*fetcher), following: make(map[*partition.Partition]int32)}
 }
 
-// Reconcile hands every hosted partition this node follows to the fetcher
-// of its leader, and stops fetchers left with nothing to fetch.
-func (m *Manager) Reconcile(hosted []*partition.Partition) {
-	byLeader := make(map[int32][]*partition.Partition)
-	for _, p := range hosted {
-		if a := p.Assign.Load(); a != nil && a.Leader >= 0 && a.Leader != m.d.Cfg.NodeID {
-			byLeader[a.Leader] = append(byLeader[a.Leader], p)
-		}
-	}
+// Update brings the fetchers up to a metadata change: each partition of
+// changed that this node follows goes to the fetcher of its leader (its
+// follow state kept while its leader epoch stays the same), and each
+// partition of changed that it no longer follows, or of removed (no longer
+// hosted), leaves its fetcher. A fetcher left with nothing to fetch stops.
+// Partitions in neither list keep their fetcher.
+func (m *Manager) Update(changed, removed []*partition.Partition) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.closed {
 		return
 	}
-	for leader, f := range m.fetchers {
-		if _, ok := byLeader[leader]; !ok {
+	touched := make(map[int32]*fetcher)
+	leave := func(p *partition.Partition) {
+		leader, ok := m.following[p]
+		if !ok {
+			return
+		}
+		delete(m.following, p)
+		f := m.fetchers[leader]
+		f.remove(p)
+		touched[leader] = f
+	}
+	for _, p := range removed {
+		leave(p)
+	}
+	for _, p := range changed {
+		a := p.Assign.Load()
+		follows := a != nil && a.Leader >= 0 && a.Leader != m.d.Cfg.NodeID
+		if leader, ok := m.following[p]; ok && (!follows || leader != a.Leader) {
+			leave(p)
+		}
+		if !follows {
+			continue
+		}
+		f := m.fetchers[a.Leader]
+		if f == nil {
+			f = m.newFetcher(a.Leader)
+			m.fetchers[a.Leader] = f
+		}
+		f.put(p, a.LeaderEpoch)
+		m.following[p] = a.Leader
+		touched[a.Leader] = f
+	}
+	for leader, f := range touched {
+		if f.size() == 0 {
 			f.stop()
 			delete(m.fetchers, leader)
+			continue
 		}
+		f.poke()
 	}
-	for leader, parts := range byLeader {
-		f := m.fetchers[leader]
-		if f == nil {
-			f = m.newFetcher(leader)
-			m.fetchers[leader] = f
-		}
-		f.set(parts)
-	}
-}
-
-// Idle reports whether no fetcher runs: the node follows no partition, so
-// a change that makes it follow none either need not Reconcile.
-func (m *Manager) Idle() bool {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return len(m.fetchers) == 0
 }
 
 // Close stops every fetcher and waits for each to finish what it was
@@ -149,19 +169,33 @@ func (m *Manager) newFetcher(leader int32) *fetcher {
 	return f
 }
 
-func (f *fetcher) set(parts []*partition.Partition) {
+// put has the fetcher follow p, whose leader epoch is epoch: with the
+// state it had if it follows p at that epoch already, else from the start
+// (a new epoch needs a new truncation).
+func (f *fetcher) put(p *partition.Partition, epoch int32) {
 	f.mu.Lock()
-	next := make(map[*partition.Partition]*FollowState, len(parts))
-	for _, p := range parts {
-		epoch := p.Assign.Load().LeaderEpoch
-		if st := f.parts[p]; st != nil && st.Epoch == epoch {
-			next[p] = st
-		} else {
-			next[p] = &FollowState{Epoch: epoch}
-		}
+	defer f.mu.Unlock()
+	if st := f.parts[p]; st == nil || st.Epoch != epoch {
+		f.parts[p] = &FollowState{Epoch: epoch}
 	}
-	f.parts = next
-	f.mu.Unlock()
+}
+
+// remove stops the fetcher from following p.
+func (f *fetcher) remove(p *partition.Partition) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.parts, p)
+}
+
+// size is how many partitions the fetcher follows.
+func (f *fetcher) size() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.parts)
+}
+
+// poke wakes a fetcher waiting for partitions to follow.
+func (f *fetcher) poke() {
 	select {
 	case f.wake <- struct{}{}:
 	default:
