@@ -30,8 +30,10 @@ var allowed = map[string][]string{
 	// internal/cowmap is a leaf: the copy-on-write sharded map the
 	// metadata image and the broker's hosted partition table share.
 	"internal/cowmap": {},
+	// internal/crc32c is a leaf: CRC-32C, the batches' checksum.
+	"internal/crc32c": {},
 	"vfs":             {},
-	"protocol":        {},
+	"protocol":        {"internal/crc32c"},
 	"config":          {},
 	"storage":         {"protocol", "vfs"},
 	"security":        {"config"},
@@ -65,6 +67,7 @@ var forbiddenStd = map[string][]string{
 // prefix: the image is plain data, with no raft, disk or network in it.
 var forbiddenLayer = map[string][]string{
 	"internal/cowmap":           {"net", "os"},
+	"internal/crc32c":           {"net", "os"},
 	"raftmeta/image":            {"go.etcd.io/raft", "net", "os"},
 	"raftmeta/internal/compact": {"go.etcd.io/raft", "net", "os"},
 }

@@ -4,7 +4,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/crc32"
+
+	"github.com/gregorbroker/gregor/internal/crc32c"
 )
 
 // BatchHeaderSize is the size of a magic-2 record batch header: the 8-byte
@@ -45,8 +46,6 @@ var (
 	ErrCorrupt   = errors.New("record batch corrupt")
 	ErrMagic     = errors.New("unsupported record batch magic")
 )
-
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // BatchHeader is the fixed-size header of a magic-2 record batch.
 type BatchHeader struct {
@@ -122,7 +121,7 @@ func ParseBatchHeader(b []byte) (BatchHeader, error) {
 // attributes to the end, so the base offset, length and partition leader
 // epoch can be rewritten without recomputing it.
 func BatchCRC(batch []byte) uint32 {
-	return crc32.Checksum(batch[offAttributes:], castagnoli)
+	return crc32c.Checksum(batch[offAttributes:])
 }
 
 // VerifyCRC checks a whole batch's CRC-32C against its header.
@@ -147,7 +146,7 @@ func checkCRC(batch []byte, got uint32) error {
 // from 0 over everything from the attributes to the end, it ends at
 // BatchCRC's value.
 func UpdateBatchCRC(crc uint32, p []byte) uint32 {
-	return crc32.Update(crc, castagnoli, p)
+	return crc32c.Update(crc, p)
 }
 
 // BatchCRCStart is where the bytes a batch's CRC-32C covers begin: its
