@@ -58,7 +58,7 @@ type BatchInfo struct {
 //
 // An uncompressed batch is checked without allocating.
 func ValidateBatch(batch []byte, maxUncompressed int) (BatchInfo, error) {
-	return validateBatch(batch, maxUncompressed, streamWindow, batchCRC{})
+	return validateBatch(batch, maxUncompressed, streamWindow, batchCRC{}, nil)
 }
 
 // ValidateBatchCRC is ValidateBatch for a batch whose CRC-32C the caller
@@ -67,7 +67,7 @@ func ValidateBatch(batch []byte, maxUncompressed int) (BatchInfo, error) {
 // are still in the CPU's cache. Every check is ValidateBatch's, crc
 // standing in for BatchCRC(batch).
 func ValidateBatchCRC(batch []byte, maxUncompressed int, crc uint32) (BatchInfo, error) {
-	return validateBatch(batch, maxUncompressed, streamWindow, batchCRC{sum: crc, known: true})
+	return validateBatch(batch, maxUncompressed, streamWindow, batchCRC{sum: crc, known: true}, nil)
 }
 
 // batchCRC is a batch's CRC-32C computed beforehand, if known.
@@ -78,7 +78,7 @@ type batchCRC struct {
 
 // validateBatch is ValidateBatch reading compressed records through a
 // window of the given size, which tests make small.
-func validateBatch(batch []byte, maxUncompressed, window int, crc batchCRC) (BatchInfo, error) {
+func validateBatch(batch []byte, maxUncompressed, window int, crc batchCRC, walk *RecordWalk) (BatchInfo, error) {
 	info := BatchInfo{MaxTimestamp: NoTimestamp, MinTimestamp: NoTimestamp}
 	h, err := ParseBatchHeader(batch)
 	info.Header = h
@@ -131,31 +131,117 @@ func validateBatch(batch []byte, maxUncompressed, window int, crc batchCRC) (Bat
 	}
 	records := batch[BatchHeaderSize:]
 	info.UncompressedBytes = len(records)
-	it := recordIter{data: records, n: h.NumRecords}
+	var walked recordWalk
+	if walk != nil && walk.ok && walk.header == h {
+		// The records before walk.pos were walked as they arrived;
+		// the walk goes on from there as if it had never stopped.
+		walked = walk.recordWalk
+	} else {
+		walked = newRecordWalk()
+	}
+	if err := walked.run(records, &h, false); err != nil {
+		return info, fmt.Errorf("validate batch: %w: %v", ErrInvalidRecord, err)
+	}
+	info.Records, info.MaxTimestamp, info.MinTimestamp, info.NullKeys = walked.i, walked.maxTimestamp, walked.minTimestamp, walked.nullKeys
+	return info, nil
+}
+
+// recordWalk is a walk through an uncompressed batch's records: how far
+// it got, and what it found of the records before that.
+type recordWalk struct {
+	pos                        int   // the next record's first byte in the records section
+	i                          int32 // records walked
+	maxTimestamp, minTimestamp int64
+	nullKeys                   int32
+}
+
+func newRecordWalk() recordWalk {
+	return recordWalk{maxTimestamp: NoTimestamp, minTimestamp: NoTimestamp}
+}
+
+// run walks on through records, the batch's records section. When
+// partial, records is only what has arrived of it: the walk stops before
+// the first record not wholly there, or after the last one. Otherwise
+// records is the whole section, and the walk ends at its end, or with
+// the error that the first bad record (or a wrong record count) makes.
+func (w *recordWalk) run(records []byte, h *BatchHeader, partial bool) error {
+	it := recordIter{data: records, n: h.NumRecords, pos: w.pos, i: w.i}
+	defer func() { w.pos, w.i = it.pos, it.i }()
 	var v recordView
-	for i := int32(0); ; i++ {
+	for {
+		if partial && (it.i == it.n || !recordArrived(records, it.pos)) {
+			return nil
+		}
+		i := it.i
 		more, err := it.next(&v)
 		if err != nil {
-			return info, fmt.Errorf("validate batch: %w: %v", ErrInvalidRecord, err)
+			return err
 		}
 		if !more {
-			break
+			return nil
 		}
 		// The accounting of add, written out: this loop is the hot path.
 		if v.offsetDelta != i {
-			return info, fmt.Errorf("validate batch: %w: record %d has offset delta %d", ErrInvalidRecord, i, v.offsetDelta)
+			return fmt.Errorf("record %d has offset delta %d", i, v.offsetDelta)
 		}
 		ts := h.FirstTimestamp + v.timestampDelta
-		info.MaxTimestamp = max(info.MaxTimestamp, ts)
-		if ts != NoTimestamp && (info.MinTimestamp == NoTimestamp || ts < info.MinTimestamp) {
-			info.MinTimestamp = ts
+		w.maxTimestamp = max(w.maxTimestamp, ts)
+		if ts != NoTimestamp && (w.minTimestamp == NoTimestamp || ts < w.minTimestamp) {
+			w.minTimestamp = ts
 		}
 		if v.key == nil {
-			info.NullKeys++
+			w.nullKeys++
 		}
-		info.Records++
 	}
-	return info, nil
+}
+
+// recordArrived reports whether the record at records[pos] is wholly in
+// records, or is malformed so that parsing it fails whatever follows.
+func recordArrived(records []byte, pos int) bool {
+	length, p, err := readZigzag32(records, pos)
+	if errors.Is(err, errVarintTruncated) {
+		return false
+	}
+	return err != nil || length < 0 || int(length) <= len(records)-p
+}
+
+// RecordWalk walks an uncompressed batch's records while its bytes are
+// still arriving, so that each record is parsed while the socket read
+// that brought it is in the CPU's cache (see broker/produce_precheck.go);
+// ValidateBatchWalked then walks only what is left. A walk that met
+// anything wrong stops, and the validation walks the batch from its
+// start, so the answer is ValidateBatch's whatever the walk saw.
+type RecordWalk struct {
+	recordWalk
+	header BatchHeader
+	ok     bool
+}
+
+// Start begins a walk of the batch whose first BatchHeaderSize bytes are
+// header. It reports false, and walks nothing, for a batch that is not
+// an uncompressed magic-2 batch of records.
+func (w *RecordWalk) Start(header []byte) bool {
+	h, err := ParseBatchHeader(header)
+	if errors.Is(err, ErrTruncated) && len(header) >= BatchHeaderSize {
+		err = nil // the header is whole; the records are still to come
+	}
+	w.ok = err == nil && h.Codec() == CodecNone && h.NumRecords > 0
+	w.header, w.recordWalk = h, newRecordWalk()
+	return w.ok
+}
+
+// Advance walks the records wholly inside records, the part of the
+// batch's records section (the bytes after its header) that has arrived.
+func (w *RecordWalk) Advance(records []byte) {
+	if w.ok && w.run(records, &w.header, true) != nil {
+		w.ok = false
+	}
+}
+
+// ValidateBatchWalked is ValidateBatchCRC for a batch whose records walk
+// has walked as they arrived (w is ignored unless it walked this batch).
+func ValidateBatchWalked(batch []byte, maxUncompressed int, crc uint32, w *RecordWalk) (BatchInfo, error) {
+	return validateBatch(batch, maxUncompressed, streamWindow, batchCRC{sum: crc, known: true}, w)
 }
 
 // validateStream checks the records of a compressed batch as they

@@ -534,7 +534,7 @@ func FuzzValidateBatch(f *testing.F) {
 		// always the same error: a codec's checksum at the end of a
 		// stream is read only after the records before it, so a smaller
 		// window may meet a record the corruption broke first.)
-		small, smallErr := validateBatch(b, limit, minStreamWindow, batchCRC{})
+		small, smallErr := validateBatch(b, limit, minStreamWindow, batchCRC{}, nil)
 		if (err == nil) != (smallErr == nil) || (err == nil && small != info) {
 			t.Fatalf("default window: %+v, %v; smallest: %+v, %v", info, err, small, smallErr)
 		}

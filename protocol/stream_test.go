@@ -112,7 +112,7 @@ func TestValidateBatchStreamsLikeInMemory(t *testing.T) {
 	for name, enc := range encodings(t, raw) {
 		b := batchOf(t, enc.c, n, enc.body)
 		for _, window := range []int{minStreamWindow, 64, 4096, streamWindow} {
-			got, err := validateBatch(b, 1<<20, window, batchCRC{})
+			got, err := validateBatch(b, 1<<20, window, batchCRC{}, nil)
 			if err != nil {
 				t.Fatalf("%s, window %d: %v", name, window, err)
 			}
@@ -149,7 +149,7 @@ func TestValidateBatchStreamRejectsLikeInMemory(t *testing.T) {
 				t.Fatal(err)
 			}
 			for _, window := range []int{minStreamWindow, 64, streamWindow} {
-				_, err := validateBatch(batchOf(t, c, n, body), 1<<20, window, batchCRC{})
+				_, err := validateBatch(batchOf(t, c, n, body), 1<<20, window, batchCRC{}, nil)
 				if (err == nil) != (memErr == nil) || (err != nil && !errors.Is(err, ErrInvalidRecord)) {
 					t.Fatalf("%s, %s, window %d: streamed %v, in memory %v", what, c, window, err, memErr)
 				}
