@@ -199,7 +199,7 @@ func (w *recordWalk) run(records []byte, h *BatchHeader, partial bool) error {
 // records, or is malformed so that parsing it fails whatever follows.
 func recordArrived(records []byte, pos int) bool {
 	length, p, err := readZigzag32(records, pos)
-	if errors.Is(err, errVarintTruncated) {
+	if err == errVarintTruncated { // unwrapped: readZigzag32's own
 		return false
 	}
 	return err != nil || length < 0 || int(length) <= len(records)-p

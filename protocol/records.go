@@ -248,10 +248,24 @@ var (
 // at most five bytes. Unlike Java it rejects bits beyond the 32nd instead of
 // dropping them.
 func readZigzag32(b []byte, p int) (int32, int, error) {
-	if p < len(b) && b[p] < 0x80 { // most lengths and deltas fit one byte
-		x := uint32(b[p])
-		return int32(x>>1) ^ -int32(x&1), p + 1, nil
+	// Most lengths and deltas fit one byte, a 1 KiB record's length and
+	// value length two: these inline into the record walk, a call per
+	// field was a third of its time.
+	if p+1 < len(b) {
+		if c := b[p]; c < 0x80 {
+			x := uint32(c)
+			return int32(x>>1) ^ -int32(x&1), p + 1, nil
+		} else if d := b[p+1]; d < 0x80 {
+			x := uint32(c&0x7f) | uint32(d)<<7
+			return int32(x>>1) ^ -int32(x&1), p + 2, nil
+		}
 	}
+	return readZigzag32Long(b, p)
+}
+
+// readZigzag32Long is readZigzag32 for the varints of three bytes or
+// more, or at the end of b.
+func readZigzag32Long(b []byte, p int) (int32, int, error) {
 	var x uint32
 	for shift := uint(0); shift < 35; shift += 7 {
 		if p >= len(b) {

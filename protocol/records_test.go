@@ -200,6 +200,20 @@ func TestZigzagVarints(t *testing.T) {
 			t.Errorf("varint %d: read %d, %d bytes, err %v, bytes % x vs % x", v, got32, n, err, b32, b)
 		}
 	}
+	// Every value of one, two and three bytes, alone and with bytes after
+	// it (readZigzag32's short paths need one byte beyond the first).
+	for v := int32(-300000); v <= 300000; v++ {
+		b := appendZigzag32(nil, v)
+		for _, buf := range [][]byte{b, append(b, 0xff, 0x01)} {
+			got, n, err := readZigzag32(buf, 0)
+			if err != nil || got != v || n != len(b) {
+				t.Fatalf("varint %d (% x in % x): read %d, %d bytes, err %v", v, b, buf, got, n, err)
+			}
+		}
+		if _, _, err := readZigzag32(b[:len(b)-1], 0); err != errVarintTruncated {
+			t.Fatalf("varint %d cut short: err %v", v, err)
+		}
+	}
 	// Kafka accepts over-long encodings; so do we.
 	if v, _, err := readZigzag32([]byte{0x82, 0x80, 0x00}, 0); err != nil || v != 1 {
 		t.Errorf("over-long varint: %d, %v", v, err)
