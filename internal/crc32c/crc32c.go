@@ -3,9 +3,10 @@
 // faster on CPUs whose CRC32 instruction is slow.
 //
 // hash/crc32 computes CRC-32C with the SSE 4.2 CRC32 instruction, three
-// streams at a time. On AMD's Zen 1 and Zen 2 that instruction issues
-// once every three cycles, and checking the produced batches took a fifth
-// of the broker's CPU per GiB produced (docs/performance.md). There,
+// streams at a time. On some CPUs, such as the AMD Zen 1 of the
+// project's benchmark machine, that instruction issues only once every
+// three cycles, and checking the produced batches took a fifth of the
+// broker's CPU per GiB produced (docs/performance.md). There,
 // folding the data with carry-less multiplication (PCLMULQDQ, as
 // hash/crc32 already does for the IEEE polynomial) runs about 1.6 times
 // as fast. On CPUs where the CRC32 instruction is as fast or faster, the
