@@ -12,6 +12,7 @@
 #   4. each test of compat/librdkafka/expected.txt in its own test-runner
 #      (JOBS at a time, each bounded by a timeout), its log in
 #      out/logs/<test>.log.
+#   5. a test listed as "pass" that did not pass run once more, alone.
 # Fails when a test listed as "pass" does not pass; the others are known
 # gaps, explained in compat/librdkafka/README.md. UPDATE=1 rewrites the
 # status column of expected.txt from this run.
@@ -230,6 +231,16 @@ main() {
 		pids+=($!)
 	done
 	wait "${pids[@]}"
+	# A test expected to pass that did not runs once more, alone: a few
+	# of the suite's tests assume client-side timing (0086_purge_remote,
+	# how many messages the first request batches) that JOBS runners on
+	# two cores can upset. The first log stays beside the second, and
+	# the retry is logged; a test that fails alone too fails the run.
+	for num in $(failed_expected_pass "$@"); do
+		mv "$out/logs/$num.log" "$out/logs/$num.first.log"
+		log "$num: expected to pass, failed next to $((JOBS - 1)) other runners; running it again alone (first log: logs/$num.first.log)"
+		run_one "$num" "$dir"
+	done
 	cat "$out"/results/*.tsv >"$out/results.tsv" 2>/dev/null || : >"$out/results.tsv"
 	log "all tests ran in $((SECONDS - t0))s"
 	if ! kill -0 "$gregor_pid" 2>/dev/null; then
@@ -238,6 +249,18 @@ main() {
 	fi
 	stop_gregor
 	compare "$@"
+}
+
+# failed_expected_pass prints the numbers of the tests run (all, or those
+# named) with a test marked pass in expected.txt that did not pass.
+failed_expected_pass() {
+	local name
+	for name in $(awk '$1 == "pass" { print $2 }' "$expected"); do
+		if [ $# -gt 0 ] && ! printf '%s\n' "$@" | grep -qx "${name:0:4}"; then continue; fi
+		if ! awk -F'\t' -v n="$name" '$1 == n && $2 == "PASSED" { ok=1 } END { exit !ok }' "$out/results/${name:0:4}.tsv" 2>/dev/null; then
+			echo "${name:0:4}"
+		fi
+	done | sort -u
 }
 
 # compare prints the table and fails when a test expected to pass did not.
