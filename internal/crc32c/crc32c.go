@@ -71,20 +71,13 @@ func foldFaster() bool {
 	if !haveFold {
 		return false
 	}
-	pickOnce.Do(func() { useFold = timeFold() < timeCRC32() })
+	pickOnce.Do(func() {
+		// Long enough that each run takes microseconds, short enough
+		// to stay in the L1/L2 cache.
+		buf := make([]byte, 32<<10)
+		useFold = bestOf(func() { updateFolded(0, buf) }) < bestOf(func() { crc32.Update(0, table, buf) })
+	})
 	return useFold
-}
-
-// calibration is the buffer both ways are timed over: long enough that
-// each run takes microseconds, short enough to stay in the L1/L2 cache.
-var calibration = make([]byte, 32<<10)
-
-func timeFold() time.Duration {
-	return bestOf(func() { updateFolded(0, calibration) })
-}
-
-func timeCRC32() time.Duration {
-	return bestOf(func() { crc32.Update(0, table, calibration) })
 }
 
 // bestOf is the shortest of several runs of f, so that an interruption
