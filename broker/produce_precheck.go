@@ -76,9 +76,8 @@ type producePrecheck struct {
 	batchOff, batchEnd, crcPos int
 	crc                        uint32
 	// walk parses the batch's records as they arrive, when it is
-	// uncompressed (walking is set).
+	// uncompressed (it walks nothing otherwise).
 	walk     protocol.RecordWalk
-	walking  bool
 	verdicts []batchVerdict
 }
 
@@ -245,9 +244,7 @@ func (p *producePrecheck) records(frame []byte) bool {
 		if p.crcPos < upto {
 			p.crc = protocol.UpdateBatchCRC(p.crc, frame[p.crcPos:upto])
 			p.crcPos = upto
-			if p.walking {
-				p.walk.Advance(frame[p.batchOff+protocol.BatchHeaderSize : upto])
-			}
+			p.walk.Advance(frame[p.batchOff+protocol.BatchHeaderSize : upto])
 		}
 		if p.crcPos < p.batchEnd {
 			return false
@@ -278,7 +275,7 @@ func (p *producePrecheck) startBatch(frame []byte) bool {
 	}
 	p.batchOff, p.batchEnd = p.pos, p.pos+size
 	p.crcPos, p.crc = p.pos+protocol.BatchCRCStart, 0
-	p.walking = p.walk.Start(b[:protocol.BatchHeaderSize])
+	p.walk.Start(b[:protocol.BatchHeaderSize])
 	return true
 }
 
@@ -289,20 +286,12 @@ func (p *producePrecheck) finishBatch(batch []byte) {
 	if batch[protocol.BatchCRCStart+1]&protocol.AttrCompressionMask == 0 {
 		// A compressed batch is left to the handler: decompressing it
 		// here would not be cheaper, and the topic may recompress it.
-		info, err := protocol.ValidateBatchWalked(batch, p.maxUncompressed, p.crc, p.walkOf())
+		info, err := protocol.ValidateBatchWalked(batch, p.maxUncompressed, p.crc, &p.walk)
 		if err == nil {
 			v.validated, v.maxUncompressed, v.info = true, p.maxUncompressed, info
 		}
 	}
 	p.verdicts = append(p.verdicts, v)
-}
-
-// walkOf is the walk of the current batch's records, or nil.
-func (p *producePrecheck) walkOf() *protocol.RecordWalk {
-	if !p.walking {
-		return nil
-	}
-	return &p.walk
 }
 
 // precheckReader reads the small fields of a Produce request's structure
