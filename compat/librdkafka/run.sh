@@ -236,12 +236,13 @@ main() {
 	# how many messages the first request batches) that JOBS runners on
 	# two cores can upset. The first log stays beside the second, and
 	# the retry is logged; a test that fails alone too fails the run.
-	for num in $(failed_expected_pass "$@"); do
+	gather_results
+	for num in $(missing_passes "$out/results.tsv" "$@" | cut -c1-4 | sort -u); do
 		mv "$out/logs/$num.log" "$out/logs/$num.first.log"
 		log "$num: expected to pass, failed next to $((JOBS - 1)) other runners; running it again alone (first log: logs/$num.first.log)"
 		run_one "$num" "$dir"
 	done
-	cat "$out"/results/*.tsv >"$out/results.tsv" 2>/dev/null || : >"$out/results.tsv"
+	gather_results
 	log "all tests ran in $((SECONDS - t0))s"
 	if ! kill -0 "$gregor_pid" 2>/dev/null; then
 		log "gregor exited during the run: see $out/gregor.log"
@@ -251,16 +252,23 @@ main() {
 	compare "$@"
 }
 
-# failed_expected_pass prints the numbers of the tests run (all, or those
-# named) with a test marked pass in expected.txt that did not pass.
-failed_expected_pass() {
-	local name
+# gather_results joins the tests' results into $out/results.tsv.
+gather_results() {
+	cat "$out"/results/*.tsv >"$out/results.tsv" 2>/dev/null || : >"$out/results.tsv"
+}
+
+# missing_passes prints the tests marked pass in expected.txt, of those
+# run (all, or the numbers named after the results file), that results
+# (a results.tsv) does not show PASSED.
+missing_passes() {
+	local results=$1 name
+	shift
 	for name in $(awk '$1 == "pass" { print $2 }' "$expected"); do
 		if [ $# -gt 0 ] && ! printf '%s\n' "$@" | grep -qx "${name:0:4}"; then continue; fi
-		if ! awk -F'\t' -v n="$name" '$1 == n && $2 == "PASSED" { ok=1 } END { exit !ok }' "$out/results/${name:0:4}.tsv" 2>/dev/null; then
-			echo "${name:0:4}"
+		if ! awk -F'\t' -v n="$name" '$1 == n && $2 == "PASSED" { ok=1 } END { exit !ok }' "$results" 2>/dev/null; then
+			echo "$name"
 		fi
-	done | sort -u
+	done
 }
 
 # compare prints the table and fails when a test expected to pass did not.
@@ -275,11 +283,8 @@ compare() {
 		regressions="gregor-log"
 	fi
 	local name
-	for name in $(awk '$1 == "pass" { print $2 }' "$expected"); do
-		if [ $# -gt 0 ] && ! printf '%s\n' "$@" | grep -qx "${name:0:4}"; then continue; fi
-		if ! awk -F'\t' -v n="$name" '$1 == n && $2 == "PASSED" { ok=1 } END { exit !ok }' "$out/results.tsv"; then
-			regressions="$regressions $name"
-		fi
+	for name in $(missing_passes "$out/results.tsv" "$@"); do
+		regressions="$regressions $name"
 	done
 	if [ -n "${UPDATE:-}" ]; then
 		update_expected
